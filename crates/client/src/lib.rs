@@ -1,0 +1,1 @@
+//! gpuhub-client (being written).

@@ -1,0 +1,16 @@
+//! Domain types of gpuhub: users, resource quantities, workloads and their state machine, node
+//! inventory, the request/response shapes of the HTTP API, and the simple admission rule.
+//!
+//! This crate does no I/O, reads no clock and spawns nothing: time and identifiers are arguments.
+
+pub mod admission;
+pub mod api;
+pub mod error;
+pub mod names;
+pub mod node;
+pub mod quantity;
+pub mod user;
+pub mod workload;
+
+pub use error::CoreError;
+pub use quantity::{Bytes, CpuMilli};

@@ -1,0 +1,35 @@
+//! Node inventory: what a host offers.
+
+use crate::{Bytes, CpuMilli};
+use serde::{Deserialize, Serialize};
+
+/// One GPU of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuDevice {
+    /// Stable identifier (`GPU-…` from NVML, or the configured one).
+    pub uuid: String,
+    /// Index on the node (`/dev/nvidia<index>`).
+    #[serde(default)]
+    pub index: u32,
+    /// Model name (`H200`, `NVIDIA A100-SXM4-80GB`).
+    pub model: String,
+    /// Device memory.
+    pub memory: Bytes,
+    /// The device node handed to a container in `devices` mode.
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+/// What a node offers in all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCapacity {
+    /// Node name (the host name for the local engine).
+    pub name: String,
+    /// CPUs.
+    pub cpus: CpuMilli,
+    /// Memory.
+    pub memory: Bytes,
+    /// GPUs, ordered by index.
+    pub gpus: Vec<GpuDevice>,
+}

@@ -1,0 +1,216 @@
+//! Resource quantities: memory in bytes, CPUs in thousandths of a core.
+//!
+//! Memory accepts `4GiB`, `512MiB`, `1.5GiB`, `2G` (decimal) or a plain number of bytes, in JSON as a
+//! string or an integer. CPUs accept a fractional number of cores (`0.5`, `2`).
+
+use crate::CoreError;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A number of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Bytes(pub u64);
+
+/// Thousandths of a CPU core (`1500` = one and a half cores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CpuMilli(pub u64);
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+pub const TIB: u64 = 1 << 40;
+
+const UNITS: &[(&str, u64)] = &[
+    ("KiB", KIB),
+    ("MiB", MIB),
+    ("GiB", GIB),
+    ("TiB", TIB),
+    ("Ki", KIB),
+    ("Mi", MIB),
+    ("Gi", GIB),
+    ("Ti", TIB),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("TB", 1_000_000_000_000),
+    ("K", 1_000),
+    ("M", 1_000_000),
+    ("G", 1_000_000_000),
+    ("T", 1_000_000_000_000),
+    ("B", 1),
+];
+
+impl Bytes {
+    /// Parses `4GiB`, `1.5 GiB`, `2G`, `1024`.
+    pub fn parse(input: &str) -> Result<Self, CoreError> {
+        let err = |reason: &str| CoreError::Quantity { input: input.to_owned(), reason: reason.to_owned() };
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(err("empty"));
+        }
+        let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let unit = unit.trim();
+        if num.is_empty() {
+            return Err(err("expected a number such as 4GiB"));
+        }
+        let factor = if unit.is_empty() {
+            1
+        } else {
+            UNITS
+                .iter()
+                .find(|(u, _)| u.eq_ignore_ascii_case(unit) && (u.len() > 1 || unit == *u || unit.len() == 1))
+                .map(|(_, f)| *f)
+                .ok_or_else(|| err("unknown unit (use B, KiB, MiB, GiB, TiB, K, M, G, T)"))?
+        };
+        if let Ok(n) = num.parse::<u64>() {
+            return n.checked_mul(factor).map(Bytes).ok_or_else(|| err("too large"));
+        }
+        let f: f64 = num.parse().map_err(|_| err("not a number"))?;
+        let v = f * factor as f64;
+        if !v.is_finite() || v >= u64::MAX as f64 {
+            return Err(err("too large"));
+        }
+        Ok(Bytes(v.round() as u64))
+    }
+
+    /// The value in bytes.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Bytes {
+    /// Binary units, exact where possible (`4GiB`, `1536MiB`), else bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (unit, factor) in [("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
+            if self.0 >= factor && self.0 % factor == 0 {
+                return write!(f, "{}{unit}", self.0 / factor);
+            }
+        }
+        if self.0 >= GIB {
+            return write!(f, "{:.2}GiB", self.0 as f64 / GIB as f64);
+        }
+        write!(f, "{}B", self.0)
+    }
+}
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Signed(i64),
+            Float(f64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Bytes(n)),
+            Raw::Signed(_) => Err(serde::de::Error::custom("memory must not be negative")),
+            Raw::Float(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Bytes(f as u64)),
+            Raw::Float(_) => Err(serde::de::Error::custom("memory must be a whole number of bytes or a string like \"4GiB\"")),
+            Raw::Str(s) => Bytes::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl utoipa::PartialSchema for Bytes {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::new(utoipa::openapi::schema::Type::String))
+            .description(Some("bytes: \"4GiB\", \"512MiB\", \"2G\" or an integer number of bytes"))
+            .examples([serde_json::json!("4GiB")])
+            .into()
+    }
+}
+impl utoipa::ToSchema for Bytes {}
+
+impl CpuMilli {
+    /// Converts a number of cores (`0.5`) to milli-CPUs, refusing negatives, NaN and sub-milli precision.
+    pub fn from_cores(cores: f64) -> Result<Self, CoreError> {
+        if !cores.is_finite() || cores < 0.0 {
+            return Err(CoreError::invalid("resources.cpus", format!("must be a non-negative number of cores, got {cores}")));
+        }
+        if cores > 1_000_000.0 {
+            return Err(CoreError::invalid("resources.cpus", "too large"));
+        }
+        Ok(CpuMilli((cores * 1000.0).round() as u64))
+    }
+
+    /// The value as a number of cores.
+    pub fn cores(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+}
+
+impl fmt::Display for CpuMilli {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 % 1000 == 0 { write!(f, "{}", self.0 / 1000) } else { write!(f, "{}", self.cores()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(Bytes::parse("4GiB").unwrap(), Bytes(4 * GIB));
+        assert_eq!(Bytes::parse("4gib").unwrap(), Bytes(4 * GIB));
+        assert_eq!(Bytes::parse("1.5GiB").unwrap(), Bytes(3 * GIB / 2));
+        assert_eq!(Bytes::parse("2G").unwrap(), Bytes(2_000_000_000));
+        assert_eq!(Bytes::parse("512 MiB").unwrap(), Bytes(512 * MIB));
+        assert_eq!(Bytes::parse("141GiB").unwrap(), Bytes(141 * GIB));
+        assert_eq!(Bytes::parse("1024").unwrap(), Bytes(1024));
+        assert_eq!(Bytes::parse("16Gi").unwrap(), Bytes(16 * GIB));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in ["", "GiB", "4XB", "-1GiB", "1..2G", "99999999999999TiB"] {
+            assert!(Bytes::parse(bad).is_err(), "{bad} should fail");
+        }
+    }
+
+    #[test]
+    fn json_forms() {
+        let b: Bytes = serde_json::from_str("\"4GiB\"").unwrap();
+        assert_eq!(b, Bytes(4 * GIB));
+        let b: Bytes = serde_json::from_str("1048576").unwrap();
+        assert_eq!(b, Bytes(MIB));
+        assert!(serde_json::from_str::<Bytes>("-5").is_err());
+        assert_eq!(serde_json::to_string(&Bytes(4 * GIB)).unwrap(), "\"4GiB\"");
+    }
+
+    #[test]
+    fn cpus() {
+        assert_eq!(CpuMilli::from_cores(0.5).unwrap(), CpuMilli(500));
+        assert_eq!(CpuMilli::from_cores(2.0).unwrap().to_string(), "2");
+        assert_eq!(CpuMilli(1500).to_string(), "1.5");
+        assert!(CpuMilli::from_cores(-1.0).is_err());
+        assert!(CpuMilli::from_cores(f64::NAN).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn display_round_trips(n in 0u64..(1u64 << 50)) {
+            let b = Bytes(n);
+            let back = Bytes::parse(&b.to_string()).unwrap();
+            if b.to_string().contains('.') {
+                // two decimals of GiB: within 0.5% of the value
+                prop_assert!((back.0 as f64 - n as f64).abs() <= n as f64 * 0.005);
+            } else {
+                prop_assert_eq!(back, b);
+            }
+        }
+    }
+}

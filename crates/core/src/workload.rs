@@ -1,0 +1,217 @@
+//! Workloads (jobs and workspaces), their resources and their state machine.
+
+use crate::{Bytes, CoreError, CpuMilli};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What kind of work a workload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// Runs a command to completion; keeps exit code and logs.
+    Job,
+    /// Long-lived; can be stopped and started again; the home persists.
+    Workspace,
+}
+
+impl WorkloadKind {
+    /// The lowercase name used in the API and the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Job => "job",
+            Self::Workspace => "workspace",
+        }
+    }
+}
+
+impl std::str::FromStr for WorkloadKind {
+    type Err = CoreError;
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        match s {
+            "job" => Ok(Self::Job),
+            "workspace" => Ok(Self::Workspace),
+            _ => Err(CoreError::invalid("kind", format!("{s:?} is not one of job, workspace"))),
+        }
+    }
+}
+
+/// Where a workload is in its life.
+///
+/// `queued → starting → running → succeeded | failed | stopped`; `lost` when the container vanished
+/// behind the platform's back. A stopped workspace may be started again (back to `queued`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadState {
+    /// Waiting for resources.
+    Queued,
+    /// Resources assigned; the container is being created.
+    Starting,
+    /// The container runs.
+    Running,
+    /// Ended with exit code 0.
+    Succeeded,
+    /// Ended with a non-zero exit code, or could not be started.
+    Failed,
+    /// Stopped by its owner or an admin.
+    Stopped,
+    /// The container disappeared without the platform stopping it.
+    Lost,
+}
+
+impl WorkloadState {
+    /// All states, in life order.
+    pub const ALL: [WorkloadState; 7] =
+        [Self::Queued, Self::Starting, Self::Running, Self::Succeeded, Self::Failed, Self::Stopped, Self::Lost];
+
+    /// The lowercase name used in the API and the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Lost => "lost",
+        }
+    }
+
+    /// Whether the workload holds resources in this state.
+    pub fn holds_resources(self) -> bool {
+        matches!(self, Self::Starting | Self::Running)
+    }
+
+    /// Whether the workload has ended (it will not run again unless started anew).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Stopped | Self::Lost)
+    }
+
+    /// The state after a user's stop request.
+    pub fn stop(self) -> Result<Self, CoreError> {
+        match self {
+            Self::Queued | Self::Starting | Self::Running => Ok(Self::Stopped),
+            from => Err(CoreError::Transition { from, action: "stop" }),
+        }
+    }
+
+    /// The state after a user's start request: ended workspaces (and jobs) go back to the queue.
+    pub fn start(self) -> Result<Self, CoreError> {
+        match self {
+            Self::Stopped | Self::Failed | Self::Succeeded | Self::Lost => Ok(Self::Queued),
+            from => Err(CoreError::Transition { from, action: "start" }),
+        }
+    }
+
+    /// The state after the container exited with `code`, for a workload of `kind`.
+    pub fn exited(self, kind: WorkloadKind, code: i64) -> Self {
+        match (self, kind) {
+            (Self::Stopped, _) => Self::Stopped,
+            (_, WorkloadKind::Job) if code == 0 => Self::Succeeded,
+            (_, WorkloadKind::Job) => Self::Failed,
+            // a workspace whose main process ends on its own is stopped with code 0, failed otherwise
+            (_, WorkloadKind::Workspace) if code == 0 => Self::Stopped,
+            (_, WorkloadKind::Workspace) => Self::Failed,
+        }
+    }
+}
+
+impl fmt::Display for WorkloadState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for WorkloadState {
+    type Err = CoreError;
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| CoreError::invalid("state", format!("unknown state {s:?}")))
+    }
+}
+
+/// The resources a workload asks for, after validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Resources {
+    /// CPUs in thousandths of a core.
+    #[schema(value_type = u64)]
+    pub cpu_milli: CpuMilli,
+    /// Memory limit (memory + swap are set to the same value).
+    pub memory: Bytes,
+    /// Whole GPUs, exclusive.
+    pub gpus: u32,
+}
+
+/// The default resources for a request that names none: one CPU, 1 GiB, no GPU.
+impl Default for Resources {
+    fn default() -> Self {
+        Self { cpu_milli: CpuMilli(1000), memory: Bytes(crate::quantity::GIB), gpus: 0 }
+    }
+}
+
+/// A workload as the store keeps it: the spec the owner asked for plus the state the controller recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Unique, stable id; also the `gpuhub.workload` container label.
+    pub id: String,
+    /// Unique per owner.
+    pub name: String,
+    /// The owner's username.
+    pub owner: String,
+    /// Job or workspace.
+    pub kind: WorkloadKind,
+    /// The resolved image reference.
+    pub image: String,
+    /// Command and arguments; empty for the image's default.
+    pub command: Vec<String>,
+    /// Environment variables.
+    pub env: BTreeMap<String, String>,
+    /// What it asked for.
+    pub resources: Resources,
+    /// Higher runs first.
+    pub priority: i32,
+    /// Where it is.
+    pub state: WorkloadState,
+    /// GPU UUIDs assigned while it holds resources.
+    pub gpus: Vec<String>,
+    /// The runtime's container id, once created.
+    pub container_id: Option<String>,
+    /// Exit code, once ended.
+    pub exit_code: Option<i64>,
+    /// A short human reason for the current state (why queued, why failed).
+    pub message: Option<String>,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When it last entered the queue (submit time for ordering).
+    pub queued_at: DateTime<Utc>,
+    /// When its container last started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it last ended.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transitions() {
+        use WorkloadState::*;
+        assert_eq!(Running.stop().unwrap(), Stopped);
+        assert_eq!(Queued.stop().unwrap(), Stopped);
+        assert!(Succeeded.stop().is_err());
+        assert_eq!(Stopped.start().unwrap(), Queued);
+        assert!(Running.start().is_err());
+        assert_eq!(Running.exited(WorkloadKind::Job, 0), Succeeded);
+        assert_eq!(Running.exited(WorkloadKind::Job, 3), Failed);
+        assert_eq!(Stopped.exited(WorkloadKind::Job, 137), Stopped);
+        assert_eq!(Running.exited(WorkloadKind::Workspace, 0), Stopped);
+        for s in WorkloadState::ALL {
+            assert_eq!(s.as_str().parse::<WorkloadState>().unwrap(), s);
+            assert!(!(s.holds_resources() && s.is_terminal()));
+        }
+    }
+}

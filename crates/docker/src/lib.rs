@@ -1,0 +1,1 @@
+//! gpuhub-docker (being written).

@@ -1,0 +1,1 @@
+//! gpuhub-driver (being written).

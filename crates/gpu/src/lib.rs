@@ -1,0 +1,1 @@
+//! gpuhub-gpu (being written).

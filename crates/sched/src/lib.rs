@@ -1,0 +1,1 @@
+//! gpuhub-sched (being written).

@@ -1,0 +1,1 @@
+//! gpuhub-server (being written).

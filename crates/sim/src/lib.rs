@@ -1,0 +1,1 @@
+//! gpuhub-sim (being written).

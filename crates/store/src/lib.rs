@@ -1,0 +1,1 @@
+//! gpuhub-store (being written).
