@@ -92,7 +92,10 @@ impl ResourceRequest {
         }
         let memory = self.memory.unwrap_or(d.memory);
         if memory.0 < 6 * crate::quantity::MIB {
-            return Err(CoreError::invalid("resources.memory", "must be at least 6MiB (the container engine's minimum)"));
+            return Err(CoreError::invalid(
+                "resources.memory",
+                "must be at least 6MiB (the container engine's minimum)",
+            ));
         }
         Ok(Resources { cpu_milli, memory, gpus: self.gpus.unwrap_or(0) })
     }

@@ -116,7 +116,9 @@ impl<'de> Deserialize<'de> for Bytes {
             Raw::Int(n) => Ok(Bytes(n)),
             Raw::Signed(_) => Err(serde::de::Error::custom("memory must not be negative")),
             Raw::Float(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Bytes(f as u64)),
-            Raw::Float(_) => Err(serde::de::Error::custom("memory must be a whole number of bytes or a string like \"4GiB\"")),
+            Raw::Float(_) => {
+                Err(serde::de::Error::custom("memory must be a whole number of bytes or a string like \"4GiB\""))
+            }
             Raw::Str(s) => Bytes::parse(&s).map_err(serde::de::Error::custom),
         }
     }
@@ -137,7 +139,10 @@ impl CpuMilli {
     /// Converts a number of cores (`0.5`) to milli-CPUs, refusing negatives, NaN and sub-milli precision.
     pub fn from_cores(cores: f64) -> Result<Self, CoreError> {
         if !cores.is_finite() || cores < 0.0 {
-            return Err(CoreError::invalid("resources.cpus", format!("must be a non-negative number of cores, got {cores}")));
+            return Err(CoreError::invalid(
+                "resources.cpus",
+                format!("must be a non-negative number of cores, got {cores}"),
+            ));
         }
         if cores > 1_000_000.0 {
             return Err(CoreError::invalid("resources.cpus", "too large"));

@@ -1,0 +1,290 @@
+//! A recording, in-memory [`Runtime`]: every call is recorded; containers live in a map; tests make a
+//! container exit with [`FakeRuntime::exit`] and feed it log lines with [`FakeRuntime::push_log`].
+
+use crate::*;
+use futures::StreamExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use tokio::sync::broadcast;
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    EnsureNetwork(String),
+    Create(Box<ContainerSpec>),
+    Start(String),
+    Stop(String),
+    Remove(String),
+    Exec(String, Vec<String>),
+}
+
+#[derive(Debug)]
+struct FakeContainer {
+    spec: ContainerSpec,
+    status: ContainerStatus,
+    logs: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next: u64,
+    containers: BTreeMap<String, FakeContainer>,
+    images: BTreeSet<String>,
+    networks: BTreeSet<String>,
+    calls: Vec<Call>,
+}
+
+/// The fake runtime.
+#[derive(Debug)]
+pub struct FakeRuntime {
+    state: Mutex<State>,
+    events: broadcast::Sender<RuntimeEvent>,
+}
+
+impl Default for FakeRuntime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeRuntime {
+    /// An empty fake that has the image `busybox:latest`.
+    pub fn new() -> Self {
+        let (events, _) = broadcast::channel(1024);
+        let fake = Self { state: Mutex::new(State::default()), events };
+        fake.add_image("busybox:latest");
+        fake
+    }
+
+    /// Makes an image known.
+    pub fn add_image(&self, image: &str) {
+        self.state.lock().unwrap().images.insert(image.to_owned());
+    }
+
+    /// The calls made so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    /// The spec a container was created with.
+    pub fn spec(&self, id: &str) -> Option<ContainerSpec> {
+        self.state.lock().unwrap().containers.get(id).map(|c| c.spec.clone())
+    }
+
+    /// Ids of containers that are running now.
+    pub fn running(&self) -> Vec<String> {
+        let s = self.state.lock().unwrap();
+        s.containers.iter().filter(|(_, c)| c.status == ContainerStatus::Running).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Appends output to a container's log.
+    pub fn push_log(&self, id: &str, text: &str) {
+        if let Some(c) = self.state.lock().unwrap().containers.get_mut(id) {
+            c.logs.extend_from_slice(text.as_bytes());
+        }
+    }
+
+    /// Makes a running container exit with `code`, as if its main process ended.
+    pub fn exit(&self, id: &str, code: i64) {
+        let workload = {
+            let mut s = self.state.lock().unwrap();
+            let Some(c) = s.containers.get_mut(id) else { return };
+            c.status = ContainerStatus::Exited(code);
+            c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default()
+        };
+        let _ = self.events.send(RuntimeEvent::Died { id: id.to_owned(), workload, exit_code: code });
+    }
+
+    /// Removes a container behind the platform's back (no event), as `docker rm -f` by hand would… with one.
+    pub fn vanish(&self, id: &str) {
+        let removed = self.state.lock().unwrap().containers.remove(id);
+        if let Some(c) = removed {
+            let workload = c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+            let _ = self.events.send(RuntimeEvent::Destroyed { id: id.to_owned(), workload });
+        }
+    }
+
+    fn info(id: &str, c: &FakeContainer) -> ContainerInfo {
+        ContainerInfo {
+            id: id.to_owned(),
+            name: c.spec.name.clone(),
+            labels: c.spec.labels.clone(),
+            status: c.status,
+            ip: (c.status == ContainerStatus::Running).then(|| "172.30.0.2".to_owned()),
+        }
+    }
+}
+
+#[async_trait]
+impl Runtime for FakeRuntime {
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        Ok(self.state.lock().unwrap().images.contains(image))
+    }
+
+    async fn ensure_network(&self, name: &str) -> Result<(), RuntimeError> {
+        let mut s = self.state.lock().unwrap();
+        s.calls.push(Call::EnsureNetwork(name.to_owned()));
+        s.networks.insert(name.to_owned());
+        Ok(())
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        let mut s = self.state.lock().unwrap();
+        s.calls.push(Call::Create(Box::new(spec.clone())));
+        if !s.images.contains(&spec.image) {
+            return Err(RuntimeError::ImageNotFound(spec.image.clone()));
+        }
+        if s.containers.values().any(|c| c.spec.name == spec.name) {
+            return Err(RuntimeError::Rejected(format!("name {} in use", spec.name)));
+        }
+        s.next += 1;
+        let id = format!("fake{:012}", s.next);
+        s.containers.insert(
+            id.clone(),
+            FakeContainer { spec: spec.clone(), status: ContainerStatus::Created, logs: Vec::new() },
+        );
+        Ok(id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+        let workload = {
+            let mut s = self.state.lock().unwrap();
+            s.calls.push(Call::Start(id.to_owned()));
+            let c = s.containers.get_mut(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
+            c.status = ContainerStatus::Running;
+            c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default()
+        };
+        let _ = self.events.send(RuntimeEvent::Started { id: id.to_owned(), workload });
+        Ok(())
+    }
+
+    async fn stop(&self, id: &str, _grace: Duration) -> Result<(), RuntimeError> {
+        let running = {
+            let mut s = self.state.lock().unwrap();
+            s.calls.push(Call::Stop(id.to_owned()));
+            let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
+            c.status == ContainerStatus::Running
+        };
+        if running {
+            self.exit(id, 137);
+        }
+        Ok(())
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), RuntimeError> {
+        let c = {
+            let mut s = self.state.lock().unwrap();
+            s.calls.push(Call::Remove(id.to_owned()));
+            s.containers.remove(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?
+        };
+        let workload = c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+        let _ = self.events.send(RuntimeEvent::Destroyed { id: id.to_owned(), workload });
+        Ok(())
+    }
+
+    async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
+        let s = self.state.lock().unwrap();
+        let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
+        Ok(Self::info(id, c))
+    }
+
+    async fn list_managed(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let s = self.state.lock().unwrap();
+        Ok(s.containers
+            .iter()
+            .filter(|(_, c)| c.spec.labels.contains_key(LABEL_WORKLOAD))
+            .map(|(id, c)| Self::info(id, c))
+            .collect())
+    }
+
+    async fn logs(&self, id: &str, _follow: bool) -> Result<LogStream, RuntimeError> {
+        let s = self.state.lock().unwrap();
+        let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
+        let chunk = bytes::Bytes::from(c.logs.clone());
+        Ok(futures::stream::iter([Ok(chunk)]).boxed())
+    }
+
+    /// Runs nothing: echoes the command line as output and ends with exit code 0.
+    async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, RuntimeError> {
+        let mut s = self.state.lock().unwrap();
+        let c = s.containers.get(container).ok_or_else(|| RuntimeError::NotFound(container.to_owned()))?;
+        if c.status != ContainerStatus::Running {
+            return Err(RuntimeError::Rejected(format!("container {container} is not running")));
+        }
+        s.calls.push(Call::Exec(container.to_owned(), spec.command.clone()));
+        s.next += 1;
+        let out = bytes::Bytes::from(format!("{}\n", spec.command.join(" ")));
+        Ok(ExecHandle {
+            id: format!("exec{}", s.next),
+            input: Box::pin(tokio::io::sink()),
+            output: futures::stream::iter([Ok(out)]).boxed(),
+        })
+    }
+
+    async fn exec_resize(&self, _exec_id: &str, _cols: u16, _rows: u16) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    async fn exec_exit_code(&self, _exec_id: &str) -> Result<Option<i64>, RuntimeError> {
+        Ok(Some(0))
+    }
+
+    async fn events(&self) -> Result<EventStream, RuntimeError> {
+        let rx = self.events.subscribe();
+        Ok(futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => return Some((Ok(ev), rx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    fn spec(name: &str) -> ContainerSpec {
+        ContainerSpec {
+            name: name.into(),
+            image: "busybox:latest".into(),
+            command: vec!["true".into()],
+            env: BTreeMap::new(),
+            labels: BTreeMap::from([(LABEL_WORKLOAD.to_owned(), "w1".to_owned())]),
+            user: "10000:10000".into(),
+            hostname: None,
+            working_dir: None,
+            cpu_milli: 1000,
+            memory_bytes: 1 << 30,
+            pids_limit: 512,
+            mounts: vec![],
+            network: None,
+            gpus: GpuAttach::None,
+        }
+    }
+
+    #[tokio::test]
+    async fn records_and_emits() {
+        let rt = FakeRuntime::new();
+        let mut ev = rt.events().await.unwrap();
+        let id = rt.create(&spec("a")).await.unwrap();
+        assert!(matches!(rt.create(&spec("a")).await, Err(RuntimeError::Rejected(_))));
+        rt.start(&id).await.unwrap();
+        assert_eq!(ev.next().await.unwrap().unwrap(), RuntimeEvent::Started { id: id.clone(), workload: "w1".into() });
+        rt.exit(&id, 3);
+        assert_eq!(
+            ev.next().await.unwrap().unwrap(),
+            RuntimeEvent::Died { id: id.clone(), workload: "w1".into(), exit_code: 3 }
+        );
+        assert_eq!(rt.inspect(&id).await.unwrap().status, ContainerStatus::Exited(3));
+        let mut bad = spec("b");
+        bad.image = "nope".into();
+        assert!(matches!(rt.create(&bad).await, Err(RuntimeError::ImageNotFound(_))));
+        assert_eq!(rt.calls().len(), 4);
+    }
+}
