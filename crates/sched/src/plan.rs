@@ -1,0 +1,465 @@
+//! One scheduling pass: order the pending workloads, start those that fit (gangs all-or-nothing), keep
+//! reserved starts for blocked ones that later workloads may not delay (backfill), honour GPU bookings,
+//! choose preemption victims, and explain everything left waiting.
+
+use crate::config::{Backfill, Config};
+use crate::explain::{Explanation, Reason};
+use crate::model::{Cluster, Decisions, Pending, Running, Start};
+use crate::policy::Placer;
+use crate::queue::{QueueSpec, QueueState, Quota};
+use crate::state::{Hold, Shape, State};
+use std::collections::{BTreeMap, HashMap};
+
+/// A blocked workload's reserved start: when, and the cluster as it will be then with it placed.
+#[derive(Debug, Clone)]
+pub(crate) struct Reserved {
+    pub id: String,
+    pub at_ms: i64,
+    pub future: State,
+    pub holds: Vec<Hold>,
+}
+
+/// A running workload as the pass sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    pub holds: Vec<Hold>,
+    /// When its resources are expected back; none: unknown.
+    pub end_ms: Option<i64>,
+    pub quota: Quota,
+}
+
+/// Order key: negated priority, outside the guarantee, dominant share, submit time.
+type OrderKey = (i32, bool, f64, i64);
+
+/// The working state of one pass.
+#[derive(Debug)]
+pub(crate) struct Pass<'a> {
+    pub cluster: &'a Cluster,
+    pub running: &'a [Running],
+    pub config: &'a Config,
+    pub now: i64,
+    pub st: State,
+    pub placer: Placer,
+    pub live: Vec<Live>,
+    pub queues: BTreeMap<String, QueueState>,
+    pub capacity: Quota,
+    pub reserved: Vec<Reserved>,
+    /// Workloads started in this pass: their holds and expected end.
+    pub started: Vec<(Vec<Hold>, Option<i64>)>,
+    /// Running workloads chosen as victims in this pass.
+    pub victims: Vec<bool>,
+    pub bookings: crate::book::Bookings,
+}
+
+/// Schedules one tick: see the crate documentation.
+pub fn schedule(
+    cluster: &Cluster,
+    running: &[Running],
+    pending: &[Pending],
+    config: &Config,
+    now_ms: i64,
+) -> Decisions {
+    let mut pass = Pass::new(cluster, running, config, now_ms);
+    for p in pending {
+        let s = pass.st.shape(&p.request);
+        for _ in 0..p.members.min(64) {
+            pass.placer.observe(&s);
+        }
+    }
+    for r in running {
+        for pl in &r.placements {
+            if let Some(s) = pass.shape_of_placement(pl) {
+                pass.placer.observe(&s);
+            }
+        }
+    }
+    pass.run(pending)
+}
+
+impl<'a> Pass<'a> {
+    pub(crate) fn new(cluster: &'a Cluster, running: &'a [Running], config: &'a Config, now: i64) -> Self {
+        let mut st = State::new(cluster);
+        let node_ix: HashMap<&str, usize> =
+            cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let mut gpu_ix: HashMap<(usize, &str), u32> = HashMap::new();
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            for (k, g) in n.gpus.iter().enumerate() {
+                gpu_ix.insert((i, g.uuid.as_str()), st.nodes[i].gpu_start + k as u32);
+            }
+        }
+        let mut queues: BTreeMap<String, QueueState> = BTreeMap::new();
+        for q in &config.queues {
+            queues.insert(q.name.clone(), queue_state(q.clone(), config));
+        }
+        let mut live = Vec::with_capacity(running.len());
+        for r in running {
+            let mut holds = Vec::new();
+            for p in &r.placements {
+                let Some(&n) = node_ix.get(p.node.as_str()) else { continue };
+                let gpus = p
+                    .gpus
+                    .iter()
+                    .filter_map(|g| gpu_ix.get(&(n, g.uuid.as_str())).map(|&ix| (ix, g.milli, g.memory)))
+                    .collect();
+                let h = Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus };
+                st.hold(&h);
+                holds.push(h);
+            }
+            let end_ms = if r.stopping {
+                Some(now + config.preemption.grace_ms)
+            } else {
+                r.runtime_limit_ms.map(|l| (r.started_ms + l).max(now))
+            };
+            let quota = Quota::of_running(r);
+            queues
+                .entry(r.queue.clone())
+                .or_insert_with(|| queue_state(QueueSpec::open(&r.queue), config))
+                .take(&r.user, quota);
+            live.push(Live { holds, end_ms, quota });
+        }
+        let capacity = Quota {
+            gpu_milli: st.gpu_milli_total,
+            cpu_milli: st.nodes.iter().map(|n| n.cpu_total).sum(),
+            memory: st.nodes.iter().map(|n| n.mem_total).sum(),
+        };
+        let bookings = crate::book::Bookings::new(&config.reservations, cluster, &st, running, now);
+        Pass {
+            cluster,
+            running,
+            config,
+            now,
+            placer: Placer::new(config.policy, config.seed),
+            st,
+            live,
+            queues,
+            capacity,
+            reserved: Vec::new(),
+            started: Vec::new(),
+            victims: vec![false; running.len()],
+            bookings,
+        }
+    }
+
+    /// The shape of a running placement (for the size distribution); none for uneven GPU shares.
+    fn shape_of_placement(&self, p: &crate::model::Placement) -> Option<Shape> {
+        let need = p.gpus.first().map_or(0, |g| g.milli);
+        if p.gpus.iter().any(|g| g.milli != need) {
+            return None;
+        }
+        Some(Shape {
+            cpu: p.cpu_milli,
+            mem: p.memory,
+            need,
+            count: p.gpus.len() as u32,
+            gpu_mem: p.gpus.first().map_or(0, |g| g.memory),
+            models: None,
+            gpu_ok: None,
+            node_ok: None,
+        })
+    }
+
+    fn queue(&mut self, name: &str) -> &mut QueueState {
+        let config = self.config;
+        self.queues.entry(name.to_owned()).or_insert_with(|| queue_state(QueueSpec::open(name), config))
+    }
+
+    /// The order: priority (high first), then workloads within their queue's guarantee, then the queue's
+    /// weighted dominant share (low first, updated as work starts), then submit time, then id.
+    fn next(&mut self, heads: &mut BTreeMap<String, Vec<&'a Pending>>) -> Option<&'a Pending> {
+        let mut best: Option<(OrderKey, &'a Pending)> = None;
+        for (q, list) in heads.iter() {
+            let Some(&p) = list.last() else { continue };
+            let qs = self.queues.get(q);
+            let want = Quota::of_request(&p.request, p.members);
+            let within = qs.is_some_and(|s| s.within_guarantee(want));
+            let share = qs.map_or(0.0, |s| s.share(self.capacity));
+            let key = (-p.priority, !within, share, p.submit_ms);
+            let better = match &best {
+                None => true,
+                Some((k, b)) => {
+                    let c = key.0.cmp(&k.0).then(key.1.cmp(&k.1)).then(key.2.total_cmp(&k.2)).then(key.3.cmp(&k.3));
+                    c.then(p.id.cmp(&b.id)).is_lt()
+                }
+            };
+            if better {
+                best = Some((key, p));
+            }
+        }
+        let (_, p) = best?;
+        heads.get_mut(&p.queue).and_then(|l| l.pop())
+    }
+
+    pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
+        let mut heads: BTreeMap<String, Vec<&'a Pending>> = BTreeMap::new();
+        for p in pending {
+            self.queue(&p.queue);
+            heads.entry(p.queue.clone()).or_default().push(p);
+        }
+        for list in heads.values_mut() {
+            // popped from the back: highest priority, then earliest, last
+            list.sort_by(|a, b| a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then(b.id.cmp(&a.id)));
+        }
+        let mut out = Decisions::default();
+        let mut position = 0u32;
+        let mut fifo_blocked: Option<String> = None;
+        while let Some(p) = self.next(&mut heads) {
+            match self.consider(p, &mut out, fifo_blocked.as_deref()) {
+                Ok(start) => out.starts.push(start),
+                Err((reason, message, estimate)) => {
+                    position += 1;
+                    let blocks = matches!(
+                        reason,
+                        Reason::Resources | Reason::Backfill | Reason::Preempting | Reason::Reservation
+                    );
+                    if self.config.backfill == Backfill::Off && blocks && fifo_blocked.is_none() {
+                        fifo_blocked = Some(p.id.clone());
+                    }
+                    out.pending.push(Explanation {
+                        id: p.id.clone(),
+                        reason,
+                        message,
+                        position,
+                        estimated_start_ms: estimate,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Compiles the shape of `p`'s members, with its model list and resource expression.
+    fn compile(&self, p: &Pending) -> Result<Shape, String> {
+        let mut s = self.st.shape(&p.request);
+        if let Some(src) = &p.request.constraint {
+            crate::expr::constrain(src, self.cluster, &self.st, &mut s).map_err(|e| e.to_string())?;
+        }
+        Ok(s)
+    }
+
+    /// Decides about one workload: a start, or why it waits (reason, message, estimated start).
+    #[allow(clippy::type_complexity)]
+    fn consider(
+        &mut self,
+        p: &'a Pending,
+        out: &mut Decisions,
+        fifo_blocked: Option<&str>,
+    ) -> Result<Start, (Reason, String, Option<i64>)> {
+        let shape = self.compile(p).map_err(|e| (Reason::InvalidConstraint, e, None))?;
+        let members = p.members.max(1);
+        if let Some(why) = self.never_fits(&shape, members) {
+            return Err((Reason::Unschedulable, why, None));
+        }
+        let want = Quota::of_request(&p.request, members);
+        if let Some(why) = self.queue(&p.queue).limit_reason(&p.user, want) {
+            return Err((Reason::QueueLimit, why, None));
+        }
+        if let Some(head) = fifo_blocked {
+            return Err((Reason::HeadOfLine, format!("strict FIFO: waiting behind {head}"), None));
+        }
+        let end = p.runtime_limit_ms.map(|l| self.now + l);
+        match self.try_place(p, &shape, members, end) {
+            Ok(holds) => {
+                for r in &mut self.reserved {
+                    if end.is_none_or(|e| e > r.at_ms) {
+                        for h in &holds {
+                            r.future.hold(h);
+                        }
+                    }
+                }
+                for h in &holds {
+                    self.st.hold(h);
+                }
+                self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
+                self.queue(&p.queue).take(&p.user, want);
+                let placements = holds.iter().map(|h| self.placement(h)).collect();
+                self.started.push((holds, end));
+                Ok(Start { id: p.id.clone(), placements })
+            }
+            Err((reason, message)) => {
+                if reason == Reason::Resources {
+                    if let Some(msg) = self.preempt_for(p, &shape, members, want, out) {
+                        return Err((Reason::Preempting, msg, Some(self.now + self.config.preemption.grace_ms)));
+                    }
+                }
+                let estimate = if reason == Reason::Resources || reason == Reason::Backfill {
+                    self.reserve(p, &shape, members, end)
+                } else {
+                    None
+                };
+                Err((reason, message, estimate))
+            }
+        }
+    }
+
+    fn placement(&self, h: &Hold) -> crate::model::Placement {
+        let node = &self.cluster.nodes[h.node as usize];
+        let start = self.st.nodes[h.node as usize].gpu_start;
+        crate::model::Placement {
+            node: node.name.clone(),
+            gpus: h
+                .gpus
+                .iter()
+                .map(|&(g, milli, memory)| crate::model::GpuShare {
+                    uuid: node.gpus[(g - start) as usize].uuid.clone(),
+                    milli,
+                    memory,
+                })
+                .collect(),
+            cpu_milli: h.cpu,
+            memory: h.mem,
+        }
+    }
+
+    /// Why no node could ever hold one member (or the gang), if so.
+    fn never_fits(&self, s: &Shape, members: u32) -> Option<String> {
+        let totals = total_gpu_mem(self.cluster);
+        let hosts = (0..self.st.nodes.len()).filter(|&n| self.st.fits_empty(n, s, &totals)).count();
+        if hosts == 0 {
+            return Some(format!("no node can hold {} even when empty", describe(s)));
+        }
+        // a gang needs enough room when the cluster is empty
+        let mut empty = self.st.clone();
+        for h in self.live.iter().flat_map(|l| l.holds.iter()) {
+            empty.unhold(h);
+        }
+        if members > 1 && place_gang(&mut Placer::new(crate::policy::Policy::BestFit, 0), &empty, s, members).is_none()
+        {
+            return Some(format!("the cluster cannot hold {members} members of {} even when empty", describe(s)));
+        }
+        None
+    }
+
+    /// Places all members on the state as later workloads see it (reserved starts and bookings held),
+    /// checking that no reserved start is delayed.
+    fn try_place(
+        &mut self,
+        p: &Pending,
+        s: &Shape,
+        members: u32,
+        end: Option<i64>,
+    ) -> Result<Vec<Hold>, (Reason, String)> {
+        let relevant: Vec<usize> =
+            (0..self.reserved.len()).filter(|&i| end.is_none_or(|e| e > self.reserved[i].at_ms)).collect();
+        let booked = self.bookings.holds_for(&self.st, &p.queue, self.now, end);
+        if relevant.is_empty() && booked.is_empty() {
+            return place_gang(&mut self.placer, &self.st, s, members).ok_or_else(|| self.why_not(s, members));
+        }
+        let mut eff = self.st.clone();
+        for h in &booked {
+            eff.hold(h);
+        }
+        let with_bookings = eff.clone();
+        for &i in &relevant {
+            for h in &self.reserved[i].holds {
+                eff.hold(h);
+            }
+        }
+        let placer = &mut self.placer;
+        let cached = placer.set_cache(false);
+        let first = place_gang(placer, &eff, s, members);
+        let second = if first.is_none() { place_gang(placer, &with_bookings, s, members) } else { None };
+        let third = if first.is_none() && second.is_none() && !booked.is_empty() {
+            place_gang(placer, &self.st, s, members)
+        } else {
+            None
+        };
+        placer.set_cache(cached);
+        if let Some(holds) = first {
+            let blocked = relevant.iter().find(|&&i| {
+                let mut f = self.reserved[i].future.clone();
+                holds.iter().any(|h| {
+                    let ok = f.can_hold(h);
+                    f.hold(h);
+                    !ok
+                })
+            });
+            match blocked {
+                None => return Ok(holds),
+                Some(&i) => {
+                    let id = &self.reserved[i].id;
+                    return Err((Reason::Backfill, format!("starting now would delay the reserved start of {id}")));
+                }
+            }
+        }
+        if second.is_some() {
+            let first = relevant.first().map(|&i| self.reserved[i].id.clone()).unwrap_or_default();
+            return Err((Reason::Backfill, format!("starting now would delay the reserved start of {first}")));
+        }
+        if third.is_some() {
+            return Err((Reason::Reservation, "the free GPUs it could use are booked by a reservation".into()));
+        }
+        Err(self.why_not(s, members))
+    }
+
+    /// A message for a workload that does not fit now.
+    fn why_not(&self, s: &Shape, members: u32) -> (Reason, String) {
+        let mut best_gpus = 0u32;
+        let mut cpu_short = false;
+        let mut mem_short = false;
+        for n in 0..self.st.nodes.len() {
+            let node = &self.st.nodes[n];
+            let k = node.gpu_range().filter(|&g| s.gpu_fits(&self.st, g)).count() as u32;
+            best_gpus = best_gpus.max(k);
+            if k >= s.count {
+                cpu_short |= node.cpu_free < s.cpu;
+                mem_short |= node.mem_free < s.mem;
+            }
+        }
+        let gang = if members > 1 { format!(" for each of {members} members") } else { String::new() };
+        let msg = if s.count > 0 && best_gpus < s.count {
+            let what = if s.need >= crate::model::WHOLE {
+                format!("{} free GPU(s)", s.count)
+            } else {
+                format!("a GPU with {} free milli-GPU", s.need)
+            };
+            format!("waiting for {what}{gang}; the best node has {best_gpus} that fit")
+        } else if cpu_short {
+            format!("waiting for {} milli-CPU{gang} on a node with the GPUs", s.cpu)
+        } else if mem_short {
+            format!("waiting for {} MiB of memory{gang} on a node with the GPUs", s.mem >> 20)
+        } else {
+            format!("waiting for room for all {members} members at once")
+        };
+        (Reason::Resources, msg)
+    }
+}
+
+fn queue_state(spec: QueueSpec, config: &Config) -> QueueState {
+    let decayed = config.usage.queues.get(&spec.name).copied().unwrap_or_default();
+    QueueState { spec, used: Quota::default(), users: BTreeMap::new(), decayed }
+}
+
+/// Places `members` copies of `s` on a copy of `st`, all or none.
+pub(crate) fn place_gang(placer: &mut Placer, st: &State, s: &Shape, members: u32) -> Option<Vec<Hold>> {
+    if members <= 1 {
+        let c = placer.choose(st, s)?;
+        return Some(vec![Hold::of(&c, s)]);
+    }
+    // the copy's node versions diverge from the placer's caches: score it uncached
+    let cached = placer.set_cache(false);
+    let mut tmp = st.clone();
+    let mut holds = Vec::with_capacity(members as usize);
+    for _ in 0..members {
+        let Some(c) = placer.choose(&tmp, s) else { break };
+        let h = Hold::of(&c, s);
+        tmp.hold(&h);
+        holds.push(h);
+    }
+    placer.set_cache(cached);
+    (holds.len() == members as usize).then_some(holds)
+}
+
+/// Total GPU memory per flat GPU of the cluster.
+pub(crate) fn total_gpu_mem(c: &Cluster) -> Vec<u64> {
+    c.nodes.iter().flat_map(|n| n.gpus.iter().map(|g| g.memory)).collect()
+}
+
+/// `2 GPUs, 4000 milli-CPU, 16 GiB` style description of a shape.
+pub(crate) fn describe(s: &Shape) -> String {
+    let gpu = match (s.need, s.count) {
+        (_, 0) => "no GPU".to_string(),
+        (n, c) if n >= crate::model::WHOLE => format!("{c} GPU(s)"),
+        (n, _) => format!("{n} milli-GPU"),
+    };
+    format!("{gpu}, {} milli-CPU, {} MiB", s.cpu, s.mem >> 20)
+}

@@ -1,0 +1,316 @@
+//! Placement policies: where one member of a workload goes.
+//!
+//! - `bestfit`: the node (and GPU) left with the least free resources after the placement (packing).
+//! - `spread`: the node left with the most free resources (load spreading).
+//! - `random`: any node that fits, drawn with the seeded generator (a baseline).
+//! - `fgd`: the paper's fragmentation gradient descent: the node and GPU whose placement makes the
+//!   node's expected fragmentation, against the task-size distribution, grow least (see [`crate::frag`]).
+//!
+//! A [`Placer`] keeps per-node caches between calls; use one placer with one [`State`] (node versions
+//! tell it what changed).
+
+use crate::frag::{CpuOnly, Dist, NodeView};
+use crate::state::{Choice, Shape, State};
+use rand::Rng;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// A placement policy, chosen by configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Pack: least free resources left on the node.
+    BestFit,
+    /// Spread: most free resources left on the node.
+    Spread,
+    /// Any fitting node, at random (seeded).
+    Random,
+    /// Fragmentation gradient descent as published.
+    #[default]
+    Fgd,
+}
+
+impl Policy {
+    /// Every policy, in the order reports list them.
+    pub const ALL: [Policy; 4] = [Policy::Random, Policy::Spread, Policy::BestFit, Policy::Fgd];
+
+    /// The configuration name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BestFit => "bestfit",
+            Self::Spread => "spread",
+            Self::Random => "random",
+            Self::Fgd => "fgd",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A policy name that is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown placement policy {0:?} (expected one of bestfit, spread, random, fgd)")]
+pub struct UnknownPolicy(pub String);
+
+impl FromStr for Policy {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, UnknownPolicy> {
+        let l = s.trim().to_ascii_lowercase();
+        Policy::ALL.into_iter().find(|p| p.as_str() == l).ok_or_else(|| UnknownPolicy(s.to_owned()))
+    }
+}
+
+/// A cached score of one task type on one node.
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
+    version: u32,
+    epoch: u32,
+    delta: f64,
+    gpu: u32,
+    feasible: bool,
+}
+
+/// Chooses placements under one policy, with the caches that make it fast.
+#[derive(Debug, Clone)]
+pub struct Placer {
+    policy: Policy,
+    rng: ChaCha8Rng,
+    /// The task-size distribution the fragmentation is measured against.
+    pub dist: Dist,
+    node_frag: Vec<(u32, u32, f64)>,
+    types: HashMap<TypeKey, usize>,
+    cache: Vec<Vec<Entry>>,
+    cache_on: bool,
+}
+
+const EPS: f64 = 1e-7;
+
+/// A task type for the score cache: CPU, memory, per-GPU milli, GPU count, allowed models.
+type TypeKey = (u64, u64, u32, u32, Option<Vec<bool>>);
+
+impl Placer {
+    /// A placer for `policy`; `seed` feeds the random policy and nothing else.
+    pub fn new(policy: Policy, seed: u64) -> Self {
+        Placer {
+            policy,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            dist: Dist::new(CpuOnly::Paper),
+            node_frag: Vec::new(),
+            types: HashMap::new(),
+            cache: Vec::new(),
+            cache_on: true,
+        }
+    }
+
+    /// Turns the per-node score caches on or off (off for states that are copies of the one the caches
+    /// follow); returns the previous setting.
+    pub fn set_cache(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.cache_on, on)
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Counts a task in the size distribution (fragmentation-aware policies).
+    pub fn observe(&mut self, s: &Shape) {
+        if self.policy == Policy::Fgd {
+            self.dist.observe(s);
+        }
+    }
+
+    /// Chooses where one member of shape `s` goes, or none if it fits nowhere now.
+    pub fn choose(&mut self, st: &State, s: &Shape) -> Option<Choice> {
+        match self.policy {
+            Policy::Random => self.choose_random(st, s),
+            Policy::BestFit | Policy::Spread => self.choose_fit(st, s),
+            Policy::Fgd if self.dist.is_empty() => self.choose_fit(st, s),
+            Policy::Fgd => self.choose_fgd(st, s),
+        }
+    }
+
+    fn choose_random(&mut self, st: &State, s: &Shape) -> Option<Choice> {
+        let mut pick = None;
+        let mut seen = 0u32;
+        for n in 0..st.nodes.len() {
+            if st.fits(n, s) {
+                seen += 1;
+                if self.rng.gen_range(0..seen) == 0 {
+                    pick = Some(n);
+                }
+            }
+        }
+        let n = pick?;
+        let fitting: Vec<u32> = st.nodes[n].gpu_range().filter(|&g| s.gpu_fits(st, g)).map(|g| g as u32).collect();
+        let gpus = if s.count == 1 && s.need < crate::model::WHOLE {
+            vec![fitting[self.rng.gen_range(0..fitting.len())]]
+        } else {
+            fitting[..s.count as usize].to_vec()
+        };
+        Some(Choice { node: n as u32, gpus })
+    }
+
+    fn choose_fit(&self, st: &State, s: &Shape) -> Option<Choice> {
+        let sign = if self.policy == Policy::Spread { -1.0 } else { 1.0 };
+        let mut best: Option<(f64, usize)> = None;
+        for n in 0..st.nodes.len() {
+            if !st.fits(n, s) {
+                continue;
+            }
+            let score = sign * leftover(st, n, s);
+            if best.is_none_or(|(b, _)| score < b - EPS) {
+                best = Some((score, n));
+            }
+        }
+        let (_, n) = best?;
+        Some(Choice { node: n as u32, gpus: pick_gpus(st, n, s, self.policy == Policy::Spread) })
+    }
+
+    fn node_frag(&mut self, st: &State, n: usize) -> f64 {
+        if self.node_frag.len() != st.nodes.len() {
+            self.node_frag = vec![(0, 0, 0.0); st.nodes.len()];
+        }
+        if !self.cache_on {
+            return self.dist.frag(&NodeView::of(st, n));
+        }
+        let (v, e, f) = self.node_frag[n];
+        if e == self.dist.epoch && v == st.nodes[n].version {
+            return f;
+        }
+        let f = self.dist.frag(&NodeView::of(st, n));
+        self.node_frag[n] = (st.nodes[n].version, self.dist.epoch, f);
+        f
+    }
+
+    /// The increase of node `n`'s expected fragmentation when `s` goes there, and the GPU for a fraction.
+    fn fgd_delta(&mut self, st: &State, n: usize, s: &Shape) -> Option<(f64, u32)> {
+        if !st.fits(n, s) {
+            return None;
+        }
+        let before = self.node_frag(st, n);
+        let mut v = NodeView::of(st, n);
+        v.cpu -= s.cpu;
+        v.mem -= s.mem;
+        let start = st.nodes[n].gpu_start as usize;
+        if s.count == 0 {
+            return Some((self.dist.frag(&v) - before, u32::MAX));
+        }
+        if s.need >= crate::model::WHOLE || s.count > 1 {
+            let mut k = 0;
+            for g in st.nodes[n].gpu_range() {
+                if k < s.count && s.gpu_fits(st, g) {
+                    v.gpus[g - start].0 -= s.need;
+                    k += 1;
+                }
+            }
+            return Some((self.dist.frag(&v) - before, u32::MAX));
+        }
+        let mut best: Option<(f64, u32, u32)> = None;
+        for g in st.nodes[n].gpu_range() {
+            if !s.gpu_fits(st, g) {
+                continue;
+            }
+            let free = st.gpu_free[g];
+            // GPUs with the same free milli and model score the same; try each value once
+            let dup =
+                (start..g).any(|h| st.gpu_free[h] == free && st.gpu_model[h] == st.gpu_model[g] && s.gpu_fits(st, h));
+            if dup {
+                continue;
+            }
+            v.gpus[g - start].0 -= s.need;
+            let d = self.dist.frag(&v) - before;
+            v.gpus[g - start].0 += s.need;
+            // ties: the fullest GPU
+            if best.is_none_or(|(bd, _, bf)| d < bd - EPS || (d < bd + EPS && free < bf)) {
+                best = Some((d, g as u32, free));
+            }
+        }
+        best.map(|(d, g, _)| (d, g))
+    }
+
+    fn choose_fgd(&mut self, st: &State, s: &Shape) -> Option<Choice> {
+        let cacheable = self.cache_on && s.gpu_ok.is_none() && s.node_ok.is_none();
+        let ty = if cacheable {
+            let key = (s.cpu, s.mem, s.need, s.count, s.models.clone());
+            let next = self.types.len();
+            let t = *self.types.entry(key).or_insert(next);
+            if t == self.cache.len() {
+                self.cache.push(vec![Entry::default(); st.nodes.len()]);
+            }
+            Some(t)
+        } else {
+            None
+        };
+        let epoch = self.dist.epoch;
+        let mut best: Option<(f64, f64, usize, u32)> = None;
+        for n in 0..st.nodes.len() {
+            let version = st.nodes[n].version;
+            let r = match ty {
+                Some(t) => {
+                    let e = self.cache[t][n];
+                    if e.epoch == epoch && e.version == version {
+                        e.feasible.then_some((e.delta, e.gpu))
+                    } else {
+                        let r = self.fgd_delta(st, n, s);
+                        self.cache[t][n] = Entry {
+                            version,
+                            epoch,
+                            delta: r.map_or(0.0, |x| x.0),
+                            gpu: r.map_or(0, |x| x.1),
+                            feasible: r.is_some(),
+                        };
+                        r
+                    }
+                }
+                None => self.fgd_delta(st, n, s),
+            };
+            let Some((d, g)) = r else { continue };
+            let better = match best {
+                None => true,
+                Some((bd, bl, _, _)) => d < bd - EPS || (d < bd + EPS && leftover(st, n, s) < bl - EPS),
+            };
+            if better {
+                best = Some((d, leftover(st, n, s), n, g));
+            }
+        }
+        let (_, _, n, g) = best?;
+        let gpus = if g == u32::MAX { pick_gpus(st, n, s, false) } else { vec![g] };
+        Some(Choice { node: n as u32, gpus })
+    }
+}
+
+/// What node `n` would have left after `s`, as a weighted sum of fractions of its capacity (GPU counts
+/// most, then CPUs, then memory).
+pub fn leftover(st: &State, n: usize, s: &Shape) -> f64 {
+    let node = &st.nodes[n];
+    let gpu_total = f64::from(node.gpu_len) * f64::from(crate::model::WHOLE);
+    let gpu = if gpu_total > 0.0 { (st.node_gpu_free(n) - s.milli()) as f64 / gpu_total } else { 0.0 };
+    let cpu = if node.cpu_total > 0 { (node.cpu_free - s.cpu) as f64 / node.cpu_total as f64 } else { 0.0 };
+    let mem = if node.mem_total > 0 { (node.mem_free - s.mem) as f64 / node.mem_total as f64 } else { 0.0 };
+    4.0 * gpu + cpu + 0.5 * mem
+}
+
+/// The GPUs of node `n` for shape `s`: for a fraction the fullest (or, spreading, the emptiest) GPU that
+/// fits; for whole GPUs the first fitting ones in index order.
+pub fn pick_gpus(st: &State, n: usize, s: &Shape, spread: bool) -> Vec<u32> {
+    let fitting = st.nodes[n].gpu_range().filter(|&g| s.gpu_fits(st, g));
+    if s.count == 1 && s.need < crate::model::WHOLE {
+        let g = if spread {
+            fitting.max_by_key(|&g| (st.gpu_free[g], std::cmp::Reverse(g)))
+        } else {
+            fitting.min_by_key(|&g| (st.gpu_free[g], g))
+        };
+        g.map(|g| vec![g as u32]).unwrap_or_default()
+    } else {
+        fitting.take(s.count as usize).map(|g| g as u32).collect()
+    }
+}

@@ -1,0 +1,132 @@
+//! Preemption: a queue below its guarantee reclaims capacity that other queues borrow, and a lower
+//! priority yields to a higher one (in the same queue, or from a queue that borrows). Victims are told
+//! to stop with a grace period; the workload they make room for keeps a reserved start meanwhile.
+
+use crate::model::{Decisions, Pending, Preempt, Running};
+use crate::plan::{Pass, Reserved, place_gang};
+use crate::queue::Quota;
+use crate::state::Shape;
+use std::collections::BTreeMap;
+
+impl Pass<'_> {
+    /// Whether running workload `r` may be stopped for `p` (which wants `want`), given what is already
+    /// chosen to go (`gone`, per queue).
+    fn eligible(&self, r: &Running, p: &Pending, want: Quota, gone: &BTreeMap<String, Quota>) -> bool {
+        if !r.preemptible || r.stopping {
+            return false;
+        }
+        let borrowing = |q: &str| {
+            self.queues
+                .get(q)
+                .is_some_and(|s| s.used.minus(gone.get(q).copied().unwrap_or_default()).exceeds(s.spec.guarantee))
+        };
+        if r.priority < p.priority && (r.queue == p.queue || borrowing(&r.queue)) {
+            return true;
+        }
+        r.queue != p.queue
+            && self
+                .queues
+                .get(&p.queue)
+                .is_some_and(|s| s.within_guarantee(want) && !s.spec.guarantee.within(Quota::default()))
+            && borrowing(&r.queue)
+    }
+
+    /// Tries to make room for `p` by preemption; returns the waiting message when it did (or when
+    /// workloads already stopping will make room).
+    pub(crate) fn preempt_for(
+        &mut self,
+        p: &Pending,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+        out: &mut Decisions,
+    ) -> Option<String> {
+        if !self.config.preemption.enabled {
+            return None;
+        }
+        let running = self.running;
+        let mut soon = self.st.clone();
+        let mut stopping = 0;
+        for (i, r) in running.iter().enumerate() {
+            if r.stopping || self.victims[i] {
+                for h in &self.live[i].holds {
+                    soon.unhold(h);
+                }
+                stopping += 1;
+            }
+        }
+        let cached = self.placer.set_cache(false);
+        if stopping > 0 && place_gang(&mut self.placer, &soon, s, members).is_some() {
+            self.placer.set_cache(cached);
+            return Some(format!("waiting for {stopping} stopping workload(s) to end"));
+        }
+        let mut order: Vec<usize> = (0..running.len()).filter(|&i| !self.victims[i] && !running[i].stopping).collect();
+        order.sort_by(|&a, &b| {
+            let (ra, rb) = (&running[a], &running[b]);
+            ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
+        });
+        let mut gone: BTreeMap<String, Quota> = BTreeMap::new();
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut fit = None;
+        for i in order {
+            let r = &running[i];
+            if !self.eligible(r, p, want, &gone) {
+                continue;
+            }
+            for h in &self.live[i].holds {
+                soon.unhold(h);
+            }
+            let g = gone.entry(r.queue.clone()).or_default();
+            *g = g.plus(self.live[i].quota);
+            chosen.push(i);
+            if let Some(h) = place_gang(&mut self.placer, &soon, s, members) {
+                fit = Some(h);
+                break;
+            }
+            if chosen.len() >= 256 {
+                break;
+            }
+        }
+        if fit.is_none() {
+            self.placer.set_cache(cached);
+            return None;
+        }
+        // drop victims that turn out not to be needed, last chosen first
+        for k in (0..chosen.len()).rev() {
+            let i = chosen[k];
+            let mut trial = soon.clone();
+            for h in &self.live[i].holds {
+                trial.hold(h);
+            }
+            if let Some(h) = place_gang(&mut self.placer, &trial, s, members) {
+                soon = trial;
+                fit = Some(h);
+                chosen.remove(k);
+            }
+        }
+        self.placer.set_cache(cached);
+        let holds = fit?;
+        for &i in &chosen {
+            self.victims[i] = true;
+            let r = &running[i];
+            let why = if r.priority < p.priority {
+                format!("preempted for {} (priority {} over {})", p.id, p.priority, r.priority)
+            } else {
+                format!("preempted: queue {:?} reclaims its guarantee from borrowing queue {:?}", p.queue, r.queue)
+            };
+            out.preemptions.push(Preempt {
+                id: r.id.clone(),
+                for_id: p.id.clone(),
+                reason: why,
+                grace_ms: self.config.preemption.grace_ms,
+            });
+        }
+        let mut future = soon;
+        for h in &holds {
+            future.hold(h);
+        }
+        let at = self.now + self.config.preemption.grace_ms;
+        self.reserved.push(Reserved { id: p.id.clone(), at_ms: at, future, holds });
+        Some(format!("preempting {} workload(s) to make room", chosen.len()))
+    }
+}

@@ -1,0 +1,316 @@
+//! The compact, mutable view of a cluster that placement works on: free CPUs, memory and milli-GPU per
+//! node and GPU, in flat arrays indexed by number so that scoring thousands of nodes stays cheap.
+//!
+//! A GPU is free for a whole-GPU request only when all of its 1000 milli are free, and a GPU held whole
+//! has no milli left for fractions, so whole and fractional work never share a GPU.
+
+use crate::model::{Cluster, GpuRequest, GpuShare, Placement, Request, WHOLE};
+use std::collections::HashMap;
+
+/// Free and total resources of one node; its GPUs are `gpu_start .. gpu_start + gpu_len` in [`State`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    /// Free CPUs, milli-cores.
+    pub cpu_free: u64,
+    /// Free memory, bytes.
+    pub mem_free: u64,
+    /// Total CPUs.
+    pub cpu_total: u64,
+    /// Total memory.
+    pub mem_total: u64,
+    /// First GPU of the node in the flat GPU arrays.
+    pub gpu_start: u32,
+    /// Number of GPUs.
+    pub gpu_len: u32,
+    /// Bumped on every change; lets policies cache per-node scores.
+    pub version: u32,
+}
+
+impl NodeState {
+    /// The flat GPU indices of this node.
+    pub fn gpu_range(&self) -> std::ops::Range<usize> {
+        self.gpu_start as usize..(self.gpu_start + self.gpu_len) as usize
+    }
+}
+
+/// The whole cluster's free resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// Nodes, in cluster order.
+    pub nodes: Vec<NodeState>,
+    /// Free milli-GPU per GPU.
+    pub gpu_free: Vec<u32>,
+    /// Free GPU memory per GPU, bytes.
+    pub gpu_mem_free: Vec<u64>,
+    /// Model id (index into `models`) per GPU.
+    pub gpu_model: Vec<u16>,
+    /// Interned model names.
+    pub models: Vec<String>,
+    /// Total milli-GPU of the cluster.
+    pub gpu_milli_total: u64,
+    /// Milli-GPU allocated now.
+    pub gpu_milli_used: u64,
+}
+
+/// A request compiled against a [`State`]: numbers plus which nodes and GPUs it may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// CPUs, milli-cores.
+    pub cpu: u64,
+    /// Memory, bytes.
+    pub mem: u64,
+    /// Milli-GPU needed on each chosen GPU (1000 for whole GPUs, 0 for none).
+    pub need: u32,
+    /// Number of GPUs (0 for none).
+    pub count: u32,
+    /// GPU memory needed on each chosen GPU, bytes.
+    pub gpu_mem: u64,
+    /// Allowed model ids (indexed by model id); none: any.
+    pub models: Option<Vec<bool>>,
+    /// Allowed GPUs (flat index); none: any. Set by resource expressions.
+    pub gpu_ok: Option<Vec<bool>>,
+    /// Allowed nodes; none: any. Set by resource expressions.
+    pub node_ok: Option<Vec<bool>>,
+}
+
+impl Shape {
+    /// Total milli-GPU of the shape.
+    pub fn milli(&self) -> u64 {
+        u64::from(self.need) * u64::from(self.count)
+    }
+
+    /// Whether GPU `g` is of an allowed model and allowed by the expression.
+    #[inline]
+    pub fn gpu_allowed(&self, st: &State, g: usize) -> bool {
+        self.models.as_ref().is_none_or(|m| m[st.gpu_model[g] as usize]) && self.gpu_ok.as_ref().is_none_or(|m| m[g])
+    }
+
+    /// Whether GPU `g` can take one unit of this shape now.
+    #[inline]
+    pub fn gpu_fits(&self, st: &State, g: usize) -> bool {
+        st.gpu_free[g] >= self.need && st.gpu_mem_free[g] >= self.gpu_mem && self.gpu_allowed(st, g)
+    }
+}
+
+/// A chosen place for one member: node number and flat GPU indices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// Node number.
+    pub node: u32,
+    /// Flat GPU indices (as many as the shape's count).
+    pub gpus: Vec<u32>,
+}
+
+impl State {
+    /// Builds the state of an empty cluster.
+    pub fn new(cluster: &Cluster) -> Self {
+        let mut models: Vec<String> = Vec::new();
+        let mut model_ids: HashMap<String, u16> = HashMap::new();
+        let mut st = State {
+            nodes: Vec::with_capacity(cluster.nodes.len()),
+            gpu_free: Vec::new(),
+            gpu_mem_free: Vec::new(),
+            gpu_model: Vec::new(),
+            models: Vec::new(),
+            gpu_milli_total: 0,
+            gpu_milli_used: 0,
+        };
+        for n in &cluster.nodes {
+            let start = st.gpu_free.len() as u32;
+            for g in &n.gpus {
+                let id = *model_ids.entry(g.model.clone()).or_insert_with(|| {
+                    models.push(g.model.clone());
+                    (models.len() - 1) as u16
+                });
+                st.gpu_free.push(WHOLE);
+                st.gpu_mem_free.push(g.memory);
+                st.gpu_model.push(id);
+                st.gpu_milli_total += u64::from(WHOLE);
+            }
+            st.nodes.push(NodeState {
+                cpu_free: n.cpu_milli,
+                mem_free: n.memory,
+                cpu_total: n.cpu_milli,
+                mem_total: n.memory,
+                gpu_start: start,
+                gpu_len: n.gpus.len() as u32,
+                version: 0,
+            });
+        }
+        st.models = models;
+        st
+    }
+
+    /// The model id of a model name, if any GPU has it.
+    pub fn model_id(&self, name: &str) -> Option<u16> {
+        self.models.iter().position(|m| m == name).map(|i| i as u16)
+    }
+
+    /// Compiles a request's numbers and model list (expressions are applied by the caller).
+    pub fn shape(&self, r: &Request) -> Shape {
+        let (need, count) = r.gpu.shape();
+        let gpu_mem = match r.gpu {
+            GpuRequest::Fraction { memory: Some(m), .. } => m,
+            _ => 0,
+        };
+        let models = (!r.gpu_models.is_empty())
+            .then(|| self.models.iter().map(|m| r.gpu_models.iter().any(|a| a == m)).collect());
+        Shape { cpu: r.cpu_milli, mem: r.memory, need, count, gpu_mem, models, gpu_ok: None, node_ok: None }
+    }
+
+    /// Whether node `n` could hold the shape now; counts GPUs that fit, up to `count`.
+    #[inline]
+    pub fn fits(&self, n: usize, s: &Shape) -> bool {
+        let node = &self.nodes[n];
+        if node.cpu_free < s.cpu || node.mem_free < s.mem || node.gpu_len < s.count {
+            return false;
+        }
+        if s.node_ok.as_ref().is_some_and(|m| !m[n]) {
+            return false;
+        }
+        if s.count == 0 {
+            return true;
+        }
+        let mut k = 0;
+        for g in node.gpu_range() {
+            if s.gpu_fits(self, g) {
+                k += 1;
+                if k >= s.count {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether node `n` could hold the shape if it were empty.
+    pub fn fits_empty(&self, n: usize, s: &Shape, cluster_gpu_mem: &[u64]) -> bool {
+        let node = &self.nodes[n];
+        if node.cpu_total < s.cpu || node.mem_total < s.mem || s.node_ok.as_ref().is_some_and(|m| !m[n]) {
+            return false;
+        }
+        let ok = node.gpu_range().filter(|&g| s.gpu_allowed(self, g) && cluster_gpu_mem[g] >= s.gpu_mem).count();
+        ok >= s.count as usize
+    }
+
+    /// Takes the shape's resources at `c`.
+    pub fn apply(&mut self, c: &Choice, s: &Shape) {
+        let node = &mut self.nodes[c.node as usize];
+        node.cpu_free -= s.cpu;
+        node.mem_free -= s.mem;
+        node.version = node.version.wrapping_add(1);
+        for &g in &c.gpus {
+            let g = g as usize;
+            debug_assert!(self.gpu_free[g] >= s.need);
+            self.gpu_free[g] -= s.need;
+            self.gpu_mem_free[g] -= s.gpu_mem;
+        }
+        self.gpu_milli_used += u64::from(s.need) * c.gpus.len() as u64;
+    }
+
+    /// Gives back what [`State::apply`] took.
+    pub fn release(&mut self, c: &Choice, s: &Shape) {
+        let node = &mut self.nodes[c.node as usize];
+        node.cpu_free += s.cpu;
+        node.mem_free += s.mem;
+        node.version = node.version.wrapping_add(1);
+        for &g in &c.gpus {
+            let g = g as usize;
+            self.gpu_free[g] += s.need;
+            self.gpu_mem_free[g] += s.gpu_mem;
+        }
+        self.gpu_milli_used -= u64::from(s.need) * c.gpus.len() as u64;
+    }
+
+    /// Free milli-GPU of node `n`.
+    pub fn node_gpu_free(&self, n: usize) -> u64 {
+        self.nodes[n].gpu_range().map(|g| u64::from(self.gpu_free[g])).sum()
+    }
+
+    /// Turns a choice into the public placement.
+    pub fn placement(&self, cluster: &Cluster, c: &Choice, s: &Shape) -> Placement {
+        let node = &cluster.nodes[c.node as usize];
+        let start = self.nodes[c.node as usize].gpu_start;
+        Placement {
+            node: node.name.clone(),
+            gpus: c
+                .gpus
+                .iter()
+                .map(|&g| GpuShare {
+                    uuid: node.gpus[(g - start) as usize].uuid.clone(),
+                    milli: s.need,
+                    memory: s.gpu_mem,
+                })
+                .collect(),
+            cpu_milli: s.cpu,
+            memory: s.mem,
+        }
+    }
+}
+
+/// Resources held on one node: CPUs, memory and `(flat GPU, milli, GPU memory)` shares.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hold {
+    /// Node number.
+    pub node: u32,
+    /// Milli-CPU.
+    pub cpu: u64,
+    /// Memory, bytes.
+    pub mem: u64,
+    /// GPU shares.
+    pub gpus: Vec<(u32, u32, u64)>,
+}
+
+impl Hold {
+    /// What placing shape `s` at `c` holds.
+    pub fn of(c: &Choice, s: &Shape) -> Hold {
+        Hold { node: c.node, cpu: s.cpu, mem: s.mem, gpus: c.gpus.iter().map(|&g| (g, s.need, s.gpu_mem)).collect() }
+    }
+}
+
+impl State {
+    /// Takes what `h` holds (saturating, so inconsistent input never underflows).
+    pub fn hold(&mut self, h: &Hold) {
+        let node = &mut self.nodes[h.node as usize];
+        node.cpu_free = node.cpu_free.saturating_sub(h.cpu);
+        node.mem_free = node.mem_free.saturating_sub(h.mem);
+        node.version = node.version.wrapping_add(1);
+        for &(g, milli, mem) in &h.gpus {
+            let g = g as usize;
+            let take = self.gpu_free[g].min(milli);
+            self.gpu_free[g] -= take;
+            self.gpu_mem_free[g] = self.gpu_mem_free[g].saturating_sub(mem);
+            self.gpu_milli_used += u64::from(take);
+        }
+    }
+
+    /// Gives back what `h` holds (never above the node's totals or a whole GPU).
+    pub fn unhold(&mut self, h: &Hold) {
+        let node = &mut self.nodes[h.node as usize];
+        node.cpu_free = (node.cpu_free + h.cpu).min(node.cpu_total);
+        node.mem_free = (node.mem_free + h.mem).min(node.mem_total);
+        node.version = node.version.wrapping_add(1);
+        for &(g, milli, mem) in &h.gpus {
+            let g = g as usize;
+            let give = milli.min(WHOLE - self.gpu_free[g]);
+            self.gpu_free[g] += give;
+            self.gpu_mem_free[g] += mem;
+            self.gpu_milli_used -= u64::from(give).min(self.gpu_milli_used);
+        }
+    }
+
+    /// The node number of flat GPU `g`.
+    pub fn node_of_gpu(&self, g: u32) -> u32 {
+        self.nodes.partition_point(|n| n.gpu_start + n.gpu_len <= g) as u32
+    }
+
+    /// Whether everything `h` holds is free now.
+    pub fn can_hold(&self, h: &Hold) -> bool {
+        let node = &self.nodes[h.node as usize];
+        node.cpu_free >= h.cpu
+            && node.mem_free >= h.mem
+            && h.gpus
+                .iter()
+                .all(|&(g, milli, mem)| self.gpu_free[g as usize] >= milli && self.gpu_mem_free[g as usize] >= mem)
+    }
+}

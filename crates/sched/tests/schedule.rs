@@ -1,0 +1,242 @@
+//! Scenario tests of the scheduling pass.
+
+use gpuhub_sched::*;
+
+fn node(name: &str, gpus: u32) -> Node {
+    Node {
+        name: name.into(),
+        cpu_milli: 32_000,
+        memory: 256 << 30,
+        labels: Default::default(),
+        gpus: (0..gpus)
+            .map(|i| Gpu { uuid: format!("{name}-GPU-{i}"), index: i, model: "H200".into(), memory: 141 << 30 })
+            .collect(),
+    }
+}
+
+fn cluster(nodes: &[(&str, u32)]) -> Cluster {
+    Cluster { nodes: nodes.iter().map(|&(n, g)| node(n, g)).collect() }
+}
+
+fn req(gpu: GpuRequest) -> Request {
+    Request { cpu_milli: 1000, memory: 1 << 30, gpu, ..Default::default() }
+}
+
+fn whole(n: u32) -> Request {
+    req(GpuRequest::Whole { count: n })
+}
+
+fn pend(id: &str, r: Request, prio: i32, t: i64) -> Pending {
+    Pending {
+        id: id.into(),
+        queue: String::new(),
+        user: "u".into(),
+        priority: prio,
+        submit_ms: t,
+        request: r,
+        members: 1,
+        runtime_limit_ms: None,
+    }
+}
+
+fn run_from(d: &Decisions, id: &str, started: i64, limit: Option<i64>) -> Running {
+    let s = d.starts.iter().find(|s| s.id == id).unwrap();
+    Running {
+        id: id.into(),
+        queue: String::new(),
+        user: "u".into(),
+        priority: 0,
+        started_ms: started,
+        runtime_limit_ms: limit,
+        placements: s.placements.clone(),
+        preemptible: true,
+        stopping: false,
+    }
+}
+
+fn ids(d: &Decisions) -> Vec<&str> {
+    d.starts.iter().map(|s| s.id.as_str()).collect()
+}
+
+#[test]
+fn single_node_admits_in_priority_then_submit_order() {
+    let c = cluster(&[("local", 2)]);
+    let p = vec![pend("c", whole(1), 0, 3), pend("a", whole(1), 0, 1), pend("hi", whole(1), 5, 9)];
+    let d = schedule(&c, &[], &p, &Config::default(), 10);
+    assert_eq!(ids(&d), ["hi", "a"]);
+    assert_eq!(d.starts[0].placements[0].gpus[0].uuid, "local-GPU-0");
+    assert_eq!(d.starts[1].placements[0].gpus[0].uuid, "local-GPU-1");
+    assert_eq!(d.pending.len(), 1);
+    let e = &d.pending[0];
+    assert_eq!((e.id.as_str(), e.reason, e.position), ("c", Reason::Resources, 1));
+    assert!(e.message.contains("GPU"), "{}", e.message);
+    assert_eq!(e.estimated_start_ms, None);
+}
+
+#[test]
+fn fractions_and_whole_gpus_never_share() {
+    let c = cluster(&[("local", 1)]);
+    let p = vec![
+        pend("f1", req(GpuRequest::Fraction { milli: 500, memory: None }), 0, 1),
+        pend("w", whole(1), 0, 2),
+        pend("f2", req(GpuRequest::Fraction { milli: 500, memory: None }), 0, 3),
+        pend("f3", req(GpuRequest::Fraction { milli: 100, memory: None }), 0, 4),
+    ];
+    let d = schedule(&c, &[], &p, &Config::default(), 10);
+    assert_eq!(ids(&d), ["f1", "f2"]);
+    let w = d.pending.iter().find(|e| e.id == "w").unwrap();
+    assert_eq!(w.reason, Reason::Resources);
+    // and the reverse: a GPU held whole takes no fraction
+    let d1 = schedule(&c, &[], &[pend("w", whole(1), 0, 1)], &Config::default(), 10);
+    let running = vec![run_from(&d1, "w", 10, None)];
+    let d2 = schedule(&c, &running, &p[..1], &Config::default(), 20);
+    assert!(d2.starts.is_empty());
+}
+
+#[test]
+fn estimated_start_and_backfill() {
+    let c = cluster(&[("n", 4)]);
+    let d0 = schedule(&c, &[], &[pend("r", whole(2), 0, 0)], &Config::default(), 0);
+    let running = vec![run_from(&d0, "r", 0, Some(100))];
+    let mut big = pend("big", whole(4), 0, 1);
+    big.runtime_limit_ms = Some(1000);
+    let mut short = pend("short", whole(1), 0, 2);
+    short.runtime_limit_ms = Some(50);
+    let long = pend("long", whole(1), 0, 3);
+    let d = schedule(&c, &running, &[big, short, long], &Config::default(), 10);
+    assert_eq!(ids(&d), ["short"]);
+    let big = d.pending.iter().find(|e| e.id == "big").unwrap();
+    assert_eq!((big.reason, big.estimated_start_ms, big.position), (Reason::Resources, Some(100), 1));
+    let long = d.pending.iter().find(|e| e.id == "long").unwrap();
+    assert_eq!(long.reason, Reason::Backfill, "{}", long.message);
+    assert!(long.message.contains("big"));
+}
+
+#[test]
+fn strict_fifo_blocks_behind_the_head() {
+    let c = cluster(&[("n", 2)]);
+    let d0 = schedule(&c, &[], &[pend("r", whole(1), 0, 0)], &Config::default(), 0);
+    let running = vec![run_from(&d0, "r", 0, None)];
+    let cfg = Config { backfill: Backfill::Off, ..Config::default() };
+    let d = schedule(&c, &running, &[pend("two", whole(2), 0, 1), pend("one", whole(1), 0, 2)], &cfg, 5);
+    assert!(d.starts.is_empty());
+    assert_eq!(d.pending[1].reason, Reason::HeadOfLine);
+}
+
+#[test]
+fn gang_is_all_or_nothing() {
+    let c = cluster(&[("a", 2), ("b", 2)]);
+    let mut g = pend("g", whole(2), 0, 0);
+    g.members = 2;
+    let d = schedule(&c, &[], &[g.clone()], &Config::default(), 0);
+    assert_eq!(d.starts[0].placements.len(), 2);
+    let nodes: Vec<_> = d.starts[0].placements.iter().map(|p| p.node.as_str()).collect();
+    assert_eq!(nodes.len(), 2);
+    assert_ne!(nodes[0], nodes[1]);
+    // with one GPU taken the gang cannot start, and nothing of it is held
+    let d1 = schedule(&c, &[], &[pend("x", whole(1), 0, 0)], &Config::default(), 0);
+    let running = vec![run_from(&d1, "x", 0, None)];
+    let d2 = schedule(&c, &running, &[g.clone(), pend("y", whole(1), 0, 5)], &Config::default(), 1);
+    assert_eq!(ids(&d2), ["y"]);
+    g.members = 3;
+    let d3 = schedule(&c, &[], &[g], &Config::default(), 0);
+    assert_eq!(d3.pending[0].reason, Reason::Unschedulable);
+}
+
+#[test]
+fn higher_priority_preempts_with_grace() {
+    let c = cluster(&[("n", 2)]);
+    let d0 = schedule(&c, &[], &[pend("low", whole(2), 0, 0)], &Config::default(), 0);
+    let running = vec![run_from(&d0, "low", 0, None)];
+    let d = schedule(&c, &running, &[pend("high", whole(1), 10, 1)], &Config::default(), 5);
+    assert!(d.starts.is_empty());
+    assert_eq!(d.preemptions.len(), 1);
+    assert_eq!(d.preemptions[0].id, "low");
+    assert_eq!(d.preemptions[0].grace_ms, 30_000);
+    assert_eq!(d.pending[0].reason, Reason::Preempting);
+    // next tick: the victim is stopping; no second victim, still waiting
+    let mut r = running.clone();
+    r[0].stopping = true;
+    let d = schedule(&c, &r, &[pend("high", whole(1), 10, 1)], &Config::default(), 6);
+    assert!(d.preemptions.is_empty());
+    assert_eq!(d.pending[0].reason, Reason::Preempting);
+    // same priority: no preemption
+    let d = schedule(&c, &running, &[pend("same", whole(1), 0, 1)], &Config::default(), 5);
+    assert!(d.preemptions.is_empty());
+    assert_eq!(d.pending[0].reason, Reason::Resources);
+}
+
+#[test]
+fn queue_limits_and_reclaim() {
+    let c = cluster(&[("n", 4)]);
+    let q = |name: &str, g: u64, b: u64| QueueSpec {
+        name: name.into(),
+        guarantee: Quota { gpu_milli: g * 1000, cpu_milli: u64::MAX / 4, memory: u64::MAX / 4 },
+        borrow_limit: Some(Quota { gpu_milli: b * 1000, cpu_milli: 0, memory: 0 }),
+        weight: 1.0,
+        user_limit: None,
+    };
+    let cfg = Config { queues: vec![q("a", 2, 2), q("b", 2, 0)], ..Config::default() };
+    let mut pa: Vec<Pending> = (0..5).map(|i| pend(&format!("a{i}"), whole(1), 0, i)).collect();
+    for p in &mut pa {
+        p.queue = "a".into();
+    }
+    let d = schedule(&c, &[], &pa, &cfg, 10);
+    assert_eq!(d.starts.len(), 4);
+    assert_eq!(d.pending[0].reason, Reason::QueueLimit);
+    // b reclaims its guarantee from a, which borrows two GPUs
+    let running: Vec<Running> = d
+        .starts
+        .iter()
+        .enumerate()
+        .map(|(i, _)| {
+            let mut r = run_from(&d, &format!("a{i}"), 10, None);
+            r.queue = "a".into();
+            r
+        })
+        .collect();
+    let mut pb = pend("b0", whole(2), 0, 20);
+    pb.queue = "b".into();
+    let d = schedule(&c, &running, &[pb], &cfg, 30);
+    assert_eq!(d.preemptions.len(), 2, "{d:?}");
+    assert!(d.preemptions.iter().all(|p| p.reason.contains("reclaims")));
+}
+
+#[test]
+fn bookings_keep_gpus_free() {
+    let c = cluster(&[("n", 4)]);
+    let cfg = Config {
+        reservations: vec![Reservation {
+            id: "r".into(),
+            queue: "vip".into(),
+            gpus: 2,
+            model: Some("H200".into()),
+            start_ms: 100,
+            end_ms: 200,
+        }],
+        ..Config::default()
+    };
+    let mut short = pend("short", whole(4), 0, 0);
+    short.runtime_limit_ms = Some(50);
+    let d = schedule(&c, &[], &[short], &cfg, 0);
+    assert_eq!(ids(&d), ["short"], "ends before the window");
+    let d = schedule(&c, &[], &[pend("open", whole(3), 0, 0)], &cfg, 0);
+    assert_eq!(d.pending[0].reason, Reason::Reservation);
+    let d = schedule(&c, &[], &[pend("two", whole(2), 0, 0)], &cfg, 0);
+    assert_eq!(ids(&d), ["two"]);
+    let mut vip = pend("vip", whole(4), 0, 0);
+    vip.queue = "vip".into();
+    let d = schedule(&c, &[], &[vip], &cfg, 150);
+    assert_eq!(ids(&d), ["vip"]);
+}
+
+#[test]
+fn policies_parse_and_default() {
+    for p in Policy::ALL {
+        assert_eq!(p.as_str().parse::<Policy>().unwrap(), p);
+    }
+    assert!("nope".parse::<Policy>().unwrap_err().to_string().contains("bestfit"));
+    let json = serde_json::to_string(&Config::default()).unwrap();
+    let back: Config = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, Config::default());
+}
