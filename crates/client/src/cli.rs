@@ -1,0 +1,394 @@
+//! The command line: global options and the client's subcommands, as `clap` parses them.
+
+use clap::{Args, Parser, Subcommand};
+use gpuhub_core::Bytes;
+
+/// Options every client command accepts, before or after the subcommand.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalOpts {
+    /// Server URL (`https://gpu.example.org`); overrides the one saved by `gpuhub login`.
+    #[arg(long, env = "GPUHUB_SERVER", value_name = "URL", global = true)]
+    pub server: Option<String>,
+    /// Print the API's JSON instead of a table, for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The client half of the `gpuhub` command line on its own: global options and a client subcommand.
+///
+/// The `gpuhub` binary embeds [`GlobalOpts`] and [`ClientCommand`] in its own parser; this type is for
+/// tests and tools that only want the client.
+#[derive(Debug, Parser)]
+#[command(name = "gpuhub")]
+pub struct ClientCli {
+    /// Options shared by all commands.
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ClientCommand,
+}
+
+/// The commands the client runs against a gpuhub server.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ClientCommand {
+    /// Log in and save a token to `~/.config/gpuhub/credentials.json`.
+    Login(LoginArgs),
+    /// Show who the saved token belongs to.
+    Whoami,
+    /// Submit a job (or a workspace) and print its name.
+    Run(RunArgs),
+    /// List workloads.
+    Ps(PsArgs),
+    /// Print a workload's output.
+    Logs(LogsArgs),
+    /// Stop a workload.
+    Stop(NameArgs),
+    /// Start a stopped workspace (or an ended job) again.
+    Start(NameArgs),
+    /// Remove a workload.
+    Rm(NameArgs),
+    /// Show a workload as JSON.
+    Inspect(NameArgs),
+    /// Show nodes, their free resources and who holds each GPU.
+    Nodes,
+    /// List the image catalog, or add to it.
+    Images(ImagesArgs),
+    /// Manage accounts (admin).
+    User {
+        /// What to do with accounts.
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+}
+
+/// `gpuhub login`.
+#[derive(Debug, Clone, Args)]
+pub struct LoginArgs {
+    /// Account name.
+    #[arg(long, value_name = "NAME")]
+    pub user: String,
+    /// Read the password from the first line of standard input instead of prompting.
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+/// `gpuhub run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Workload name, unique among yours; generated when absent.
+    #[arg(long, value_name = "N")]
+    pub name: Option<String>,
+    /// Start a long-lived workspace rather than a job.
+    #[arg(long)]
+    pub workspace: bool,
+    /// A catalog name (see `gpuhub images`) or an image reference.
+    #[arg(long, value_name = "IMG")]
+    pub image: String,
+    /// Whole GPUs (default 0).
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u32>,
+    /// CPU cores, fractions allowed (default 1).
+    #[arg(long, value_name = "C")]
+    pub cpus: Option<f64>,
+    /// Memory limit such as `4GiB` or `512MiB` (default 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub memory: Option<Bytes>,
+    /// An environment variable for the container; repeat for more.
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Higher starts first (-100..=100, default 0).
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub priority: Option<i32>,
+    /// Stream the output until the workload ends, then exit with its exit code.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Command and arguments, after `--`; the image's default when absent.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `gpuhub ps`.
+#[derive(Debug, Clone, Args)]
+pub struct PsArgs {
+    /// Everyone's workloads (admin).
+    #[arg(long, short = 'a')]
+    pub all: bool,
+}
+
+/// `gpuhub logs`.
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    /// Keep streaming until the workload ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// The workload.
+    pub name: String,
+    /// Another user's workload (admin).
+    #[arg(long, value_name = "USER")]
+    pub owner: Option<String>,
+}
+
+/// A command that addresses one workload by name.
+#[derive(Debug, Clone, Args)]
+pub struct NameArgs {
+    /// The workload.
+    pub name: String,
+    /// Another user's workload (admin).
+    #[arg(long, value_name = "USER")]
+    pub owner: Option<String>,
+}
+
+/// `gpuhub images [add …]`.
+#[derive(Debug, Clone, Args)]
+pub struct ImagesArgs {
+    /// Without a subcommand, list the catalog.
+    #[command(subcommand)]
+    pub command: Option<ImagesCommand>,
+}
+
+/// Subcommands of `gpuhub images`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ImagesCommand {
+    /// Add an entry to the catalog (admin).
+    Add {
+        /// Catalog name (`pytorch`).
+        name: String,
+        /// Image reference (`pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime`).
+        image: String,
+        /// A line for people choosing an image.
+        #[arg(long, value_name = "D", default_value = "")]
+        description: String,
+    },
+}
+
+/// Subcommands of `gpuhub user` (admin, except where noted).
+#[derive(Debug, Clone, Subcommand)]
+pub enum UserCommand {
+    /// Create an account.
+    Add {
+        /// Login name.
+        name: String,
+        /// Make it an admin.
+        #[arg(long)]
+        admin: bool,
+        /// Read the password from the first line of standard input instead of prompting.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List accounts.
+    List,
+    /// Disable an account: it can no longer log in or use its tokens.
+    Disable {
+        /// Login name.
+        name: String,
+    },
+    /// Enable a disabled account.
+    Enable {
+        /// Login name.
+        name: String,
+    },
+    /// Delete an account.
+    Rm {
+        /// Login name.
+        name: String,
+    },
+}
+
+/// Parses `--memory` with the platform's quantity rules.
+fn parse_memory(s: &str) -> Result<Bytes, String> {
+    Bytes::parse(s).map_err(|e| e.to_string())
+}
+
+/// Parses one `--env K=V`.
+pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        Some(_) => Err(format!("{s:?} has an empty variable name (expected K=V)")),
+        None => Err(format!("{s:?} is not K=V (no '=')")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<ClientCli, clap::Error> {
+        ClientCli::try_parse_from(std::iter::once("gpuhub").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        ClientCli::command().debug_assert();
+    }
+
+    /// The binary's shape: global options flattened at the top, client commands flattened beside its own.
+    #[derive(Debug, Parser)]
+    struct Embedding {
+        #[command(flatten)]
+        global: GlobalOpts,
+        #[command(subcommand)]
+        command: EmbeddedCommand,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum EmbeddedCommand {
+        Serve {
+            #[arg(long)]
+            config: Option<String>,
+        },
+        #[command(flatten)]
+        Client(ClientCommand),
+    }
+
+    #[test]
+    fn embeds_in_the_binary_cli() {
+        Embedding::command().debug_assert();
+        let e = Embedding::try_parse_from(["gpuhub", "ps", "--json", "--server", "http://s:1"]).unwrap();
+        assert!(e.global.json);
+        assert_eq!(e.global.server.as_deref(), Some("http://s:1"));
+        assert!(matches!(e.command, EmbeddedCommand::Client(ClientCommand::Ps(_))));
+        let e = Embedding::try_parse_from(["gpuhub", "serve", "--config", "x.toml"]).unwrap();
+        assert!(matches!(e.command, EmbeddedCommand::Serve { config: Some(_) }));
+    }
+
+    #[test]
+    fn run_parses_everything() {
+        let cli = parse(&[
+            "run",
+            "--name",
+            "train",
+            "--image",
+            "pytorch",
+            "--gpus",
+            "2",
+            "--cpus",
+            "0.5",
+            "--memory",
+            "4GiB",
+            "--env",
+            "A=1",
+            "--env",
+            "B=x=y",
+            "--priority",
+            "-5",
+            "--follow",
+            "--json",
+            "--",
+            "python",
+            "-c",
+            "print(1)",
+        ])
+        .unwrap();
+        assert!(cli.global.json);
+        let ClientCommand::Run(r) = cli.command else { panic!("not run") };
+        assert_eq!(r.name.as_deref(), Some("train"));
+        assert!(!r.workspace);
+        assert_eq!(r.image, "pytorch");
+        assert_eq!(r.gpus, Some(2));
+        assert_eq!(r.cpus, Some(0.5));
+        assert_eq!(r.memory, Some(Bytes(4 << 30)));
+        assert_eq!(r.env, vec![("A".into(), "1".into()), ("B".into(), "x=y".into())]);
+        assert_eq!(r.priority, Some(-5));
+        assert!(r.follow);
+        assert_eq!(r.command, ["python", "-c", "print(1)"]);
+    }
+
+    #[test]
+    fn run_minimal_and_workspace() {
+        let cli = parse(&["run", "--workspace", "--image", "ubuntu"]).unwrap();
+        let ClientCommand::Run(r) = cli.command else { panic!("not run") };
+        assert!(r.workspace);
+        assert!(r.command.is_empty());
+        assert!(r.env.is_empty());
+        assert_eq!((r.gpus, r.cpus, r.memory, r.priority), (None, None, None, None));
+        assert!(parse(&["run", "--", "true"]).is_err(), "--image is required");
+    }
+
+    #[test]
+    fn run_rejects_bad_values() {
+        let e = parse(&["run", "--image", "x", "--env", "NOEQUALS"]).unwrap_err().to_string();
+        assert!(e.contains("NOEQUALS") && e.contains("--env"), "{e}");
+        let e = parse(&["run", "--image", "x", "--env", "=v"]).unwrap_err().to_string();
+        assert!(e.contains("empty variable name"), "{e}");
+        let e = parse(&["run", "--image", "x", "--memory", "4XB"]).unwrap_err().to_string();
+        assert!(e.contains("--memory") && e.contains("unknown unit"), "{e}");
+        assert!(parse(&["run", "--image", "x", "--gpus", "-1"]).is_err());
+        assert!(parse(&["run", "--image", "x", "--cpus", "many"]).is_err());
+    }
+
+    #[test]
+    fn env_parser() {
+        assert_eq!(parse_env("K=V").unwrap(), ("K".into(), "V".into()));
+        assert_eq!(parse_env("K=").unwrap(), ("K".into(), String::new()));
+        assert!(parse_env("K").unwrap_err().contains("\"K\""));
+    }
+
+    #[test]
+    fn global_options_anywhere() {
+        let cli = parse(&["--server", "http://a:1", "ps", "--all", "--json"]).unwrap();
+        assert_eq!(cli.global.server.as_deref(), Some("http://a:1"));
+        assert!(cli.global.json);
+        assert!(matches!(cli.command, ClientCommand::Ps(PsArgs { all: true })));
+        let cli = parse(&["login", "--server", "http://b:2", "--user", "alice", "--password-stdin"]).unwrap();
+        assert_eq!(cli.global.server.as_deref(), Some("http://b:2"));
+        let ClientCommand::Login(l) = cli.command else { panic!("not login") };
+        assert_eq!(l.user, "alice");
+        assert!(l.password_stdin);
+        assert!(parse(&["login"]).is_err(), "--user is required");
+    }
+
+    #[test]
+    fn workload_commands() {
+        let cli = parse(&["logs", "-f", "train"]).unwrap();
+        let ClientCommand::Logs(l) = cli.command else { panic!("not logs") };
+        assert!(l.follow);
+        assert_eq!(l.name, "train");
+        for cmd in ["stop", "start", "rm", "inspect"] {
+            let cli = parse(&[cmd, "w1", "--owner", "bob"]).unwrap();
+            let (ClientCommand::Stop(n) | ClientCommand::Start(n) | ClientCommand::Rm(n) | ClientCommand::Inspect(n)) =
+                cli.command
+            else {
+                panic!("{cmd}")
+            };
+            assert_eq!((n.name.as_str(), n.owner.as_deref()), ("w1", Some("bob")));
+            assert!(parse(&[cmd]).is_err(), "{cmd} needs a name");
+        }
+        assert!(matches!(parse(&["nodes"]).unwrap().command, ClientCommand::Nodes));
+        assert!(matches!(parse(&["whoami"]).unwrap().command, ClientCommand::Whoami));
+    }
+
+    #[test]
+    fn images_and_users() {
+        let cli = parse(&["images"]).unwrap();
+        assert!(matches!(cli.command, ClientCommand::Images(ImagesArgs { command: None })));
+        let cli = parse(&["images", "add", "pytorch", "pytorch/pytorch:2", "--description", "torch"]).unwrap();
+        let ClientCommand::Images(ImagesArgs { command: Some(ImagesCommand::Add { name, image, description }) }) =
+            cli.command
+        else {
+            panic!("not images add")
+        };
+        assert_eq!((name.as_str(), image.as_str(), description.as_str()), ("pytorch", "pytorch/pytorch:2", "torch"));
+
+        let cli = parse(&["user", "add", "bob", "--admin", "--password-stdin"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            ClientCommand::User { command: UserCommand::Add { ref name, admin: true, password_stdin: true } } if name == "bob"
+        ));
+        for (sub, want) in [("disable", "bob"), ("enable", "bob"), ("rm", "bob")] {
+            let cli = parse(&["user", sub, want]).unwrap();
+            let ClientCommand::User { command } = cli.command else { panic!("not user") };
+            let got = match command {
+                UserCommand::Disable { name } | UserCommand::Enable { name } | UserCommand::Rm { name } => name,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(got, want);
+        }
+        assert!(matches!(
+            parse(&["user", "list"]).unwrap().command,
+            ClientCommand::User { command: UserCommand::List }
+        ));
+        assert!(parse(&["user"]).is_err());
+    }
+}

@@ -1,0 +1,217 @@
+//! Cluster and account commands: `nodes`, `images [add]`, `user …`.
+
+use super::{Out, print_json, read_password, role_str};
+use crate::cli::{ImagesCommand, UserCommand};
+use crate::http::{Api, decode};
+use crate::table::{Table, age, cores, size};
+use crate::{ClientError, Context};
+use chrono::{DateTime, Utc};
+use gpuhub_core::Bytes;
+use gpuhub_core::api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, UserView};
+use reqwest::Method;
+use serde_json::Value;
+
+/// `gpuhub nodes`.
+pub(crate) async fn nodes(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> {
+    let v = api.get(&["nodes"], &[]).await?;
+    if json {
+        return print_json(out, &v);
+    }
+    let list: Vec<NodeView> = decode(&v, api.url(&["nodes"], &[]).as_str())?;
+    write!(out, "{}", nodes_text(&list))?;
+    Ok(())
+}
+
+/// One block per node: its CPUs and memory used/total, then one line per GPU with its holder.
+pub(crate) fn nodes_text(list: &[NodeView]) -> String {
+    let mut s = String::new();
+    for (i, n) in list.iter().enumerate() {
+        if i > 0 {
+            s.push('\n');
+        }
+        let held = n.gpus.iter().filter(|g| g.holder.is_some()).count();
+        let mut t = Table::new(&["NODE", "CPUS", "MEMORY", "GPUS"]);
+        t.row(vec![
+            n.name.clone(),
+            format!("{}/{}", cores(n.cpus - n.cpus_free), cores(n.cpus)),
+            format!("{}/{}", size(Bytes(n.memory.0.saturating_sub(n.memory_free.0))), size(n.memory)),
+            format!("{held}/{}", n.gpus.len()),
+        ]);
+        s.push_str(&t.render(""));
+        if n.gpus.is_empty() {
+            continue;
+        }
+        let mut g = Table::new(&["GPU", "MODEL", "MEMORY", "HOLDER"]);
+        for gpu in &n.gpus {
+            let holder =
+                gpu.holder.as_ref().map_or_else(|| "free".to_owned(), |h| format!("{}/{}", h.owner, h.workload));
+            g.row(vec![gpu.index.to_string(), gpu.model.clone(), size(gpu.memory), holder]);
+        }
+        s.push_str(&g.render("  "));
+    }
+    s
+}
+
+/// `gpuhub images` and `gpuhub images add`.
+pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, out: Out<'_>) -> Result<(), ClientError> {
+    match cmd {
+        None => {
+            let v = api.get(&["images"], &[]).await?;
+            if json {
+                return print_json(out, &v);
+            }
+            let list: Vec<ImageEntry> = decode(&v, api.url(&["images"], &[]).as_str())?;
+            let mut t = Table::new(&["NAME", "IMAGE", "DESCRIPTION"]);
+            for e in list {
+                t.row(vec![e.name, e.image, e.description]);
+            }
+            write!(out, "{}", t.render(""))?;
+        }
+        Some(ImagesCommand::Add { name, image, description }) => {
+            let entry = ImageEntry { name, image, description };
+            let v = api.send_json(Method::POST, &["images"], &entry).await?;
+            match v {
+                Some(v) if json => print_json(out, &v)?,
+                _ => writeln!(out, "added image {} ({})", entry.name, entry.image)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `gpuhub user …`.
+pub(crate) async fn user(
+    ctx: &Context,
+    api: &Api,
+    json: bool,
+    cmd: UserCommand,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
+    let (v, done) = match cmd {
+        UserCommand::List => {
+            let v = api.get(&["users"], &[]).await?;
+            if json {
+                return print_json(out, &v);
+            }
+            let list: Vec<UserView> = decode(&v, api.url(&["users"], &[]).as_str())?;
+            write!(out, "{}", users_table(&list, Utc::now()))?;
+            return Ok(());
+        }
+        UserCommand::Add { name, admin, password_stdin } => {
+            let password = read_password(ctx, password_stdin, &format!("password for new user {name}: "), true)?;
+            let req = CreateUserRequest { username: name.clone(), password, admin };
+            let v = api.send_json(Method::POST, &["users"], &req).await?;
+            let role = if admin { " (admin)" } else { "" };
+            (v, format!("created user {name}{role}"))
+        }
+        UserCommand::Disable { name } => {
+            let patch = PatchUserRequest { disabled: Some(true), ..Default::default() };
+            (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("disabled user {name}"))
+        }
+        UserCommand::Enable { name } => {
+            let patch = PatchUserRequest { disabled: Some(false), ..Default::default() };
+            (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("enabled user {name}"))
+        }
+        UserCommand::Rm { name } => {
+            (api.call(Method::DELETE, &["users", &name], &[], None).await?, format!("removed user {name}"))
+        }
+    };
+    print_outcome(out, json, v, &done)
+}
+
+/// After a change: the answer as JSON with `--json` (nothing when there was none), else a line.
+fn print_outcome(out: Out<'_>, json: bool, v: Option<Value>, done: &str) -> Result<(), ClientError> {
+    match v {
+        Some(v) if json => print_json(out, &v),
+        _ if json => Ok(()),
+        _ => {
+            writeln!(out, "{done}")?;
+            Ok(())
+        }
+    }
+}
+
+/// The `user list` table.
+pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
+    let mut t = Table::new(&["USERNAME", "ROLE", "UID", "STATUS", "AGE"]);
+    for u in list {
+        let status = if u.disabled { "disabled" } else { "active" };
+        t.row(vec![
+            u.username.clone(),
+            role_str(u.role).to_owned(),
+            u.uid.to_string(),
+            status.to_owned(),
+            age(u.created_at, now),
+        ]);
+    }
+    t.render("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use gpuhub_core::api::{GpuHolder, GpuView};
+    use gpuhub_core::quantity::GIB;
+    use gpuhub_core::user::Role;
+
+    #[test]
+    fn nodes_rendering() {
+        let gpu = |index, holder: Option<(&str, &str)>| GpuView {
+            uuid: format!("GPU-{index}"),
+            index,
+            model: "NVIDIA H200".into(),
+            memory: Bytes(141 * GIB),
+            holder: holder.map(|(o, w)| GpuHolder { owner: o.into(), workload: w.into() }),
+        };
+        let list = [
+            NodeView {
+                name: "node-1".into(),
+                cpus: 16.0,
+                cpus_free: 11.5,
+                memory: Bytes(64 * GIB),
+                memory_free: Bytes(56 * GIB),
+                gpus: vec![gpu(0, Some(("alice", "train"))), gpu(1, None)],
+            },
+            NodeView {
+                name: "cpu-only".into(),
+                cpus: 4.0,
+                cpus_free: 4.0,
+                memory: Bytes(8 * GIB),
+                memory_free: Bytes(8 * GIB),
+                gpus: vec![],
+            },
+        ];
+        assert_eq!(
+            nodes_text(&list),
+            "NODE    CPUS    MEMORY      GPUS\n\
+             node-1  4.5/16  8GiB/64GiB  1/2\n  \
+             GPU  MODEL        MEMORY  HOLDER\n  \
+             0    NVIDIA H200  141GiB  alice/train\n  \
+             1    NVIDIA H200  141GiB  free\n\
+             \n\
+             NODE      CPUS  MEMORY   GPUS\n\
+             cpu-only  0/4   0B/8GiB  0/0\n"
+        );
+    }
+
+    #[test]
+    fn users_rendering() {
+        let t0 = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
+        let u = |name: &str, role, disabled| UserView {
+            username: name.into(),
+            role,
+            uid: 10_000,
+            disabled,
+            created_at: t0,
+        };
+        let s =
+            users_table(&[u("root", Role::Admin, false), u("bob", Role::User, true)], t0 + chrono::Duration::days(4));
+        assert_eq!(
+            s,
+            "USERNAME  ROLE   UID    STATUS    AGE\n\
+             root      admin  10000  active    4d\n\
+             bob       user   10000  disabled  4d\n"
+        );
+    }
+}

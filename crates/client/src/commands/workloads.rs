@@ -1,0 +1,324 @@
+//! Workload commands: `run`, `ps`, `logs`, `stop`, `start`, `rm`, `inspect`.
+
+use super::{Out, print_json};
+use crate::cli::RunArgs;
+use crate::http::{Api, decode};
+use crate::table::{Table, age, size, truncate};
+use crate::{ClientError, Context};
+use chrono::{DateTime, Utc};
+use gpuhub_core::api::{CreateWorkloadRequest, ResourceRequest, WorkloadView};
+use gpuhub_core::workload::{WorkloadKind, WorkloadState};
+use reqwest::Method;
+use serde_json::Value;
+
+/// The longest REASON shown by `ps`.
+const REASON_WIDTH: usize = 40;
+
+/// The request `gpuhub run` sends for these arguments.
+pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
+    CreateWorkloadRequest {
+        name: args.name.clone(),
+        kind: if args.workspace { WorkloadKind::Workspace } else { WorkloadKind::Job },
+        image: args.image.clone(),
+        command: (!args.command.is_empty()).then(|| args.command.clone()),
+        env: args.env.iter().cloned().collect(),
+        resources: ResourceRequest { cpus: args.cpus, memory: args.memory, gpus: args.gpus },
+        priority: args.priority,
+    }
+}
+
+/// `gpuhub run`: submits, prints the name (or the JSON), and with `--follow` streams the output and
+/// returns the workload's exit code.
+pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out: Out<'_>) -> Result<i32, ClientError> {
+    let req = create_request(&args);
+    let v = api.send_json(Method::POST, &["workloads"], &req).await?.unwrap_or(Value::Null);
+    let w: WorkloadView = decode(&v, api.url(&["workloads"], &[]).as_str())?;
+    if json {
+        print_json(out, &v)?;
+    } else {
+        writeln!(out, "{}", w.name)?;
+    }
+    out.flush()?;
+    if !args.follow {
+        return Ok(0);
+    }
+    follow_to_end(ctx, api, &w.name, out).await
+}
+
+/// Streams a new workload's output until it ends and returns its exit code. While it waits to start, the
+/// log stream may end at once or be refused; it is asked for again until output comes. Once output has
+/// come, the stream is not asked for again (that would repeat it): the workload is polled instead.
+async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
+    let mut printed = 0;
+    loop {
+        match stream_logs(api, name, None, true, &mut *out).await {
+            Ok(n) => printed += n,
+            // not started yet (the server may refuse logs of a queued workload)
+            Err(ClientError::Api { status: 404 | 409 | 425, .. }) if printed == 0 => {}
+            Err(e) => return Err(e),
+        }
+        let w = get(api, name, None).await?;
+        if w.state.is_terminal() {
+            return Ok(exit_code(&w));
+        }
+        tokio::time::sleep(ctx.poll_interval).await;
+        if printed == 0 {
+            continue;
+        }
+        loop {
+            let w = get(api, name, None).await?;
+            if w.state.is_terminal() {
+                return Ok(exit_code(&w));
+            }
+            tokio::time::sleep(ctx.poll_interval).await;
+        }
+    }
+}
+
+/// The exit code `gpuhub run --follow` ends with: the workload's own when it is a valid exit status,
+/// else 1 for anything but success (and a stopped workspace).
+pub(crate) fn exit_code(w: &WorkloadView) -> i32 {
+    let ok =
+        w.state == WorkloadState::Succeeded || (w.state == WorkloadState::Stopped && w.kind == WorkloadKind::Workspace);
+    match w.exit_code {
+        Some(0) if w.state == WorkloadState::Failed || w.state == WorkloadState::Lost => 1,
+        Some(c @ 0..=255) => c as i32,
+        Some(_) => 1,
+        None if ok => 0,
+        None => 1,
+    }
+}
+
+/// The query that addresses a workload, as an admin may another user's.
+fn owner_query(owner: Option<&str>) -> Vec<(&str, &str)> {
+    owner.map(|o| vec![("owner", o)]).unwrap_or_default()
+}
+
+async fn get(api: &Api, name: &str, owner: Option<&str>) -> Result<WorkloadView, ClientError> {
+    let segs = ["workloads", name];
+    let q = owner_query(owner);
+    decode(&api.get(&segs, &q).await?, api.url(&segs, &q).as_str())
+}
+
+/// Copies a workload's log to `out` chunk by chunk as it arrives; returns the number of bytes.
+pub(crate) async fn stream_logs(
+    api: &Api,
+    name: &str,
+    owner: Option<&str>,
+    follow: bool,
+    out: Out<'_>,
+) -> Result<u64, ClientError> {
+    let mut q = owner_query(owner);
+    if follow {
+        q.push(("follow", "true"));
+    }
+    let url = api.url(&["workloads", name, "logs"], &q);
+    let mut resp = api.send(Method::GET, url.clone(), None).await?;
+    let mut n = 0;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| api.transport_error(&url, &e))? {
+        out.write_all(&chunk)?;
+        out.flush()?;
+        n += chunk.len() as u64;
+    }
+    Ok(n)
+}
+
+/// `gpuhub logs [-f]`.
+pub(crate) async fn logs(
+    api: &Api,
+    name: &str,
+    owner: Option<&str>,
+    follow: bool,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
+    stream_logs(api, name, owner, follow, out).await.map(drop)
+}
+
+/// `gpuhub ps [--all]`.
+pub(crate) async fn ps(api: &Api, json: bool, all: bool, out: Out<'_>) -> Result<(), ClientError> {
+    let q: &[(&str, &str)] = if all { &[("all", "true")] } else { &[] };
+    let v = api.get(&["workloads"], q).await?;
+    if json {
+        return print_json(out, &v);
+    }
+    let list: Vec<WorkloadView> = decode(&v, api.url(&["workloads"], q).as_str())?;
+    write!(out, "{}", ps_table(&list, all, Utc::now()))?;
+    Ok(())
+}
+
+/// The `ps` table: NAME KIND STATE IMAGE CPUS MEMORY GPUS AGE, OWNER first with `--all`, REASON last
+/// when any workload has a message.
+pub(crate) fn ps_table(list: &[WorkloadView], all: bool, now: DateTime<Utc>) -> String {
+    let reasons = list.iter().any(|w| w.message.as_deref().is_some_and(|m| !m.is_empty()));
+    let mut header = vec!["NAME", "KIND", "STATE", "IMAGE", "CPUS", "MEMORY", "GPUS", "AGE"];
+    if all {
+        header.insert(0, "OWNER");
+    }
+    if reasons {
+        header.push("REASON");
+    }
+    let mut t = Table::new(&header);
+    for w in list {
+        let mut row = vec![
+            w.name.clone(),
+            w.kind.as_str().to_owned(),
+            w.state.as_str().to_owned(),
+            w.image.clone(),
+            w.resources.cpu_milli.to_string(),
+            size(w.resources.memory),
+            w.resources.gpus.to_string(),
+            age(w.created_at, now),
+        ];
+        if all {
+            row.insert(0, w.owner.clone());
+        }
+        if reasons {
+            let m = w.message.as_deref().unwrap_or("");
+            row.push(truncate(m.lines().next().unwrap_or(""), REASON_WIDTH));
+        }
+        t.row(row);
+    }
+    t.render("")
+}
+
+/// `gpuhub stop` and `gpuhub start`.
+pub(crate) async fn action(
+    api: &Api,
+    json: bool,
+    name: &str,
+    owner: Option<&str>,
+    verb: &str,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
+    let segs = ["workloads", name, verb];
+    let q = owner_query(owner);
+    let v = api.call(Method::POST, &segs, &q, None).await?;
+    match v {
+        Some(v) if json => print_json(out, &v),
+        Some(v) => {
+            let w: WorkloadView = decode(&v, api.url(&segs, &q).as_str())?;
+            writeln!(out, "{}: {}", w.name, w.state)?;
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+/// `gpuhub rm`.
+pub(crate) async fn rm(
+    api: &Api,
+    json: bool,
+    name: &str,
+    owner: Option<&str>,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
+    let v = api.call(Method::DELETE, &["workloads", name], &owner_query(owner), None).await?;
+    match v {
+        Some(v) if json => print_json(out, &v),
+        _ if json => Ok(()),
+        _ => {
+            writeln!(out, "removed {name}")?;
+            Ok(())
+        }
+    }
+}
+
+/// `gpuhub inspect`: the workload as pretty JSON.
+pub(crate) async fn inspect(api: &Api, name: &str, owner: Option<&str>, out: Out<'_>) -> Result<(), ClientError> {
+    let v = api.get(&["workloads", name], &owner_query(owner)).await?;
+    print_json(out, &v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ClientCli;
+    use crate::cli::ClientCommand;
+    use chrono::TimeZone;
+    use clap::Parser;
+    use gpuhub_core::workload::Resources;
+    use gpuhub_core::{Bytes, CpuMilli};
+
+    fn view(name: &str, state: WorkloadState, message: Option<&str>) -> WorkloadView {
+        WorkloadView {
+            id: format!("id-{name}"),
+            name: name.into(),
+            owner: "alice".into(),
+            kind: WorkloadKind::Job,
+            image: "pytorch/pytorch:2".into(),
+            command: vec![],
+            env: Default::default(),
+            resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(4 << 30), gpus: 1 },
+            priority: 0,
+            state,
+            gpus: vec![],
+            exit_code: None,
+            message: message.map(str::to_owned),
+            created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn request_from_args() {
+        let cli = ClientCli::try_parse_from([
+            "gpuhub", "run", "--image", "img", "--memory", "2GiB", "--cpus", "2", "--env", "A=1", "--", "echo", "hi",
+        ])
+        .unwrap();
+        let ClientCommand::Run(args) = cli.command else { panic!() };
+        let json = serde_json::to_value(create_request(&args)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "kind": "job", "image": "img", "command": ["echo", "hi"], "env": {"A": "1"},
+                "resources": {"cpus": 2.0, "memory": "2GiB"}
+            })
+        );
+        let cli = ClientCli::try_parse_from(["gpuhub", "run", "--workspace", "--image", "img"]).unwrap();
+        let ClientCommand::Run(args) = cli.command else { panic!() };
+        let json = serde_json::to_value(create_request(&args)).unwrap();
+        assert_eq!(json, serde_json::json!({"kind": "workspace", "image": "img", "resources": {}}));
+    }
+
+    #[test]
+    fn ps_table_plain_and_all() {
+        let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 5).unwrap();
+        let list = [view("train", WorkloadState::Running, None), view("eval", WorkloadState::Succeeded, None)];
+        assert_eq!(
+            ps_table(&list, false, now),
+            "NAME   KIND  STATE      IMAGE              CPUS  MEMORY  GPUS  AGE\n\
+             train  job   running    pytorch/pytorch:2  1.5   4GiB    1     2h\n\
+             eval   job   succeeded  pytorch/pytorch:2  1.5   4GiB    1     2h\n"
+        );
+        let long = "waiting for 2 GPUs: all 8 are held by other workloads right now";
+        let list = [view("q", WorkloadState::Queued, Some(long)), view("r", WorkloadState::Running, None)];
+        let s = ps_table(&list, true, now);
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[0].starts_with("OWNER  NAME") && lines[0].ends_with("AGE  REASON"), "{s}");
+        assert!(
+            lines[1].starts_with("alice  q ") && lines[1].ends_with("waiting for 2 GPUs: all 8 are held by o…"),
+            "{s}"
+        );
+        assert!(lines[2].ends_with("2h"), "{s}");
+        assert_eq!(ps_table(&[], false, now), "NAME  KIND  STATE  IMAGE  CPUS  MEMORY  GPUS  AGE\n");
+    }
+
+    #[test]
+    fn exit_codes() {
+        let with = |state, kind, code| WorkloadView { kind, exit_code: code, ..view("w", state, None) };
+        use WorkloadKind::{Job, Workspace};
+        use WorkloadState::*;
+        assert_eq!(exit_code(&with(Succeeded, Job, Some(0))), 0);
+        assert_eq!(exit_code(&with(Succeeded, Job, None)), 0);
+        assert_eq!(exit_code(&with(Failed, Job, Some(3))), 3);
+        assert_eq!(exit_code(&with(Failed, Job, None)), 1);
+        assert_eq!(exit_code(&with(Failed, Job, Some(0))), 1);
+        assert_eq!(exit_code(&with(Failed, Job, Some(256)),), 1, "would wrap to 0");
+        assert_eq!(exit_code(&with(Failed, Job, Some(-9))), 1);
+        assert_eq!(exit_code(&with(Lost, Job, None)), 1);
+        assert_eq!(exit_code(&with(Stopped, Job, Some(137))), 137);
+        assert_eq!(exit_code(&with(Stopped, Job, None)), 1);
+        assert_eq!(exit_code(&with(Stopped, Workspace, None)), 0);
+    }
+}

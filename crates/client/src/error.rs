@@ -1,0 +1,98 @@
+//! What can go wrong in a client command; each message fits on the one line the binary prints.
+
+use std::path::PathBuf;
+
+/// A client command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No credentials file and no `GPUHUB_TOKEN`.
+    #[error("not logged in: run gpuhub login --server URL --user NAME")]
+    NotLoggedIn,
+    /// A token is known (from `GPUHUB_TOKEN`) but no server to send it to.
+    #[error("no server: pass --server URL or set GPUHUB_SERVER")]
+    NoServer,
+    /// Neither `XDG_CONFIG_HOME` nor `HOME` is set, so there is nowhere to keep credentials.
+    #[error("cannot find the config directory: set XDG_CONFIG_HOME or HOME")]
+    NoConfigDir,
+    /// The server URL does not parse or is not http(s).
+    #[error("invalid server URL {url:?}: {reason}")]
+    BadServerUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The connection to the server could not be made (refused, DNS, TLS, timeout).
+    #[error("cannot reach {server}: {reason}")]
+    Unreachable {
+        /// The server URL.
+        server: String,
+        /// The underlying cause.
+        reason: String,
+    },
+    /// The server refused the token: it expired, was revoked, or its account was disabled.
+    #[error("{detail} (HTTP 401): run gpuhub login --server URL --user NAME")]
+    Unauthorized {
+        /// The problem's detail.
+        detail: String,
+    },
+    /// The server answered with an error (an `application/problem+json` body).
+    #[error("{detail} (HTTP {status})")]
+    Api {
+        /// The HTTP status.
+        status: u16,
+        /// The problem's title (`Not Found`).
+        title: String,
+        /// The problem's detail, for a person.
+        detail: String,
+    },
+    /// The request failed after the connection was made (reset, broken stream).
+    #[error("request to {url} failed: {reason}")]
+    Http {
+        /// The URL requested.
+        url: String,
+        /// The underlying cause.
+        reason: String,
+    },
+    /// The server's answer is not what the API promises.
+    #[error("unexpected response from {url}: {reason}")]
+    BadResponse {
+        /// The URL requested.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The credentials file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The credentials file is not valid JSON of the expected shape.
+    #[error("{}: malformed credentials file: {reason}", path.display())]
+    BadCredentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Reading a password from the terminal or standard input failed, or it was unusable.
+    #[error("password: {0}")]
+    Password(String),
+    /// Writing to standard output failed.
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl ClientError {
+    /// The HTTP status, for errors the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Api { status, .. } => Some(*status),
+            Self::Unauthorized { .. } => Some(401),
+            _ => None,
+        }
+    }
+}
