@@ -82,15 +82,17 @@ impl Bytes {
 }
 
 impl fmt::Display for Bytes {
-    /// Binary units, exact where possible (`4GiB`, `1536MiB`), else bytes.
+    /// The largest binary unit the value reaches: exact (`4GiB`, `1536MiB` stays `1.50GiB`) or with
+    /// two decimals; bytes below 1KiB.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (unit, factor) in [("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
-            if self.0 >= factor && self.0 % factor == 0 {
-                return write!(f, "{}{unit}", self.0 / factor);
+            if self.0 >= factor {
+                return if self.0 % factor == 0 {
+                    write!(f, "{}{unit}", self.0 / factor)
+                } else {
+                    write!(f, "{:.2}{unit}", self.0 as f64 / factor as f64)
+                };
             }
-        }
-        if self.0 >= GIB {
-            return write!(f, "{:.2}GiB", self.0 as f64 / GIB as f64);
         }
         write!(f, "{}B", self.0)
     }
@@ -114,7 +116,7 @@ impl<'de> Deserialize<'de> for Bytes {
         }
         match Raw::deserialize(d)? {
             Raw::Int(n) => Ok(Bytes(n)),
-            Raw::Signed(_) => Err(serde::de::Error::custom("memory must not be negative")),
+            Raw::Signed(n) => Err(serde::de::Error::custom(format!("memory must not be negative, got {n}"))),
             Raw::Float(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Bytes(f as u64)),
             Raw::Float(_) => {
                 Err(serde::de::Error::custom("memory must be a whole number of bytes or a string like \"4GiB\""))

@@ -1,1 +1,107 @@
-fn main() {}
+//! `gpuhub`: the server (`gpuhub serve`), the simulator (`gpuhub sim`) and the client (everything else)
+//! in one binary. This file only parses arguments and wires the parts together.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use gpuhub_client::{ClientCommand, GlobalOpts};
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::{Bytes, CpuMilli};
+use gpuhub_server::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Share GPU servers among users, safely and fairly.
+#[derive(Debug, Parser)]
+#[command(name = "gpuhub", version, about, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalOpts,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the platform: API, controller and container driver.
+    Serve {
+        /// Config file (default: ./gpuhub.toml when it exists; GPUHUB_* variables override it).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Print the OpenAPI document of the HTTP API.
+    Openapi,
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result: anyhow::Result<i32> = rt.block_on(async {
+        match cli.command {
+            Command::Serve { config } => serve(config).await.map(|()| 0),
+            Command::Openapi => {
+                println!("{}", serde_json::to_string_pretty(&gpuhub_server::api::openapi())?);
+                Ok(0)
+            }
+            Command::Client(cmd) => Ok(gpuhub_client::run(cli.global, cmd).await?),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GPUHUB_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn,sqlx=warn")),
+        )
+        .init();
+    let config = Config::load(config_file.as_deref(), std::env::vars())?;
+    tracing::info!(?config, "configuration");
+    let node = node_capacity(&config)?;
+    tracing::info!(cpus = %node.cpus, memory = %node.memory, gpus = node.gpus.len(), "node");
+    let runtime = gpuhub_docker::DockerRuntime::connect().await.context("container engine")?;
+    tracing::info!(api = %runtime.api_version(), "docker engine");
+    let server = gpuhub_server::start(config, Arc::new(runtime), node).await?;
+    println!("gpuhub serving on http://{}", server.addr);
+    let stop = server.shutdown_handle();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+        tracing::info!("shutting down");
+        let _ = stop.send(true);
+    });
+    server.wait().await;
+    Ok(())
+}
+
+/// This host's CPUs, memory (less the configured reserve) and GPUs (NVML, else the configured list).
+fn node_capacity(config: &Config) -> anyhow::Result<NodeCapacity> {
+    let (inventory, source) = gpuhub_gpu::try_detect(config.gpus.clone()).context("gpu inventory")?;
+    let gpus = inventory.gpus().context("gpu inventory")?;
+    tracing::info!(?source, count = gpus.len(), "gpus");
+    let (cpus, memory) = gpuhub_gpu::host::host_capacity().context("host capacity")?;
+    Ok(NodeCapacity {
+        name: gpuhub_gpu::host::hostname().unwrap_or_else(|_| "localhost".into()),
+        cpus: CpuMilli(cpus.0.saturating_sub(config.reserved_cpu_milli)),
+        memory: Bytes(memory.0.saturating_sub(config.reserved_memory.0)),
+        gpus,
+    })
+}

@@ -1,1 +1,176 @@
-//! gpuhub-server (being written).
+//! The gpuhub server: HTTP API, authentication and the controller that drives workloads through a
+//! container runtime. Only this crate knows HTTP; it reaches the runtime only through
+//! [`gpuhub_driver::Runtime`] and the database only through [`gpuhub_store::Store`].
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod controller;
+pub mod error;
+pub mod spec;
+pub mod state;
+
+use crate::auth::LoginLimiter;
+use crate::config::Config;
+use crate::controller::Controller;
+use crate::state::AppState;
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::user::Role;
+use gpuhub_driver::Runtime;
+use gpuhub_store::Store;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The data directory could not be made or read.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The database could not be opened or migrated.
+    #[error("database: {0}")]
+    Store(#[from] gpuhub_store::StoreError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The first admin could not be created.
+    #[error("cannot create the first admin: {0}")]
+    Bootstrap(String),
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    /// Where the HTTP API listens.
+    pub addr: SocketAddr,
+    /// The shared state (tests reach the store through it).
+    pub state: AppState,
+    shutdown: watch::Sender<bool>,
+    http: JoinHandle<()>,
+    controller: JoinHandle<()>,
+}
+
+impl Server {
+    /// Stops accepting, lets the controller finish its pass, and waits for both.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.http.await;
+        let _ = self.controller.await;
+    }
+
+    /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
+    pub async fn wait(self) {
+        let _ = self.http.await;
+        let _ = self.shutdown.send(true);
+        let _ = self.controller.await;
+    }
+
+    /// A sender that stops the server when `true` is sent.
+    pub fn shutdown_handle(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// Creates the data directory and returns its absolute path.
+pub fn prepare_data_dir(dir: &Path) -> Result<PathBuf, ServeError> {
+    let err = |source| ServeError::DataDir { path: dir.to_owned(), source };
+    std::fs::create_dir_all(dir.join("homes")).map_err(err)?;
+    std::fs::create_dir_all(dir.join("logs")).map_err(err)?;
+    std::fs::canonicalize(dir).map_err(err)
+}
+
+/// On an empty database, creates `admin` with `GPUHUB_ADMIN_PASSWORD` or a random password, which is
+/// printed once and written to `<data>/initial-admin-password` (mode 0600).
+pub async fn bootstrap_admin(store: &Store, config: &Config, data_dir: &Path) -> Result<(), ServeError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if store.count_users().await? > 0 {
+        return Ok(());
+    }
+    let (password, generated) = match &config.admin_password {
+        Some(p) => (p.clone(), false),
+        None => (auth::random_password(), true),
+    };
+    auth::check_password(&password)
+        .map_err(|e| ServeError::Bootstrap(format!("GPUHUB_ADMIN_PASSWORD: {}", e.detail)))?;
+    let hash = auth::hash_password(&password).map_err(|e| ServeError::Bootstrap(e.detail))?;
+    store.create_user("admin", &hash, Role::Admin, chrono::Utc::now()).await?;
+    if generated {
+        let path = data_dir.join("initial-admin-password");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| ServeError::DataDir { path: path.clone(), source })?;
+        writeln!(f, "{password}").map_err(|source| ServeError::DataDir { path: path.clone(), source })?;
+        println!("created the first admin account: user admin, password {password} (also in {})", path.display());
+    } else {
+        println!("created the first admin account: user admin, password from GPUHUB_ADMIN_PASSWORD");
+    }
+    Ok(())
+}
+
+/// Opens the store, creates the first admin, starts the controller and serves the API on `config.listen`
+/// (port 0 picks a free one; see [`Server::addr`]).
+pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity) -> Result<Server, ServeError> {
+    let data_dir = prepare_data_dir(&config.data_dir)?;
+    let config = Config { data_dir: data_dir.clone(), ..config };
+    let store = Store::open(&config.effective_database_url()).await?;
+    bootstrap_admin(&store, &config, &data_dir).await?;
+    let config = Arc::new(config);
+    let node = Arc::new(node);
+    let (controller, handle) =
+        Controller::new(store.clone(), runtime.clone(), config.clone(), node.clone(), data_dir.clone());
+    let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
+    let state = AppState { store, runtime, config: config.clone(), node, controller: handle, limiter, data_dir };
+    let (shutdown, rx) = watch::channel(false);
+    let until = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let controller = tokio::spawn(controller.run(until(rx.clone())));
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let app = router(state.clone());
+    let http = tokio::spawn(async move {
+        let svc = app.into_make_service_with_connect_info::<SocketAddr>();
+        if let Err(e) = axum::serve(listener, svc).with_graceful_shutdown(until(rx)).await {
+            tracing::error!(error = %e, "http server failed");
+        }
+    });
+    tracing::info!(%addr, "gpuhub listening");
+    Ok(Server { addr, state, shutdown, http, controller })
+}
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> axum::Router {
+    let (api, doc) = api::router();
+    let doc = Arc::new(doc);
+    api.route(
+        "/api/v1/openapi.json",
+        axum::routing::get(move || {
+            let doc = doc.clone();
+            async move { axum::Json((*doc).clone()) }
+        }),
+    )
+    .fallback(|| async { error::ApiError::not_found("no such endpoint") })
+    .layer(tower_http::trace::TraceLayer::new_for_http())
+    .with_state(state)
+}

@@ -1,0 +1,56 @@
+//! The HTTP API under `/api/v1`, and the OpenAPI document generated from these handlers.
+
+mod account;
+mod catalog;
+mod workloads;
+
+use crate::state::AppState;
+use axum::Router;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "gpuhub", description = "Share GPU servers among users, safely and fairly."),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The API routes and their OpenAPI document.
+pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(account::health))
+        .routes(routes!(account::login))
+        .routes(routes!(account::logout))
+        .routes(routes!(account::me))
+        .routes(routes!(account::list_users, account::create_user))
+        .routes(routes!(account::patch_user, account::delete_user))
+        .routes(routes!(workloads::list_workloads, workloads::create_workload))
+        .routes(routes!(workloads::get_workload, workloads::delete_workload))
+        .routes(routes!(workloads::stop_workload))
+        .routes(routes!(workloads::start_workload))
+        .routes(routes!(workloads::workload_logs))
+        .routes(routes!(catalog::list_nodes))
+        .routes(routes!(catalog::list_images, catalog::create_image))
+        .split_for_parts()
+}
+
+/// The OpenAPI document (for `gpuhub openapi` and tests).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    router().1
+}

@@ -1,0 +1,274 @@
+//! Workloads: submit, list, inspect, stop, start, delete, logs. A user sees only their own workloads
+//! (another user's name answers 404); admins see all.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiJson};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use futures::StreamExt;
+use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
+use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_core::{admission, names};
+use gpuhub_store::{StoreError, WorkloadFilter};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+/// `?all=true`: every user's workloads (admins only).
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(default)]
+    all: bool,
+}
+
+/// `?owner=alice`: address another user's workload (admins only).
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerQuery {
+    #[serde(default)]
+    owner: Option<String>,
+}
+
+/// `?follow=true`: keep streaming until the workload ends.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct LogsQuery {
+    #[serde(default)]
+    follow: bool,
+    #[serde(default)]
+    owner: Option<String>,
+}
+
+/// Finds a workload the caller may act on: their own, or (for admins) `owner`'s.
+async fn lookup(st: &AppState, caller: &Caller, name: &str, owner: Option<&str>) -> Result<Workload, ApiError> {
+    let owner = match owner {
+        Some(o) if caller.0.is_admin() => o,
+        _ => caller.0.username.as_str(),
+    };
+    match st.store.get_workload(owner, name).await {
+        Ok(w) => Ok(w),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(format!("no workload named {name:?}"))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The caller's workloads; with `?all=true` (admins) everyone's.
+#[utoipa::path(get, path = "/api/v1/workloads", tag = "workloads", params(ListQuery),
+    responses((status = 200, body = [WorkloadView]), (status = 401, body = Problem), (status = 403, body = Problem)))]
+pub async fn list_workloads(
+    State(st): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<axum::Json<Vec<WorkloadView>>, ApiError> {
+    if q.all {
+        caller.require_admin()?;
+    }
+    let filter = WorkloadFilter { owner: (!q.all).then(|| caller.0.username.clone()), states: None };
+    Ok(axum::Json(st.store.list_workloads(&filter).await?.iter().map(WorkloadView::from).collect()))
+}
+
+fn short_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Submits a job or a workspace. It is queued and starts as soon as its resources fit.
+#[utoipa::path(post, path = "/api/v1/workloads", tag = "workloads", request_body = CreateWorkloadRequest,
+    responses((status = 201, body = WorkloadView), (status = 400, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn create_workload(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateWorkloadRequest>,
+) -> Result<Response, ApiError> {
+    let owner = caller.0.username.clone();
+    let id = short_id();
+    let name = match &req.name {
+        Some(n) => {
+            names::validate("workload", n)?;
+            n.clone()
+        }
+        None => format!("{}-{}", req.kind.as_str(), &id[..6]),
+    };
+    let resources = req.resources.resolve()?;
+    if resources.gpus > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
+        return Err(ApiError::unprocessable("invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)"));
+    }
+    admission::check_fits_node(&st.node, &resources)?;
+    let priority = req.priority.unwrap_or(0);
+    if !(-100..=100).contains(&priority) && !caller.0.is_admin() {
+        return Err(ApiError::unprocessable("invalid priority: must be between -100 and 100"));
+    }
+    for (k, v) in &req.env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+            return Err(ApiError::unprocessable(format!("invalid env: {k:?} is not a valid variable name")));
+        }
+    }
+    let command = req.command.clone().unwrap_or_default();
+    if command.iter().any(|a| a.contains('\0')) {
+        return Err(ApiError::unprocessable("invalid command: arguments must not contain NUL"));
+    }
+    let image = resolve_image(&st, &req.image).await?;
+    let now = Utc::now();
+    let w = Workload {
+        id,
+        name,
+        owner,
+        kind: req.kind,
+        image,
+        command,
+        env: req.env.clone(),
+        resources,
+        priority,
+        state: WorkloadState::Queued,
+        gpus: Vec::new(),
+        container_id: None,
+        exit_code: None,
+        message: Some("queued".into()),
+        created_at: now,
+        queued_at: now,
+        started_at: None,
+        finished_at: None,
+    };
+    match st.store.insert_workload(&w).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_)) => {
+            return Err(ApiError::conflict(format!("you already have a workload named {:?}", w.name)));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    st.controller.kick();
+    let mut resp = (StatusCode::CREATED, axum::Json(WorkloadView::from(&w))).into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("/api/v1/workloads/{}", w.name)) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}
+
+/// A catalog name becomes its image reference; a reference must be allowed by policy and present.
+async fn resolve_image(st: &AppState, image: &str) -> Result<String, ApiError> {
+    if image.trim().is_empty() {
+        return Err(ApiError::unprocessable("invalid image: must not be empty"));
+    }
+    let reference = match st.store.get_image(image).await {
+        Ok(entry) => entry.image,
+        Err(StoreError::NotFound { .. }) if st.config.allow_any_image => image.to_owned(),
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ApiError::unprocessable(format!(
+                "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs catalog images only"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !st.runtime.image_exists(&reference).await? {
+        return Err(ApiError::unprocessable(format!(
+            "invalid image: {reference:?} is neither a catalog name nor an image the container engine has"
+        )));
+    }
+    Ok(reference)
+}
+
+/// One workload.
+#[utoipa::path(get, path = "/api/v1/workloads/{name}", tag = "workloads", params(("name" = String, Path), OwnerQuery),
+    responses((status = 200, body = WorkloadView), (status = 404, body = Problem)))]
+pub async fn get_workload(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Result<axum::Json<WorkloadView>, ApiError> {
+    Ok(axum::Json(WorkloadView::from(&lookup(&st, &caller, &name, q.owner.as_deref()).await?)))
+}
+
+/// Stops a workload (SIGTERM, then SIGKILL after the grace period); answers once it has stopped.
+#[utoipa::path(post, path = "/api/v1/workloads/{name}/stop", tag = "workloads", params(("name" = String, Path), OwnerQuery),
+    responses((status = 200, body = WorkloadView), (status = 404, body = Problem), (status = 409, body = Problem)))]
+pub async fn stop_workload(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Result<axum::Json<WorkloadView>, ApiError> {
+    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    Ok(axum::Json(WorkloadView::from(&st.controller.stop(&w.id).await?)))
+}
+
+/// Queues an ended workload again (a workspace keeps its home).
+#[utoipa::path(post, path = "/api/v1/workloads/{name}/start", tag = "workloads", params(("name" = String, Path), OwnerQuery),
+    responses((status = 200, body = WorkloadView), (status = 404, body = Problem), (status = 409, body = Problem)))]
+pub async fn start_workload(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Result<axum::Json<WorkloadView>, ApiError> {
+    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    let w = st.controller.start(&w.id).await?;
+    st.controller.kick();
+    Ok(axum::Json(WorkloadView::from(&w)))
+}
+
+/// Deletes a workload, killing its container if it runs, with its logs.
+#[utoipa::path(delete, path = "/api/v1/workloads/{name}", tag = "workloads", params(("name" = String, Path), OwnerQuery),
+    responses((status = 204), (status = 404, body = Problem)))]
+pub async fn delete_workload(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Result<StatusCode, ApiError> {
+    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    st.controller.delete(&w.id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Output of a workload (stdout and stderr). With `follow=true` the response streams until it ends;
+/// a queued workload's stream waits for it to start.
+#[utoipa::path(get, path = "/api/v1/workloads/{name}/logs", tag = "workloads", params(("name" = String, Path), LogsQuery),
+    responses((status = 200, content_type = "text/plain", body = String), (status = 404, body = Problem)))]
+pub async fn workload_logs(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<LogsQuery>,
+) -> Result<Response, ApiError> {
+    let mut changes = st.controller.changes();
+    let mut w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    // wait (signalled, no polling) until the workload has a container or has ended
+    while q.follow && w.container_id.is_none() && !w.state.is_terminal() {
+        loop {
+            match changes.recv().await {
+                Ok(id) if id == w.id => break,
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                Err(_) => return Err(ApiError::internal("controller is gone")),
+            }
+        }
+        w = st.store.get_workload_by_id(&w.id).await?;
+    }
+    let text_plain = |body: Body| {
+        let mut r = Response::new(body);
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        r
+    };
+    if let Some(cid) = &w.container_id {
+        let follow = q.follow && w.state.holds_resources();
+        match st.runtime.logs(cid, follow).await {
+            Ok(stream) => {
+                let stream = stream.map(|r| r.map_err(std::io::Error::other));
+                return Ok(text_plain(Body::from_stream(stream)));
+            }
+            Err(gpuhub_driver::RuntimeError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let archived = st.data_dir.join("logs").join(format!("{}.log", w.id));
+    match tokio::fs::read(&archived).await {
+        Ok(bytes) => Ok(text_plain(Body::from(bytes))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(text_plain(Body::empty())),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}

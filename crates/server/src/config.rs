@@ -1,0 +1,281 @@
+//! The one typed configuration of `gpuhub serve`, loaded defaults → file → environment (`GPUHUB_…`).
+
+use gpuhub_core::node::GpuDevice;
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// How GPUs reach containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuMode {
+    /// A device request per GPU UUID, served by the NVIDIA Container Toolkit.
+    Nvidia,
+    /// Bind exactly the assigned GPUs' device nodes and the control nodes that exist.
+    #[default]
+    Devices,
+    /// No GPUs are handed out.
+    None,
+}
+
+impl std::str::FromStr for GpuMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "nvidia" => Ok(Self::Nvidia),
+            "devices" => Ok(Self::Devices),
+            "none" => Ok(Self::None),
+            _ => Err(ConfigError::Invalid {
+                key: "gpu_mode".into(),
+                reason: format!("{s:?} is not nvidia, devices or none"),
+            }),
+        }
+    }
+}
+
+/// What went wrong loading the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown or mistyped keys.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A value (from the file or the environment) is not acceptable.
+    #[error("config {key}: {reason}")]
+    Invalid {
+        /// The key (`listen`, `GPUHUB_LISTEN`).
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Settings of the server. Every field has an embedded default, so an empty file is a valid config.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address of the HTTP API and web pages.
+    pub listen: SocketAddr,
+    /// Address of the SSH gateway.
+    pub ssh_listen: SocketAddr,
+    /// Where the SQLite database, homes and archived logs live.
+    pub data_dir: PathBuf,
+    /// `postgres://…` to use PostgreSQL; when absent, SQLite in `data_dir`. May hold a password.
+    pub database_url: Option<String>,
+    /// How GPUs reach containers.
+    pub gpu_mode: GpuMode,
+    /// GPUs declared by hand, used when NVML finds none (hosts without a driver, CI).
+    pub gpus: Vec<GpuDevice>,
+    /// Whether any image the engine already has may be run; when false, only catalog images.
+    pub allow_any_image: bool,
+    /// Processes per container.
+    pub pids_limit: i64,
+    /// Seconds between SIGTERM and SIGKILL when stopping a workload.
+    pub stop_grace_secs: u64,
+    /// Seconds between full reconciliations with the container engine.
+    pub reconcile_secs: u64,
+    /// Lifetime of a browser session, in hours.
+    pub session_hours: i64,
+    /// Mark session cookies `Secure` (serve behind TLS).
+    pub secure_cookies: bool,
+    /// Failed logins allowed per user, and per address ×4, in `login_window_secs`.
+    pub login_failures: usize,
+    /// The window of the login rate limit.
+    pub login_window_secs: u64,
+    /// Memory held back from workloads for the host itself.
+    pub reserved_memory: gpuhub_core::Bytes,
+    /// CPUs (milli) held back from workloads for the host itself.
+    pub reserved_cpu_milli: u64,
+    /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
+    pub admin_password: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
+            data_dir: PathBuf::from("./gpuhub-data"),
+            database_url: None,
+            gpu_mode: GpuMode::Devices,
+            gpus: Vec::new(),
+            allow_any_image: true,
+            pids_limit: 4096,
+            stop_grace_secs: 10,
+            reconcile_secs: 30,
+            session_hours: 24 * 7,
+            secure_cookies: false,
+            login_failures: 5,
+            login_window_secs: 300,
+            reserved_memory: gpuhub_core::Bytes(0),
+            reserved_cpu_milli: 0,
+            admin_password: None,
+        }
+    }
+}
+
+/// Secrets are not printed.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("ssh_listen", &self.ssh_listen)
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &self.database_url.as_deref().map(redact_url))
+            .field("gpu_mode", &self.gpu_mode)
+            .field("gpus", &self.gpus)
+            .field("allow_any_image", &self.allow_any_image)
+            .field("pids_limit", &self.pids_limit)
+            .field("stop_grace_secs", &self.stop_grace_secs)
+            .field("reconcile_secs", &self.reconcile_secs)
+            .field("session_hours", &self.session_hours)
+            .field("secure_cookies", &self.secure_cookies)
+            .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:<redacted>@host/db`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((cred, host)) = rest.rsplit_once('@') else { return url.to_owned() };
+    match cred.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:<redacted>@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+impl Config {
+    /// Defaults, then `file` (or `./gpuhub.toml` when it exists and no file is named), then `GPUHUB_*`
+    /// variables from `env`.
+    pub fn load(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        let default_file = Path::new("gpuhub.toml");
+        let path = match file {
+            Some(p) => Some(p),
+            None if default_file.exists() => Some(default_file),
+            None => None,
+        };
+        let mut cfg = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.into(), source })?;
+                Self::from_toml(&text).map_err(|message| ConfigError::Parse { path: p.into(), message })?
+            }
+            None => Self::default(),
+        };
+        cfg.apply_env(env)?;
+        Ok(cfg)
+    }
+
+    /// Parses a TOML document over the defaults.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    }
+
+    fn apply_env(&mut self, env: impl IntoIterator<Item = (String, String)>) -> Result<(), ConfigError> {
+        fn parse<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError>
+        where
+            T::Err: fmt::Display,
+        {
+            v.parse().map_err(|e: T::Err| ConfigError::Invalid { key: key.to_owned(), reason: e.to_string() })
+        }
+        for (key, v) in env {
+            let Some(name) = key.strip_prefix("GPUHUB_") else { continue };
+            match name {
+                "LISTEN" => self.listen = parse(&key, &v)?,
+                "SSH_LISTEN" => self.ssh_listen = parse(&key, &v)?,
+                "DATA_DIR" => self.data_dir = PathBuf::from(v),
+                "DATABASE_URL" => self.database_url = (!v.is_empty()).then_some(v),
+                "GPU_MODE" => self.gpu_mode = parse(&key, &v)?,
+                "GPUS" => {
+                    self.gpus = serde_json::from_str(&v).map_err(|e| ConfigError::Invalid {
+                        key: key.clone(),
+                        reason: format!("expected a JSON list of GPUs: {e}"),
+                    })?
+                }
+                "ALLOW_ANY_IMAGE" => self.allow_any_image = parse(&key, &v)?,
+                "PIDS_LIMIT" => self.pids_limit = parse(&key, &v)?,
+                "STOP_GRACE_SECS" => self.stop_grace_secs = parse(&key, &v)?,
+                "RECONCILE_SECS" => self.reconcile_secs = parse(&key, &v)?,
+                "SESSION_HOURS" => self.session_hours = parse(&key, &v)?,
+                "SECURE_COOKIES" => self.secure_cookies = parse(&key, &v)?,
+                "LOGIN_FAILURES" => self.login_failures = parse(&key, &v)?,
+                "ADMIN_PASSWORD" => self.admin_password = Some(v),
+                // variables of the client and of other tools share the prefix
+                _ => {}
+            }
+        }
+        if self.reconcile_secs == 0 {
+            return Err(ConfigError::Invalid { key: "reconcile_secs".into(), reason: "must be at least 1".into() });
+        }
+        Ok(())
+    }
+
+    /// The database URL in effect: the configured one or SQLite in the data dir.
+    pub fn effective_database_url(&self) -> String {
+        match &self.database_url {
+            Some(u) => u.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("gpuhub.db").display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_file_env_layering() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("g.toml");
+        std::fs::write(
+            &f,
+            "listen = \"0.0.0.0:9000\"\ngpu_mode = \"none\"\n[[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"/dev/nvidia0\"\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&f), env(&[("GPUHUB_LISTEN", "127.0.0.1:7000"), ("HOME", "/x")])).unwrap();
+        assert_eq!(c.listen.port(), 7000);
+        assert_eq!(c.gpu_mode, GpuMode::None);
+        assert_eq!(c.gpus[0].memory, gpuhub_core::Bytes(141 << 30));
+        assert_eq!(c.data_dir, PathBuf::from("./gpuhub-data"));
+        assert!(c.effective_database_url().starts_with("sqlite://./gpuhub-data/"));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = Config::from_toml("listen = \"x\"\n").unwrap_err();
+        assert!(e.contains("listen") || e.contains("invalid"), "{e}");
+        let e = Config::from_toml("colour = 1\n").unwrap_err();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let e = Config::load(None, env(&[("GPUHUB_GPU_MODE", "magic")])).unwrap_err();
+        assert!(e.to_string().contains("gpu_mode"), "{e}");
+    }
+
+    #[test]
+    fn secrets_redacted() {
+        let c = Config {
+            database_url: Some("postgres://gpuhub:hunter2@db/gpuhub".into()),
+            admin_password: Some("hunter3".into()),
+            ..Config::default()
+        };
+        let d = format!("{c:?}");
+        assert!(!d.contains("hunter2") && !d.contains("hunter3"), "{d}");
+        assert!(d.contains("postgres://gpuhub:<redacted>@db/gpuhub"));
+    }
+}

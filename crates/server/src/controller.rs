@@ -1,0 +1,591 @@
+//! The controller: the single writer of workload state. The store holds the desired state, the runtime
+//! the actual one; the controller follows the runtime's events, reconciles fully at start and
+//! periodically, and starts queued work when the admission rule says it fits.
+//!
+//! Every transition records its intent in the store before acting on the runtime (`queued → starting`
+//! with the GPUs assigned, then create), so a crash at any point is repaired by reconciliation.
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::spec::{self, SpecContext};
+use chrono::Utc;
+use futures::StreamExt;
+use gpuhub_core::admission;
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_driver::{ContainerInfo, ContainerStatus, EventStream, Runtime, RuntimeError, RuntimeEvent};
+use gpuhub_store::{Store, StoreError, WorkloadFilter};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// Requests to the controller; user-driven transitions go through here so they never race its own.
+#[derive(Debug)]
+enum Command {
+    Stop {
+        id: String,
+        reply: Reply<Workload>,
+    },
+    Start {
+        id: String,
+        reply: Reply<Workload>,
+    },
+    Delete {
+        id: String,
+        reply: Reply<()>,
+    },
+    /// A background stop finished.
+    Stopped {
+        id: String,
+        result: Result<(), RuntimeError>,
+    },
+}
+
+/// How handlers talk to the controller.
+#[derive(Debug, Clone)]
+pub struct ControllerHandle {
+    tx: mpsc::Sender<Command>,
+    kick: Arc<Notify>,
+    changes: broadcast::Sender<String>,
+}
+
+impl ControllerHandle {
+    /// Asks for a scheduling pass soon (after a submit).
+    pub fn kick(&self) {
+        self.kick.notify_one();
+    }
+
+    /// Ids of workloads whose state changed, as they change.
+    pub fn changes(&self) -> broadcast::Receiver<String> {
+        self.changes.subscribe()
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(make(reply)).await.map_err(|_| ApiError::internal("controller is gone"))?;
+        rx.await.map_err(|_| ApiError::internal("controller dropped the request"))?
+    }
+
+    /// Stops a workload; returns once its container has stopped.
+    pub async fn stop(&self, id: &str) -> Result<Workload, ApiError> {
+        self.ask(|reply| Command::Stop { id: id.to_owned(), reply }).await
+    }
+
+    /// Queues an ended workload again.
+    pub async fn start(&self, id: &str) -> Result<Workload, ApiError> {
+        self.ask(|reply| Command::Start { id: id.to_owned(), reply }).await
+    }
+
+    /// Removes a workload and its container.
+    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
+        self.ask(|reply| Command::Delete { id: id.to_owned(), reply }).await
+    }
+}
+
+/// The controller task's state.
+#[derive(Debug)]
+pub struct Controller {
+    store: Store,
+    runtime: Arc<dyn Runtime>,
+    config: Arc<Config>,
+    node: Arc<NodeCapacity>,
+    data_dir: PathBuf,
+    control_devices: Vec<String>,
+    rx: mpsc::Receiver<Command>,
+    tx: mpsc::Sender<Command>,
+    kick: Arc<Notify>,
+    changes: broadcast::Sender<String>,
+    /// Workloads being stopped, with the callers waiting for it.
+    stopping: HashMap<String, Vec<Reply<Workload>>>,
+}
+
+impl Controller {
+    /// A controller and the handle to reach it.
+    pub fn new(
+        store: Store,
+        runtime: Arc<dyn Runtime>,
+        config: Arc<Config>,
+        node: Arc<NodeCapacity>,
+        data_dir: PathBuf,
+    ) -> (Self, ControllerHandle) {
+        let (tx, rx) = mpsc::channel(256);
+        let kick = Arc::new(Notify::new());
+        let (changes, _) = broadcast::channel(1024);
+        let control_devices =
+            spec::CONTROL_DEVICES.iter().filter(|d| std::path::Path::new(d).exists()).map(|d| d.to_string()).collect();
+        let handle = ControllerHandle { tx: tx.clone(), kick: kick.clone(), changes: changes.clone() };
+        let c = Self {
+            store,
+            runtime,
+            config,
+            node,
+            data_dir,
+            control_devices,
+            rx,
+            tx,
+            kick,
+            changes,
+            stopping: HashMap::new(),
+        };
+        (c, handle)
+    }
+
+    /// Runs until `shutdown` resolves: reconcile, then follow events, commands and the periodic tick.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut events = self.subscribe().await;
+        self.reconcile().await;
+        self.schedule().await;
+        let mut tick = tokio::time::interval(Duration::from_secs(self.config.reconcile_secs));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                Some(cmd) = self.rx.recv() => self.command(cmd).await,
+                ev = next_event(&mut events) => match ev {
+                    Some(Ok(ev)) => self.event(ev).await,
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "runtime event stream failed; reconnecting at the next tick");
+                        events = None;
+                    }
+                    None => events = None,
+                },
+                _ = self.kick.notified() => {}
+                _ = tick.tick() => {
+                    if events.is_none() {
+                        events = self.subscribe().await;
+                    }
+                    self.reconcile().await;
+                }
+            }
+            self.schedule().await;
+        }
+    }
+
+    async fn subscribe(&self) -> Option<EventStream> {
+        match self.runtime.events().await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot follow runtime events");
+                None
+            }
+        }
+    }
+
+    fn changed(&self, id: &str) {
+        let _ = self.changes.send(id.to_owned());
+    }
+
+    async fn save(&self, w: &Workload) -> Result<(), StoreError> {
+        self.store.update_workload(w).await?;
+        self.changed(&w.id);
+        Ok(())
+    }
+
+    async fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Stop { id, reply } => self.stop(id, reply).await,
+            Command::Start { id, reply } => {
+                let _ = reply.send(self.start(&id).await);
+            }
+            Command::Delete { id, reply } => {
+                let _ = reply.send(self.delete(&id).await);
+            }
+            Command::Stopped { id, result } => self.stopped(id, result).await,
+        }
+    }
+
+    async fn stop(&mut self, id: String, reply: Reply<Workload>) {
+        let mut w = match self.store.get_workload_by_id(&id).await {
+            Ok(w) => w,
+            Err(e) => return drop(reply.send(Err(e.into()))),
+        };
+        if let Err(e) = w.state.stop() {
+            return drop(reply.send(Err(e.into())));
+        }
+        match (&w.container_id, w.state) {
+            (Some(cid), WorkloadState::Starting | WorkloadState::Running) => {
+                let waiting = self.stopping.entry(id.clone()).or_default();
+                waiting.push(reply);
+                if waiting.len() == 1 {
+                    let (rt, tx, cid) = (self.runtime.clone(), self.tx.clone(), cid.clone());
+                    let grace = Duration::from_secs(self.config.stop_grace_secs);
+                    tokio::spawn(async move {
+                        let result = rt.stop(&cid, grace).await;
+                        let _ = tx.send(Command::Stopped { id, result }).await;
+                    });
+                }
+            }
+            _ => {
+                w.state = WorkloadState::Stopped;
+                w.gpus.clear();
+                w.finished_at = Some(Utc::now());
+                w.message = Some("stopped before it started".into());
+                let r = self.save(&w).await.map(|_| w).map_err(ApiError::from);
+                let _ = reply.send(r);
+            }
+        }
+    }
+
+    async fn stopped(&mut self, id: String, result: Result<(), RuntimeError>) {
+        let waiting = self.stopping.remove(&id).unwrap_or_default();
+        let outcome = async {
+            let mut w = self.store.get_workload_by_id(&id).await?;
+            match result {
+                Ok(()) | Err(RuntimeError::NotFound(_)) => {}
+                Err(e) => return Err(ApiError::from(e)),
+            }
+            if w.state.holds_resources() {
+                let code = match &w.container_id {
+                    Some(cid) => match self.runtime.inspect(cid).await {
+                        Ok(ContainerInfo { status: ContainerStatus::Exited(c), .. }) => Some(c),
+                        _ => None,
+                    },
+                    None => None,
+                };
+                w.state = WorkloadState::Stopped;
+                w.exit_code = code;
+                w.gpus.clear();
+                w.finished_at = Some(Utc::now());
+                w.message = Some("stopped".into());
+                self.save(&w).await?;
+                self.archive_logs(&w);
+            }
+            Ok(w)
+        }
+        .await;
+        for reply in waiting {
+            let _ = reply.send(match &outcome {
+                Ok(w) => Ok(w.clone()),
+                Err(e) => Err(ApiError::new(e.status, e.detail.clone())),
+            });
+        }
+    }
+
+    async fn start(&mut self, id: &str) -> Result<Workload, ApiError> {
+        let mut w = self.store.get_workload_by_id(id).await?;
+        let before = w.state;
+        w.state = w.state.start()?;
+        w.exit_code = None;
+        w.gpus.clear();
+        w.finished_at = None;
+        w.queued_at = Utc::now();
+        w.message = Some("queued".into());
+        if !self.store.update_workload_if(&w, before).await? {
+            return Err(ApiError::conflict("workload changed meanwhile; try again"));
+        }
+        self.changed(&w.id);
+        Ok(w)
+    }
+
+    async fn delete(&mut self, id: &str) -> Result<(), ApiError> {
+        let w = self.store.get_workload_by_id(id).await?;
+        if let Some(cid) = &w.container_id {
+            match self.runtime.remove(cid).await {
+                Ok(()) | Err(RuntimeError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.store.delete_workload(id).await?;
+        let _ = std::fs::remove_file(self.log_path(id));
+        self.changed(id);
+        Ok(())
+    }
+
+    async fn event(&mut self, ev: RuntimeEvent) {
+        let (RuntimeEvent::Started { workload, .. }
+        | RuntimeEvent::Died { workload, .. }
+        | RuntimeEvent::Destroyed { workload, .. }) = &ev;
+        if self.stopping.contains_key(workload) {
+            return; // the stop's own completion records the outcome
+        }
+        let mut w = match self.store.get_workload_by_id(workload).await {
+            Ok(w) => w,
+            Err(StoreError::NotFound { .. }) => return,
+            Err(e) => return tracing::error!(error = %e, "event for {workload}"),
+        };
+        let from_this_container = |id: &str| w.container_id.as_deref() == Some(id);
+        let result = match &ev {
+            RuntimeEvent::Started { id, .. } if w.state == WorkloadState::Starting && from_this_container(id) => {
+                w.state = WorkloadState::Running;
+                w.started_at.get_or_insert_with(Utc::now);
+                self.save(&w).await
+            }
+            RuntimeEvent::Died { id, exit_code, .. } if w.state.holds_resources() && from_this_container(id) => {
+                self.finish(&mut w, *exit_code).await
+            }
+            RuntimeEvent::Destroyed { id, .. } if w.state.holds_resources() && from_this_container(id) => {
+                self.lose(&mut w, "container was removed outside gpuhub").await
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::error!(error = %e, workload = %w.id, "cannot record event");
+        }
+    }
+
+    async fn finish(&self, w: &mut Workload, code: i64) -> Result<(), StoreError> {
+        w.state = w.state.exited(w.kind, code);
+        w.exit_code = Some(code);
+        w.gpus.clear();
+        w.finished_at = Some(Utc::now());
+        w.message = Some(match (w.state, code) {
+            (WorkloadState::Succeeded, _) => "exited with code 0".into(),
+            (_, 137) => "killed (exit code 137; out of memory or SIGKILL)".into(),
+            (_, c) => format!("exited with code {c}"),
+        });
+        self.save(w).await?;
+        self.archive_logs(w);
+        Ok(())
+    }
+
+    async fn lose(&self, w: &mut Workload, why: &str) -> Result<(), StoreError> {
+        w.state = WorkloadState::Lost;
+        w.gpus.clear();
+        w.finished_at = Some(Utc::now());
+        w.message = Some(why.to_owned());
+        self.save(w).await
+    }
+
+    /// Where a finished workload's logs are kept when its container is gone.
+    fn log_path(&self, id: &str) -> PathBuf {
+        self.data_dir.join("logs").join(format!("{id}.log"))
+    }
+
+    /// Copies a finished workload's output to the data dir, so it outlives the container.
+    fn archive_logs(&self, w: &Workload) {
+        let (Some(cid), rt, path) = (w.container_id.clone(), self.runtime.clone(), self.log_path(&w.id)) else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            match rt.logs(&cid, false).await {
+                Ok(mut s) => {
+                    while let Some(Ok(chunk)) = s.next().await {
+                        out.extend_from_slice(&chunk);
+                    }
+                }
+                Err(e) => return tracing::warn!(error = %e, "cannot archive logs of {cid}"),
+            }
+            let tmp = path.with_extension("tmp");
+            if let Err(e) = tokio::fs::write(&tmp, &out).await.and(tokio::fs::rename(&tmp, &path).await) {
+                tracing::warn!(error = %e, "cannot write {}", path.display());
+            }
+        });
+    }
+
+    /// Brings the store in line with what the runtime has.
+    pub async fn reconcile(&mut self) {
+        if let Err(e) = self.try_reconcile().await {
+            tracing::error!(error = %e, "reconciliation failed");
+        }
+    }
+
+    async fn try_reconcile(&mut self) -> Result<(), ApiError> {
+        let containers = self.runtime.list_managed().await?;
+        let mut by_workload: BTreeMap<String, Vec<ContainerInfo>> = BTreeMap::new();
+        for c in containers {
+            if let Some(w) = c.labels.get(gpuhub_driver::LABEL_WORKLOAD) {
+                by_workload.entry(w.clone()).or_default().push(c);
+            }
+        }
+        let filter =
+            WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
+        for mut w in self.store.list_workloads(&filter).await? {
+            if self.stopping.contains_key(&w.id) {
+                continue;
+            }
+            let found = by_workload
+                .get(&w.id)
+                .and_then(|cs| cs.iter().find(|c| Some(&c.id) == w.container_id.as_ref()).or_else(|| cs.first()));
+            match (found, w.state) {
+                (Some(c), _) => {
+                    w.container_id = Some(c.id.clone());
+                    match c.status {
+                        ContainerStatus::Running => {
+                            if w.state != WorkloadState::Running {
+                                w.state = WorkloadState::Running;
+                                w.started_at.get_or_insert_with(Utc::now);
+                                self.save(&w).await?;
+                            }
+                        }
+                        ContainerStatus::Exited(code) => self.finish(&mut w, code).await?,
+                        ContainerStatus::Created => {
+                            self.save(&w).await?;
+                            if let Err(e) = self.runtime.start(&c.id).await {
+                                w.state = WorkloadState::Failed;
+                                w.gpus.clear();
+                                w.message = Some(format!("could not start: {e}"));
+                                self.save(&w).await?;
+                            } else {
+                                w.state = WorkloadState::Running;
+                                w.started_at = Some(Utc::now());
+                                self.save(&w).await?;
+                            }
+                        }
+                    }
+                }
+                (None, WorkloadState::Starting) => {
+                    // the intent was recorded but no container was made: queue it again
+                    w.state = WorkloadState::Queued;
+                    w.gpus.clear();
+                    w.container_id = None;
+                    w.message = Some("queued again after a restart".into());
+                    self.save(&w).await?;
+                }
+                (None, _) => self.lose(&mut w, "container disappeared").await?,
+            }
+        }
+        // containers whose workload is gone or has ended
+        for (wid, cs) in by_workload {
+            match self.store.get_workload_by_id(&wid).await {
+                Err(StoreError::NotFound { .. }) => {
+                    for c in cs {
+                        tracing::info!(container = %c.id, "removing container of deleted workload {wid}");
+                        let _ = self.runtime.remove(&c.id).await;
+                    }
+                }
+                Ok(w) if w.state.is_terminal() && !self.stopping.contains_key(&wid) => {
+                    for c in cs.iter().filter(|c| c.status == ContainerStatus::Running) {
+                        tracing::info!(container = %c.id, "stopping container of ended workload {wid}");
+                        let _ = self.runtime.stop(&c.id, Duration::from_secs(self.config.stop_grace_secs)).await;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts what fits, in queue order, and records why the rest waits.
+    pub async fn schedule(&mut self) {
+        if let Err(e) = self.try_schedule().await {
+            tracing::error!(error = %e, "scheduling pass failed");
+        }
+    }
+
+    async fn try_schedule(&mut self) -> Result<(), ApiError> {
+        let filter = WorkloadFilter {
+            owner: None,
+            states: Some(vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running]),
+        };
+        let active = self.store.list_workloads(&filter).await?;
+        if !active.iter().any(|w| w.state == WorkloadState::Queued) {
+            return Ok(());
+        }
+        let holding: Vec<admission::Holding<'_>> = active
+            .iter()
+            .filter(|w| w.state.holds_resources())
+            .map(|w| admission::Holding { resources: w.resources, gpus: &w.gpus })
+            .collect();
+        let waiting: Vec<admission::Waiting<'_>> = active
+            .iter()
+            .filter(|w| w.state == WorkloadState::Queued)
+            .map(|w| admission::Waiting {
+                id: &w.id,
+                resources: w.resources,
+                priority: w.priority,
+                queued_at: w.queued_at,
+            })
+            .collect();
+        let (starts, waits) = admission::admit(admission::free(&self.node, &holding), &waiting);
+        let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();
+        for (id, why) in waits {
+            let w = by_id[id.as_str()];
+            if w.message.as_deref() != Some(why.as_str()) {
+                let mut w = w.clone();
+                w.message = Some(why);
+                if self.store.update_workload_if(&w, WorkloadState::Queued).await? {
+                    self.changed(&w.id);
+                }
+            }
+        }
+        for s in starts {
+            let w = by_id[s.id.as_str()].clone();
+            self.launch(w, s.gpus).await?;
+        }
+        Ok(())
+    }
+
+    async fn launch(&mut self, mut w: Workload, gpus: Vec<String>) -> Result<(), ApiError> {
+        w.state = WorkloadState::Starting;
+        w.gpus = gpus;
+        w.message = None;
+        let old = w.container_id.take();
+        if !self.store.update_workload_if(&w, WorkloadState::Queued).await? {
+            return Ok(()); // stopped or deleted meanwhile
+        }
+        self.changed(&w.id);
+        if let Some(old) = old {
+            match self.runtime.remove(&old).await {
+                Ok(()) | Err(RuntimeError::NotFound(_)) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot remove old container {old}"),
+            }
+        }
+        let outcome = self.create_and_start(&mut w).await;
+        match outcome {
+            Ok(()) => {
+                w.state = WorkloadState::Running;
+                w.started_at = Some(Utc::now());
+                w.message = None;
+            }
+            Err(e) => {
+                tracing::warn!(workload = %w.id, error = %e, "cannot start workload");
+                w.state = WorkloadState::Failed;
+                w.gpus.clear();
+                w.finished_at = Some(Utc::now());
+                w.message = Some(format!("could not start: {e}"));
+            }
+        }
+        // a Died event may already have been handled if the container ended at once; keep its result
+        match self.store.get_workload_by_id(&w.id).await {
+            Ok(cur) if cur.state != WorkloadState::Starting => return Ok(()),
+            Err(StoreError::NotFound { .. }) => return Ok(()),
+            _ => {}
+        }
+        self.save(&w).await?;
+        Ok(())
+    }
+
+    async fn create_and_start(&self, w: &mut Workload) -> Result<(), String> {
+        let user = self.store.get_user(&w.owner).await.map_err(|e| e.to_string())?;
+        ensure_home(&spec::home_on_host(&self.data_dir, &w.owner), user.uid)
+            .map_err(|e| format!("home directory: {e}"))?;
+        self.runtime.ensure_network(&spec::user_network(&w.owner)).await.map_err(|e| e.to_string())?;
+        let cx = SpecContext {
+            uid: user.uid,
+            data_dir: &self.data_dir,
+            node: &self.node,
+            gpu_mode: self.config.gpu_mode,
+            control_devices: &self.control_devices,
+            pids_limit: self.config.pids_limit,
+        };
+        let spec = spec::container_spec(w, &cx);
+        let cid = self.runtime.create(&spec).await.map_err(|e| e.to_string())?;
+        w.container_id = Some(cid.clone());
+        self.store.update_workload(w).await.map_err(|e| e.to_string())?;
+        self.runtime.start(&cid).await.map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// Makes `<data>/homes/<user>` owned by the user's UID/GID, mode 0700.
+pub fn ensure_home(path: &std::path::Path, uid: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path)?;
+    std::os::unix::fs::chown(path, Some(uid), Some(uid))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+async fn next_event(events: &mut Option<EventStream>) -> Option<Result<RuntimeEvent, RuntimeError>> {
+    match events {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}

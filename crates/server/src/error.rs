@@ -1,0 +1,142 @@
+//! API errors: every failure leaves as an RFC 9457 `application/problem+json` document.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use gpuhub_core::api::Problem;
+
+/// An error answered to an HTTP client.
+#[derive(Debug, thiserror::Error)]
+#[error("{status}: {detail}")]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// What exactly is wrong, for a person.
+    pub detail: String,
+    /// Seconds to wait before retrying (429).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// An error with this status and detail.
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self { status, detail: detail.into(), retry_after: None }
+    }
+    /// 400.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+    /// 401.
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, detail)
+    }
+    /// 403.
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, detail)
+    }
+    /// 404.
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+    /// 409.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+    /// 422.
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+    /// 500: the detail is logged, the client sees a generic one.
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "internal error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error; see the server log")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = Problem {
+            kind: "about:blank".into(),
+            title: self.status.canonical_reason().unwrap_or("error").to_owned(),
+            status: self.status.as_u16(),
+            detail: self.detail,
+        };
+        let mut resp = (self.status, axum::Json(problem)).into_response();
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+impl From<gpuhub_core::CoreError> for ApiError {
+    fn from(e: gpuhub_core::CoreError) -> Self {
+        match e {
+            gpuhub_core::CoreError::Transition { .. } => Self::conflict(e.to_string()),
+            _ => Self::unprocessable(e.to_string()),
+        }
+    }
+}
+
+impl From<gpuhub_store::StoreError> for ApiError {
+    fn from(e: gpuhub_store::StoreError) -> Self {
+        use gpuhub_store::StoreError as S;
+        match e {
+            S::NotFound { .. } => Self::not_found(e.to_string()),
+            S::Conflict(_) => Self::conflict(e.to_string()),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl From<gpuhub_driver::RuntimeError> for ApiError {
+    fn from(e: gpuhub_driver::RuntimeError) -> Self {
+        use gpuhub_driver::RuntimeError as R;
+        match e {
+            R::NotFound(_) => Self::not_found(e.to_string()),
+            R::ImageNotFound(_) | R::Rejected(_) => Self::unprocessable(e.to_string()),
+            R::Engine(_) => Self::new(StatusCode::BAD_GATEWAY, e.to_string()),
+        }
+    }
+}
+
+/// A JSON body extractor whose rejections are problem documents naming the field at fault.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for ApiJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        use axum::extract::rejection::JsonRejection;
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Self(v)),
+            Err(JsonRejection::JsonDataError(e)) => Err(ApiError::unprocessable(body_error(&e.body_text()))),
+            Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::bad_request(body_error(&e.body_text()))),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a body with content-type application/json",
+            )),
+            Err(e) => Err(ApiError::bad_request(e.body_text())),
+        }
+    }
+}
+
+/// axum's text with serde's path (`resources.cpus: invalid type…`), which names the field.
+fn body_error(text: &str) -> String {
+    let msg = text
+        .strip_prefix("Failed to deserialize the JSON body into the target type: ")
+        .or_else(|| text.strip_prefix("Failed to parse the request body as JSON: "))
+        .unwrap_or(text);
+    format!("invalid request body: {msg}")
+}
+
+impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}

@@ -1,0 +1,195 @@
+//! From a workload to the container that runs it: the one place that decides limits, user, mounts,
+//! network and GPU attachment. Pure: the caller supplies everything it reads.
+
+use crate::config::GpuMode;
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::workload::Workload;
+use gpuhub_driver::{ContainerSpec, DeviceMap, GpuAttach, LABEL_OWNER, LABEL_WORKLOAD, Mount};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The GPU control nodes a container gets in `devices` mode, when the host has them.
+pub const CONTROL_DEVICES: [&str; 3] = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"];
+
+/// The network of a user's containers: one bridge per user, so users' containers cannot reach each other.
+pub fn user_network(owner: &str) -> String {
+    format!("gpuhub-u-{owner}")
+}
+
+/// The container name of a workload.
+pub fn container_name(w: &Workload) -> String {
+    format!("gpuhub-{}-{}-{}", w.owner, w.name, &w.id[..8.min(w.id.len())])
+}
+
+/// The home directory of a user on the host.
+pub fn home_on_host(data_dir: &Path, owner: &str) -> std::path::PathBuf {
+    data_dir.join("homes").join(owner)
+}
+
+/// Everything a container spec needs beyond the workload.
+#[derive(Debug)]
+pub struct SpecContext<'a> {
+    pub uid: u32,
+    pub data_dir: &'a Path,
+    pub node: &'a NodeCapacity,
+    pub gpu_mode: GpuMode,
+    pub control_devices: &'a [String],
+    pub pids_limit: i64,
+}
+
+/// The container for `w`, running as the owner's UID with the owner's home and exactly its GPUs.
+pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
+    let home = format!("/home/{}", w.owner);
+    let mut env: BTreeMap<String, String> = w.env.clone();
+    env.insert("HOME".into(), home.clone());
+    env.insert("USER".into(), w.owner.clone());
+    env.insert("GPUHUB_WORKLOAD".into(), w.name.clone());
+    let gpus = match cx.gpu_mode {
+        GpuMode::None => GpuAttach::None,
+        _ if w.gpus.is_empty() => {
+            // hide every GPU from a container that holds none, also under the NVIDIA runtime
+            env.insert("NVIDIA_VISIBLE_DEVICES".into(), "void".into());
+            env.insert("CUDA_VISIBLE_DEVICES".into(), String::new());
+            GpuAttach::None
+        }
+        GpuMode::Nvidia => {
+            env.insert("NVIDIA_VISIBLE_DEVICES".into(), w.gpus.join(","));
+            env.insert("NVIDIA_DRIVER_CAPABILITIES".into(), "compute,utility".into());
+            GpuAttach::Nvidia { uuids: w.gpus.clone() }
+        }
+        GpuMode::Devices => {
+            let mut devices: Vec<DeviceMap> = w
+                .gpus
+                .iter()
+                .filter_map(|uuid| cx.node.gpus.iter().find(|g| &g.uuid == uuid))
+                .map(|g| DeviceMap {
+                    host: g.device.clone().unwrap_or_else(|| format!("/dev/nvidia{}", g.index)),
+                    container: format!("/dev/nvidia{}", g.index),
+                })
+                .collect();
+            devices.extend(cx.control_devices.iter().map(|d| DeviceMap { host: d.clone(), container: d.clone() }));
+            env.insert("NVIDIA_VISIBLE_DEVICES".into(), w.gpus.join(","));
+            env.insert("CUDA_VISIBLE_DEVICES".into(), w.gpus.join(","));
+            GpuAttach::Devices { devices }
+        }
+    };
+    ContainerSpec {
+        name: container_name(w),
+        image: w.image.clone(),
+        command: w.command.clone(),
+        env,
+        labels: BTreeMap::from([
+            (LABEL_OWNER.to_owned(), w.owner.clone()),
+            (LABEL_WORKLOAD.to_owned(), w.id.clone()),
+            ("gpuhub.kind".to_owned(), w.kind.as_str().to_owned()),
+            ("gpuhub.name".to_owned(), w.name.clone()),
+        ]),
+        user: format!("{0}:{0}", cx.uid),
+        hostname: Some(w.name.clone()),
+        working_dir: Some(home.clone()),
+        cpu_milli: w.resources.cpu_milli.0,
+        memory_bytes: w.resources.memory.0,
+        pids_limit: cx.pids_limit,
+        mounts: vec![Mount {
+            source: home_on_host(cx.data_dir, &w.owner).display().to_string(),
+            target: home,
+            read_only: false,
+        }],
+        network: Some(user_network(&w.owner)),
+        gpus,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuhub_core::node::GpuDevice;
+    use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
+    use gpuhub_core::{Bytes, CpuMilli};
+
+    fn workload(gpus: &[&str]) -> Workload {
+        let t = chrono::DateTime::from_timestamp(0, 0).unwrap();
+        Workload {
+            id: "0123456789abcdef".into(),
+            name: "train".into(),
+            owner: "alice".into(),
+            kind: WorkloadKind::Job,
+            image: "busybox".into(),
+            command: vec!["true".into()],
+            env: BTreeMap::from([("A".into(), "1".into())]),
+            resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(1 << 30), gpus: gpus.len() as u32 },
+            priority: 0,
+            state: WorkloadState::Starting,
+            gpus: gpus.iter().map(|s| s.to_string()).collect(),
+            container_id: None,
+            exit_code: None,
+            message: None,
+            created_at: t,
+            queued_at: t,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    fn node() -> NodeCapacity {
+        NodeCapacity {
+            name: "n".into(),
+            cpus: CpuMilli(8000),
+            memory: Bytes(16 << 30),
+            gpus: (0..2)
+                .map(|i| GpuDevice {
+                    uuid: format!("GPU-{i}"),
+                    index: i,
+                    model: "H200".into(),
+                    memory: Bytes(141 << 30),
+                    device: Some(format!("/tmp/dev/nvidia{i}")),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn devices_mode_binds_exactly_the_assigned_gpu() {
+        let n = node();
+        let ctl = vec!["/dev/nvidiactl".to_string()];
+        let cx = SpecContext {
+            uid: 10001,
+            data_dir: Path::new("/data"),
+            node: &n,
+            gpu_mode: GpuMode::Devices,
+            control_devices: &ctl,
+            pids_limit: 100,
+        };
+        let s = container_spec(&workload(&["GPU-1"]), &cx);
+        assert_eq!(s.user, "10001:10001");
+        assert_eq!(s.cpu_milli, 1500);
+        assert_eq!(s.mounts[0].source, "/data/homes/alice");
+        assert_eq!(s.mounts[0].target, "/home/alice");
+        assert_eq!(s.network.as_deref(), Some("gpuhub-u-alice"));
+        assert_eq!(s.labels[LABEL_WORKLOAD], "0123456789abcdef");
+        let GpuAttach::Devices { devices } = &s.gpus else { panic!("{:?}", s.gpus) };
+        assert_eq!(devices[0], DeviceMap { host: "/tmp/dev/nvidia1".into(), container: "/dev/nvidia1".into() });
+        assert_eq!(devices.len(), 2);
+        assert_eq!(s.env["CUDA_VISIBLE_DEVICES"], "GPU-1");
+    }
+
+    #[test]
+    fn nvidia_and_none_modes() {
+        let n = node();
+        let mut cx = SpecContext {
+            uid: 10000,
+            data_dir: Path::new("/d"),
+            node: &n,
+            gpu_mode: GpuMode::Nvidia,
+            control_devices: &[],
+            pids_limit: 1,
+        };
+        let s = container_spec(&workload(&["GPU-0", "GPU-1"]), &cx);
+        assert_eq!(s.gpus, GpuAttach::Nvidia { uuids: vec!["GPU-0".into(), "GPU-1".into()] });
+        let s = container_spec(&workload(&[]), &cx);
+        assert_eq!(s.gpus, GpuAttach::None);
+        assert_eq!(s.env["NVIDIA_VISIBLE_DEVICES"], "void");
+        cx.gpu_mode = GpuMode::None;
+        assert_eq!(container_spec(&workload(&["GPU-0"]), &cx).gpus, GpuAttach::None);
+    }
+}
