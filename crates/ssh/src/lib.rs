@@ -1,0 +1,243 @@
+//! gpuhub's SSH gateway: `ssh -p 2222 <workspace>@hub` lands in the user's workspace container, as the
+//! owner's UID, without an sshd in the image and without a published port.
+//!
+//! The gateway speaks SSH (russh) and turns each session request into a process started through the
+//! container [`Runtime`]:
+//! - `pty-req` + `shell`: a login shell (`bash -l` when the image has it, else `sh -l`) on a PTY of the
+//!   client's size; `window-change` resizes it;
+//! - `exec`: `sh -c CMD`, with the process's exit status passed back;
+//! - `subsystem sftp`: the image's `sftp-server` (so `scp` and `sftp` work), or a clear message when the
+//!   image has none;
+//! - `direct-tcpip` (`ssh -L`, VS Code Remote-SSH): a TCP connection to a port of the container itself.
+//!
+//! Nothing runs as root: every process is an exec as [`Target::user`]. Known limits, from the
+//! [`Runtime`] trait: without a TTY a process's stderr arrives on the client's stdout (the exec stream
+//! merges them), signals from the client are not passed on, and a process whose client vanished keeps
+//! running until its stdin's end makes it exit (Docker does not kill execs).
+//!
+//! Who may log in where is the server's decision, asked through [`GatewayBackend`]; authentication is by
+//! public key only.
+
+mod channel;
+mod forward;
+mod handler;
+mod hostkey;
+mod sftp;
+
+use async_trait::async_trait;
+use gpuhub_driver::Runtime;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::task::JoinSet;
+
+pub use hostkey::load_or_generate_host_key;
+/// An SSH public key (re-exported from `ssh-key`, as used by russh).
+pub use russh::keys::PublicKey;
+
+/// What the server decided about a login: the workspace container to enter and as whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The workspace owner's username.
+    pub owner: String,
+    /// The workspace name (used in messages).
+    pub workspace: String,
+    /// `uid:gid` the processes run as (the owner's).
+    pub user: String,
+    /// The home directory inside the container (`HOME`, and the working directory of shells).
+    pub home: String,
+    /// The running container's id; `None` when the workspace is not running.
+    pub container_id: Option<String>,
+}
+
+/// Why a login is refused. The client only ever sees a refusal; the reason is logged.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Denied {
+    /// No such user or workspace, or the key is not one of the user's, or the user may not enter it.
+    #[error("public key not authorized for {0}")]
+    NotAuthorized(String),
+    /// The server could not decide (its store failed).
+    #[error("authorization failed: {0}")]
+    Backend(String),
+}
+
+/// The server's side of the gateway: who may log in as `ssh_user` with `key`, and into which container.
+#[async_trait]
+pub trait GatewayBackend: Send + Sync + std::fmt::Debug {
+    /// Decides a login. `ssh_user` is what the client asked for (`<workspace>`, or `<user>.<workspace>`
+    /// for admins entering someone's workspace); `key` is the offered key (see [`fingerprint`]). Called
+    /// once when the key is offered and again after the client proved it holds the private key.
+    async fn authorize(&self, ssh_user: &str, key: &PublicKey) -> Result<Target, Denied>;
+}
+
+/// What can go wrong running the gateway.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    /// The listening socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// The socket error.
+        source: std::io::Error,
+    },
+    /// The host key file could not be read, parsed, created or written.
+    #[error("host key {path}: {reason}")]
+    HostKey {
+        /// The host key file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A public key line could not be parsed.
+    #[error("invalid ssh public key: {0}")]
+    InvalidKey(String),
+    /// Accepting connections failed.
+    #[error("accepting ssh connections: {0}")]
+    Accept(std::io::Error),
+}
+
+/// Parses one `authorized_keys`-style line (`ssh-ed25519 AAAA… comment`), as users paste it.
+pub fn parse_public_key(line: &str) -> Result<PublicKey, SshError> {
+    let line = line.trim();
+    if line.is_empty() || line.contains('\n') {
+        return Err(SshError::InvalidKey("expected one line: `<type> <base64> [comment]`".into()));
+    }
+    PublicKey::from_openssh(line).map_err(|e| SshError::InvalidKey(e.to_string().to_lowercase()))
+}
+
+/// The OpenSSH SHA-256 fingerprint of a key (`SHA256:…`, as `ssh-keygen -lf` prints it).
+pub fn fingerprint(key: &PublicKey) -> String {
+    key.fingerprint(russh::keys::HashAlg::Sha256).to_string()
+}
+
+/// The key in OpenSSH one-line form without comment (`ssh-ed25519 AAAA…`).
+pub fn openssh_line(key: &PublicKey) -> String {
+    let mut key = key.clone();
+    key.set_comment("");
+    key.to_openssh().unwrap_or_default().trim().to_string()
+}
+
+/// Tunables of the gateway; [`GatewayOptions::default`] suits production.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// Delay before any authentication refusal (constant, so refusals do not leak which users exist).
+    pub auth_rejection_time: Duration,
+    /// Connections idle this long are closed.
+    pub inactivity_timeout: Option<Duration>,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        Self { auth_rejection_time: Duration::from_millis(300), inactivity_timeout: Some(Duration::from_secs(3600)) }
+    }
+}
+
+/// State shared by every connection of a gateway.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub backend: Arc<dyn GatewayBackend>,
+    pub runtime: Arc<dyn Runtime>,
+}
+
+/// The SSH gateway: a bound listener plus everything a connection needs. Call [`SshGateway::run`].
+#[derive(Debug)]
+pub struct SshGateway {
+    listener: TcpListener,
+    config: Arc<russh::server::Config>,
+    shared: Arc<Shared>,
+}
+
+impl SshGateway {
+    /// Binds `addr` (for example the config's `ssh_listen`, default `127.0.0.1:2222`; port 0 picks one),
+    /// loading the ed25519 host key from `host_key_path` or generating and saving it (mode 0600) there.
+    pub async fn bind(
+        addr: impl ToSocketAddrs + std::fmt::Debug,
+        host_key_path: &Path,
+        backend: Arc<dyn GatewayBackend>,
+        runtime: Arc<dyn Runtime>,
+    ) -> Result<Self, SshError> {
+        Self::bind_with(addr, host_key_path, backend, runtime, GatewayOptions::default()).await
+    }
+
+    /// [`SshGateway::bind`] with explicit [`GatewayOptions`].
+    pub async fn bind_with(
+        addr: impl ToSocketAddrs + std::fmt::Debug,
+        host_key_path: &Path,
+        backend: Arc<dyn GatewayBackend>,
+        runtime: Arc<dyn Runtime>,
+        options: GatewayOptions,
+    ) -> Result<Self, SshError> {
+        let key = load_or_generate_host_key(host_key_path)?;
+        let shown = format!("{addr:?}");
+        let listener = TcpListener::bind(addr).await.map_err(|source| SshError::Bind { addr: shown, source })?;
+        let config = russh::server::Config {
+            server_id: russh::SshId::Standard("SSH-2.0-gpuhub".into()),
+            methods: russh::MethodSet::from(&[russh::MethodKind::PublicKey][..]),
+            auth_rejection_time: options.auth_rejection_time,
+            auth_rejection_time_initial: Some(Duration::ZERO),
+            keys: vec![key],
+            inactivity_timeout: options.inactivity_timeout,
+            keepalive_interval: Some(Duration::from_secs(30)),
+            nodelay: true,
+            window_size: 4 * 1024 * 1024,
+            max_auth_attempts: 6,
+            ..Default::default()
+        };
+        let shared = Arc::new(Shared { backend, runtime });
+        Ok(Self { listener, config: Arc::new(config), shared })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound tcp listener has an address")
+    }
+
+    /// Serves connections until `shutdown` completes; then stops accepting and drops the open
+    /// connections (their processes in containers see their stdin close).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), SshError> {
+        let mut sessions = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+                accepted = self.listener.accept() => {
+                    let (socket, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) if is_transient(&e) => {
+                            tracing::warn!(error = %e, "ssh accept failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                        Err(e) => return Err(SshError::Accept(e)),
+                    };
+                    let _ = socket.set_nodelay(true);
+                    let handler = handler::Connection::new(self.shared.clone(), peer);
+                    let config = self.config.clone();
+                    sessions.spawn(async move {
+                        match russh::server::run_stream(config, socket, handler).await {
+                            Ok(session) => {
+                                if let Err(e) = session.await {
+                                    tracing::debug!(%peer, error = %e, "ssh connection ended");
+                                }
+                            }
+                            Err(e) => tracing::debug!(%peer, error = %e, "ssh handshake failed"),
+                        }
+                    });
+                }
+            }
+        }
+        sessions.shutdown().await;
+        Ok(())
+    }
+}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted | WouldBlock)
+        || e.raw_os_error().is_some_and(|c| c == 24 || c == 23) // EMFILE, ENFILE
+}

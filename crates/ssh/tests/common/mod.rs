@@ -1,0 +1,250 @@
+//! Fixtures for the gateway tests: real Docker containers, a test backend, OpenSSH client keys.
+
+#![allow(dead_code)]
+
+use anyhow::{Context, Result, bail, ensure};
+use async_trait::async_trait;
+use gpuhub_docker::DockerRuntime;
+use gpuhub_driver::{ContainerSpec, Runtime};
+use gpuhub_ssh::{Denied, GatewayBackend, GatewayOptions, PublicKey, SshGateway, Target};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub const UID: &str = "10000";
+pub const BUSYBOX: &str = "gpuhub/busybox:latest";
+pub const JUPYTER: &str = "gpuhub/jupyter:latest";
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Runs a build script of the repository; the test fails when it does.
+pub fn build_image(script: &str) -> Result<()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let status = Command::new("bash").arg(repo_root().join("scripts").join(script)).status()?;
+    ensure!(status.success(), "{script} failed: {status}");
+    Ok(())
+}
+
+/// The backend the gateway asks: one authorised key, workspaces by ssh user name.
+#[derive(Debug, Default)]
+pub struct TestBackend {
+    pub authorized: String,
+    pub targets: Mutex<HashMap<String, Target>>,
+    pub asked: Mutex<Vec<(String, String)>>,
+}
+
+#[async_trait]
+impl GatewayBackend for TestBackend {
+    async fn authorize(&self, ssh_user: &str, key: &PublicKey) -> Result<Target, Denied> {
+        let fp = gpuhub_ssh::fingerprint(key);
+        self.asked.lock().unwrap().push((ssh_user.to_string(), fp.clone()));
+        if fp != self.authorized {
+            return Err(Denied::NotAuthorized(ssh_user.to_string()));
+        }
+        self.targets.lock().unwrap().get(ssh_user).cloned().ok_or_else(|| Denied::NotAuthorized(ssh_user.to_string()))
+    }
+}
+
+/// An ed25519 key pair made by `ssh-keygen`.
+pub struct ClientKey {
+    pub path: PathBuf,
+    pub fingerprint: String,
+}
+
+pub fn keygen(dir: &Path, name: &str) -> Result<ClientKey> {
+    let path = dir.join(name);
+    let out =
+        Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"]).arg(&path).output()?;
+    ensure!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
+    let line = std::fs::read_to_string(path.with_extension("pub"))?;
+    let key = gpuhub_ssh::parse_public_key(&line)?;
+    let fingerprint = gpuhub_ssh::fingerprint(&key);
+    let shown = Command::new("ssh-keygen").arg("-lf").arg(&path).output()?;
+    ensure!(String::from_utf8_lossy(&shown.stdout).contains(&fingerprint), "fingerprints differ from ssh-keygen's");
+    Ok(ClientKey { path, fingerprint })
+}
+
+/// A container removed (with its network) when dropped.
+pub struct Container {
+    pub id: String,
+    pub network: String,
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.id]).output();
+        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
+    }
+}
+
+/// Starts `image` running `command` as uid 10000 on its own network, through the real runtime.
+pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -> Result<Container> {
+    let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
+    let network = format!("gpuhub-test-ssh-{tag}");
+    runtime.ensure_network(&network).await?;
+    let spec = ContainerSpec {
+        name: format!("gpuhub-test-ssh-{tag}"),
+        image: image.to_string(),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::from([("HOME".to_string(), "/tmp".to_string())]),
+        labels: BTreeMap::new(),
+        user: format!("{UID}:{UID}"),
+        hostname: Some("ws".into()),
+        working_dir: Some("/tmp".into()),
+        cpu_milli: 1000,
+        memory_bytes: 1 << 30,
+        pids_limit: 512,
+        mounts: vec![],
+        network: Some(network.clone()),
+        gpus: Default::default(),
+    };
+    let id = match runtime.create(&spec).await {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = Command::new("docker").args(["network", "rm", &network]).output();
+            return Err(e.into());
+        }
+    };
+    let c = Container { id, network };
+    runtime.start(&c.id).await?;
+    Ok(c)
+}
+
+/// A running gateway with a test backend and two client keys.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub good: ClientKey,
+    pub bad: ClientKey,
+    pub backend: Arc<TestBackend>,
+    pub runtime: Arc<DockerRuntime>,
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Fixture {
+    pub async fn start() -> Result<Self> {
+        let _ = tracing_subscriber::fmt().with_env_filter("gpuhub_ssh=debug").with_test_writer().try_init();
+        let dir = tempfile::tempdir()?;
+        let good = keygen(dir.path(), "good")?;
+        let bad = keygen(dir.path(), "bad")?;
+        let backend = Arc::new(TestBackend { authorized: good.fingerprint.clone(), ..Default::default() });
+        let runtime = Arc::new(DockerRuntime::connect().await?);
+        let options = GatewayOptions { auth_rejection_time: Duration::from_millis(50), ..Default::default() };
+        let gateway = SshGateway::bind_with(
+            "127.0.0.1:0",
+            &dir.path().join("host_key"),
+            backend.clone(),
+            runtime.clone(),
+            options,
+        )
+        .await?;
+        let addr = gateway.local_addr();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(gateway.run(async move {
+            let _ = stopped.await;
+        }));
+        Ok(Self { dir, good, bad, backend, runtime, addr, stop: Some(stop) })
+    }
+
+    /// Lets `ssh_user` into `container` (None: a stopped workspace).
+    pub fn allow(&self, ssh_user: &str, workspace: &str, container: Option<&str>) {
+        let target = Target {
+            owner: "alice".into(),
+            workspace: workspace.into(),
+            user: format!("{UID}:{UID}"),
+            home: "/tmp".into(),
+            container_id: container.map(str::to_string),
+        };
+        self.backend.targets.lock().unwrap().insert(ssh_user.to_string(), target);
+    }
+
+    /// OpenSSH client options for this gateway with `key`.
+    pub fn ssh_options(&self, key: &ClientKey) -> Vec<String> {
+        let mut o: Vec<String> = [
+            "-F",
+            "/dev/null",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=10",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        o.push("-i".into());
+        o.push(key.path.display().to_string());
+        o
+    }
+
+    /// `ssh [extra] -p PORT user@127.0.0.1 args…`, with `stdin` fed in; fails after `limit`.
+    pub async fn ssh(
+        &self,
+        key: &ClientKey,
+        user: &str,
+        extra: &[&str],
+        args: &[&str],
+        stdin: &[u8],
+    ) -> Result<Output> {
+        let mut cmd = tokio::process::Command::new("ssh");
+        cmd.args(self.ssh_options(key)).args(extra).arg("-p").arg(self.addr.port().to_string());
+        cmd.arg(format!("{user}@127.0.0.1")).args(args);
+        run(cmd, stdin, Duration::from_secs(60)).await
+    }
+
+    /// `scp` with this gateway's options (`ws:` in a path means `ws@127.0.0.1:`).
+    pub async fn scp(&self, key: &ClientKey, from: &str, to: &str) -> Result<Output> {
+        let mut cmd = tokio::process::Command::new("scp");
+        cmd.args(self.ssh_options(key)).arg("-P").arg(self.addr.port().to_string()).arg(from).arg(to);
+        run(cmd, b"", Duration::from_secs(300)).await
+    }
+}
+
+/// Runs a command with a time limit, feeding `stdin`.
+pub async fn run(mut cmd: tokio::process::Command, stdin: &[u8], limit: Duration) -> Result<Output> {
+    use tokio::io::AsyncWriteExt;
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.kill_on_drop(true);
+    let mut child = cmd.spawn().context("spawn")?;
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    tokio::spawn(async move {
+        let _ = input.write_all(&data).await;
+    });
+    match tokio::time::timeout(limit, child.wait_with_output()).await {
+        Ok(out) => Ok(out?),
+        Err(_) => bail!("{cmd:?} did not finish within {limit:?}"),
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A free local TCP port (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
