@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Prepares a Debian 12 host (or container) to build, test and run gpuhub. Run as root. Idempotent: safe
+# to run again; it installs only what is missing and starts only what is not running.
+#
+#  1. apt packages: Docker, static busybox, PostgreSQL, the C toolchain, git/ssh/tmux, and what later
+#     features need (debootstrap + python3-venv for the JupyterLab image, chromium + its driver for
+#     browser tests);
+#  2. dockerd, started in the background when `docker info` fails (no systemd needed);
+#  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
+#  4. the gpuhub/busybox:latest image (scripts/build-busybox-image.sh), when that script exists;
+#  5. a check for Rust >= 1.85 with rustfmt and clippy (installed with rustup, not by this script).
+#
+# Environment: GPUHUB_FORCE_APT=1 runs apt-get update/install even when every package is present.
+set -euo pipefail
+
+MIN_RUST=1.85
+PACKAGES=(
+    docker.io busybox-static postgresql build-essential pkg-config curl ca-certificates git openssh-client tmux
+    debootstrap python3-venv
+    chromium chromium-driver
+)
+
+export DEBIAN_FRONTEND=noninteractive
+# dockerd, runuser and service live in sbin, which a non-login root shell may not have on its PATH.
+for d in /usr/local/sbin /usr/sbin /sbin; do
+    case ":$PATH:" in *":$d:"*) ;; *) PATH="$PATH:$d" ;; esac
+done
+export PATH
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'setup-debian: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and starts dockerd and PostgreSQL)"
+command -v apt-get >/dev/null || die "apt-get not found: this script is for Debian 12"
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+# --- 1. packages -----------------------------------------------------------------------------------
+wanted=()
+missing=()
+for p in "${PACKAGES[@]}"; do
+    # Docker from docker.com (docker-ce) conflicts with docker.io; any working install will do.
+    if [ "$p" = docker.io ] && command -v docker >/dev/null && command -v dockerd >/dev/null; then
+        continue
+    fi
+    wanted+=("$p")
+    installed "$p" || missing+=("$p")
+done
+retry() { "$@" || { sleep 5; "$@"; } || { sleep 15; "$@"; }; }
+if [ "${GPUHUB_FORCE_APT:-0}" = 1 ]; then
+    missing=("${wanted[@]}")
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    log "apt-get install ${missing[*]}"
+    retry apt-get update
+    retry apt-get install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
+else
+    log "apt packages: all present"
+fi
+
+# --- 2. docker ---------------------------------------------------------------------------------------
+if docker info >/dev/null 2>&1; then
+    log "docker: running"
+else
+    if ! { command -v pgrep >/dev/null && pgrep -x dockerd >/dev/null; }; then
+        log "docker: starting dockerd (log: /var/log/dockerd.log)"
+        nohup dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+    else
+        log "docker: dockerd is starting"
+    fi
+    for _ in $(seq 60); do
+        docker info >/dev/null 2>&1 && break
+        sleep 1
+    done
+    if ! docker info >/dev/null 2>&1; then
+        tail -n 30 /var/log/dockerd.log >&2 || true
+        die "dockerd did not come up within 60 s (see /var/log/dockerd.log; a container needs --privileged to run dockerd)"
+    fi
+    log "docker: running"
+fi
+
+# --- 3. postgresql -----------------------------------------------------------------------------------
+pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432; }
+if pg_ready; then
+    log "postgresql: running"
+else
+    if [ -z "$(pg_lsclusters -h 2>/dev/null)" ]; then
+        version="$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort -V | tail -n1)"
+        [ -n "$version" ] || die "postgresql is installed but /usr/lib/postgresql holds no version"
+        log "postgresql: creating cluster $version/main"
+        pg_createcluster "$version" main
+    fi
+    log "postgresql: starting"
+    if ! { command -v service >/dev/null && service postgresql start; }; then
+        pg_lsclusters -h | while read -r version cluster _; do
+            pg_ctlcluster "$version" "$cluster" start || true
+        done
+    fi
+    for _ in $(seq 30); do
+        pg_ready && break
+        sleep 1
+    done
+    pg_ready || die "postgresql is not accepting connections on 127.0.0.1:5432 (see /var/log/postgresql/)"
+    log "postgresql: running"
+fi
+
+psql_admin() { (cd / && runuser -u postgres -- psql -v ON_ERROR_STOP=1 -qtAX "$@"); }
+role_exists="$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = 'gpuhub'")"
+if [ "$role_exists" = 1 ]; then
+    log "postgresql: role gpuhub exists"
+else
+    log "postgresql: creating role gpuhub"
+    psql_admin -c "CREATE ROLE gpuhub LOGIN SUPERUSER PASSWORD 'gpuhub'"
+fi
+if ! PGPASSWORD=gpuhub psql -qtAX -h 127.0.0.1 -p 5432 -U gpuhub -d postgres -c 'SELECT 1' >/dev/null; then
+    die "cannot log in as gpuhub at postgres://gpuhub:gpuhub@127.0.0.1:5432/postgres (check its password and pg_hba.conf)"
+fi
+
+# --- 4. images ---------------------------------------------------------------------------------------
+if [ -f "$repo/scripts/build-busybox-image.sh" ]; then
+    log "image: gpuhub/busybox:latest"
+    bash "$repo/scripts/build-busybox-image.sh"
+fi
+
+# --- 5. rust -----------------------------------------------------------------------------------------
+[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+rust_help="Install Rust >= $MIN_RUST with rustup (https://rustup.rs):
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy
+    . \"\$HOME/.cargo/env\"
+Debian's own cargo/rustc packages are too old for edition 2024."
+if ! command -v cargo >/dev/null || ! command -v rustc >/dev/null; then
+    die "cargo not found. $rust_help"
+fi
+have="$(rustc --version | awk '{print $2}')" || die "rustc does not run (with rustup: rustup default stable). $rust_help"
+if [ "$(printf '%s\n%s\n' "$MIN_RUST" "${have%%-*}" | sort -V | head -n1)" != "$MIN_RUST" ]; then
+    die "rustc $have is older than $MIN_RUST. $rust_help"
+fi
+cargo fmt --version >/dev/null 2>&1 || die "rustfmt missing: rustup component add rustfmt"
+cargo clippy --version >/dev/null 2>&1 || die "clippy missing: rustup component add clippy"
+log "rust: rustc $have"
+
+log "setup complete"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The full check, as CI runs it (.ci/run): host setup (scripts/setup-debian.sh, skipped with
+# GPUHUB_SKIP_SETUP=1), then formatting, clippy with warnings as errors, and the whole test suite with
+# PostgreSQL at $GPUHUB_TEST_POSTGRES_URL. Stops at the first failing stage.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+
+export GPUHUB_TEST_POSTGRES_URL="${GPUHUB_TEST_POSTGRES_URL:-postgres://gpuhub:gpuhub@127.0.0.1:5432/postgres}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+total_start=$SECONDS
+stage() {
+    local name="$1"
+    shift
+    printf '\n==> [%s] %s\n' "$name" "$*"
+    local start=$SECONDS
+    if "$@"; then
+        printf '==> [%s] ok in %ds\n' "$name" "$((SECONDS - start))"
+    else
+        local rc=$?
+        printf '==> [%s] FAILED (exit %d) after %ds\n' "$name" "$rc" "$((SECONDS - start))" >&2
+        exit "$rc"
+    fi
+}
+
+if [ "${GPUHUB_SKIP_SETUP:-0}" = 1 ]; then
+    echo "==> [setup] skipped (GPUHUB_SKIP_SETUP=1)"
+else
+    stage setup bash scripts/setup-debian.sh
+fi
+stage fmt cargo fmt --all -- --check
+stage clippy cargo clippy --workspace --all-targets -- -D warnings
+stage test cargo test --workspace
+printf '\n==> all stages passed in %ds\n' "$((SECONDS - total_start))"
