@@ -1,0 +1,78 @@
+//! Per-user networks: reachable within, isolated between.
+
+use crate::common::*;
+use gpuhub_docker::DockerRuntime;
+use gpuhub_driver::{ContainerStatus, Runtime, RuntimeError};
+
+/// A client on `network` fetching `url` (2-second timeouts: `wget -T` crashes in Debian 12's busybox, so `timeout 2`): its output and exit code.
+async fn fetch(rt: &DockerRuntime, cleanup: &mut Cleanup, network: &str, url: &str, tries: u32) -> (String, i64) {
+    let script = format!(
+        "for i in $(seq {tries}); do timeout 2 wget -q -O - {url} && exit 0; [ $i = {tries} ] || sleep 0.2; done; exit 1"
+    );
+    let mut s = spec(&unique("client"), &script);
+    s.network = Some(network.to_owned());
+    run_to_end(rt, cleanup, &s).await
+}
+
+#[tokio::test]
+async fn users_networks_are_isolated_from_each_other() {
+    let rt = runtime().await;
+    let mut cleanup = Cleanup::default();
+    let (net_a, net_b) = (unique("net-a"), unique("net-b"));
+    cleanup.network(&net_a);
+    cleanup.network(&net_b);
+    rt.ensure_network(&net_a).await.unwrap();
+    rt.ensure_network(&net_b).await.unwrap();
+    rt.ensure_network(&net_b).await.expect("ensuring twice is fine");
+    let found = std::process::Command::new("docker")
+        .args(["network", "ls", "-q", "--filter", &format!("name=^{net_b}$")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&found.stdout).lines().count(), 1, "one network, not two");
+
+    // A web server on B (as the unprivileged user: a high port).
+    let mut server = spec(&unique("httpd"), "echo hello > /tmp/index.html && exec httpd -f -p 8080 -h /tmp");
+    server.network = Some(net_b.clone());
+    let server_id = run(&rt, &mut cleanup, &server).await;
+    let info = rt.inspect(&server_id).await.unwrap();
+    assert_eq!(info.status, ContainerStatus::Running);
+    let ip = info.ip.expect("a running container has an address on its network");
+    let url = format!("http://{ip}:8080/index.html");
+
+    // Same network: reachable (retrying while httpd comes up).
+    let (out, code) = fetch(&rt, &mut cleanup, &net_b, &url, 25).await;
+    assert_eq!((out.as_str(), code), ("hello\n", 0));
+    // Another user's network: not, though the server is up.
+    let (out, code) = fetch(&rt, &mut cleanup, &net_a, &url, 1).await;
+    assert_eq!(code, 1, "reached across networks: {out:?}");
+    assert!(!out.contains("hello"));
+    assert_eq!(rt.inspect(&server_id).await.unwrap().status, ContainerStatus::Running);
+}
+
+#[tokio::test]
+async fn shared_or_foreign_networks_are_refused() {
+    let rt = runtime().await;
+    let mut cleanup = Cleanup::default();
+    for name in ["bridge", "host", "none", ""] {
+        assert!(matches!(rt.ensure_network(name).await, Err(RuntimeError::Rejected(_))), "{name:?}");
+    }
+    let foreign = unique("foreign");
+    cleanup.network(&foreign);
+    let made = std::process::Command::new("docker").args(["network", "create", &foreign]).output().unwrap();
+    assert!(made.status.success());
+    assert!(matches!(rt.ensure_network(&foreign).await, Err(RuntimeError::Rejected(_))), "not made by gpuhub");
+
+    // Containers cannot join such networks either, nor one that does not exist.
+    let mut s = spec(&unique("nonet"), "true");
+    cleanup.container(&s.name);
+    for (net, refused) in
+        [("host", true), ("bridge", true), (foreign.as_str(), true), ("gpuhub-test-missing-net", false)]
+    {
+        s.network = Some(net.to_owned());
+        match rt.create(&s).await {
+            Err(RuntimeError::Rejected(_)) if refused => {}
+            Err(RuntimeError::NotFound(_)) if !refused => {}
+            other => panic!("network {net}: {other:?}"),
+        }
+    }
+}
