@@ -73,6 +73,7 @@ pub fn keygen(dir: &Path, name: &str) -> Result<ClientKey> {
 }
 
 /// A container removed (with its network) when dropped.
+#[derive(Debug)]
 pub struct Container {
     pub id: String,
     pub network: String,

@@ -1,0 +1,68 @@
+//! Real containers for the terminal and JupyterLab tests.
+
+use anyhow::{Result, ensure};
+use gpuhub_docker::DockerRuntime;
+use gpuhub_driver::{ContainerSpec, Runtime};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+pub const UID: &str = "10000";
+
+/// Runs a build script of the repository; the test fails when it does.
+pub fn build_image(script: &str) -> Result<()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = Command::new("bash").arg(root.join("scripts").join(script)).status()?;
+    ensure!(status.success(), "{script} failed: {status}");
+    Ok(())
+}
+
+/// A container removed (with its network) when dropped.
+#[derive(Debug)]
+pub struct Container {
+    pub id: String,
+    pub network: String,
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.id]).output();
+        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
+    }
+}
+
+/// Starts `image` running `command` as uid 10000 (HOME=/tmp) on its own network, through the real runtime.
+pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -> Result<Container> {
+    let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
+    let network = format!("gpuhub-test-proxy-{tag}");
+    runtime.ensure_network(&network).await?;
+    let spec = ContainerSpec {
+        name: format!("gpuhub-test-proxy-{tag}"),
+        image: image.to_string(),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::from([("HOME".to_string(), "/tmp".to_string())]),
+        labels: BTreeMap::new(),
+        user: format!("{UID}:{UID}"),
+        hostname: Some("ws".into()),
+        working_dir: Some("/tmp".into()),
+        cpu_milli: 2000,
+        memory_bytes: 2 << 30,
+        pids_limit: 512,
+        mounts: vec![],
+        network: Some(network.clone()),
+        gpus: Default::default(),
+    };
+    let id = match runtime.create(&spec).await {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = Command::new("docker").args(["network", "rm", &network]).output();
+            return Err(e.into());
+        }
+    };
+    let c = Container { id, network };
+    runtime.start(&c.id).await?;
+    Ok(c)
+}
