@@ -1,0 +1,184 @@
+//! Accounts: creation with UID assignment, look-ups, changes and deletion.
+
+use crate::codec::{get_bool, get_int, get_time, ms};
+use crate::error::conflict;
+use crate::{Result, Store, StoreError};
+use chrono::{DateTime, Utc};
+use gpuhub_core::user::{Role, User};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+/// The `counters` row holding the last UID handed out.
+pub(crate) const LAST_UID: &str = "last_uid";
+
+/// The user columns, in the order [`user_from_row`] reads them, for `FROM users`.
+pub(crate) const USER_COLUMNS: &str = "id, username, role, uid, disabled, created_at";
+
+/// The user columns qualified with the alias `u`, for joins.
+pub(crate) const USER_COLUMNS_U: &str = "u.id, u.username, u.role, u.uid, u.disabled, u.created_at";
+
+/// How a role is spelled in the `role` column.
+pub(crate) fn role_str(role: Role) -> &'static str {
+    match role {
+        Role::Admin => "admin",
+        Role::User => "user",
+    }
+}
+
+fn parse_role(s: &str) -> Result<Role> {
+    match s {
+        "admin" => Ok(Role::Admin),
+        "user" => Ok(Role::User),
+        other => Err(StoreError::Corrupt(format!("role: unknown role {other:?}"))),
+    }
+}
+
+/// Decodes a row selected with [`USER_COLUMNS`] or [`USER_COLUMNS_U`].
+pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
+    Ok(User {
+        id: row.try_get("id")?,
+        username: row.try_get("username")?,
+        role: parse_role(&row.try_get::<String, _>("role")?)?,
+        uid: get_int(row, "uid")?,
+        disabled: get_bool(row, "disabled")?,
+        created_at: get_time(row, "created_at")?,
+    })
+}
+
+impl Store {
+    /// Creates an account. Its UID is one more than the highest UID ever handed out (the first is
+    /// [`gpuhub_core::user::FIRST_UID`]); UIDs of deleted users are never reused, so a new user cannot
+    /// inherit files a former one left on shared storage. [`StoreError::Conflict`] if the username is
+    /// taken.
+    pub async fn create_user(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role: Role,
+        now: DateTime<Utc>,
+    ) -> Result<User> {
+        let mut tx = self.pool.begin().await?;
+        // one statement, so that the counter row's lock serializes concurrent creations; it also
+        // stays above any UID already in the table, however it got there
+        let uid: i64 = sqlx::query_scalar(
+            "UPDATE counters SET value = 1 + CASE \
+                 WHEN value >= (SELECT COALESCE(MAX(uid), 0) FROM users) THEN value \
+                 ELSE (SELECT COALESCE(MAX(uid), 0) FROM users) END \
+             WHERE name = $1 RETURNING value",
+        )
+        .bind(LAST_UID)
+        .fetch_one(&mut *tx)
+        .await?;
+        let uid = u32::try_from(uid).map_err(|_| StoreError::Corrupt(format!("uid: next uid {uid} out of range")))?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO users (username, password_hash, role, uid, disabled, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(username)
+        .bind(password_hash)
+        .bind(role_str(role))
+        .bind(i64::from(uid))
+        .bind(false)
+        .bind(ms(now))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| conflict(e, || format!("user {username} already exists")))?;
+        tx.commit().await?;
+        let created_at = DateTime::from_timestamp_millis(ms(now)).unwrap_or(now);
+        Ok(User { id, username: username.to_owned(), role, uid, disabled: false, created_at })
+    }
+
+    /// The account named `username`.
+    pub async fn get_user(&self, username: &str) -> Result<User> {
+        let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE username = $1"))
+            .bind(username)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::not_found("user", username))?;
+        user_from_row(&row)
+    }
+
+    /// The account with database id `id`.
+    pub async fn get_user_by_id(&self, id: i64) -> Result<User> {
+        let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::not_found("user", id))?;
+        user_from_row(&row)
+    }
+
+    /// The account named `username` with its password hash, for logging in.
+    pub async fn user_with_password_hash(&self, username: &str) -> Result<(User, String)> {
+        let row = sqlx::query(&format!("SELECT {USER_COLUMNS}, password_hash FROM users WHERE username = $1"))
+            .bind(username)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::not_found("user", username))?;
+        Ok((user_from_row(&row)?, row.try_get("password_hash")?))
+    }
+
+    /// Every account, ordered by username.
+    pub async fn list_users(&self) -> Result<Vec<User>> {
+        let rows =
+            sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users ORDER BY username")).fetch_all(&self.pool).await?;
+        rows.iter().map(user_from_row).collect()
+    }
+
+    /// How many accounts exist (0 on a fresh install: the server then creates the first admin).
+    pub async fn count_users(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&self.pool).await?)
+    }
+
+    /// Replaces the password hash of `username`.
+    pub async fn set_password_hash(&self, username: &str, hash: &str) -> Result<()> {
+        self.update_user(username, "UPDATE users SET password_hash = $1 WHERE username = $2", hash).await
+    }
+
+    /// Changes the role of `username`.
+    pub async fn set_role(&self, username: &str, role: Role) -> Result<()> {
+        self.update_user(username, "UPDATE users SET role = $1 WHERE username = $2", role_str(role)).await
+    }
+
+    /// Disables or re-enables `username`. Tokens are kept; the caller decides whether to revoke them.
+    pub async fn set_disabled(&self, username: &str, disabled: bool) -> Result<()> {
+        let done = sqlx::query("UPDATE users SET disabled = $1 WHERE username = $2")
+            .bind(disabled)
+            .bind(username)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("user", username));
+        }
+        Ok(())
+    }
+
+    async fn update_user(&self, username: &str, sql: &str, value: &str) -> Result<()> {
+        let done = sqlx::query(sql).bind(value).bind(username).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("user", username));
+        }
+        Ok(())
+    }
+
+    /// Deletes `username` with their API tokens, browser sessions and SSH keys, in one transaction.
+    /// Their workloads stay (they are keyed by username and remain visible to admins).
+    pub async fn delete_user(&self, username: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        // writes only, so that SQLite takes the write lock at the first statement (waiting for it
+        // when busy) instead of failing to upgrade a read snapshot that another writer made stale;
+        // the foreign keys cascade too, but explicit deletes keep this true whatever the pragmas
+        for sql in [
+            "DELETE FROM tokens WHERE user_id IN (SELECT id FROM users WHERE username = $1)",
+            "DELETE FROM ssh_keys WHERE user_id IN (SELECT id FROM users WHERE username = $1)",
+        ] {
+            sqlx::query(sql).bind(username).execute(&mut *tx).await?;
+        }
+        let done = sqlx::query("DELETE FROM users WHERE username = $1").bind(username).execute(&mut *tx).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("user", username));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}

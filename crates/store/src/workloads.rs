@@ -1,0 +1,202 @@
+//! Workloads: the spec an owner submitted and the state the controller recorded.
+
+use crate::codec::{get_int, get_json, get_opt_time, get_parsed, get_time, get_u64, ms, opt_ms, to_json, u64_to_db};
+use crate::error::conflict;
+use crate::{Result, Store, StoreError};
+use gpuhub_core::workload::{Resources, Workload, WorkloadState};
+use gpuhub_core::{Bytes, CpuMilli};
+use sqlx::Row;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
+
+/// Which workloads [`Store::list_workloads`] returns; `None` fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadFilter {
+    /// Only this owner's workloads.
+    pub owner: Option<String>,
+    /// Only workloads in one of these states (an empty list matches nothing).
+    pub states: Option<Vec<WorkloadState>>,
+}
+
+/// The workload columns, in the order [`workload_from_row`] reads them.
+const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
+                       gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at";
+
+/// Sets every mutable column from `$2`…`$10`; `$1` is the id.
+const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, container_id = $4, exit_code = $5, message = $6, \
+                      priority = $7, queued_at = $8, started_at = $9, finished_at = $10 WHERE id = $1";
+
+fn workload_from_row(row: &AnyRow) -> Result<Workload> {
+    Ok(Workload {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        owner: row.try_get("owner")?,
+        kind: get_parsed(row, "kind")?,
+        image: row.try_get("image")?,
+        command: get_json(row, "command")?,
+        env: get_json(row, "env")?,
+        resources: Resources {
+            cpu_milli: CpuMilli(get_u64(row, "cpu_milli")?),
+            memory: Bytes(get_u64(row, "memory")?),
+            gpus: get_int(row, "gpu_count")?,
+        },
+        priority: get_int(row, "priority")?,
+        state: get_parsed(row, "state")?,
+        gpus: get_json(row, "gpus")?,
+        container_id: row.try_get("container_id")?,
+        exit_code: row.try_get("exit_code")?,
+        message: row.try_get("message")?,
+        created_at: get_time(row, "created_at")?,
+        queued_at: get_time(row, "queued_at")?,
+        started_at: get_opt_time(row, "started_at")?,
+        finished_at: get_opt_time(row, "finished_at")?,
+    })
+}
+
+/// Binds `w`'s id and mutable fields as `$1`…`$10` of [`UPDATE`].
+fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
+    Ok(sqlx::query(sql)
+        .bind(&w.id)
+        .bind(w.state.as_str())
+        .bind(to_json("gpus", &w.gpus)?)
+        .bind(w.container_id.as_deref())
+        .bind(w.exit_code)
+        .bind(w.message.as_deref())
+        .bind(i64::from(w.priority))
+        .bind(ms(w.queued_at))
+        .bind(opt_ms(w.started_at))
+        .bind(opt_ms(w.finished_at)))
+}
+
+impl Store {
+    /// Stores a new workload. [`StoreError::Conflict`] if its id, or its name for that owner, is taken.
+    /// Timestamps keep millisecond precision.
+    pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO workloads ({COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+        ))
+        .bind(&w.id)
+        .bind(&w.name)
+        .bind(&w.owner)
+        .bind(w.kind.as_str())
+        .bind(&w.image)
+        .bind(to_json("command", &w.command)?)
+        .bind(to_json("env", &w.env)?)
+        .bind(u64_to_db(w.resources.cpu_milli.0))
+        .bind(u64_to_db(w.resources.memory.0))
+        .bind(i64::from(w.resources.gpus))
+        .bind(i64::from(w.priority))
+        .bind(w.state.as_str())
+        .bind(to_json("gpus", &w.gpus)?)
+        .bind(w.container_id.as_deref())
+        .bind(w.exit_code)
+        .bind(w.message.as_deref())
+        .bind(ms(w.created_at))
+        .bind(ms(w.queued_at))
+        .bind(opt_ms(w.started_at))
+        .bind(opt_ms(w.finished_at))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| {
+            let id_taken = matches!(&e, sqlx::Error::Database(d)
+                if d.constraint() == Some("workloads_pkey") || d.message().contains("workloads.id"));
+            conflict(e, || {
+                if id_taken {
+                    format!("workload id {} already exists", w.id)
+                } else {
+                    format!("workload {} of {} already exists", w.name, w.owner)
+                }
+            })
+        })?;
+        Ok(())
+    }
+
+    /// The workload `name` of `owner`.
+    pub async fn get_workload(&self, owner: &str, name: &str) -> Result<Workload> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM workloads WHERE owner = $1 AND name = $2"))
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::not_found("workload", format!("{owner}/{name}")))?;
+        workload_from_row(&row)
+    }
+
+    /// The workload with id `id`.
+    pub async fn get_workload_by_id(&self, id: &str) -> Result<Workload> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM workloads WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::not_found("workload", id))?;
+        workload_from_row(&row)
+    }
+
+    /// The workloads matching `filter`, oldest first (by `created_at`, then `id`), in one query.
+    pub async fn list_workloads(&self, filter: &WorkloadFilter) -> Result<Vec<Workload>> {
+        let mut sql = format!("SELECT {COLUMNS} FROM workloads");
+        let mut conditions = Vec::new();
+        let mut n = 0;
+        if filter.owner.is_some() {
+            n += 1;
+            conditions.push(format!("owner = ${n}"));
+        }
+        if let Some(states) = &filter.states {
+            if states.is_empty() {
+                return Ok(Vec::new());
+            }
+            let placeholders: Vec<String> = states
+                .iter()
+                .map(|_| {
+                    n += 1;
+                    format!("${n}")
+                })
+                .collect();
+            conditions.push(format!("state IN ({})", placeholders.join(", ")));
+        }
+        if !conditions.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&conditions.join(" AND "));
+        }
+        sql.push_str(" ORDER BY created_at, id");
+        let mut query = sqlx::query(&sql);
+        if let Some(owner) = &filter.owner {
+            query = query.bind(owner.as_str());
+        }
+        for state in filter.states.iter().flatten() {
+            query = query.bind(state.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(workload_from_row).collect()
+    }
+
+    /// Writes every mutable field of `w` (state, gpus, container id, exit code, message, priority,
+    /// queued/started/finished times) to the stored workload with `w.id`. The immutable spec (name,
+    /// owner, kind, image, command, env, resources, created time) is left as stored.
+    /// [`StoreError::NotFound`] if the workload is gone.
+    pub async fn update_workload(&self, w: &Workload) -> Result<()> {
+        let done = bind_update(UPDATE, w)?.execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("workload", &w.id));
+        }
+        Ok(())
+    }
+
+    /// Like [`Store::update_workload`], but only if the stored state is still `expected`
+    /// (compare-and-set): returns whether the write happened. `false` also when the workload is gone.
+    pub async fn update_workload_if(&self, w: &Workload, expected: WorkloadState) -> Result<bool> {
+        let sql = format!("{UPDATE} AND state = $11");
+        let done = bind_update(&sql, w)?.bind(expected.as_str()).execute(&self.pool).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Deletes the workload with id `id`.
+    pub async fn delete_workload(&self, id: &str) -> Result<()> {
+        let done = sqlx::query("DELETE FROM workloads WHERE id = $1").bind(id).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("workload", id));
+        }
+        Ok(())
+    }
+}
