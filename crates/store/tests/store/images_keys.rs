@@ -1,0 +1,83 @@
+//! The image catalog, SSH keys and settings.
+
+use crate::common::t;
+use gpuhub_core::api::ImageEntry;
+use gpuhub_core::user::Role;
+use gpuhub_store::{SshKeyRecord, Store, StoreError};
+
+both!(images, ssh_keys, settings);
+
+fn image(name: &str, reference: &str, description: &str) -> ImageEntry {
+    ImageEntry { name: name.into(), image: reference.into(), description: description.into() }
+}
+
+async fn images(s: Store) {
+    assert!(s.list_images().await.unwrap().is_empty());
+    let torch = image("pytorch", "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime", "PyTorch 2.4 – CUDA 12.1");
+    let base = image("cuda", "nvidia/cuda:12.4.1-base-ubuntu22.04", "");
+    s.upsert_image(&torch).await.unwrap();
+    s.upsert_image(&base).await.unwrap();
+    assert_eq!(s.get_image("pytorch").await.unwrap(), torch);
+    assert_eq!(s.list_images().await.unwrap(), vec![base.clone(), torch]);
+
+    let newer = image("pytorch", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "PyTorch 2.5");
+    s.upsert_image(&newer).await.unwrap();
+    assert_eq!(s.get_image("pytorch").await.unwrap(), newer);
+    assert_eq!(s.list_images().await.unwrap().len(), 2);
+
+    s.delete_image("pytorch").await.unwrap();
+    for e in [s.get_image("pytorch").await.unwrap_err(), s.delete_image("pytorch").await.unwrap_err()] {
+        assert!(matches!(&e, StoreError::NotFound { what: "image", key } if key == "pytorch"), "{e:?}");
+    }
+    assert_eq!(s.list_images().await.unwrap(), vec![base]);
+}
+
+fn key(fp: &str, created_ms: i64) -> SshKeyRecord {
+    SshKeyRecord {
+        fingerprint: fp.into(),
+        public_key: format!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{fp} comment"),
+        comment: format!("{fp}@host"),
+        created_at: t(created_ms),
+    }
+}
+
+async fn ssh_keys(s: Store) {
+    let alice = s.create_user("alice", "h", Role::User, t(0)).await.unwrap();
+    let bob = s.create_user("bob", "h", Role::User, t(0)).await.unwrap();
+    let (k1, k2, k3) = (key("SHA256:one", 20), key("SHA256:two", 10), key("SHA256:three", 5));
+    s.add_ssh_key(alice.id, &k1).await.unwrap();
+    s.add_ssh_key(alice.id, &k2).await.unwrap();
+    s.add_ssh_key(bob.id, &k3).await.unwrap();
+    assert_eq!(s.list_ssh_keys(alice.id).await.unwrap(), vec![k2.clone(), k1.clone()]);
+    assert_eq!(s.list_ssh_keys(bob.id).await.unwrap(), vec![k3.clone()]);
+    assert_eq!(s.user_by_ssh_fingerprint("SHA256:one").await.unwrap(), Some(alice.clone()));
+    assert_eq!(s.user_by_ssh_fingerprint("SHA256:three").await.unwrap(), Some(bob.clone()));
+    assert_eq!(s.user_by_ssh_fingerprint("SHA256:none").await.unwrap(), None);
+
+    // a fingerprint belongs to one account only
+    for owner in [&alice, &bob] {
+        let e = s.add_ssh_key(owner.id, &key("SHA256:one", 30)).await.unwrap_err();
+        assert!(matches!(&e, StoreError::Conflict(m) if m.contains("SHA256:one")), "{e:?}");
+    }
+    let e = s.add_ssh_key(bob.id + 1000, &key("SHA256:four", 0)).await.unwrap_err();
+    assert!(matches!(e, StoreError::NotFound { what: "user", .. }), "{e:?}");
+
+    // a user cannot delete someone else's key
+    let e = s.delete_ssh_key(bob.id, "SHA256:one").await.unwrap_err();
+    assert!(matches!(e, StoreError::NotFound { what: "ssh key", .. }), "{e:?}");
+    assert_eq!(s.user_by_ssh_fingerprint("SHA256:one").await.unwrap(), Some(alice.clone()));
+    s.delete_ssh_key(alice.id, "SHA256:one").await.unwrap();
+    assert_eq!(s.user_by_ssh_fingerprint("SHA256:one").await.unwrap(), None);
+    assert_eq!(s.list_ssh_keys(alice.id).await.unwrap(), vec![k2]);
+    assert!(s.delete_ssh_key(alice.id, "SHA256:one").await.is_err());
+}
+
+async fn settings(s: Store) {
+    assert_eq!(s.get_setting("jwt-secret").await.unwrap(), None);
+    s.set_setting("jwt-secret", "abc").await.unwrap();
+    s.set_setting("other", "").await.unwrap();
+    assert_eq!(s.get_setting("jwt-secret").await.unwrap().as_deref(), Some("abc"));
+    s.set_setting("jwt-secret", "def\nmulti-line ünïcode").await.unwrap();
+    assert_eq!(s.get_setting("jwt-secret").await.unwrap().as_deref(), Some("def\nmulti-line ünïcode"));
+    assert_eq!(s.get_setting("other").await.unwrap().as_deref(), Some(""));
+}

@@ -1,0 +1,10 @@
+//! Integration tests of gpuhub-store against real databases: every test body runs once on a fresh
+//! SQLite file and once on a fresh PostgreSQL database (see `store/common.rs` for how to reach it).
+
+#[macro_use]
+mod common;
+mod images_keys;
+mod open;
+mod tokens;
+mod users;
+mod workloads;
