@@ -69,6 +69,30 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Turns error responses made outside the handlers (405 from the router, 413 from a body limit…) into
+/// problem documents, so that every error a client sees has the same shape.
+pub async fn problem_for_bare_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_problem =
+        resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return resp;
+    }
+    let allow = resp.headers().get(header::ALLOW).cloned();
+    let detail = match status {
+        StatusCode::METHOD_NOT_ALLOWED => format!(
+            "method not allowed here{}",
+            allow.as_ref().and_then(|a| a.to_str().ok()).map(|a| format!("; allowed: {a}")).unwrap_or_default()
+        ),
+        s => s.canonical_reason().unwrap_or("error").to_lowercase(),
+    };
+    let mut out = ApiError::new(status, detail).into_response();
+    if let Some(a) = allow {
+        out.headers_mut().insert(header::ALLOW, a);
+    }
+    out
+}
+
 impl From<gpuhub_core::CoreError> for ApiError {
     fn from(e: gpuhub_core::CoreError) -> Self {
         match e {

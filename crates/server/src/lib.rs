@@ -171,6 +171,7 @@ pub fn router(state: AppState) -> axum::Router {
         }),
     )
     .fallback(|| async { error::ApiError::not_found("no such endpoint") })
+    .layer(axum::middleware::map_response(error::problem_for_bare_errors))
     .layer(tower_http::trace::TraceLayer::new_for_http())
     .with_state(state)
 }

@@ -128,6 +128,18 @@ async fn enabled_admins(st: &AppState) -> Result<usize, ApiError> {
     Ok(st.store.list_users().await?.iter().filter(|u| u.is_admin() && !u.disabled).count())
 }
 
+/// One account (admin).
+#[utoipa::path(get, path = "/api/v1/users/{name}", tag = "users", params(("name" = String, Path, description = "username")),
+    responses((status = 200, body = UserView), (status = 403, body = Problem), (status = 404, body = Problem)))]
+pub async fn get_user(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<axum::Json<UserView>, ApiError> {
+    caller.require_admin()?;
+    Ok(axum::Json(UserView::from(&st.store.get_user(&name).await?)))
+}
+
 /// Changes an account's password, role or disabled flag (admin). The last enabled admin stays one.
 #[utoipa::path(patch, path = "/api/v1/users/{name}", tag = "users", request_body = PatchUserRequest,
     params(("name" = String, Path, description = "username")),

@@ -39,7 +39,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(account::logout))
         .routes(routes!(account::me))
         .routes(routes!(account::list_users, account::create_user))
-        .routes(routes!(account::patch_user, account::delete_user))
+        .routes(routes!(account::get_user, account::patch_user, account::delete_user))
         .routes(routes!(workloads::list_workloads, workloads::create_workload))
         .routes(routes!(workloads::get_workload, workloads::delete_workload))
         .routes(routes!(workloads::stop_workload))

@@ -1,0 +1,218 @@
+//! The authorisation matrix: every endpoint × admin / owner / other user / anonymous, on a workload (or
+//! account) that belongs to the owner. A refused call must also leave the owner's things as they were.
+
+mod common;
+
+use common::{Hub, job};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Admin,
+    Owner,
+    Other,
+    Anonymous,
+}
+
+const WHO: [Who; 4] = [Who::Admin, Who::Owner, Who::Other, Who::Anonymous];
+
+struct Case {
+    method: Method,
+    /// `{w}` is replaced by a fresh workload of the owner, `{u}` by a fresh account.
+    path: &'static str,
+    body: Option<serde_json::Value>,
+    /// Expected status for admin, owner, other, anonymous.
+    expect: [u16; 4],
+    /// The workload must be running first (for stop).
+    running: bool,
+    /// The workload must be stopped first (for start).
+    stopped: bool,
+}
+
+fn case(method: Method, path: &'static str, expect: [u16; 4]) -> Case {
+    Case { method, path, body: None, expect, running: false, stopped: false }
+}
+
+#[tokio::test]
+async fn every_endpoint_by_every_caller() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let token = |who: Who| match who {
+        Who::Admin => Some(admin.as_str()),
+        Who::Owner => Some(alice.as_str()),
+        Who::Other => Some(bob.as_str()),
+        Who::Anonymous => None,
+    };
+    let new_user = |n: usize| json!({"username": format!("carol{n}"), "password": "carol-password"});
+    let cases = vec![
+        case(Method::GET, "/api/v1/health", [200, 200, 200, 200]),
+        case(Method::GET, "/api/v1/openapi.json", [200, 200, 200, 200]),
+        case(Method::GET, "/api/v1/me", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/users", [200, 403, 403, 401]),
+        Case { body: Some(new_user(0)), ..case(Method::POST, "/api/v1/users", [201, 403, 403, 401]) },
+        case(Method::GET, "/api/v1/users/{u}", [200, 403, 403, 401]),
+        Case {
+            body: Some(json!({"disabled": true})),
+            ..case(Method::PATCH, "/api/v1/users/{u}", [200, 403, 403, 401])
+        },
+        case(Method::DELETE, "/api/v1/users/{u}", [204, 403, 403, 401]),
+        case(Method::GET, "/api/v1/workloads", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/workloads?all=true", [200, 403, 403, 401]),
+        Case { body: Some(job("", 0)), ..case(Method::POST, "/api/v1/workloads", [201, 201, 201, 401]) },
+        case(Method::GET, "/api/v1/workloads/{w}", [200, 200, 404, 401]),
+        case(Method::GET, "/api/v1/workloads/{w}?owner=alice", [200, 200, 404, 401]),
+        case(Method::GET, "/api/v1/workloads/{w}/logs", [200, 200, 404, 401]),
+        Case { running: true, ..case(Method::POST, "/api/v1/workloads/{w}/stop", [200, 200, 404, 401]) },
+        Case { stopped: true, ..case(Method::POST, "/api/v1/workloads/{w}/start", [200, 200, 404, 401]) },
+        case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
+        case(Method::GET, "/api/v1/nodes", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/images", [200, 200, 200, 401]),
+        case(Method::PUT, "/api/v1/workloads/{w}", [405, 405, 405, 405]),
+        case(Method::GET, "/api/v1/nothing-here", [404, 404, 404, 404]),
+        Case {
+            body: Some(json!({"name": "bb", "image": "busybox:latest", "description": "busybox"})),
+            ..case(Method::POST, "/api/v1/images", [201, 403, 403, 401])
+        },
+    ];
+    let mut n = 0;
+    let mut failures = Vec::new();
+    for c in &cases {
+        for (i, who) in WHO.into_iter().enumerate() {
+            n += 1;
+            // a fresh workload of alice's (a workspace, so it keeps running) and a fresh account
+            let wname = format!("w{n}");
+            let body = json!({"name": wname, "kind": "workspace", "image": "busybox:latest", "command": ["sleep", "1d"],
+                "resources": {"cpus": 0.01, "memory": "8MiB"}});
+            hub.submit(&alice, body).await;
+            if c.running || c.stopped {
+                hub.wait_state(&alice, &wname, "running").await;
+            }
+            if c.stopped {
+                let (s, _) =
+                    hub.call(Method::POST, &format!("/api/v1/workloads/{wname}/stop"), Some(&alice), None).await;
+                assert_eq!(s, StatusCode::OK);
+            }
+            let uname = format!("dave{n}");
+            let (s, _) = hub
+                .call(
+                    Method::POST,
+                    "/api/v1/users",
+                    Some(&admin),
+                    Some(json!({"username": uname, "password": "dave-password"})),
+                )
+                .await;
+            assert_eq!(s, StatusCode::CREATED);
+            let before = hub.get(&alice, &wname).await;
+
+            let mut path = c.path.replace("{w}", &wname).replace("{u}", &uname);
+            // admins address another user's workload by naming its owner
+            if who == Who::Admin && c.path.contains("{w}") && !path.contains('?') {
+                path.push_str("?owner=alice");
+            }
+            let mut body = c.body.clone();
+            if let Some(b) = body.as_mut() {
+                if b.get("username").is_some() {
+                    *b = new_user(n);
+                }
+                if b.get("kind").is_some() {
+                    b["name"] = json!(format!("new{n}"));
+                    b["resources"] = json!({"cpus": 0.01, "memory": "8MiB"});
+                }
+            }
+            let (status, resp) = hub.call(c.method.clone(), &path, token(who), body).await;
+            if status.as_u16() != c.expect[i] {
+                failures.push(format!("{} {path} as {who:?}: got {status}, want {} ({resp})", c.method, c.expect[i]));
+            }
+            // a refused call changes nothing of alice's
+            if !status.is_success() {
+                let after = hub.get(&alice, &wname).await;
+                assert_eq!(before["state"], after["state"], "{} {path} as {who:?} changed the workload", c.method);
+                let (s, _) = hub.call(Method::GET, &format!("/api/v1/users/{uname}"), Some(&admin), None).await;
+                assert_ne!(s, StatusCode::INTERNAL_SERVER_ERROR);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "authorisation matrix mismatches:\n{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn other_users_workloads_are_invisible() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    hub.submit(&alice, job("secret", 0)).await;
+    let (_, list) = hub.call(Method::GET, "/api/v1/workloads", Some(&bob), None).await;
+    assert_eq!(list, json!([]));
+    let (_, list) = hub.call(Method::GET, "/api/v1/workloads?all=true", Some(&admin), None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    // bob may use the same name for his own workload
+    let v = hub.submit(&bob, job("secret", 0)).await;
+    assert_eq!(v["owner"], "bob");
+    // the 404 does not reveal whether alice has such a workload
+    let (s1, v1) = hub.call(Method::GET, "/api/v1/workloads/secret?owner=alice", Some(&bob), None).await;
+    assert_eq!(s1, StatusCode::OK);
+    assert_eq!(v1["owner"], "bob");
+}
+
+#[tokio::test]
+async fn disabled_users_and_revoked_tokens_are_refused() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let (s, _) = hub.call(Method::PATCH, "/api/v1/users/alice", Some(&admin), Some(json!({"disabled": true}))).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = hub.call(Method::GET, "/api/v1/me", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, v) = hub
+        .call(Method::POST, "/api/v1/login", None, Some(json!({"username": "alice", "password": "alice-password"})))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    // logout revokes the token it carries
+    let (s, _) = hub.call(Method::POST, "/api/v1/logout", Some(&admin), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = hub.call(Method::GET, "/api/v1/me", Some(&admin), None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // the last admin cannot be demoted, disabled or deleted
+    let admin = hub.admin().await;
+    for (m, body) in [
+        (Method::PATCH, Some(json!({"admin": false}))),
+        (Method::PATCH, Some(json!({"disabled": true}))),
+        (Method::DELETE, None),
+    ] {
+        let (s, v) = hub.call(m, "/api/v1/users/admin", Some(&admin), body).await;
+        assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    }
+}
+
+#[tokio::test]
+async fn session_cookie_authenticates_browsers() {
+    let hub = Hub::start().await;
+    let resp = hub
+        .http
+        .post(format!("{}/api/v1/login", hub.url))
+        .json(&json!({"username": "admin", "password": common::ADMIN_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    let cookie = resp.headers().get("set-cookie").unwrap().to_str().unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let me: serde_json::Value = hub
+        .http
+        .get(format!("{}/api/v1/me", hub.url))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["username"], "admin");
+    let s =
+        hub.http.get(format!("{}/api/v1/me", hub.url)).header("cookie", "gpuhub_session=forged").send().await.unwrap();
+    assert_eq!(s.status(), StatusCode::UNAUTHORIZED);
+}

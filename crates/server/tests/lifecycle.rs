@@ -1,0 +1,264 @@
+//! Workload lifecycle through the API and the controller, on the recording fake runtime.
+
+mod common;
+
+use common::{Hub, job};
+use gpuhub_driver::fake::Call;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+#[tokio::test]
+async fn third_gpu_job_queues_until_one_finishes() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    for n in ["a", "b", "c"] {
+        hub.submit(&alice, job(n, 1)).await;
+    }
+    let a = hub.wait_state(&alice, "a", "running").await;
+    let b = hub.wait_state(&alice, "b", "running").await;
+    let c = hub.wait_state(&alice, "c", "queued").await;
+    // the reason is recorded once the scheduler has looked at it
+    let c = if c["message"] == "queued" {
+        let mut changes = hub.server.as_ref().unwrap().state.controller.changes();
+        hub.server.as_ref().unwrap().state.controller.kick();
+        let _ = changes.recv().await;
+        hub.get(&alice, "c").await
+    } else {
+        c
+    };
+    assert!(c["message"].as_str().unwrap().contains("GPU"), "{c}");
+    let held: BTreeSet<String> = [&a, &b]
+        .iter()
+        .flat_map(|w| w["gpus"].as_array().unwrap().iter().map(|g| g.as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(held.len(), 2, "two GPUs, each held once: {a} {b}");
+    // the nodes view names the holders
+    let (_, nodes) = hub.call(Method::GET, "/api/v1/nodes", Some(&alice), None).await;
+    let holders: Vec<_> =
+        nodes[0]["gpus"].as_array().unwrap().iter().map(|g| g["holder"]["workload"].clone()).collect();
+    assert!(holders.contains(&json!("a")) && holders.contains(&json!("b")), "{nodes}");
+
+    let cid = hub.container(&alice, "a").await;
+    hub.runtime.push_log(&cid, "done\n");
+    hub.runtime.exit(&cid, 0);
+    let a = hub.wait_state(&alice, "a", "succeeded").await;
+    assert_eq!(a["exit_code"], 0);
+    let c = hub.wait_state(&alice, "c", "running").await;
+    assert_eq!(c["gpus"].as_array().unwrap().len(), 1);
+    let c_gpu = &c["gpus"][0];
+    assert!(!b["gpus"].as_array().unwrap().contains(c_gpu), "c got b's GPU: {b} {c}");
+    // logs outlive the run
+    let text = hub.http.get(format!("{}/api/v1/workloads/a/logs", hub.url)).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(text.text().await.unwrap(), "done\n");
+}
+
+#[tokio::test]
+async fn container_spec_carries_limits_user_and_labels() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(
+        &alice,
+        json!({"name": "t", "kind": "job", "image": "busybox:latest", "command": ["id"], "env": {"K": "V"},
+               "resources": {"cpus": 1.5, "memory": "512MiB", "gpus": 1}}),
+    )
+    .await;
+    hub.wait_state(&alice, "t", "running").await;
+    let spec = hub
+        .runtime
+        .calls()
+        .into_iter()
+        .find_map(|c| match c {
+            Call::Create(s) => Some(s),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(spec.user, "10001:10001");
+    assert_eq!(spec.cpu_milli, 1500);
+    assert_eq!(spec.memory_bytes, 512 << 20);
+    assert_eq!(spec.env["K"], "V");
+    assert_eq!(spec.labels["gpuhub.owner"], "alice");
+    assert_eq!(spec.network.as_deref(), Some("gpuhub-u-alice"));
+    assert!(matches!(&spec.gpus, gpuhub_driver::GpuAttach::Devices { devices } if devices.len() == 1));
+    let home = hub.dir.path().join("data/homes/alice");
+    let meta = std::fs::metadata(&home).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (10001, 0o700));
+    assert!(meta.permissions().mode() & 0o077 == 0);
+}
+
+#[tokio::test]
+async fn restart_keeps_everything_and_adopts_running_containers() {
+    let mut hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, json!({"name": "ws", "kind": "workspace", "image": "busybox:latest", "resources": {"gpus": 1}}))
+        .await;
+    hub.submit(&alice, job("j", 1)).await;
+    hub.submit(&alice, job("q", 2)).await;
+    let ws = hub.wait_state(&alice, "ws", "running").await;
+    hub.wait_state(&alice, "j", "running").await;
+    let ws_cid = hub.container(&alice, "ws").await;
+    let j_cid = hub.container(&alice, "j").await;
+    hub.runtime.push_log(&j_cid, "before\nafter\n");
+
+    // the server goes away; meanwhile the job ends
+    let server = hub.server.take().unwrap();
+    server.shutdown().await;
+    hub.runtime.exit(&j_cid, 3);
+    hub.server = None;
+    hub.restart_from_nothing().await;
+    let alice = hub.login("alice", "alice-password").await;
+
+    let j = hub.wait_state(&alice, "j", "failed").await;
+    assert_eq!(j["exit_code"], 3);
+    let ws2 = hub.get(&alice, "ws").await;
+    assert_eq!(ws2["state"], "running");
+    assert_eq!(ws2["gpus"], ws["gpus"]);
+    assert_eq!(hub.container(&alice, "ws").await, ws_cid, "adopted, not recreated");
+    let text = hub.http.get(format!("{}/api/v1/workloads/j/logs", hub.url)).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(text.text().await.unwrap(), "before\nafter\n");
+    // q needs both GPUs: it stays queued while ws holds one, then runs
+    assert_eq!(hub.get(&alice, "q").await["state"], "queued");
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/ws/stop", Some(&alice), None).await;
+    assert_eq!((s, v["state"].clone()), (StatusCode::OK, json!("stopped")));
+    hub.wait_state(&alice, "q", "running").await;
+}
+
+#[tokio::test]
+async fn vanished_container_is_lost_and_workspace_restarts_with_new_container() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, json!({"name": "ws", "kind": "workspace", "image": "busybox:latest"})).await;
+    hub.wait_state(&alice, "ws", "running").await;
+    let cid = hub.container(&alice, "ws").await;
+    hub.runtime.vanish(&cid);
+    let w = hub.wait_state(&alice, "ws", "lost").await;
+    assert!(w["message"].as_str().unwrap().contains("removed"), "{w}");
+    let (s, _) = hub.call(Method::POST, "/api/v1/workloads/ws/start", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::OK);
+    hub.wait_state(&alice, "ws", "running").await;
+    assert_ne!(hub.container(&alice, "ws").await, cid);
+    // a running workload cannot be started again; an ended one cannot be stopped
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/ws/start", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    let (s, _) = hub.call(Method::DELETE, "/api/v1/workloads/ws", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert!(hub.runtime.running().is_empty());
+    let (s, _) = hub.call(Method::GET, "/api/v1/workloads/ws", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn bad_input_gets_problem_documents_naming_the_problem() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let cases = [
+        (json!({"kind": "job", "image": "busybox:latest", "colour": 1}), 422, "unknown field `colour`"),
+        (json!({"kind": "job", "image": "busybox:latest", "resources": {"cpus": -1}}), 422, "resources.cpus"),
+        (json!({"kind": "job", "image": "busybox:latest", "resources": {"gpus": -1}}), 422, "resources.gpus"),
+        (json!({"kind": "job", "image": "busybox:latest", "resources": {"memory": "lots"}}), 422, "lots"),
+        (json!({"kind": "job", "image": "no-such-image:1"}), 422, "no-such-image:1"),
+        (json!({"kind": "job", "image": "busybox:latest", "resources": {"gpus": 99}}), 422, "99 GPUs"),
+        (json!({"kind": "batch", "image": "busybox:latest"}), 422, "kind"),
+        (json!({"kind": "job", "image": "busybox:latest", "name": "Bad_Name"}), 422, "workload name"),
+        (json!({"kind": "job", "image": "busybox:latest", "priority": 1000}), 422, "priority"),
+        (json!({"kind": "job"}), 422, "image"),
+    ];
+    for (body, status, needle) in cases {
+        let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(body.clone())).await;
+        assert_eq!(s.as_u16(), status, "{body}: {v}");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(detail.contains(needle), "{body}: detail {detail:?} should name {needle:?}");
+    }
+    // malformed JSON is a 400
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/workloads", hub.url))
+        .bearer_auth(&alice)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    // duplicate names conflict; nothing was stored by the refused requests
+    hub.submit(&alice, job("dup", 0)).await;
+    let (s, _) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(job("dup", 0))).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (_, list) = hub.call(Method::GET, "/api/v1/workloads", Some(&alice), None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    // users: bad names and short passwords
+    for (body, needle) in [
+        (json!({"username": "Root!", "password": "long-enough"}), "user name"),
+        (json!({"username": "eve", "password": "short"}), "password"),
+        (json!({"username": "alice", "password": "long-enough"}), "exists"),
+    ] {
+        let (s, v) = hub.call(Method::POST, "/api/v1/users", Some(&admin), Some(body)).await;
+        assert!(s.is_client_error(), "{v}");
+        assert!(v["detail"].as_str().unwrap().contains(needle), "{v}");
+    }
+}
+
+#[tokio::test]
+async fn failed_logins_are_rate_limited() {
+    let hub = Hub::start_with(|c| c.login_failures = 3).await;
+    for _ in 0..3 {
+        let (s, v) =
+            hub.call(Method::POST, "/api/v1/login", None, Some(json!({"username": "admin", "password": "nope"}))).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    }
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/login", hub.url))
+        .json(&json!({"username": "admin", "password": common::ADMIN_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().contains_key("retry-after"));
+    // unknown users are limited too, and answer like wrong passwords
+    let (s, v) =
+        hub.call(Method::POST, "/api/v1/login", None, Some(json!({"username": "ghost", "password": "x"}))).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(v["detail"], "invalid username or password");
+}
+
+#[tokio::test]
+async fn first_start_creates_admin_with_a_secret_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let hub = Hub::start_with(|c| c.admin_password = None).await;
+    let path = hub.dir.path().join("data/initial-admin-password");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let password = std::fs::read_to_string(&path).unwrap();
+    hub.login("admin", password.trim()).await;
+}
+
+#[tokio::test]
+async fn openapi_documents_every_route() {
+    let hub = Hub::start().await;
+    let (s, doc) = hub.call(Method::GET, "/api/v1/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let paths = doc["paths"].as_object().unwrap();
+    for p in [
+        "/api/v1/login",
+        "/api/v1/me",
+        "/api/v1/users",
+        "/api/v1/users/{name}",
+        "/api/v1/workloads",
+        "/api/v1/workloads/{name}",
+        "/api/v1/workloads/{name}/stop",
+        "/api/v1/workloads/{name}/start",
+        "/api/v1/workloads/{name}/logs",
+        "/api/v1/nodes",
+        "/api/v1/images",
+    ] {
+        assert!(paths.contains_key(p), "{p} missing from the OpenAPI document");
+    }
+    assert!(doc["components"]["schemas"]["CreateWorkloadRequest"].is_object());
+}
