@@ -6,6 +6,12 @@
 //! task's per-GPU demand. The node's expected fragmentation is the average of that over the task-size
 //! distribution; a placement is good when it makes the expected fragmentation grow least.
 //!
+//! [`Measure::Mixture`] (the `fgd+` policy) adds what the paper leaves out: GPU capacity that the node's
+//! remaining CPUs and memory cannot feed. Tasks arrive as a mixture, so a node can use at most
+//! `free CPUs / (CPUs per milli-GPU of the mixture)` more milli-GPU (likewise for memory), with the
+//! mixture's ratios taken over the tasks that may use the node's GPU model. GPU capacity beyond that is
+//! fragmentation too, for every task type.
+//!
 //! [`Dist`] keeps the distribution, grouped into GPU classes (per-GPU demand, count, allowed models)
 //! so that one evaluation costs a few hundred simple operations.
 
@@ -33,14 +39,13 @@ struct Class {
 /// Key of a task type: `(cpu, mem, need, count, models)`.
 type TypeKey = (u64, u64, u32, u32, Option<Vec<bool>>);
 
-/// How the expected fragmentation treats tasks that ask for no GPU.
+/// Which fragmentation a [`Dist`] measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuOnly {
-    /// As the paper: all free GPU capacity is fragmentation for them, whether they fit or not (a constant
-    /// for ranking; their placement matters only through the CPUs it takes from GPU tasks).
+pub enum Measure {
+    /// As the paper.
     Paper,
-    /// Ignore them.
-    Ignore,
+    /// The paper's, plus GPU capacity the node's CPUs and memory cannot feed at the mixture's ratios.
+    Mixture,
 }
 
 /// A task-size distribution, counted from the tasks seen so far.
@@ -49,8 +54,11 @@ pub struct Dist {
     counts: HashMap<TypeKey, f64>,
     classes: Vec<Class>,
     cpu_only_weight: f64,
-    total: f64,
-    cpu_only: CpuOnly,
+    measure: Measure,
+    /// CPU and memory per milli-GPU of the GPU tasks.
+    ratio: (f64, f64),
+    /// The same per GPU model id, over the tasks that may use that model.
+    ratio_by_model: Vec<(f64, f64)>,
     /// Bumped each time the classes are rebuilt from the counts.
     pub epoch: u32,
     seen: u64,
@@ -80,15 +88,30 @@ impl NodeView {
     }
 }
 
+/// CPU and memory per milli-GPU over the classes `keep` selects.
+fn ratios<'a>(classes: impl Iterator<Item = &'a Class>) -> (f64, f64) {
+    let (mut c, mut m, mut g) = (0.0, 0.0, 0.0);
+    for cl in classes {
+        let milli = f64::from(cl.need) * f64::from(cl.count);
+        for t in &cl.members {
+            c += t.weight * t.cpu as f64;
+            m += t.weight * t.mem as f64;
+            g += t.weight * milli;
+        }
+    }
+    if g > 0.0 { (c / g, m / g) } else { (0.0, 0.0) }
+}
+
 impl Dist {
     /// An empty distribution.
-    pub fn new(cpu_only: CpuOnly) -> Self {
+    pub fn new(measure: Measure) -> Self {
         Dist {
             counts: HashMap::new(),
             classes: Vec::new(),
             cpu_only_weight: 0.0,
-            total: 0.0,
-            cpu_only,
+            measure,
+            ratio: (0.0, 0.0),
+            ratio_by_model: Vec::new(),
             epoch: 0,
             seen: 0,
             next_refresh: 1,
@@ -133,14 +156,42 @@ impl Dist {
             classes[i].members.push(Member { cpu: *cpu, mem: *mem, weight: w });
             classes[i].weight += w;
         }
+        self.ratio = ratios(classes.iter());
+        let models = classes.iter().filter_map(|c| c.models.as_ref().map(Vec::len)).max().unwrap_or(0);
+        self.ratio_by_model =
+            (0..models).map(|id| ratios(classes.iter().filter(|c| c.models.as_ref().is_none_or(|a| a[id])))).collect();
         self.classes = classes;
-        self.total = total;
         self.epoch += 1;
     }
 
     /// Whether any task has been counted.
     pub fn is_empty(&self) -> bool {
         self.classes.is_empty()
+    }
+
+    /// Per model id: how hard the tasks restricted to some models press on that model's free capacity,
+    /// relative to the cluster: the sum, over restricted classes allowed on the model, of the class's share
+    /// of GPU demand times (cluster free ÷ free on the models it allows). Zero without restrictions.
+    pub fn pressure(&self, free_by_model: &[u64]) -> Vec<f64> {
+        let mut p = vec![0.0; free_by_model.len()];
+        let total_free: u64 = free_by_model.iter().sum();
+        let demand: f64 = self.classes.iter().map(|c| c.weight * f64::from(c.need) * f64::from(c.count)).sum();
+        if demand <= 0.0 || total_free == 0 {
+            return p;
+        }
+        for c in &self.classes {
+            let Some(mask) = &c.models else { continue };
+            let allowed = |m: usize| mask.get(m).copied().unwrap_or(false);
+            let cap: u64 = (0..free_by_model.len()).filter(|&m| allowed(m)).map(|m| free_by_model[m]).sum();
+            let share = c.weight * f64::from(c.need) * f64::from(c.count) / demand;
+            let press = share * total_free as f64 / cap.max(1) as f64;
+            for (m, pm) in p.iter_mut().enumerate() {
+                if allowed(m) {
+                    *pm += press;
+                }
+            }
+        }
+        p
     }
 
     /// Expected fragmentation (milli-GPU) of a node with these free resources.
@@ -150,19 +201,25 @@ impl Dist {
             return 0.0;
         }
         let free = free as f64;
-        let mut frag = match self.cpu_only {
-            CpuOnly::Paper => self.cpu_only_weight * free,
-            CpuOnly::Ignore => 0.0,
+        // tasks without GPUs can use none of it
+        let mut frag = self.cpu_only_weight * free;
+        let feedable = match self.measure {
+            Measure::Paper => f64::MAX,
+            Measure::Mixture => {
+                let r = v.gpus.first().and_then(|g| self.ratio_by_model.get(g.1 as usize)).unwrap_or(&self.ratio);
+                let by_cpu = if r.0 > 0.0 { v.cpu as f64 / r.0 } else { f64::MAX };
+                let by_mem = if r.1 > 0.0 { v.mem as f64 / r.1 } else { f64::MAX };
+                by_cpu.min(by_mem)
+            }
         };
         for c in &self.classes {
-            // GPUs usable by one unit of the class, and the free milli of the others
+            // GPUs that can take one unit of the class, and their free milli
             let mut usable = 0u32;
-            let mut stranded = 0u64;
+            let mut usable_milli = 0u64;
             for &(f, m) in &v.gpus {
                 if f >= c.need && c.models.as_ref().is_none_or(|a| a[m as usize]) {
                     usable += 1;
-                } else {
-                    stranded += u64::from(f);
+                    usable_milli += u64::from(f);
                 }
             }
             if usable < c.count {
@@ -175,7 +232,7 @@ impl Dist {
                     fit += t.weight;
                 }
             }
-            frag += fit * stranded as f64 + (c.weight - fit) * free;
+            frag += fit * (free - (usable_milli as f64).min(feedable)) + (c.weight - fit) * free;
         }
         frag
     }

@@ -5,11 +5,15 @@
 //! - `random`: any node that fits, drawn with the seeded generator (a baseline).
 //! - `fgd`: the paper's fragmentation gradient descent: the node and GPU whose placement makes the
 //!   node's expected fragmentation, against the task-size distribution, grow least (see [`crate::frag`]).
+//! - `fgd+` (the default): the same descent on a fragmentation that also counts GPU capacity the node's
+//!   CPUs and memory cannot feed at the workload's ratios, plus a model-contention term: taking capacity
+//!   of a GPU model that restricted tasks (`gpu_models`) depend on costs that capacity times the
+//!   restricted demand's pressure on it. Ties go to the node left fullest (best fit).
 //!
 //! A [`Placer`] keeps per-node caches between calls; use one placer with one [`State`] (node versions
 //! tell it what changed).
 
-use crate::frag::{CpuOnly, Dist, NodeView};
+use crate::frag::{Dist, Measure, NodeView};
 use crate::state::{Choice, Shape, State};
 use rand::Rng;
 use rand::SeedableRng;
@@ -30,13 +34,16 @@ pub enum Policy {
     /// Any fitting node, at random (seeded).
     Random,
     /// Fragmentation gradient descent as published.
-    #[default]
     Fgd,
+    /// Fragmentation gradient descent, CPU/memory- and model-contention-aware (the benchmark winner).
+    #[default]
+    #[serde(rename = "fgd+")]
+    FgdPlus,
 }
 
 impl Policy {
     /// Every policy, in the order reports list them.
-    pub const ALL: [Policy; 4] = [Policy::Random, Policy::Spread, Policy::BestFit, Policy::Fgd];
+    pub const ALL: [Policy; 5] = [Policy::Random, Policy::Spread, Policy::BestFit, Policy::Fgd, Policy::FgdPlus];
 
     /// The configuration name.
     pub fn as_str(self) -> &'static str {
@@ -45,6 +52,7 @@ impl Policy {
             Self::Spread => "spread",
             Self::Random => "random",
             Self::Fgd => "fgd",
+            Self::FgdPlus => "fgd+",
         }
     }
 }
@@ -57,13 +65,16 @@ impl fmt::Display for Policy {
 
 /// A policy name that is not known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown placement policy {0:?} (expected one of bestfit, spread, random, fgd)")]
+#[error("unknown placement policy {0:?} (expected one of bestfit, spread, random, fgd, fgd+)")]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for Policy {
     type Err = UnknownPolicy;
     fn from_str(s: &str) -> Result<Self, UnknownPolicy> {
         let l = s.trim().to_ascii_lowercase();
+        if l == "fgdplus" {
+            return Ok(Policy::FgdPlus);
+        }
         Policy::ALL.into_iter().find(|p| p.as_str() == l).ok_or_else(|| UnknownPolicy(s.to_owned()))
     }
 }
@@ -89,6 +100,8 @@ pub struct Placer {
     types: HashMap<TypeKey, usize>,
     cache: Vec<Vec<Entry>>,
     cache_on: bool,
+    /// Weight of the model-contention term (0: off).
+    pressure: f64,
 }
 
 const EPS: f64 = 1e-7;
@@ -102,11 +115,12 @@ impl Placer {
         Placer {
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            dist: Dist::new(CpuOnly::Paper),
+            dist: Dist::new(if policy == Policy::FgdPlus { Measure::Mixture } else { Measure::Paper }),
             node_frag: Vec::new(),
             types: HashMap::new(),
             cache: Vec::new(),
             cache_on: true,
+            pressure: if policy == Policy::FgdPlus { 1.0 } else { 0.0 },
         }
     }
 
@@ -123,7 +137,7 @@ impl Placer {
 
     /// Counts a task in the size distribution (fragmentation-aware policies).
     pub fn observe(&mut self, s: &Shape) {
-        if self.policy == Policy::Fgd {
+        if matches!(self.policy, Policy::Fgd | Policy::FgdPlus) {
             self.dist.observe(s);
         }
     }
@@ -133,8 +147,8 @@ impl Placer {
         match self.policy {
             Policy::Random => self.choose_random(st, s),
             Policy::BestFit | Policy::Spread => self.choose_fit(st, s),
-            Policy::Fgd if self.dist.is_empty() => self.choose_fit(st, s),
-            Policy::Fgd => self.choose_fgd(st, s),
+            Policy::Fgd | Policy::FgdPlus if self.dist.is_empty() => self.choose_fit(st, s),
+            Policy::Fgd | Policy::FgdPlus => self.choose_fgd(st, s),
         }
     }
 
@@ -251,6 +265,15 @@ impl Placer {
             None
         };
         let epoch = self.dist.epoch;
+        let pressure = if self.pressure > 0.0 && s.count > 0 {
+            let mut free = vec![0u64; st.models.len()];
+            for (g, &f) in st.gpu_free.iter().enumerate() {
+                free[st.gpu_model[g] as usize] += u64::from(f);
+            }
+            self.dist.pressure(&free)
+        } else {
+            Vec::new()
+        };
         let mut best: Option<(f64, f64, usize, u32)> = None;
         for n in 0..st.nodes.len() {
             let version = st.nodes[n].version;
@@ -273,7 +296,11 @@ impl Placer {
                 }
                 None => self.fgd_delta(st, n, s),
             };
-            let Some((d, g)) = r else { continue };
+            let Some((mut d, g)) = r else { continue };
+            if !pressure.is_empty() {
+                let gpu = if g == u32::MAX { st.nodes[n].gpu_start as usize } else { g as usize };
+                d += self.pressure * s.milli() as f64 * pressure[st.gpu_model[gpu] as usize];
+            }
             let better = match best {
                 None => true,
                 Some((bd, bl, _, _)) => d < bd - EPS || (d < bd + EPS && leftover(st, n, s) < bl - EPS),
