@@ -8,6 +8,9 @@ pub enum ClientError {
     /// No credentials file and no `GPUHUB_TOKEN`.
     #[error("not logged in: run gpuhub login --server URL --user NAME")]
     NotLoggedIn,
+    /// The saved login belongs to another server than the one named; its token is not sent elsewhere.
+    #[error("not logged in to {0}: run gpuhub login --server {0} --user NAME")]
+    NotLoggedInTo(String),
     /// A token is known (from `GPUHUB_TOKEN`) but no server to send it to.
     #[error("no server: pass --server URL or set GPUHUB_SERVER")]
     NoServer,

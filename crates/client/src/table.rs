@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn sizes_and_cores() {
         assert_eq!(size(Bytes(4 * GIB)), "4GiB");
-        assert_eq!(size(Bytes(1536 * MIB)), "1536MiB");
+        assert_eq!(size(Bytes(1536 * MIB)), "1.5GiB");
         assert_eq!(size(Bytes(3 * GIB / 2 + 1)), "1.5GiB");
         assert_eq!(size(Bytes(123_456_789)), "117.7MiB");
         assert_eq!(size(Bytes(1000)), "1000B");

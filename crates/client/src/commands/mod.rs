@@ -49,16 +49,22 @@ pub(crate) async fn dispatch(
 }
 
 /// The API client for a logged-in command: server from the options or the saved login, token from the
-/// context or the saved login.
+/// context or the saved login. The saved token goes only to the server it was issued by.
 fn connect(ctx: &Context, global: &GlobalOpts) -> Result<Api, ClientError> {
     let saved = Credentials::load(&ctx.config_dir)?;
-    let token = ctx.token.clone().or_else(|| saved.as_ref().map(|c| c.token.clone()));
     let server = global.server.clone().or_else(|| saved.as_ref().map(|c| c.server.clone()));
-    match (server, token) {
-        (Some(server), Some(token)) => Api::new(&server, Some(token)),
-        (None, Some(_)) => Err(ClientError::NoServer),
-        (_, None) => Err(ClientError::NotLoggedIn),
+    if let Some(token) = ctx.token.clone() {
+        return match server {
+            Some(server) => Api::new(&server, Some(token)),
+            None => Err(ClientError::NoServer),
+        };
     }
+    let (Some(saved), Some(server)) = (saved, server) else { return Err(ClientError::NotLoggedIn) };
+    let api = Api::new(&server, Some(saved.token.clone()))?;
+    if api.server() != Api::new(&saved.server, None)?.server() {
+        return Err(ClientError::NotLoggedInTo(api.server().to_owned()));
+    }
+    Ok(api)
 }
 
 /// `gpuhub login`: exchanges a password for a token and saves it.
@@ -182,7 +188,13 @@ mod tests {
         saved.save(tmp.path()).unwrap();
         let ctx = Context::new(tmp.path());
         assert_eq!(connect(&ctx, &GlobalOpts::default()).unwrap().server(), "http://saved:1");
+        let g = GlobalOpts { server: Some("http://saved:1/".into()), json: false };
+        assert_eq!(connect(&ctx, &g).unwrap().server(), "http://saved:1");
+        // the saved token is never sent to another server
         let g = GlobalOpts { server: Some("http://other:2/".into()), json: false };
-        assert_eq!(connect(&ctx, &g).unwrap().server(), "http://other:2");
+        let e = connect(&ctx, &g).unwrap_err().to_string();
+        assert_eq!(e, "not logged in to http://other:2: run gpuhub login --server http://other:2 --user NAME");
+        // an explicit token may go anywhere it is told
+        assert_eq!(connect(&ctx.with_token("x"), &g).unwrap().server(), "http://other:2");
     }
 }
