@@ -240,3 +240,23 @@ fn policies_parse_and_default() {
     let back: Config = serde_json::from_str(&json).unwrap();
     assert_eq!(back, Config::default());
 }
+
+#[test]
+fn resource_expressions_choose_nodes_and_gpus() {
+    let mut c = cluster(&[("a", 2), ("b", 2)]);
+    c.nodes[0].labels.insert("rack".into(), "b".into());
+    c.nodes[1].gpus[1].model = "H100".into();
+    let mut r = whole(1);
+    r.constraint = Some(r#"gpu.model in ["H100"] && node.labels.rack != "b""#.into());
+    let d = schedule(&c, &[], &[pend("x", r, 0, 0)], &Config::default(), 0);
+    assert_eq!(d.starts[0].placements[0].gpus[0].uuid, "b-GPU-1");
+    let mut bad = whole(1);
+    bad.constraint = Some("gpu.model ==".into());
+    let d = schedule(&c, &[], &[pend("y", bad, 0, 0)], &Config::default(), 0);
+    assert_eq!(d.pending[0].reason, Reason::InvalidConstraint);
+    assert!(d.pending[0].message.contains("position 12"), "{}", d.pending[0].message);
+    let mut none = whole(1);
+    none.constraint = Some("node.name == \"zzz\"".into());
+    let d = schedule(&c, &[], &[pend("z", none, 0, 0)], &Config::default(), 0);
+    assert_eq!(d.pending[0].reason, Reason::Unschedulable);
+}
