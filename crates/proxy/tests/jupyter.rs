@@ -10,34 +10,10 @@ use common::docker::*;
 use common::*;
 use futures::{SinkExt, StreamExt};
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::Runtime;
 use http_body_util::BodyExt;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
-/// Starts JupyterLab with base_url = PREFIX; returns the container and its app address.
-pub async fn jupyterlab(runtime: &DockerRuntime) -> Result<(Container, SocketAddr)> {
-    build_image("build-jupyter-image.sh")?;
-    let base = format!("--ServerApp.base_url={PREFIX}");
-    let cmd = [
-        "jupyter",
-        "lab",
-        &base,
-        "--ServerApp.token=",
-        "--ServerApp.password=",
-        "--ServerApp.ip=0.0.0.0",
-        "--ServerApp.allow_remote_access=True",
-        "--ServerApp.root_dir=/tmp",
-        "--no-browser",
-        "--port",
-        "8888",
-    ];
-    let c = container(runtime, "gpuhub/jupyter:latest", &cmd).await?;
-    let ip = runtime.inspect(&c.id).await?.ip.context("container has no ip")?;
-    Ok((c, SocketAddr::new(ip.parse()?, 8888)))
-}
 
 async fn get(url: &str, cookie: Option<&str>) -> Result<http::Response<hyper::body::Incoming>> {
     let mut req = http::Request::get(url);

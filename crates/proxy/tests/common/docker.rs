@@ -1,9 +1,11 @@
 //! Real containers for the terminal and JupyterLab tests.
 
+use anyhow::Context;
 use anyhow::{Result, ensure};
 use gpuhub_docker::DockerRuntime;
 use gpuhub_driver::{ContainerSpec, Runtime};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
@@ -65,4 +67,26 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
     let c = Container { id, network };
     runtime.start(&c.id).await?;
     Ok(c)
+}
+
+/// Starts JupyterLab with base_url = PREFIX; returns the container and its app address.
+pub async fn jupyterlab(runtime: &DockerRuntime) -> Result<(Container, SocketAddr)> {
+    build_image("build-jupyter-image.sh")?;
+    let base = format!("--ServerApp.base_url={}", super::PREFIX);
+    let cmd = [
+        "jupyter",
+        "lab",
+        &base,
+        "--ServerApp.token=",
+        "--ServerApp.password=",
+        "--ServerApp.ip=0.0.0.0",
+        "--ServerApp.allow_remote_access=True",
+        "--ServerApp.root_dir=/tmp",
+        "--no-browser",
+        "--port",
+        "8888",
+    ];
+    let c = container(runtime, "gpuhub/jupyter:latest", &cmd).await?;
+    let ip = runtime.inspect(&c.id).await?.ip.context("container has no ip")?;
+    Ok((c, SocketAddr::new(ip.parse()?, 8888)))
 }

@@ -55,4 +55,5 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+pub mod cdp;
 pub mod docker;
