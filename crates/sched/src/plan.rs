@@ -49,6 +49,15 @@ pub(crate) struct Pass<'a> {
     /// Running workloads chosen as victims in this pass.
     pub victims: Vec<bool>,
     pub bookings: crate::book::Bookings,
+    /// Total GPU memory per flat GPU.
+    gpu_mem_total: Vec<u64>,
+    /// `never_fits` answers per shape (without expression masks) and gang size.
+    never: HashMap<(u64, u64, u32, u32, u64, Option<Vec<bool>>, u32), Option<String>>,
+    /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU; `None`
+    /// when the state changed since they were counted.
+    summary: Option<(u32, u32, u32)>,
+    /// Running workloads in the order victims are considered (lowest priority, latest start first).
+    pub victim_order: Option<Vec<usize>>,
 }
 
 /// Schedules one tick: see the crate documentation.
@@ -81,12 +90,6 @@ impl<'a> Pass<'a> {
         let mut st = State::new(cluster);
         let node_ix: HashMap<&str, usize> =
             cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-        let mut gpu_ix: HashMap<(usize, &str), u32> = HashMap::new();
-        for (i, n) in cluster.nodes.iter().enumerate() {
-            for (k, g) in n.gpus.iter().enumerate() {
-                gpu_ix.insert((i, g.uuid.as_str()), st.nodes[i].gpu_start + k as u32);
-            }
-        }
         let mut queues: BTreeMap<String, QueueState> = BTreeMap::new();
         for q in &config.queues {
             queues.insert(q.name.clone(), queue_state(q.clone(), config));
@@ -96,10 +99,15 @@ impl<'a> Pass<'a> {
             let mut holds = Vec::new();
             for p in &r.placements {
                 let Some(&n) = node_ix.get(p.node.as_str()) else { continue };
+                let node = &cluster.nodes[n];
+                let start = st.nodes[n].gpu_start;
                 let gpus = p
                     .gpus
                     .iter()
-                    .filter_map(|g| gpu_ix.get(&(n, g.uuid.as_str())).map(|&ix| (ix, g.milli, g.memory)))
+                    .filter_map(|g| {
+                        let k = node.gpus.iter().position(|x| x.uuid == g.uuid)?;
+                        Some((start + k as u32, g.milli, g.memory))
+                    })
                     .collect();
                 let h = Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus };
                 st.hold(&h);
@@ -137,6 +145,10 @@ impl<'a> Pass<'a> {
             started: Vec::new(),
             victims: vec![false; running.len()],
             bookings,
+            gpu_mem_total: total_gpu_mem(cluster),
+            never: HashMap::new(),
+            summary: None,
+            victim_order: None,
         }
     }
 
@@ -159,50 +171,61 @@ impl<'a> Pass<'a> {
     }
 
     fn queue(&mut self, name: &str) -> &mut QueueState {
-        let config = self.config;
-        self.queues.entry(name.to_owned()).or_insert_with(|| queue_state(QueueSpec::open(name), config))
+        if !self.queues.contains_key(name) {
+            self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config));
+        }
+        self.queues.get_mut(name).expect("inserted above")
     }
 
-    /// The order: priority (high first), then workloads within their queue's guarantee, then the queue's
-    /// weighted dominant share (low first, updated as work starts), then submit time, then id.
-    fn next(&mut self, heads: &mut BTreeMap<String, Vec<&'a Pending>>) -> Option<&'a Pending> {
-        let mut best: Option<(OrderKey, &'a Pending)> = None;
-        for (q, list) in heads.iter() {
+    /// The order key of the head `p` of its queue: priority (high first), then workloads within their
+    /// queue's guarantee, then the queue's weighted dominant share (low first, updated as work starts),
+    /// then submit time (then id).
+    fn key(&self, p: &Pending) -> OrderKey {
+        let qs = self.queues.get(&p.queue);
+        let want = Quota::of_request(&p.request, p.members);
+        let within = qs.is_some_and(|s| s.within_guarantee(want));
+        let share = qs.map_or(0.0, |s| s.share(self.capacity));
+        (-p.priority, !within, share, p.submit_ms)
+    }
+
+    /// Pops the next workload in order from the per-queue lists; `keys` caches each head's key.
+    fn next(&self, heads: &mut [Vec<&'a Pending>], keys: &mut [Option<OrderKey>]) -> Option<&'a Pending> {
+        let mut best: Option<(OrderKey, usize)> = None;
+        for (q, list) in heads.iter().enumerate() {
             let Some(&p) = list.last() else { continue };
-            let qs = self.queues.get(q);
-            let want = Quota::of_request(&p.request, p.members);
-            let within = qs.is_some_and(|s| s.within_guarantee(want));
-            let share = qs.map_or(0.0, |s| s.share(self.capacity));
-            let key = (-p.priority, !within, share, p.submit_ms);
+            let key = *keys[q].get_or_insert_with(|| self.key(p));
             let better = match &best {
                 None => true,
                 Some((k, b)) => {
                     let c = key.0.cmp(&k.0).then(key.1.cmp(&k.1)).then(key.2.total_cmp(&k.2)).then(key.3.cmp(&k.3));
-                    c.then(p.id.cmp(&b.id)).is_lt()
+                    c.then_with(|| p.id.as_str().cmp(heads[*b].last().map_or("", |x| x.id.as_str()))).is_lt()
                 }
             };
             if better {
-                best = Some((key, p));
+                best = Some((key, q));
             }
         }
-        let (_, p) = best?;
-        heads.get_mut(&p.queue).and_then(|l| l.pop())
+        let (_, q) = best?;
+        keys[q] = None;
+        heads[q].pop()
     }
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
-        let mut heads: BTreeMap<String, Vec<&'a Pending>> = BTreeMap::new();
+        let mut by_name: BTreeMap<&'a str, Vec<&'a Pending>> = BTreeMap::new();
         for p in pending {
             self.queue(&p.queue);
-            heads.entry(p.queue.clone()).or_default().push(p);
+            by_name.entry(p.queue.as_str()).or_default().push(p);
         }
-        for list in heads.values_mut() {
+        let mut heads: Vec<Vec<&'a Pending>> = by_name.into_values().collect();
+        for list in heads.iter_mut() {
             // popped from the back: highest priority, then earliest, last
             list.sort_by(|a, b| a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then(b.id.cmp(&a.id)));
         }
+        let mut keys: Vec<Option<OrderKey>> = vec![None; heads.len()];
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;
-        while let Some(p) = self.next(&mut heads) {
+        while let Some(p) = self.next(&mut heads, &mut keys) {
             match self.consider(p, &mut out, fifo_blocked.as_deref()) {
                 Ok(start) => out.starts.push(start),
                 Err((reason, message, estimate)) => {
@@ -269,6 +292,7 @@ impl<'a> Pass<'a> {
                 for h in &holds {
                     self.st.hold(h);
                 }
+                self.summary = None;
                 self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
                 self.queue(&p.queue).take(&p.user, want);
                 let placements = holds.iter().map(|h| self.placement(h)).collect();
@@ -311,19 +335,33 @@ impl<'a> Pass<'a> {
     }
 
     /// Why no node could ever hold one member (or the gang), if so.
-    fn never_fits(&self, s: &Shape, members: u32) -> Option<String> {
-        let totals = total_gpu_mem(self.cluster);
-        let hosts = (0..self.st.nodes.len()).filter(|&n| self.st.fits_empty(n, s, &totals)).count();
+    fn never_fits(&mut self, s: &Shape, members: u32) -> Option<String> {
+        let key = (s.gpu_ok.is_none() && s.node_ok.is_none())
+            .then(|| (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members));
+        if let Some(hit) = key.as_ref().and_then(|k| self.never.get(k)) {
+            return hit.clone();
+        }
+        let why = self.never_fits_now(s, members);
+        if let Some(k) = key {
+            self.never.insert(k, why.clone());
+        }
+        why
+    }
+
+    fn never_fits_now(&self, s: &Shape, members: u32) -> Option<String> {
+        let hosts = (0..self.st.nodes.len()).filter(|&n| self.st.fits_empty(n, s, &self.gpu_mem_total)).count();
         if hosts == 0 {
             return Some(format!("no node can hold {} even when empty", describe(s)));
         }
-        // a gang needs enough room when the cluster is empty
+        if hosts >= members as usize {
+            return None;
+        }
+        // a gang with fewer hosts than members needs several members per node: place it on the empty cluster
         let mut empty = self.st.clone();
         for h in self.live.iter().flat_map(|l| l.holds.iter()) {
             empty.unhold(h);
         }
-        if members > 1 && place_gang(&mut Placer::new(crate::policy::Policy::BestFit, 0), &empty, s, members).is_none()
-        {
+        if place_gang(&mut Placer::new(crate::policy::Policy::BestFit, 0), &empty, s, members).is_none() {
             return Some(format!("the cluster cannot hold {members} members of {} even when empty", describe(s)));
         }
         None
@@ -338,6 +376,9 @@ impl<'a> Pass<'a> {
         members: u32,
         end: Option<i64>,
     ) -> Result<Vec<Hold>, (Reason, String)> {
+        if let Some(why) = self.quick_no(s, members) {
+            return Err(why);
+        }
         let relevant: Vec<usize> =
             (0..self.reserved.len()).filter(|&i| end.is_none_or(|e| e > self.reserved[i].at_ms)).collect();
         let booked = self.bookings.holds_for(&self.st, &p.queue, self.now, end);
@@ -389,6 +430,33 @@ impl<'a> Pass<'a> {
             return Err((Reason::Reservation, "the free GPUs it could use are booked by a reservation".into()));
         }
         Err(self.why_not(s, members))
+    }
+
+    /// A cheap early answer for a workload that cannot fit now (the common case in a full cluster).
+    fn quick_no(&mut self, s: &Shape, members: u32) -> Option<(Reason, String)> {
+        if s.count == 0 {
+            return None;
+        }
+        let (most_whole, whole, most_milli) = *self.summary.get_or_insert_with(|| {
+            let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
+            for node in &self.st.nodes {
+                let k = node.gpu_range().filter(|&g| self.st.gpu_free[g] == crate::model::WHOLE).count() as u32;
+                a = a.max(k);
+                b += k;
+                c = node.gpu_range().map(|g| self.st.gpu_free[g]).fold(c, u32::max);
+            }
+            (a, b, c)
+        });
+        let gang = if members > 1 { format!(" for each of {members} members") } else { String::new() };
+        if s.need >= crate::model::WHOLE && (s.count > most_whole || s.count * members > whole) {
+            let what = format!("{} free GPU(s){gang}", s.count);
+            return Some((Reason::Resources, format!("waiting for {what}; the best node has {most_whole} that fit")));
+        }
+        if s.need > most_milli {
+            let what = format!("a GPU with {} free milli-GPU{gang}", s.need);
+            return Some((Reason::Resources, format!("waiting for {what}; the best node has 0 that fit")));
+        }
+        None
     }
 
     /// A message for a workload that does not fit now.

@@ -45,6 +45,15 @@ impl Pass<'_> {
             return None;
         }
         let running = self.running;
+        // nothing to do unless some workload is stopping, runs at a lower priority, or p's queue may reclaim
+        let reclaim = self
+            .queues
+            .get(&p.queue)
+            .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+        let lower = running.iter().any(|r| r.priority < p.priority);
+        if !reclaim && !lower && !running.iter().any(|r| r.stopping) && !self.victims.iter().any(|&v| v) {
+            return None;
+        }
         let mut soon = self.st.clone();
         let mut stopping = 0;
         for (i, r) in running.iter().enumerate() {
@@ -60,11 +69,19 @@ impl Pass<'_> {
             self.placer.set_cache(cached);
             return Some(format!("waiting for {stopping} stopping workload(s) to end"));
         }
-        let mut order: Vec<usize> = (0..running.len()).filter(|&i| !self.victims[i] && !running[i].stopping).collect();
-        order.sort_by(|&a, &b| {
-            let (ra, rb) = (&running[a], &running[b]);
-            ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
+        if !reclaim && !lower {
+            self.placer.set_cache(cached);
+            return None;
+        }
+        let order = self.victim_order.get_or_insert_with(|| {
+            let mut order: Vec<usize> = (0..running.len()).collect();
+            order.sort_by(|&a, &b| {
+                let (ra, rb) = (&running[a], &running[b]);
+                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
+            });
+            order
         });
+        let order: Vec<usize> = order.iter().copied().filter(|&i| !self.victims[i] && !running[i].stopping).collect();
         let mut gone: BTreeMap<String, Quota> = BTreeMap::new();
         let mut chosen: Vec<usize> = Vec::new();
         let mut fit = None;

@@ -118,10 +118,13 @@ impl State {
         for n in &cluster.nodes {
             let start = st.gpu_free.len() as u32;
             for g in &n.gpus {
-                let id = *model_ids.entry(g.model.clone()).or_insert_with(|| {
-                    models.push(g.model.clone());
-                    (models.len() - 1) as u16
-                });
+                let id = match st.gpu_model.last() {
+                    Some(&last) if models[last as usize] == g.model => last,
+                    _ => *model_ids.entry(g.model.clone()).or_insert_with(|| {
+                        models.push(g.model.clone());
+                        (models.len() - 1) as u16
+                    }),
+                };
                 st.gpu_free.push(WHOLE);
                 st.gpu_mem_free.push(g.memory);
                 st.gpu_model.push(id);

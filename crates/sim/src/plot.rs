@@ -6,6 +6,11 @@ use std::path::Path;
 
 /// Draws allocation ratio (%) against arrived demand (%), one line per named series.
 pub fn draw(path: &Path, title: &str, lines: &[(String, Vec<[f64; 2]>)]) -> Result<(), SimError> {
+    draw_xy(path, title, "arrived demand (% of GPU capacity)", lines)
+}
+
+/// Draws GPU allocation (%) against `xdesc`, one line per named series.
+pub fn draw_xy(path: &Path, title: &str, xdesc: &str, lines: &[(String, Vec<[f64; 2]>)]) -> Result<(), SimError> {
     let err = |e: String| SimError::Plot { path: path.to_owned(), reason: e };
     let xmax = lines.iter().flat_map(|(_, l)| l.iter().map(|p| p[0])).fold(1.0, f64::max);
     let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
@@ -17,12 +22,7 @@ pub fn draw(path: &Path, title: &str, lines: &[(String, Vec<[f64; 2]>)]) -> Resu
         .y_label_area_size(55)
         .build_cartesian_2d(0.0..xmax, 0.0..100.0)
         .map_err(|e| err(e.to_string()))?;
-    chart
-        .configure_mesh()
-        .x_desc("arrived demand (% of GPU capacity)")
-        .y_desc("GPU allocation ratio (%)")
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
+    chart.configure_mesh().x_desc(xdesc).y_desc("GPU allocation ratio (%)").draw().map_err(|e| err(e.to_string()))?;
     for (i, (name, pts)) in lines.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart

@@ -1,17 +1,536 @@
-//! Trace replay (being written).
+//! Replays a time-stamped job trace (Philly format) through the real scheduling pass: jobs arrive at their
+//! submit time, run for their duration once started, and leave; the scheduler runs every tick.
+//!
+//! Each job asks for whole GPUs (with 4 CPUs and 32 GiB per GPU); a job larger than a node is a gang of
+//! equal members. The run-time limit a user gives is the job's real duration. Preempted jobs go back to
+//! the queue with their remaining work (checkpoint and resume). Teams are the trace's `cluster` column.
+//!
+//! Policies: `fifo` (strict FIFO, one queue, no backfill, no preemption), `fifo-backfill` (FIFO order with
+//! backfill) and every placement policy name, which runs the full scheduler: team queues with guarantees
+//! proportional to each team's GPU-time in the trace, fair share on decayed usage, backfill, preemption
+//! to reclaim guarantees, and that placement policy.
 
 use crate::SimError;
+use crate::trace::{Job, read_philly};
+use gpuhub_sched::{
+    Backfill, Cluster, Config, Gpu, GpuRequest, Node, Pending, Policy, Preemption, QueueSpec, Quota, Request, Running,
+    Usage, schedule,
+};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 /// Arguments of `sim replay`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
-    /// Philly-format trace CSV.
+    /// Philly-format trace CSV (`timestamp,duration,num_gpus,gpu_time,cluster`).
     #[arg(long)]
     pub trace: PathBuf,
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 310)]
+    pub nodes: usize,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// `fifo`, `fifo-backfill`, a placement policy (full scheduler), a comma-separated list, or `all`.
+    #[arg(long, default_value = "all")]
+    pub policy: String,
+    /// Arrival-rate multiplier: submit times are compressed by this factor (2 = twice the load).
+    #[arg(long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Keep this fraction of the jobs (seeded sample), to pair with a smaller cluster.
+    #[arg(long, default_value_t = 1.0)]
+    pub sample: f64,
+    /// Scheduler tick in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub tick_s: i64,
+    /// Seed of the sample.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print a JSON array, one object per policy.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw GPU allocation over time to this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+/// A replay discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discipline {
+    /// Strict FIFO.
+    Fifo,
+    /// FIFO with backfill.
+    FifoBackfill,
+    /// The full scheduler with this placement policy.
+    Full(Policy),
+}
+
+impl Discipline {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> String {
+        match self {
+            Discipline::Fifo => "fifo".into(),
+            Discipline::FifoBackfill => "fifo-backfill".into(),
+            Discipline::Full(p) => p.to_string(),
+        }
+    }
+
+    fn parse_list(s: &str) -> Result<Vec<Discipline>, SimError> {
+        if s.trim() == "all" {
+            let mut v = vec![Discipline::Fifo, Discipline::FifoBackfill];
+            v.extend(Policy::ALL.iter().map(|&p| Discipline::Full(p)));
+            return Ok(v);
+        }
+        s.split(',')
+            .map(|x| match x.trim() {
+                "fifo" => Ok(Discipline::Fifo),
+                "fifo-backfill" | "backfill" => Ok(Discipline::FifoBackfill),
+                other => other.parse::<Policy>().map(Discipline::Full).map_err(|e| SimError::Arg {
+                    arg: "--policy".into(),
+                    reason: format!("{e}, fifo or fifo-backfill"),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// One team's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamReport {
+    /// Team (the trace's `cluster`).
+    pub team: String,
+    /// Jobs.
+    pub jobs: usize,
+    /// Guaranteed GPUs (full scheduler; 0 for FIFO runs, where the figure is still reported for comparison).
+    pub guarantee_gpus: f64,
+    /// Time-averaged GPUs held.
+    pub mean_gpus: f64,
+    /// Mean queueing delay of its jobs, seconds.
+    pub mean_queue_s: f64,
+    /// Hours in which it had a waiting job that fit within its guarantee while it held less than that.
+    pub starved_hours: f64,
+}
+
+/// One discipline's outcome, as `--json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    /// Policy name.
+    pub policy: String,
+    /// Whether this is what the server does out of the box.
+    pub default: bool,
+    /// Jobs replayed.
+    pub jobs: usize,
+    /// Mean job completion time (finish − submit), seconds.
+    pub mean_jct_s: f64,
+    /// 95th percentile of job completion time, seconds.
+    pub p95_jct_s: f64,
+    /// Mean queueing delay (first start − submit), seconds.
+    pub mean_queue_s: f64,
+    /// Last finish − first submit, seconds.
+    pub makespan_s: f64,
+    /// Time-averaged GPU allocation, percent.
+    pub mean_alloc_pct: f64,
+    /// Preemptions.
+    pub preemptions: usize,
+    /// Jobs that can never fit the cluster (left out).
+    pub unschedulable: usize,
+    /// Wall-clock seconds of the replay.
+    pub seconds: f64,
+    /// Per-team figures.
+    pub teams: Vec<TeamReport>,
+    /// `[days since first submit, allocation %]`, averaged per bucket.
+    pub alloc_curve: Vec<[f64; 2]>,
+}
+
+/// A job during the replay.
+#[derive(Debug, Clone)]
+struct Live {
+    job: usize,
+    submit_ms: i64,
+    /// Remaining run time, ms.
+    remaining_ms: i64,
+    first_start_ms: Option<i64>,
+    members: u32,
+    per_member: u32,
+}
+
+/// Members and GPUs per member for `gpus` on nodes of `g` GPUs: the fewest equal members that fit.
+fn gang(gpus: u32, g: u32) -> (u32, u32) {
+    let mut m = gpus.div_ceil(g.max(1)).max(1);
+    while !gpus.is_multiple_of(m) {
+        m += 1;
+    }
+    (m, gpus / m)
+}
+
+fn cluster(nodes: usize, g: u32) -> Cluster {
+    Cluster {
+        nodes: (0..nodes)
+            .map(|i| Node {
+                name: format!("n{i:04}"),
+                cpu_milli: u64::from(g) * 8000,
+                memory: u64::from(g) * (64 << 30),
+                labels: Default::default(),
+                gpus: (0..g)
+                    .map(|k| Gpu { uuid: format!("n{i:04}-{k}"), index: k, model: "P100".into(), memory: 16 << 30 })
+                    .collect(),
+            })
+            .collect(),
+    }
 }
 
 /// Runs `sim replay` and renders the report.
-pub fn report(_a: &ReplayArgs) -> Result<String, SimError> {
-    Err(SimError::Arg { arg: "replay".into(), reason: "not implemented yet".into() })
+pub fn report(a: &ReplayArgs) -> Result<String, SimError> {
+    if a.nodes == 0 || a.gpus_per_node == 0 {
+        return Err(SimError::Arg { arg: "--nodes/--gpus-per-node".into(), reason: "must be at least 1".into() });
+    }
+    if !(a.rate.is_finite() && a.rate > 0.0) {
+        return Err(SimError::Arg { arg: "--rate".into(), reason: format!("{} (expected a positive factor)", a.rate) });
+    }
+    if !(a.sample > 0.0 && a.sample <= 1.0) {
+        return Err(SimError::Arg { arg: "--sample".into(), reason: format!("{} (expected 0 < f <= 1)", a.sample) });
+    }
+    if a.tick_s <= 0 {
+        return Err(SimError::Arg { arg: "--tick-s".into(), reason: "must be at least 1".into() });
+    }
+    let disciplines = Discipline::parse_list(&a.policy)?;
+    let mut jobs = read_philly(&a.trace)?;
+    if a.sample < 1.0 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(a.seed);
+        jobs.retain(|_| rng.gen_bool(a.sample));
+    }
+    let t0 = jobs.first().map_or(0, |j| j.submit_s);
+    for j in &mut jobs {
+        j.submit_s = t0 + ((j.submit_s - t0) as f64 / a.rate).round() as i64;
+    }
+    let mut reports = Vec::new();
+    for d in disciplines {
+        reports.push(replay(&jobs, a, d));
+    }
+    if let Some(path) = &a.plot {
+        let lines: Vec<(String, Vec<[f64; 2]>)> =
+            reports.iter().map(|r| (r.policy.clone(), r.alloc_curve.clone())).collect();
+        crate::plot::draw_xy(path, "Philly replay: GPU allocation", "days since the first submit", &lines)?;
+    }
+    if a.json {
+        return Ok(serde_json::to_string_pretty(&reports)? + "\n");
+    }
+    Ok(render(a, jobs.len(), &reports))
+}
+
+fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
+    let gpus = a.nodes as u64 * u64::from(a.gpus_per_node);
+    let mut s = format!(
+        "replay: {jobs} jobs from {}, {} nodes x {} GPUs = {gpus} GPUs, arrival rate x{}, tick {} s\n\n",
+        a.trace.display(),
+        a.nodes,
+        a.gpus_per_node,
+        a.rate,
+        a.tick_s
+    );
+    s += &format!(
+        "{:<14} {:>11} {:>11} {:>12} {:>11} {:>8} {:>8} {:>8}\n",
+        "policy", "mean JCT h", "p95 JCT h", "mean queue h", "makespan d", "alloc %", "preempt", "s"
+    );
+    for r in reports {
+        let mark = if r.default { " (default)" } else { "" };
+        s += &format!(
+            "{:<14} {:>11.2} {:>11.2} {:>12.3} {:>11.2} {:>8.1} {:>8} {:>8.1}{mark}\n",
+            r.policy,
+            r.mean_jct_s / 3600.0,
+            r.p95_jct_s / 3600.0,
+            r.mean_queue_s / 3600.0,
+            r.makespan_s / 86400.0,
+            r.mean_alloc_pct,
+            r.preemptions,
+            r.seconds
+        );
+    }
+    if let Some(u) = reports.first().map(|r| r.unschedulable).filter(|&u| u > 0) {
+        s += &format!("\n{u} job(s) can never fit this cluster and were left out\n");
+    }
+    for r in reports {
+        s += &format!("\nper team, {}: guarantee GPUs, mean GPUs held, mean queue h, starved h\n", r.policy);
+        for t in &r.teams {
+            s += &format!(
+                "  {:<8} {:>6} jobs {:>8.1} {:>8.1} {:>9.3} {:>9.2}\n",
+                t.team,
+                t.jobs,
+                t.guarantee_gpus,
+                t.mean_gpus,
+                t.mean_queue_s / 3600.0,
+                t.starved_hours
+            );
+        }
+    }
+    s
+}
+
+/// Replays `jobs` under one discipline.
+pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
+    let started = std::time::Instant::now();
+    let g = a.gpus_per_node;
+    let c = cluster(a.nodes, g);
+    let total_gpus = (a.nodes as u64 * u64::from(g)) as f64;
+    // guarantees proportional to each team's GPU-time
+    let mut gpu_time: BTreeMap<&str, f64> = BTreeMap::new();
+    for j in jobs {
+        *gpu_time.entry(j.team.as_str()).or_default() += j.duration_s * f64::from(j.gpus);
+    }
+    let all_time: f64 = gpu_time.values().sum::<f64>().max(1.0);
+    let guarantee: BTreeMap<&str, u64> =
+        gpu_time.iter().map(|(t, v)| (*t, (v / all_time * total_gpus).floor() as u64)).collect();
+    let full = matches!(d, Discipline::Full(_));
+    let mut cfg = Config {
+        policy: if let Discipline::Full(p) = d { p } else { Policy::FgdPlus },
+        backfill: if d == Discipline::Fifo { Backfill::Off } else { Backfill::On },
+        preemption: Preemption { enabled: full, grace_ms: 30_000 },
+        ..Config::default()
+    };
+    if full {
+        cfg.queues = guarantee
+            .iter()
+            .map(|(t, gpus)| QueueSpec {
+                name: (*t).to_owned(),
+                guarantee: Quota { gpu_milli: gpus * 1000, cpu_milli: u64::MAX / 4, memory: u64::MAX / 4 },
+                borrow_limit: None,
+                weight: 1.0,
+                user_limit: None,
+            })
+            .collect();
+    }
+    let half_life_ms = 24 * 3600 * 1000;
+    let mut live: Vec<Live> = Vec::new();
+    let mut unschedulable = 0;
+    for (i, j) in jobs.iter().enumerate() {
+        let (members, per_member) = gang(j.gpus, g);
+        if per_member > g || members as usize > a.nodes {
+            unschedulable += 1;
+            continue;
+        }
+        live.push(Live {
+            job: i,
+            submit_ms: j.submit_s * 1000,
+            remaining_ms: (j.duration_s * 1000.0).round() as i64,
+            first_start_ms: None,
+            members,
+            per_member,
+        });
+    }
+    let n = live.len();
+    let ids: Vec<String> = (0..n).map(|k| format!("j{k}")).collect();
+    let teams_of: Vec<&str> = live.iter().map(|l| if full { jobs[l.job].team.as_str() } else { "" }).collect();
+    let team_of = |k: usize| teams_of[k];
+    let tick = a.tick_s * 1000;
+    let mut next_arrival = 0usize;
+    let mut pending: Vec<usize> = Vec::new();
+    // running: live index -> (start ms, end ms, stop-at ms if preempted, placements)
+    let mut running: BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)> = BTreeMap::new();
+    let mut finish: Vec<Option<i64>> = vec![None; n];
+    let mut usage = Usage::default();
+    let mut preemptions = 0;
+    let mut now = live.first().map_or(0, |l| l.submit_ms);
+    let first_submit = now;
+    let mut alloc_area = 0.0; // GPU-ms
+    let mut last_t = now;
+    let mut held_gpus = 0u64;
+    let mut team_area: HashMap<&str, f64> = HashMap::new();
+    let mut team_held: HashMap<&str, u64> = HashMap::new();
+    let mut starved_ms: HashMap<&str, i64> = HashMap::new();
+    let mut curve: Vec<(f64, f64)> = Vec::new();
+    loop {
+        // time passes: accumulate allocation
+        let dt = (now - last_t) as f64;
+        alloc_area += dt * held_gpus as f64;
+        for (t, h) in &team_held {
+            *team_area.entry(t).or_default() += dt * *h as f64;
+        }
+        curve.push(((now - first_submit) as f64 / 86_400_000.0, held_gpus as f64 * 100.0 / total_gpus));
+        // starvation since the last tick: a team waiting with a job that fits its guarantee while below it
+        let mut min_wait: HashMap<&str, u64> = HashMap::new();
+        for &k in &pending {
+            let t = jobs[live[k].job].team.as_str();
+            let want = u64::from(live[k].members * live[k].per_member);
+            let e = min_wait.entry(t).or_insert(u64::MAX);
+            *e = (*e).min(want);
+        }
+        for (t, want) in min_wait {
+            let held = team_held.get(t).copied().unwrap_or(0);
+            let gua = guarantee.get(t).copied().unwrap_or(0);
+            if held + want <= gua {
+                *starved_ms.entry(t).or_default() += now - last_t;
+            }
+        }
+        last_t = now;
+        // completions and stops up to now
+        let done: Vec<usize> = running
+            .iter()
+            .filter(|(_, (_, end, stop, _))| *end <= now || stop.is_some_and(|s| s <= now))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in done {
+            let (start, end, stop, _) = running.remove(&k).unwrap_or_default();
+            let gpus = u64::from(live[k].members * live[k].per_member);
+            held_gpus -= gpus;
+            let t = jobs[live[k].job].team.as_str();
+            *team_held.entry(t).or_default() -= gpus;
+            match stop {
+                Some(s) if s < end => {
+                    live[k].remaining_ms = end - s;
+                    pending.push(k);
+                    let _ = start;
+                }
+                _ => finish[k] = Some(end),
+            }
+        }
+        while next_arrival < n && live[next_arrival].submit_ms <= now {
+            pending.push(next_arrival);
+            next_arrival += 1;
+        }
+        if pending.is_empty() && running.is_empty() && next_arrival >= n {
+            break;
+        }
+        // one scheduling pass
+        let run_list: Vec<Running> = running
+            .iter()
+            .map(|(&k, (start, end, stop, pl))| Running {
+                id: ids[k].clone(),
+                queue: team_of(k).to_owned(),
+                user: String::new(),
+                priority: 0,
+                started_ms: *start,
+                runtime_limit_ms: Some(end - start),
+                placements: pl.clone(),
+                preemptible: true,
+                stopping: stop.is_some(),
+            })
+            .collect();
+        if full {
+            usage.advance(&run_list, now, half_life_ms);
+            cfg.usage = usage.clone();
+        }
+        pending.sort_by_key(|&k| (live[k].submit_ms, k));
+        let pend_list: Vec<Pending> = pending
+            .iter()
+            .map(|&k| Pending {
+                id: ids[k].clone(),
+                queue: team_of(k).to_owned(),
+                user: String::new(),
+                priority: 0,
+                submit_ms: live[k].submit_ms,
+                request: Request {
+                    cpu_milli: u64::from(live[k].per_member) * 4000,
+                    memory: u64::from(live[k].per_member) * (32 << 30),
+                    gpu: GpuRequest::Whole { count: live[k].per_member },
+                    ..Default::default()
+                },
+                members: live[k].members,
+                runtime_limit_ms: Some(live[k].remaining_ms),
+            })
+            .collect();
+        let dec = schedule(&c, &run_list, &pend_list, &cfg, now);
+        let index = |id: &str| id[1..].parse::<usize>().unwrap_or(usize::MAX);
+        for s in dec.starts {
+            let k = index(&s.id);
+            live[k].first_start_ms.get_or_insert(now);
+            running.insert(k, (now, now + live[k].remaining_ms, None, s.placements));
+            let gpus = u64::from(live[k].members * live[k].per_member);
+            held_gpus += gpus;
+            *team_held.entry(jobs[live[k].job].team.as_str()).or_default() += gpus;
+            pending.retain(|&x| x != k);
+        }
+        for p in dec.preemptions {
+            let k = index(&p.id);
+            if let Some(r) = running.get_mut(&k) {
+                r.2 = Some(now + p.grace_ms);
+                preemptions += 1;
+            }
+        }
+        // next tick with something to do
+        let next_event = running
+            .values()
+            .map(|(_, end, stop, _)| stop.map_or(*end, |s| s.min(*end)))
+            .chain((next_arrival < n).then(|| live[next_arrival].submit_ms))
+            .min();
+        let Some(next) = next_event else { break };
+        let next = next.max(now + 1);
+        now = (next + tick - 1) / tick * tick;
+    }
+    let total_ms = (last_t - first_submit).max(1) as f64;
+    let done: Vec<usize> = (0..n).filter(|&k| finish[k].is_some()).collect();
+    let mut jct: Vec<f64> =
+        done.iter().map(|&k| (finish[k].unwrap_or(0) - live[k].submit_ms) as f64 / 1000.0).collect();
+    jct.sort_by(f64::total_cmp);
+    let queue_s = |k: usize| (live[k].first_start_ms.unwrap_or(live[k].submit_ms) - live[k].submit_ms) as f64 / 1000.0;
+    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let p95 = jct.get(((jct.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0);
+    let makespan = done.iter().map(|&k| finish[k].unwrap_or(0)).max().unwrap_or(first_submit) - first_submit;
+    let mut teams: Vec<TeamReport> = gpu_time
+        .keys()
+        .map(|t| {
+            let mine: Vec<usize> = done.iter().copied().filter(|&k| jobs[live[k].job].team == *t).collect();
+            TeamReport {
+                team: (*t).to_owned(),
+                jobs: mine.len(),
+                guarantee_gpus: guarantee[t] as f64,
+                mean_gpus: team_area.get(t).copied().unwrap_or(0.0) / total_ms,
+                mean_queue_s: mean(&mine.iter().map(|&k| queue_s(k)).collect::<Vec<_>>()),
+                starved_hours: starved_ms.get(t).copied().unwrap_or(0) as f64 / 3_600_000.0,
+            }
+        })
+        .collect();
+    teams.sort_by(|a, b| b.guarantee_gpus.total_cmp(&a.guarantee_gpus).then(a.team.cmp(&b.team)));
+    ReplayReport {
+        policy: d.name(),
+        default: d == Discipline::Full(Policy::default()),
+        jobs: done.len(),
+        mean_jct_s: mean(&jct),
+        p95_jct_s: p95,
+        mean_queue_s: mean(&done.iter().map(|&k| queue_s(k)).collect::<Vec<_>>()),
+        makespan_s: makespan as f64 / 1000.0,
+        mean_alloc_pct: alloc_area / total_ms / total_gpus * 100.0,
+        preemptions,
+        unschedulable,
+        seconds: started.elapsed().as_secs_f64(),
+        teams,
+        alloc_curve: bucket(&curve, 400),
+    }
+}
+
+/// Averages `(x, y)` points into at most `buckets` points.
+fn bucket(points: &[(f64, f64)], buckets: usize) -> Vec<[f64; 2]> {
+    let Some(last) = points.last() else { return Vec::new() };
+    let width = (last.0 / buckets as f64).max(1e-9);
+    let mut out: Vec<[f64; 2]> = Vec::new();
+    let mut acc = (0.0, 0usize, 0usize);
+    for &(x, y) in points {
+        let b = (x / width) as usize;
+        if b != acc.2 && acc.1 > 0 {
+            out.push([(acc.2 as f64 + 0.5) * width, acc.0 / acc.1 as f64]);
+            acc = (0.0, 0, b);
+        }
+        acc.2 = b;
+        acc.0 += y;
+        acc.1 += 1;
+    }
+    if acc.1 > 0 {
+        out.push([(acc.2 as f64 + 0.5) * width, acc.0 / acc.1 as f64]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gang;
+
+    #[test]
+    fn gangs() {
+        assert_eq!(gang(1, 8), (1, 1));
+        assert_eq!(gang(8, 8), (1, 8));
+        assert_eq!(gang(12, 8), (2, 6));
+        assert_eq!(gang(128, 8), (16, 8));
+        assert_eq!(gang(7, 4), (7, 1));
+    }
 }
