@@ -100,6 +100,9 @@ pub struct RunArgs {
     /// Higher starts first (-100..=100, default 0).
     #[arg(long, value_name = "P", allow_negative_numbers = true)]
     pub priority: Option<i32>,
+    /// A web app the workload's command serves, reachable at `/w/<you>/<name>/<app>/`; repeat for more.
+    #[arg(long = "app", value_name = "NAME:PORT", value_parser = parse_app)]
+    pub apps: Vec<gpuhub_core::workload::AppSpec>,
     /// Stream the output until the workload ends, then exit with its exit code.
     #[arg(long, short = 'f')]
     pub follow: bool,
@@ -159,6 +162,11 @@ pub enum ImagesCommand {
         /// A line for people choosing an image.
         #[arg(long, value_name = "D", default_value = "")]
         description: String,
+        /// A web app every workspace of the image starts: `NAME:PORT=COMMAND…`, where the command may use
+        /// `{base_url}`, `{port}` and `{home}` (e.g. `lab:8888=jupyter lab --ServerApp.base_url={base_url}
+        /// --port={port} --ServerApp.ip=0.0.0.0 --ServerApp.token= --no-browser`); repeat for more.
+        #[arg(long = "app", value_name = "NAME:PORT=CMD", value_parser = parse_catalog_app)]
+        apps: Vec<gpuhub_core::workload::AppSpec>,
     },
 }
 
@@ -201,6 +209,21 @@ fn parse_memory(s: &str) -> Result<Bytes, String> {
 }
 
 /// Parses one `--env K=V`.
+pub(crate) fn parse_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
+    let (name, port) = s.split_once(':').ok_or_else(|| format!("{s:?} is not NAME:PORT"))?;
+    let port = port.parse::<u16>().map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
+    let app = gpuhub_core::workload::AppSpec { name: name.to_owned(), port, command: Vec::new() };
+    app.validate().map_err(|e| e.to_string())?;
+    Ok(app)
+}
+
+pub(crate) fn parse_catalog_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
+    let (head, command) = s.split_once('=').unwrap_or((s, ""));
+    let mut app = parse_app(head)?;
+    app.command = command.split_whitespace().map(str::to_owned).collect();
+    Ok(app)
+}
+
 pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -216,6 +239,15 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<ClientCli, clap::Error> {
         ClientCli::try_parse_from(std::iter::once("gpuhub").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn apps() {
+        let a = parse_catalog_app("lab:8888=jupyter lab --port={port}").unwrap();
+        assert_eq!((a.name.as_str(), a.port, a.command.len()), ("lab", 8888, 3));
+        assert!(parse_app("lab").is_err());
+        assert!(parse_app("lab:http").is_err());
+        assert!(parse_app("Lab:80").is_err());
     }
 
     #[test]
@@ -364,7 +396,7 @@ mod tests {
         let cli = parse(&["images"]).unwrap();
         assert!(matches!(cli.command, ClientCommand::Images(ImagesArgs { command: None })));
         let cli = parse(&["images", "add", "pytorch", "pytorch/pytorch:2", "--description", "torch"]).unwrap();
-        let ClientCommand::Images(ImagesArgs { command: Some(ImagesCommand::Add { name, image, description }) }) =
+        let ClientCommand::Images(ImagesArgs { command: Some(ImagesCommand::Add { name, image, description, .. }) }) =
             cli.command
         else {
             panic!("not images add")

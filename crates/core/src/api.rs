@@ -2,7 +2,7 @@
 //!
 //! Request types refuse unknown fields, so a typo is an error rather than a silently ignored setting.
 
-use crate::workload::{Resources, WorkloadKind, WorkloadState};
+use crate::workload::{AppSpec, Resources, WorkloadKind, WorkloadState};
 use crate::{Bytes, CoreError, CpuMilli};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,9 @@ pub struct CreateWorkloadRequest {
     /// Higher starts first; users may ask for -100..=100, default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// Web apps this workload serves (added to those its catalog image declares).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppSpec>,
 }
 
 /// Who holds a GPU.
@@ -165,6 +168,9 @@ pub struct ImageEntry {
     pub image: String,
     #[serde(default)]
     pub description: String,
+    /// Web apps every workspace of this image serves (JupyterLab, TensorBoard…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppSpec>,
 }
 
 /// A workload as the API shows it.
@@ -179,6 +185,9 @@ pub struct WorkloadView {
     pub env: BTreeMap<String, String>,
     pub resources: Resources,
     pub priority: i32,
+    /// Web apps, served at `/w/<owner>/<name>/<app>/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppSpec>,
     pub state: WorkloadState,
     /// GPU UUIDs held while starting or running.
     pub gpus: Vec<String>,
@@ -206,6 +215,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             env: w.env.clone(),
             resources: w.resources,
             priority: w.priority,
+            apps: w.apps.clone(),
             state: w.state,
             gpus: w.gpus.clone(),
             exit_code: w.exit_code,

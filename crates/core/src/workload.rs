@@ -133,6 +133,50 @@ impl std::str::FromStr for WorkloadState {
     }
 }
 
+/// A web app a workspace serves on a container port, reachable at `/w/<owner>/<workspace>/<app>/`.
+///
+/// `command`, when not empty, is started inside the workspace (as the owner) when it starts; in it
+/// `{base_url}` becomes the app's URL prefix (`/w/alice/nb/lab/`), `{port}` the port and `{home}` the
+/// owner's home. JupyterLab takes the prefix as `--ServerApp.base_url={base_url}`, TensorBoard as
+/// `--path_prefix {base_url}`; an app the workload's own command starts leaves `command` empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    /// Name in the URL (`lab`).
+    pub name: String,
+    /// Container port it listens on.
+    pub port: u16,
+    /// How to start it; empty when the workload's command starts it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+}
+
+impl AppSpec {
+    /// The app's URL prefix for a workload.
+    pub fn base_url(&self, owner: &str, workload: &str) -> String {
+        format!("/w/{owner}/{workload}/{}/", self.name)
+    }
+
+    /// The start command with its placeholders filled in.
+    pub fn start_command(&self, owner: &str, workload: &str) -> Vec<String> {
+        let base = self.base_url(owner, workload);
+        let home = format!("/home/{owner}");
+        self.command
+            .iter()
+            .map(|a| a.replace("{base_url}", &base).replace("{port}", &self.port.to_string()).replace("{home}", &home))
+            .collect()
+    }
+
+    /// Checks the name and port.
+    pub fn validate(&self) -> Result<(), CoreError> {
+        crate::names::validate("app", &self.name)?;
+        if self.port == 0 {
+            return Err(CoreError::invalid("apps.port", format!("app {} needs a port from 1 to 65535", self.name)));
+        }
+        Ok(())
+    }
+}
+
 /// The resources a workload asks for, after validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Resources {
@@ -173,6 +217,8 @@ pub struct Workload {
     pub resources: Resources,
     /// Higher runs first.
     pub priority: i32,
+    /// Web apps it serves through the hub's proxy.
+    pub apps: Vec<AppSpec>,
     /// Where it is.
     pub state: WorkloadState,
     /// GPU UUIDs assigned while it holds resources.
@@ -196,6 +242,21 @@ pub struct Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn app_placeholders() {
+        let a = AppSpec {
+            name: "lab".into(),
+            port: 8888,
+            command: vec!["jupyter".into(), "--base={base_url}".into(), "--port={port}".into(), "{home}".into()],
+        };
+        assert_eq!(
+            a.start_command("alice", "nb"),
+            ["jupyter", "--base=/w/alice/nb/lab/", "--port=8888", "/home/alice"]
+        );
+        assert!(AppSpec { port: 0, ..a.clone() }.validate().is_err());
+        assert!(AppSpec { name: "Lab!".into(), ..a }.validate().is_err());
+    }
 
     #[test]
     fn transitions() {

@@ -99,6 +99,8 @@ pub struct Config {
     pub reserved_memory: gpuhub_core::Bytes,
     /// CPUs (milli) held back from workloads for the host itself.
     pub reserved_cpu_milli: u64,
+    /// Whether admins may open other users' workspaces (apps, terminal, SSH as `<user>.<workspace>`).
+    pub admins_enter_workspaces: bool,
     /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
     pub admin_password: Option<String>,
 }
@@ -122,6 +124,7 @@ impl Default for Config {
             login_window_secs: 300,
             reserved_memory: gpuhub_core::Bytes(0),
             reserved_cpu_milli: 0,
+            admins_enter_workspaces: true,
             admin_password: None,
         }
     }
@@ -212,6 +215,7 @@ impl Config {
                 "SESSION_HOURS" => self.session_hours = parse(&key, &v)?,
                 "SECURE_COOKIES" => self.secure_cookies = parse(&key, &v)?,
                 "LOGIN_FAILURES" => self.login_failures = parse(&key, &v)?,
+                "ADMINS_ENTER_WORKSPACES" => self.admins_enter_workspaces = parse(&key, &v)?,
                 "ADMIN_PASSWORD" => self.admin_password = Some(v),
                 // variables of the client and of other tools share the prefix
                 _ => {}

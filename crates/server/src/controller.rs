@@ -571,7 +571,44 @@ impl Controller {
         w.container_id = Some(cid.clone());
         self.store.update_workload(w).await.map_err(|e| e.to_string())?;
         self.runtime.start(&cid).await.map_err(|e| e.to_string())?;
+        self.start_apps(w, user.uid, &cid).await;
         Ok(())
+    }
+
+    /// Starts the workload's apps that have a start command, as the owner, each writing its output to
+    /// `<data>/logs/<id>.<app>.log`. An app that fails to start is logged; the workload keeps running.
+    async fn start_apps(&self, w: &Workload, uid: u32, cid: &str) {
+        for app in w.apps.iter().filter(|a| !a.command.is_empty()) {
+            let home = format!("/home/{}", w.owner);
+            let exec = gpuhub_driver::ExecSpec {
+                command: app.start_command(&w.owner, &w.name),
+                user: format!("{uid}:{uid}"),
+                env: std::collections::BTreeMap::from([("HOME".to_owned(), home.clone())]),
+                working_dir: Some(home),
+                tty: None,
+            };
+            match self.runtime.exec(cid, &exec).await {
+                Ok(handle) => {
+                    let path = self.data_dir.join("logs").join(format!("{}.{}.log", w.id, app.name));
+                    tokio::spawn(async move {
+                        let mut out = handle.output;
+                        let mut file = match tokio::fs::File::create(&path).await {
+                            Ok(f) => Some(f),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot write {}", path.display());
+                                None
+                            }
+                        };
+                        while let Some(Ok(chunk)) = out.next().await {
+                            if let Some(f) = file.as_mut() {
+                                let _ = tokio::io::AsyncWriteExt::write_all(f, &chunk).await;
+                            }
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(workload = %w.id, app = %app.name, error = %e, "cannot start app"),
+            }
+        }
     }
 }
 

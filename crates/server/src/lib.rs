@@ -2,6 +2,7 @@
 //! container runtime. Only this crate knows HTTP; it reaches the runtime only through
 //! [`gpuhub_driver::Runtime`] and the database only through [`gpuhub_store::Store`].
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod config;
@@ -50,6 +51,9 @@ pub enum ServeError {
     /// The first admin could not be created.
     #[error("cannot create the first admin: {0}")]
     Bootstrap(String),
+    /// The SSH gateway could not start.
+    #[error("ssh gateway: {0}")]
+    Ssh(#[from] gpuhub_ssh::SshError),
 }
 
 /// A running server.
@@ -62,6 +66,7 @@ pub struct Server {
     shutdown: watch::Sender<bool>,
     http: JoinHandle<()>,
     controller: JoinHandle<()>,
+    ssh: JoinHandle<()>,
 }
 
 impl Server {
@@ -70,6 +75,7 @@ impl Server {
         let _ = self.shutdown.send(true);
         let _ = self.http.await;
         let _ = self.controller.await;
+        let _ = self.ssh.await;
     }
 
     /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
@@ -77,6 +83,7 @@ impl Server {
         let _ = self.http.await;
         let _ = self.shutdown.send(true);
         let _ = self.controller.await;
+        let _ = self.ssh.await;
     }
 
     /// A sender that stops the server when `true` is sent.
@@ -138,12 +145,39 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
     let (controller, handle) =
         Controller::new(store.clone(), runtime.clone(), config.clone(), node.clone(), data_dir.clone());
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
-    let state = AppState { store, runtime, config: config.clone(), node, controller: handle, limiter, data_dir };
+    let ssh_backend =
+        Arc::new(access::SshBackend { store: store.clone(), admins_enter_workspaces: config.admins_enter_workspaces });
+    let gateway = gpuhub_ssh::SshGateway::bind(
+        config.ssh_listen,
+        &data_dir.join("ssh_host_ed25519_key"),
+        ssh_backend,
+        runtime.clone(),
+    )
+    .await?;
+    let ssh_addr = gateway.local_addr();
+    let state = AppState {
+        store,
+        runtime,
+        config: config.clone(),
+        node,
+        controller: handle,
+        limiter,
+        data_dir,
+        http_client: access::http_client(),
+        ssh_addr: Some(ssh_addr),
+    };
     let (shutdown, rx) = watch::channel(false);
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let controller = tokio::spawn(controller.run(until(rx.clone())));
+    let ssh_stop = until(rx.clone());
+    let ssh = tokio::spawn(async move {
+        if let Err(e) = gateway.run(ssh_stop).await {
+            tracing::error!(error = %e, "ssh gateway failed");
+        }
+    });
+    tracing::info!(%ssh_addr, "ssh gateway listening");
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
@@ -156,7 +190,7 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
         }
     });
     tracing::info!(%addr, "gpuhub listening");
-    Ok(Server { addr, state, shutdown, http, controller })
+    Ok(Server { addr, state, shutdown, http, controller, ssh })
 }
 
 /// The whole HTTP surface.
@@ -170,6 +204,14 @@ pub fn router(state: AppState) -> axum::Router {
             async move { axum::Json((*doc).clone()) }
         }),
     )
+    .route("/login", axum::routing::get(access::login_page))
+    .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/login") }))
+    .route("/w/{owner}/{workload}/{app}", axum::routing::any(access::app_root))
+    .route("/w/{owner}/{workload}/{app}/", axum::routing::any(access::app_proxy))
+    .route("/w/{owner}/{workload}/{app}/{*rest}", axum::routing::any(access::app_proxy))
+    .route("/terminal/{owner}/{workload}", axum::routing::get(access::terminal))
+    .route("/terminal/{owner}/{workload}/", axum::routing::get(access::terminal))
+    .route("/terminal/{owner}/{workload}/{file}", axum::routing::get(access::terminal))
     .fallback(|| async { error::ApiError::not_found("no such endpoint") })
     .layer(axum::middleware::map_response(error::problem_for_bare_errors))
     .layer(tower_http::trace::TraceLayer::new_for_http())

@@ -119,6 +119,7 @@ mod tests {
             env: BTreeMap::from([("A".into(), "1".into())]),
             resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(1 << 30), gpus: gpus.len() as u32 },
             priority: 0,
+            apps: Vec::new(),
             state: WorkloadState::Starting,
             gpus: gpus.iter().map(|s| s.to_string()).collect(),
             container_id: None,

@@ -21,4 +21,8 @@ pub struct AppState {
     pub limiter: Arc<LoginLimiter>,
     /// Absolute data directory.
     pub data_dir: PathBuf,
+    /// Connections to workspace apps.
+    pub http_client: gpuhub_proxy::HttpClient,
+    /// Where the SSH gateway listens, once bound.
+    pub ssh_addr: Option<std::net::SocketAddr>,
 }

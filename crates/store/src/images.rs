@@ -1,5 +1,6 @@
 //! The admin-curated image catalog.
 
+use crate::codec::{get_json, to_json};
 use crate::{Result, Store, StoreError};
 use gpuhub_core::api::ImageEntry;
 use sqlx::Row;
@@ -10,6 +11,7 @@ fn image_from_row(row: &AnyRow) -> Result<ImageEntry> {
         name: row.try_get("name")?,
         image: row.try_get("image")?,
         description: row.try_get("description")?,
+        apps: get_json(row, "apps")?,
     })
 }
 
@@ -17,12 +19,14 @@ impl Store {
     /// Adds a catalog entry, or replaces the reference and description of the entry with that name.
     pub async fn upsert_image(&self, e: &ImageEntry) -> Result<()> {
         sqlx::query(
-            "INSERT INTO images (name, image, description) VALUES ($1, $2, $3) \
-             ON CONFLICT (name) DO UPDATE SET image = excluded.image, description = excluded.description",
+            "INSERT INTO images (name, image, description, apps) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (name) DO UPDATE SET image = excluded.image, description = excluded.description, \
+             apps = excluded.apps",
         )
         .bind(&e.name)
         .bind(&e.image)
         .bind(&e.description)
+        .bind(to_json("apps", &e.apps)?)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -30,7 +34,7 @@ impl Store {
 
     /// The catalog entry `name`.
     pub async fn get_image(&self, name: &str) -> Result<ImageEntry> {
-        let row = sqlx::query("SELECT name, image, description FROM images WHERE name = $1")
+        let row = sqlx::query("SELECT name, image, description, apps FROM images WHERE name = $1")
             .bind(name)
             .fetch_optional(&self.pool)
             .await?
@@ -40,8 +44,9 @@ impl Store {
 
     /// The whole catalog, ordered by name.
     pub async fn list_images(&self) -> Result<Vec<ImageEntry>> {
-        let rows =
-            sqlx::query("SELECT name, image, description FROM images ORDER BY name").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT name, image, description, apps FROM images ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(image_from_row).collect()
     }
 

@@ -20,7 +20,7 @@ pub struct WorkloadFilter {
 
 /// The workload columns, in the order [`workload_from_row`] reads them.
 const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
-                       gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at";
+                       gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps";
 
 /// Sets every mutable column from `$2`…`$10`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, container_id = $4, exit_code = $5, message = $6, \
@@ -41,6 +41,7 @@ fn workload_from_row(row: &AnyRow) -> Result<Workload> {
             gpus: get_int(row, "gpu_count")?,
         },
         priority: get_int(row, "priority")?,
+        apps: get_json(row, "apps")?,
         state: get_parsed(row, "state")?,
         gpus: get_json(row, "gpus")?,
         container_id: row.try_get("container_id")?,
@@ -74,7 +75,7 @@ impl Store {
     pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
         sqlx::query(&format!(
             "INSERT INTO workloads ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
         ))
         .bind(&w.id)
         .bind(&w.name)
@@ -96,6 +97,7 @@ impl Store {
         .bind(ms(w.queued_at))
         .bind(opt_ms(w.started_at))
         .bind(opt_ms(w.finished_at))
+        .bind(to_json("apps", &w.apps)?)
         .execute(&self.pool)
         .await
         .map_err(|e| {

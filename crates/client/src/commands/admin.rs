@@ -67,8 +67,8 @@ pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, ou
             }
             write!(out, "{}", t.render(""))?;
         }
-        Some(ImagesCommand::Add { name, image, description }) => {
-            let entry = ImageEntry { name, image, description };
+        Some(ImagesCommand::Add { name, image, description, apps }) => {
+            let entry = ImageEntry { name, image, description, apps };
             let v = api.send_json(Method::POST, &["images"], &entry).await?;
             match v {
                 Some(v) if json => print_json(out, &v)?,

@@ -24,6 +24,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         env: args.env.iter().cloned().collect(),
         resources: ResourceRequest { cpus: args.cpus, memory: args.memory, gpus: args.gpus },
         priority: args.priority,
+        apps: args.apps.clone(),
     }
 }
 
@@ -250,6 +251,7 @@ mod tests {
             env: Default::default(),
             resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(4 << 30), gpus: 1 },
             priority: 0,
+            apps: vec![],
             state,
             gpus: vec![],
             exit_code: None,

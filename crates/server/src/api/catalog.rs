@@ -58,6 +58,9 @@ pub async fn create_image(
 ) -> Result<(StatusCode, axum::Json<ImageEntry>), ApiError> {
     caller.require_admin()?;
     names::validate("image", &entry.name)?;
+    for app in &entry.apps {
+        app.validate()?;
+    }
     if !st.runtime.image_exists(&entry.image).await? {
         return Err(ApiError::unprocessable(format!(
             "invalid image: the container engine has no image {:?} (build or pull it on the node first)",

@@ -2,6 +2,7 @@
 
 mod account;
 mod catalog;
+mod keys;
 mod workloads;
 
 use crate::state::AppState;
@@ -45,6 +46,9 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(workloads::stop_workload))
         .routes(routes!(workloads::start_workload))
         .routes(routes!(workloads::workload_logs))
+        .routes(routes!(keys::add_key, keys::list_keys))
+        .routes(routes!(keys::delete_key))
+        .routes(routes!(keys::info))
         .routes(routes!(catalog::list_nodes))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .split_for_parts()

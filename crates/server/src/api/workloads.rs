@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use futures::StreamExt;
 use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
-use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_core::workload::{AppSpec, Workload, WorkloadState};
 use gpuhub_core::{admission, names};
 use gpuhub_store::{StoreError, WorkloadFilter};
 use serde::Deserialize;
@@ -110,7 +110,14 @@ pub async fn create_workload(
     if command.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::unprocessable("invalid command: arguments must not contain NUL"));
     }
-    let image = resolve_image(&st, &req.image).await?;
+    let (image, mut apps) = resolve_image(&st, &req.image).await?;
+    for app in &req.apps {
+        app.validate()?;
+        if apps.iter().any(|a| a.name == app.name) {
+            return Err(ApiError::unprocessable(format!("invalid apps: {} is declared twice", app.name)));
+        }
+        apps.push(app.clone());
+    }
     let now = Utc::now();
     let w = Workload {
         id,
@@ -122,6 +129,7 @@ pub async fn create_workload(
         env: req.env.clone(),
         resources,
         priority,
+        apps,
         state: WorkloadState::Queued,
         gpus: Vec::new(),
         container_id: None,
@@ -147,14 +155,14 @@ pub async fn create_workload(
     Ok(resp)
 }
 
-/// A catalog name becomes its image reference; a reference must be allowed by policy and present.
-async fn resolve_image(st: &AppState, image: &str) -> Result<String, ApiError> {
+/// A catalog name becomes its image reference and apps; a reference must be allowed by policy and present.
+async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>), ApiError> {
     if image.trim().is_empty() {
         return Err(ApiError::unprocessable("invalid image: must not be empty"));
     }
-    let reference = match st.store.get_image(image).await {
-        Ok(entry) => entry.image,
-        Err(StoreError::NotFound { .. }) if st.config.allow_any_image => image.to_owned(),
+    let (reference, apps) = match st.store.get_image(image).await {
+        Ok(entry) => (entry.image, entry.apps),
+        Err(StoreError::NotFound { .. }) if st.config.allow_any_image => (image.to_owned(), Vec::new()),
         Err(StoreError::NotFound { .. }) => {
             return Err(ApiError::unprocessable(format!(
                 "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs catalog images only"
@@ -167,7 +175,7 @@ async fn resolve_image(st: &AppState, image: &str) -> Result<String, ApiError> {
             "invalid image: {reference:?} is neither a catalog name nor an image the container engine has"
         )));
     }
-    Ok(reference)
+    Ok((reference, apps))
 }
 
 /// One workload.

@@ -40,6 +40,7 @@ pub fn node(gpus: u32) -> NodeCapacity {
 pub fn config(dir: &std::path::Path) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
+        ssh_listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.join("data"),
         admin_password: Some(ADMIN_PASSWORD.into()),
         ..Config::default()

@@ -8,7 +8,12 @@ use gpuhub_store::{SshKeyRecord, Store, StoreError};
 both!(images, ssh_keys, settings);
 
 fn image(name: &str, reference: &str, description: &str) -> ImageEntry {
-    ImageEntry { name: name.into(), image: reference.into(), description: description.into() }
+    let apps = vec![gpuhub_core::workload::AppSpec {
+        name: "lab".into(),
+        port: 8888,
+        command: vec!["jupyter".into(), "lab".into(), "--ServerApp.base_url={base_url}".into()],
+    }];
+    ImageEntry { name: name.into(), image: reference.into(), description: description.into(), apps }
 }
 
 async fn images(s: Store) {

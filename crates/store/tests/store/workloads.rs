@@ -22,6 +22,7 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         env: BTreeMap::new(),
         resources: Resources::default(),
         priority: 0,
+        apps: Vec::new(),
         state: WorkloadState::Queued,
         gpus: Vec::new(),
         container_id: None,
@@ -57,6 +58,11 @@ fn full() -> Workload {
         // memory above i64::MAX must survive the signed BIGINT column
         resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(u64::MAX - 7), gpus: 8 },
         priority: -42,
+        apps: vec![gpuhub_core::workload::AppSpec {
+            name: "lab".into(),
+            port: 8888,
+            command: vec!["jupyter".into(), "--ServerApp.base_url={base_url}".into()],
+        }],
         state: WorkloadState::Running,
         gpus: vec![
             "GPU-0a1b2c3d-0000-1111-2222-333344445555".into(),

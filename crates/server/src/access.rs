@@ -1,0 +1,239 @@
+//! The ways into a running workspace, behind the hub's own authentication: the app proxy at
+//! `/w/<owner>/<workspace>/<app>/…`, the browser terminal at `/terminal/<owner>/<workspace>/`, the login
+//! page browsers are sent to, and the SSH gateway's authorisation backend.
+//!
+//! Who may pass is decided here, once for all three: the owner, and admins when
+//! `admins_enter_workspaces` allows. Anyone else gets 404, as if the workspace did not exist.
+
+use crate::auth::{self, SESSION_COOKIE};
+use crate::error::ApiError;
+use crate::state::AppState;
+use async_trait::async_trait;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header, request::Parts};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use gpuhub_core::user::User;
+use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_ssh::{Denied, GatewayBackend, PublicKey, Target};
+use gpuhub_store::{Store, StoreError};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Whether a request comes from a browser page load (sent to the login page) rather than an API client.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
+}
+
+/// The caller, or the answer for an anonymous one: a redirect to the login page for browsers, 401 else.
+async fn caller_or_login(st: &AppState, parts: &Parts) -> Result<User, Response> {
+    let user = match auth::request_token(parts) {
+        Some(t) => auth::user_for_token(st, &t).await.ok(),
+        None => None,
+    };
+    match user {
+        Some(u) => Ok(u),
+        None if wants_html(&parts.headers) => {
+            let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            Err(Redirect::to(&format!("/login?next={}", encode(next))).into_response())
+        }
+        None => Err(ApiError::unauthorized("authentication required: log in, or send Authorization: Bearer <token>")
+            .into_response()),
+    }
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The workload `owner/name` if `user` may enter it; 404 otherwise (also for another user's).
+pub async fn enterable(st: &AppState, user: &User, owner: &str, name: &str) -> Result<Workload, ApiError> {
+    let allowed = user.username == owner || (user.is_admin() && st.config.admins_enter_workspaces);
+    let not_found = || ApiError::not_found(format!("no workspace named {name:?}"));
+    if !allowed {
+        return Err(not_found());
+    }
+    match st.store.get_workload(owner, name).await {
+        Ok(w) => Ok(w),
+        Err(StoreError::NotFound { .. }) => Err(not_found()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The running container of a workload, or a clear 503.
+fn running_container(w: &Workload) -> Result<String, ApiError> {
+    match (&w.container_id, w.state) {
+        (Some(cid), WorkloadState::Running) => Ok(cid.clone()),
+        (_, state) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("workspace {} is {state}, not running: start it with `gpuhub start {}`", w.name, w.name),
+        )),
+    }
+}
+
+/// `/w/{owner}/{workload}/{app}` → the same with a trailing slash (apps live under their prefix).
+pub async fn app_root(Path((owner, name, app)): Path<(String, String, String)>) -> Redirect {
+    Redirect::permanent(&format!("/w/{owner}/{name}/{app}/"))
+}
+
+/// `/w/{owner}/{workload}/{app}/…`: forwards HTTP and WebSockets to the app's port in the container.
+pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let segments: Vec<String> = parts.uri.path().split('/').skip(2).take(3).map(str::to_owned).collect();
+    let [owner, name, app] = segments.as_slice() else {
+        return ApiError::not_found("no such app").into_response();
+    };
+    let user = match caller_or_login(&st, &parts).await {
+        Ok(u) => u,
+        Err(resp) => return resp,
+    };
+    let target = async {
+        let w = enterable(&st, &user, owner, name).await?;
+        let spec = w
+            .apps
+            .iter()
+            .find(|a| &a.name == app)
+            .ok_or_else(|| ApiError::not_found(format!("workspace {name} has no app named {app:?}")))?;
+        let cid = running_container(&w)?;
+        let ip = st.runtime.inspect(&cid).await?.ip.ok_or_else(|| {
+            ApiError::new(StatusCode::BAD_GATEWAY, format!("workspace {name} has no address on its network"))
+        })?;
+        let ip = ip.parse().map_err(ApiError::internal)?;
+        Ok::<_, ApiError>((SocketAddr::new(ip, spec.port), spec.base_url(owner, name)))
+    }
+    .await;
+    match target {
+        Ok((upstream, prefix)) => {
+            gpuhub_proxy::forward(Request::from_parts(parts, body), upstream, &prefix, &st.http_client).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Refuses cross-site WebSocket handshakes (a browser sends `Origin`; it must be this host).
+fn same_origin(headers: &HeaderMap) -> bool {
+    let (Some(origin), Some(host)) = (headers.get(header::ORIGIN), headers.get(header::HOST)) else { return true };
+    let (Ok(origin), Ok(host)) = (origin.to_str(), host.to_str()) else { return false };
+    origin.split_once("://").is_some_and(|(_, rest)| rest == host)
+}
+
+/// `/terminal/{owner}/{workload}/{file}`: the terminal page, its assets, and (`ws`) its WebSocket.
+pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
+    let (mut parts, _body) = req.into_parts();
+    let segments: Vec<String> = parts.uri.path().split('/').skip(2).map(str::to_owned).collect();
+    let (owner, name, file) = match segments.as_slice() {
+        [o, n] => return Redirect::permanent(&format!("/terminal/{o}/{n}/")).into_response(),
+        [o, n, f] => (o.clone(), n.clone(), f.clone()),
+        _ => return ApiError::not_found("no such page").into_response(),
+    };
+    let user = match caller_or_login(&st, &parts).await {
+        Ok(u) => u,
+        Err(resp) => return resp,
+    };
+    let w = match enterable(&st, &user, &owner, &name).await {
+        Ok(w) => w,
+        Err(e) => return e.into_response(),
+    };
+    if file != "ws" {
+        return gpuhub_proxy::asset(&file).unwrap_or_else(|| ApiError::not_found("no such file").into_response());
+    }
+    if !same_origin(&parts.headers) {
+        return ApiError::forbidden("cross-origin terminal connections are refused").into_response();
+    }
+    let cid = match running_container(&w) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &st).await {
+        Ok(u) => u,
+        Err(e) => return ApiError::bad_request(format!("expected a WebSocket upgrade: {e}")).into_response(),
+    };
+    let uid = match st.store.get_user(&w.owner).await {
+        Ok(u) => u.uid,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let exec = gpuhub_proxy::shell_exec(&format!("{uid}:{uid}"), &format!("/home/{}", w.owner), 80, 24);
+    let runtime = st.runtime.clone();
+    upgrade.on_upgrade(move |socket| async move { gpuhub_proxy::terminal(socket, runtime, &cid, exec).await })
+}
+
+/// The login page browsers are sent to; it posts to `/api/v1/login` and returns to `next`.
+pub async fn login_page() -> Html<&'static str> {
+    Html(LOGIN_HTML)
+}
+
+const LOGIN_HTML: &str = r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gpuhub — log in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:16px system-ui,sans-serif;display:grid;place-items:center;height:100vh;margin:0;background:#f4f5f7}
+form{background:#fff;padding:2rem;border-radius:8px;box-shadow:0 1px 4px #0002;display:grid;gap:.8rem;min-width:18rem}
+input,button{font:inherit;padding:.5rem}#err{color:#b00020;min-height:1.2em}</style></head>
+<body><form id="f"><h1>gpuhub</h1>
+<label>User <input name="username" autocomplete="username" required autofocus></label>
+<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+<button>Log in</button><div id="err" role="alert"></div></form>
+<script>
+const f = document.getElementById("f");
+f.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const r = await fetch("/api/v1/login", {method: "POST", headers: {"content-type": "application/json"},
+    body: JSON.stringify({username: f.username.value, password: f.password.value})});
+  if (!r.ok) { document.getElementById("err").textContent = (await r.json()).detail; return; }
+  let next = new URLSearchParams(location.search).get("next") || "/";
+  if (!next.startsWith("/") || next.startsWith("//")) next = "/";
+  location.replace(next);
+});
+</script></body></html>"#;
+
+/// The SSH gateway's view of the hub: keys registered through the API, workspaces in the store.
+#[derive(Debug)]
+pub struct SshBackend {
+    pub store: Store,
+    pub admins_enter_workspaces: bool,
+}
+
+#[async_trait]
+impl GatewayBackend for SshBackend {
+    async fn authorize(&self, ssh_user: &str, key: &PublicKey) -> Result<Target, Denied> {
+        let denied = || Denied::NotAuthorized(ssh_user.to_owned());
+        let backend = |e: StoreError| Denied::Backend(e.to_string());
+        let fp = gpuhub_ssh::fingerprint(key);
+        let user = self.store.user_by_ssh_fingerprint(&fp).await.map_err(backend)?.ok_or_else(denied)?;
+        if user.disabled {
+            return Err(denied());
+        }
+        let (owner, name) = match ssh_user.split_once('.') {
+            Some((o, n)) if o == user.username || (user.is_admin() && self.admins_enter_workspaces) => (o, n),
+            Some(_) => return Err(denied()),
+            None => (user.username.as_str(), ssh_user),
+        };
+        let w = match self.store.get_workload(owner, name).await {
+            Ok(w) => w,
+            Err(StoreError::NotFound { .. }) => return Err(denied()),
+            Err(e) => return Err(backend(e)),
+        };
+        let uid = self.store.get_user(owner).await.map_err(backend)?.uid;
+        Ok(Target {
+            owner: owner.to_owned(),
+            workspace: name.to_owned(),
+            user: format!("{uid}:{uid}"),
+            home: format!("/home/{owner}"),
+            container_id: (w.state == WorkloadState::Running).then(|| w.container_id.clone()).flatten(),
+        })
+    }
+}
+
+/// A proxy client that never forwards the hub's session cookie.
+pub fn http_client() -> gpuhub_proxy::HttpClient {
+    gpuhub_proxy::HttpClient::new(&[SESSION_COOKIE])
+}
+
+/// The backend as the gateway takes it.
+pub fn ssh_backend(st: &AppState) -> Arc<dyn GatewayBackend> {
+    Arc::new(SshBackend { store: st.store.clone(), admins_enter_workspaces: st.config.admins_enter_workspaces })
+}
