@@ -31,6 +31,9 @@ pub(crate) struct Live {
 /// Order key: negated priority, outside the guarantee, dominant share, submit time.
 type OrderKey = (i32, bool, f64, i64);
 
+/// A shape without expression masks, and a gang size.
+type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
+
 /// The working state of one pass.
 #[derive(Debug)]
 pub(crate) struct Pass<'a> {
@@ -52,7 +55,7 @@ pub(crate) struct Pass<'a> {
     /// Total GPU memory per flat GPU.
     gpu_mem_total: Vec<u64>,
     /// `never_fits` answers per shape (without expression masks) and gang size.
-    never: HashMap<(u64, u64, u32, u32, u64, Option<Vec<bool>>, u32), Option<String>>,
+    never: HashMap<NeverKey, Option<String>>,
     /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU; `None`
     /// when the state changed since they were counted.
     summary: Option<(u32, u32, u32)>,

@@ -213,8 +213,24 @@ fn check_preemptions(
     }
     let spec =
         |name: &str| cfg.queues.iter().find(|q| q.name == name).cloned().unwrap_or_else(|| QueueSpec::open(name));
+    // what each queue holds during the pass: what runs plus what the pass starts
     let used = |name: &str| {
-        running.iter().filter(|r| r.queue == name).map(Quota::of_running).fold(Quota::default(), Quota::plus)
+        let started = d
+            .starts
+            .iter()
+            .filter(|s| pending.iter().any(|p| p.id == s.id && p.queue == name))
+            .flat_map(|s| s.placements.iter())
+            .map(|p| Quota {
+                gpu_milli: p.gpus.iter().map(|g| u64::from(g.milli)).sum(),
+                cpu_milli: p.cpu_milli,
+                memory: p.memory,
+            });
+        running
+            .iter()
+            .filter(|r| r.queue == name)
+            .map(Quota::of_running)
+            .chain(started)
+            .fold(Quota::default(), Quota::plus)
     };
     for p in &d.preemptions {
         let v = running.iter().find(|r| r.id == p.id).unwrap();

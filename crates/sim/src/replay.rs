@@ -159,7 +159,7 @@ struct Live {
 /// Members and GPUs per member for `gpus` on nodes of `g` GPUs: the fewest equal members that fit.
 fn gang(gpus: u32, g: u32) -> (u32, u32) {
     let mut m = gpus.div_ceil(g.max(1)).max(1);
-    while !gpus.is_multiple_of(m) {
+    while gpus % m != 0 {
         m += 1;
     }
     (m, gpus / m)
