@@ -295,7 +295,6 @@ impl<'a> Pass<'a> {
                 for h in &holds {
                     self.st.hold(h);
                 }
-                self.summary = None;
                 self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
                 self.queue(&p.queue).take(&p.user, want);
                 let placements = holds.iter().map(|h| self.placement(h)).collect();

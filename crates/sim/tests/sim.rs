@@ -1,0 +1,161 @@
+//! The simulator on small committed fixtures (no shared traces needed).
+
+use gpuhub_sim::replay::ReplayArgs;
+use gpuhub_sim::throughput::ThroughputArgs;
+use gpuhub_sim::{FgdArgs, SimError, fgd_report, parse_seeds};
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn fgd_args(pods: &str) -> FgdArgs {
+    FgdArgs {
+        nodes: fixture("nodes.csv"),
+        pods: fixture(pods),
+        tune: 1.3,
+        seeds: "1-3".into(),
+        policy: "all".into(),
+        json: true,
+        plot: None,
+    }
+}
+
+#[test]
+fn fgd_json_has_one_object_per_policy() {
+    for pods in ["pods.csv", "pods_5col.csv"] {
+        let out = fgd_report(&fgd_args(pods)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let arr = v.as_array().unwrap();
+        assert_eq!(arr.len(), 5);
+        let defaults: Vec<&str> =
+            arr.iter().filter(|o| o["default"] == true).map(|o| o["policy"].as_str().unwrap()).collect();
+        assert_eq!(defaults, ["fgd+"]);
+        for o in arr {
+            let a = o["alloc_at_100"].as_f64().unwrap();
+            assert!((0.0..=100.0).contains(&a), "{o}");
+            assert_eq!(o["seeds"].as_array().unwrap().len(), 3);
+            let curve = o["curve"].as_array().unwrap();
+            assert!(curve.len() > 100, "the curve reaches past 100% arrived demand");
+            assert_eq!(curve[100][0].as_f64(), Some(100.0));
+            assert!(o["workload"].as_str().unwrap().starts_with("pods"));
+        }
+    }
+}
+
+#[test]
+fn fgd_is_deterministic_and_plots() {
+    let mut a = fgd_args("pods.csv");
+    a.policy = "fgd+,bestfit".into();
+    let strip = |s: String| {
+        let mut v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        for o in v.as_array_mut().unwrap() {
+            o.as_object_mut().unwrap().remove("seconds");
+        }
+        v
+    };
+    assert_eq!(strip(fgd_report(&a).unwrap()), strip(fgd_report(&a).unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    a.plot = Some(dir.path().join("fgd.svg"));
+    a.json = false;
+    let text = fgd_report(&a).unwrap();
+    assert!(text.contains("fgd+") && text.contains("(default)"), "{text}");
+    let svg = std::fs::read_to_string(dir.path().join("fgd.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("bestfit"));
+}
+
+#[test]
+fn errors_name_file_line_and_field() {
+    let mut a = fgd_args("pods.csv");
+    a.nodes = fixture("nodes_bad_cpu.csv");
+    let e = fgd_report(&a).unwrap_err();
+    assert!(matches!(&e, SimError::Parse { line: 3, field, .. } if field == "cpu_milli"), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("nodes_bad_cpu.csv:3: field `cpu_milli`"), "{msg}");
+
+    let e = fgd_report(&fgd_args("pods_bad_milli.csv")).unwrap_err().to_string();
+    assert!(e.contains("pods_bad_milli.csv:3: field `gpu_milli`") && e.contains("1500"), "{e}");
+    let e = fgd_report(&fgd_args("pods_missing_column.csv")).unwrap_err().to_string();
+    assert!(e.contains("pods_missing_column.csv") && e.contains("missing column `gpu_milli`"), "{e}");
+    let e = fgd_report(&fgd_args("no_such_file.csv")).unwrap_err().to_string();
+    assert!(e.contains("no_such_file.csv"), "{e}");
+
+    let mut r = replay_args("philly_bad_time.csv");
+    let e = gpuhub_sim::replay::report(&r).unwrap_err().to_string();
+    assert!(e.contains("philly_bad_time.csv:3: field `timestamp`"), "{e}");
+    r.trace = fixture("philly_bad_gpus.csv");
+    let e = gpuhub_sim::replay::report(&r).unwrap_err().to_string();
+    assert!(e.contains("philly_bad_gpus.csv:2: field `num_gpus`"), "{e}");
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    assert_eq!(parse_seeds("42-44").unwrap(), vec![42, 43, 44]);
+    assert_eq!(parse_seeds("1,5").unwrap(), vec![1, 5]);
+    assert!(parse_seeds("9-1").unwrap_err().to_string().contains("--seeds"));
+    let mut a = fgd_args("pods.csv");
+    a.policy = "worstfit".into();
+    let e = fgd_report(&a).unwrap_err().to_string();
+    assert!(e.contains("--policy") && e.contains("worstfit"), "{e}");
+    a.policy = "all".into();
+    a.tune = -1.0;
+    assert!(fgd_report(&a).unwrap_err().to_string().contains("--tune"));
+    let mut r = replay_args("philly_small.csv");
+    r.policy = "lifo".into();
+    assert!(gpuhub_sim::replay::report(&r).unwrap_err().to_string().contains("--policy"));
+}
+
+fn replay_args(trace: &str) -> ReplayArgs {
+    ReplayArgs {
+        trace: fixture(trace),
+        nodes: 2,
+        gpus_per_node: 8,
+        policy: "fifo,fifo-backfill,fgd+".into(),
+        rate: 1.0,
+        sample: 1.0,
+        tick_s: 10,
+        seed: 1,
+        json: true,
+        plot: None,
+    }
+}
+
+#[test]
+fn replay_reports_every_policy() {
+    let out = gpuhub_sim::replay::report(&replay_args("philly_small.csv")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let arr = v.as_array().unwrap();
+    let names: Vec<&str> = arr.iter().map(|o| o["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fifo", "fifo-backfill", "fgd+"]);
+    for o in arr {
+        for k in ["jobs", "mean_jct_s", "p95_jct_s", "mean_queue_s", "makespan_s"] {
+            assert!(o[k].is_number(), "{k} in {o}");
+        }
+        // 16-GPU jobs are gangs of two 8-GPU members on this 2-node cluster; every job finishes
+        assert_eq!(o["jobs"].as_u64(), Some(60));
+        assert!(o["mean_jct_s"].as_f64().unwrap() >= o["mean_queue_s"].as_f64().unwrap());
+    }
+    assert_eq!(arr[2]["default"], true);
+    let fifo = arr[0]["mean_queue_s"].as_f64().unwrap();
+    let backfill = arr[1]["mean_queue_s"].as_f64().unwrap();
+    assert!(backfill <= fifo, "backfill {backfill} vs fifo {fifo}");
+    let mut text = replay_args("philly_small.csv");
+    text.json = false;
+    let dir = tempfile::tempdir().unwrap();
+    text.plot = Some(dir.path().join("alloc.svg"));
+    let s = gpuhub_sim::replay::report(&text).unwrap();
+    assert!(s.contains("per team") && s.contains("aa11"), "{s}");
+    assert!(dir.path().join("alloc.svg").exists());
+}
+
+#[test]
+fn throughput_runs_small() {
+    let a = ThroughputArgs { nodes: 20, gpus_per_node: 4, pending: 50, policy: "all".into(), seed: 3, json: true };
+    let out = gpuhub_sim::throughput::report(&a).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for o in v.as_array().unwrap() {
+        assert!(o["placements_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(o["p99_decision_ms"].is_number());
+        assert!(o["default"].is_boolean());
+    }
+}
