@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use gpuhub_core::Bytes;
+use std::path::PathBuf;
 
 /// Options every client command accepts, before or after the subcommand.
 #[derive(Debug, Clone, Default, Args)]
@@ -60,6 +61,18 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Manage the SSH public keys that let you into your workspaces.
+    SshKey {
+        /// What to do with keys.
+        #[command(subcommand)]
+        command: SshKeyCommand,
+    },
+    /// Open a shell in a workspace, or run a command there, with the system `ssh` through the hub's
+    /// SSH gateway; exits with ssh's exit code.
+    Ssh(SshArgs),
+    /// Print `~/.ssh/config` entries for your workspaces (`Host gpuhub-<name>`), for `ssh`, `scp` and
+    /// editors such as VS Code Remote-SSH.
+    SshConfig(SshConfigArgs),
 }
 
 /// `gpuhub login`.
@@ -201,6 +214,51 @@ pub enum UserCommand {
         /// Login name.
         name: String,
     },
+}
+
+/// Subcommands of `gpuhub ssh-key`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SshKeyCommand {
+    /// Register a public key (an OpenSSH `.pub` file such as `~/.ssh/id_ed25519.pub`); prints its
+    /// fingerprint.
+    Add {
+        /// The public key file.
+        file: PathBuf,
+    },
+    /// List your keys.
+    List,
+    /// Remove a key.
+    Rm {
+        /// Its fingerprint, as `list` shows it (`SHA256:…`).
+        fingerprint: String,
+    },
+}
+
+/// `gpuhub ssh`.
+#[derive(Debug, Clone, Args)]
+pub struct SshArgs {
+    /// The workspace.
+    pub name: String,
+    /// Another user's workspace (admin).
+    #[arg(long, value_name = "USER")]
+    pub owner: Option<String>,
+    /// The private key to log in with (`ssh -i`).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// An option for ssh (`-o StrictHostKeyChecking=accept-new`); repeat for more.
+    #[arg(long = "option", short = 'o', value_name = "OPT")]
+    pub options: Vec<String>,
+    /// A command to run instead of a shell, after `--` (joined with spaces, as ssh does).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `gpuhub ssh-config`.
+#[derive(Debug, Clone, Args)]
+pub struct SshConfigArgs {
+    /// Add `IdentityFile FILE` to every entry.
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
 }
 
 /// Parses `--memory` with the platform's quantity rules.
@@ -422,5 +480,39 @@ mod tests {
             ClientCommand::User { command: UserCommand::List }
         ));
         assert!(parse(&["user"]).is_err());
+    }
+
+    #[test]
+    fn ssh_commands() {
+        let cli = parse(&["ssh-key", "add", "/k/id.pub"]).unwrap();
+        let ClientCommand::SshKey { command: SshKeyCommand::Add { file } } = cli.command else { panic!("not add") };
+        assert_eq!(file, PathBuf::from("/k/id.pub"));
+        assert!(matches!(
+            parse(&["ssh-key", "list"]).unwrap().command,
+            ClientCommand::SshKey { command: SshKeyCommand::List }
+        ));
+        let cli = parse(&["ssh-key", "rm", "SHA256:x/y"]).unwrap();
+        assert!(
+            matches!(cli.command, ClientCommand::SshKey { command: SshKeyCommand::Rm { ref fingerprint } } if fingerprint == "SHA256:x/y")
+        );
+        assert!(parse(&["ssh-key", "add"]).is_err());
+
+        let cli = parse(&["ssh", "nb"]).unwrap();
+        let ClientCommand::Ssh(a) = cli.command else { panic!("not ssh") };
+        assert_eq!((a.name.as_str(), a.owner, a.identity, a.options.len(), a.command.len()), ("nb", None, None, 0, 0));
+        let cli = parse(&[
+            "ssh", "nb", "--owner", "alice", "-i", "/k/id", "-o", "A=1", "-o", "B=2", "--", "ls", "-l", "--all",
+        ])
+        .unwrap();
+        let ClientCommand::Ssh(a) = cli.command else { panic!("not ssh") };
+        assert_eq!(a.owner.as_deref(), Some("alice"));
+        assert_eq!(a.identity, Some(PathBuf::from("/k/id")));
+        assert_eq!(a.options, ["A=1", "B=2"]);
+        assert_eq!(a.command, ["ls", "-l", "--all"]);
+        assert!(parse(&["ssh"]).is_err(), "ssh needs a workspace");
+
+        let cli = parse(&["ssh-config", "--identity", "/k/id"]).unwrap();
+        let ClientCommand::SshConfig(c) = cli.command else { panic!("not ssh-config") };
+        assert_eq!(c.identity, Some(PathBuf::from("/k/id")));
     }
 }

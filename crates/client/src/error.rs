@@ -84,6 +84,25 @@ pub enum ClientError {
     /// Reading a password from the terminal or standard input failed, or it was unusable.
     #[error("password: {0}")]
     Password(String),
+    /// The server does not run the SSH gateway (its `/api/v1/info` names no port).
+    #[error("{0} runs no SSH gateway")]
+    NoSshGateway(String),
+    /// A program the command runs (`ssh`) could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file named on the command line is not what the command needs.
+    #[error("{}: {reason}", path.display())]
+    BadFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Writing to standard output failed.
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),

@@ -6,6 +6,7 @@
 //!
 //! Credentials live in `$XDG_CONFIG_HOME/gpuhub/credentials.json` (else `$HOME/.config/gpuhub/`), mode
 //! 0600; `--server`/`GPUHUB_SERVER` override the saved server and `GPUHUB_TOKEN` the saved token.
+//! `gpuhub ssh` runs `ssh` from `PATH`, or the program `GPUHUB_SSH` names.
 
 mod cli;
 mod commands;
@@ -16,7 +17,7 @@ pub mod table;
 
 pub use cli::{
     ClientCli, ClientCommand, GlobalOpts, ImagesArgs, ImagesCommand, LoginArgs, LogsArgs, NameArgs, PsArgs, RunArgs,
-    UserCommand,
+    SshArgs, SshConfigArgs, SshKeyCommand, UserCommand,
 };
 pub use credentials::Credentials;
 pub use error::ClientError;
@@ -37,6 +38,8 @@ pub struct Context {
     pub password: Option<String>,
     /// How often `run --follow` asks whether a workload has ended when its log stream could not say.
     pub poll_interval: Duration,
+    /// The ssh client `gpuhub ssh` runs (`ssh`, or `GPUHUB_SSH`).
+    pub ssh_program: PathBuf,
 }
 
 /// Leaves secrets out.
@@ -47,6 +50,7 @@ impl std::fmt::Debug for Context {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("poll_interval", &self.poll_interval)
+            .field("ssh_program", &self.ssh_program)
             .finish()
     }
 }
@@ -54,7 +58,13 @@ impl std::fmt::Debug for Context {
 impl Context {
     /// A context with this config directory, no token override and interactive passwords.
     pub fn new(config_dir: impl Into<PathBuf>) -> Self {
-        Self { config_dir: config_dir.into(), token: None, password: None, poll_interval: Duration::from_secs(1) }
+        Self {
+            config_dir: config_dir.into(),
+            token: None,
+            password: None,
+            poll_interval: Duration::from_secs(1),
+            ssh_program: PathBuf::from("ssh"),
+        }
     }
 
     /// The context of this process: the config directory from `XDG_CONFIG_HOME`/`HOME`, the token
@@ -62,12 +72,19 @@ impl Context {
     pub fn from_env() -> Result<Self, ClientError> {
         let mut ctx = Self::new(credentials::default_config_dir()?);
         ctx.token = std::env::var("GPUHUB_TOKEN").ok().filter(|t| !t.trim().is_empty());
+        ctx.ssh_program = commands::ssh_program_from(std::env::var_os("GPUHUB_SSH"));
         Ok(ctx)
     }
 
     /// Uses `token` instead of the saved one.
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Runs `program` for `gpuhub ssh` instead of `ssh`.
+    pub fn with_ssh_program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.ssh_program = program.into();
         self
     }
 
@@ -79,7 +96,7 @@ impl Context {
 }
 
 /// Runs a client command for this process (environment, standard output) and returns the exit code to
-/// use: 0, or for `run --follow` the workload's exit code.
+/// use: 0, for `run --follow` the workload's exit code, for `ssh` ssh's.
 pub async fn run(global: GlobalOpts, cmd: ClientCommand) -> Result<i32, ClientError> {
     let ctx = Context::from_env()?;
     let mut stdout = std::io::stdout();

@@ -173,6 +173,20 @@ pub struct ImageEntry {
     pub apps: Vec<AppSpec>,
 }
 
+/// Why a queued workload waits, from the scheduler's last pass.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct Explanation {
+    /// The kind of obstacle (`resources`, `queue-limit`, `backfill`, `reservation`, `unschedulable`…).
+    pub reason: String,
+    /// One line for people.
+    pub message: String,
+    /// 1-based position among pending workloads in scheduling order.
+    pub position: u32,
+    /// When it is expected to start, when run-time limits allow an estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<DateTime<Utc>>,
+}
+
 /// A workload as the API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WorkloadView {
@@ -196,6 +210,9 @@ pub struct WorkloadView {
     /// Why it is in its state (for a queued workload: what it waits for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// For a queued workload: why it waits, its position and estimated start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Explanation>,
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
@@ -220,6 +237,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             gpus: w.gpus.clone(),
             exit_code: w.exit_code,
             message: w.message.clone(),
+            explanation: None,
             created_at: w.created_at,
             started_at: w.started_at,
             finished_at: w.finished_at,

@@ -99,6 +99,12 @@ pub struct Config {
     pub reserved_memory: gpuhub_core::Bytes,
     /// CPUs (milli) held back from workloads for the host itself.
     pub reserved_cpu_milli: u64,
+    /// The scheduler: placement `policy` (`fgd+` default, `fgd`, `bestfit`, `spread`, `random`), `backfill`,
+    /// `preemption` (off by default here: turn it on together with team queues), team `queues` with
+    /// guarantees and borrowing limits, and GPU `reservations`. See `gpuhub_sched::Config`.
+    pub scheduler: gpuhub_sched::Config,
+    /// Half-life of the decayed usage that fair share compares, in hours.
+    pub fair_share_half_life_hours: f64,
     /// Whether admins may open other users' workspaces (apps, terminal, SSH as `<user>.<workspace>`).
     pub admins_enter_workspaces: bool,
     /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
@@ -125,6 +131,11 @@ impl Default for Config {
             reserved_memory: gpuhub_core::Bytes(0),
             reserved_cpu_milli: 0,
             admins_enter_workspaces: true,
+            scheduler: gpuhub_sched::Config {
+                preemption: gpuhub_sched::Preemption { enabled: false, ..Default::default() },
+                ..Default::default()
+            },
+            fair_share_half_life_hours: 24.0,
             admin_password: None,
         }
     }
@@ -146,6 +157,7 @@ impl fmt::Debug for Config {
             .field("reconcile_secs", &self.reconcile_secs)
             .field("session_hours", &self.session_hours)
             .field("secure_cookies", &self.secure_cookies)
+            .field("scheduler", &self.scheduler)
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -215,6 +227,11 @@ impl Config {
                 "SESSION_HOURS" => self.session_hours = parse(&key, &v)?,
                 "SECURE_COOKIES" => self.secure_cookies = parse(&key, &v)?,
                 "LOGIN_FAILURES" => self.login_failures = parse(&key, &v)?,
+                "SCHEDULER_POLICY" => {
+                    self.scheduler.policy = v.parse().map_err(|e: gpuhub_sched::UnknownPolicy| {
+                        ConfigError::Invalid { key: key.clone(), reason: e.to_string() }
+                    })?
+                }
                 "ADMINS_ENTER_WORKSPACES" => self.admins_enter_workspaces = parse(&key, &v)?,
                 "ADMIN_PASSWORD" => self.admin_password = Some(v),
                 // variables of the client and of other tools share the prefix
@@ -259,6 +276,21 @@ mod tests {
         assert_eq!(c.gpus[0].memory, gpuhub_core::Bytes(141 << 30));
         assert_eq!(c.data_dir, PathBuf::from("./gpuhub-data"));
         assert!(c.effective_database_url().starts_with("sqlite://./gpuhub-data/"));
+        assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::default());
+        assert!(!c.scheduler.preemption.enabled);
+    }
+
+    #[test]
+    fn scheduler_section() {
+        let c = Config::from_toml(
+            "[scheduler]\npolicy = \"bestfit\"\nbackfill = \"off\"\n[[scheduler.queues]]\nname = \"vision\"\nweight = 2.0\n",
+        )
+        .unwrap();
+        assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::BestFit);
+        assert_eq!(c.scheduler.queues[0].name, "vision");
+        let c = Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "spread")])).unwrap();
+        assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::Spread);
+        assert!(Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "magic")])).is_err());
     }
 
     #[test]

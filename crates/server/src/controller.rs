@@ -10,14 +10,14 @@ use crate::error::ApiError;
 use crate::spec::{self, SpecContext};
 use chrono::Utc;
 use futures::StreamExt;
-use gpuhub_core::admission;
+use gpuhub_core::api::Explanation;
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_driver::{ContainerInfo, ContainerStatus, EventStream, Runtime, RuntimeError, RuntimeEvent};
 use gpuhub_store::{Store, StoreError, WorkloadFilter};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
@@ -51,12 +51,21 @@ pub struct ControllerHandle {
     tx: mpsc::Sender<Command>,
     kick: Arc<Notify>,
     changes: broadcast::Sender<String>,
+    explanations: Explanations,
 }
+
+/// The scheduler's explanation of every queued workload, by id, from its last pass.
+pub type Explanations = Arc<RwLock<HashMap<String, Explanation>>>;
 
 impl ControllerHandle {
     /// Asks for a scheduling pass soon (after a submit).
     pub fn kick(&self) {
         self.kick.notify_one();
+    }
+
+    /// Why a queued workload waits (from the scheduler's last pass).
+    pub fn explanation(&self, id: &str) -> Option<Explanation> {
+        self.explanations.read().ok()?.get(id).cloned()
     }
 
     /// Ids of workloads whose state changed, as they change.
@@ -101,6 +110,10 @@ pub struct Controller {
     changes: broadcast::Sender<String>,
     /// Workloads being stopped, with the callers waiting for it.
     stopping: HashMap<String, Vec<Reply<Workload>>>,
+    /// Why each queued workload waits, shared with the API.
+    explanations: Explanations,
+    /// Decayed usage per queue, for fair share.
+    usage: gpuhub_sched::Usage,
 }
 
 impl Controller {
@@ -117,7 +130,13 @@ impl Controller {
         let (changes, _) = broadcast::channel(1024);
         let control_devices =
             spec::CONTROL_DEVICES.iter().filter(|d| std::path::Path::new(d).exists()).map(|d| d.to_string()).collect();
-        let handle = ControllerHandle { tx: tx.clone(), kick: kick.clone(), changes: changes.clone() };
+        let explanations = Explanations::default();
+        let handle = ControllerHandle {
+            tx: tx.clone(),
+            kick: kick.clone(),
+            changes: changes.clone(),
+            explanations: explanations.clone(),
+        };
         let c = Self {
             store,
             runtime,
@@ -130,6 +149,8 @@ impl Controller {
             kick,
             changes,
             stopping: HashMap::new(),
+            explanations,
+            usage: gpuhub_sched::Usage::default(),
         };
         (c, handle)
     }
@@ -210,16 +231,8 @@ impl Controller {
         }
         match (&w.container_id, w.state) {
             (Some(cid), WorkloadState::Starting | WorkloadState::Running) => {
-                let waiting = self.stopping.entry(id.clone()).or_default();
-                waiting.push(reply);
-                if waiting.len() == 1 {
-                    let (rt, tx, cid) = (self.runtime.clone(), self.tx.clone(), cid.clone());
-                    let grace = Duration::from_secs(self.config.stop_grace_secs);
-                    tokio::spawn(async move {
-                        let result = rt.stop(&cid, grace).await;
-                        let _ = tx.send(Command::Stopped { id, result }).await;
-                    });
-                }
+                let cid = cid.clone();
+                self.begin_stop(id, &cid, Duration::from_secs(self.config.stop_grace_secs), Some(reply));
             }
             _ => {
                 w.state = WorkloadState::Stopped;
@@ -229,6 +242,21 @@ impl Controller {
                 let r = self.save(&w).await.map(|_| w).map_err(ApiError::from);
                 let _ = reply.send(r);
             }
+        }
+    }
+
+    /// Stops a container in the background (SIGTERM, SIGKILL after `grace`); [`Command::Stopped`] records
+    /// the outcome. `reply`, when given, is answered then.
+    fn begin_stop(&mut self, id: String, cid: &str, grace: Duration, reply: Option<Reply<Workload>>) {
+        let first = !self.stopping.contains_key(&id);
+        let waiting = self.stopping.entry(id.clone()).or_default();
+        waiting.extend(reply);
+        if first {
+            let (rt, tx, cid) = (self.runtime.clone(), self.tx.clone(), cid.to_owned());
+            tokio::spawn(async move {
+                let result = rt.stop(&cid, grace).await;
+                let _ = tx.send(Command::Stopped { id, result }).await;
+            });
         }
     }
 
@@ -252,7 +280,9 @@ impl Controller {
                 w.exit_code = code;
                 w.gpus.clear();
                 w.finished_at = Some(Utc::now());
-                w.message = Some("stopped".into());
+                if !w.message.as_deref().is_some_and(|m| m.starts_with("preempted")) {
+                    w.message = Some("stopped".into());
+                }
                 self.save(&w).await?;
                 self.archive_logs(&w);
             }
@@ -476,39 +506,58 @@ impl Controller {
             states: Some(vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running]),
         };
         let active = self.store.list_workloads(&filter).await?;
-        if !active.iter().any(|w| w.state == WorkloadState::Queued) {
-            return Ok(());
-        }
-        let holding: Vec<admission::Holding<'_>> = active
+        let now = Utc::now();
+        let now_ms = now.timestamp_millis();
+        let running: Vec<gpuhub_sched::Running> = active
             .iter()
             .filter(|w| w.state.holds_resources())
-            .map(|w| admission::Holding { resources: w.resources, gpus: &w.gpus })
+            .map(|w| crate::scheduling::running(&self.node, w, self.stopping.contains_key(&w.id)))
             .collect();
-        let waiting: Vec<admission::Waiting<'_>> = active
-            .iter()
-            .filter(|w| w.state == WorkloadState::Queued)
-            .map(|w| admission::Waiting {
-                id: &w.id,
-                resources: w.resources,
-                priority: w.priority,
-                queued_at: w.queued_at,
-            })
-            .collect();
-        let (starts, waits) = admission::admit(admission::free(&self.node, &holding), &waiting);
+        let half_life = (self.config.fair_share_half_life_hours * 3_600_000.0) as i64;
+        self.usage.advance(&running, now_ms, half_life.max(1));
+        if !active.iter().any(|w| w.state == WorkloadState::Queued) {
+            self.explanations.write().map_err(ApiError::internal)?.clear();
+            return Ok(());
+        }
+        let pending: Vec<gpuhub_sched::Pending> =
+            active.iter().filter(|w| w.state == WorkloadState::Queued).map(crate::scheduling::pending).collect();
+        let mut config = self.config.scheduler.clone();
+        config.usage = self.usage.clone();
+        let decisions =
+            gpuhub_sched::schedule(&crate::scheduling::cluster(&self.node), &running, &pending, &config, now_ms);
         let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();
-        for (id, why) in waits {
-            let w = by_id[id.as_str()];
-            if w.message.as_deref() != Some(why.as_str()) {
-                let mut w = w.clone();
-                w.message = Some(why);
+
+        let explained: HashMap<String, Explanation> =
+            decisions.pending.iter().map(|e| (e.id.clone(), crate::scheduling::explanation(e))).collect();
+        for e in &decisions.pending {
+            let Some(w) = by_id.get(e.id.as_str()) else { continue };
+            if w.message.as_deref() != Some(e.message.as_str()) {
+                let mut w = (*w).clone();
+                w.message = Some(e.message.clone());
                 if self.store.update_workload_if(&w, WorkloadState::Queued).await? {
                     self.changed(&w.id);
                 }
             }
         }
-        for s in starts {
-            let w = by_id[s.id.as_str()].clone();
-            self.launch(w, s.gpus).await?;
+        *self.explanations.write().map_err(ApiError::internal)? = explained;
+
+        for p in decisions.preemptions {
+            let Some(w) = by_id.get(p.id.as_str()) else { continue };
+            let Some(cid) = w.container_id.clone() else { continue };
+            if self.stopping.contains_key(&p.id) {
+                continue;
+            }
+            tracing::info!(victim = %p.id, for_id = %p.for_id, reason = %p.reason, "preempting");
+            let mut victim = (*w).clone();
+            victim.message = Some(format!("preempted: {}", p.reason));
+            self.save(&victim).await?;
+            let grace = Duration::from_millis(u64::try_from(p.grace_ms).unwrap_or(0));
+            self.begin_stop(p.id.clone(), &cid, grace, None);
+        }
+        for start in decisions.starts {
+            let Some(w) = by_id.get(start.id.as_str()) else { continue };
+            let gpus = start.placements.iter().flat_map(|p| p.gpus.iter().map(|g| g.uuid.clone())).collect();
+            self.launch((*w).clone(), gpus).await?;
         }
         Ok(())
     }

@@ -29,6 +29,9 @@ async fn third_gpu_job_queues_until_one_finishes() {
         c
     };
     assert!(c["message"].as_str().unwrap().contains("GPU"), "{c}");
+    // the scheduler's explanation: what it waits for and where it stands
+    assert_eq!(c["explanation"]["reason"], "resources", "{c}");
+    assert_eq!(c["explanation"]["position"], 1, "{c}");
     let held: BTreeSet<String> = [&a, &b]
         .iter()
         .flat_map(|w| w["gpus"].as_array().unwrap().iter().map(|g| g.as_str().unwrap().to_owned()))

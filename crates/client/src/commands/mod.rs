@@ -1,7 +1,10 @@
 //! The commands: each turns its arguments into API calls and prints a table, a line or JSON.
 
 mod admin;
+mod ssh;
 mod workloads;
+
+pub(crate) use ssh::ssh_program_from;
 
 use crate::cli::{ClientCommand, GlobalOpts, LoginArgs};
 use crate::credentials::Credentials;
@@ -44,6 +47,13 @@ pub(crate) async fn dispatch(
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
+        ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,
+        ClientCommand::Ssh(args) => {
+            // ssh writes to the terminal itself: what was printed so far must come first
+            out.flush()?;
+            return ssh::ssh(ctx, &api, args).await;
+        }
+        ClientCommand::SshConfig(args) => ssh::config(&api, args, out).await?,
     }
     Ok(0)
 }

@@ -256,6 +256,7 @@ mod tests {
             gpus: vec![],
             exit_code: None,
             message: message.map(str::to_owned),
+            explanation: None,
             created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
             started_at: None,
             finished_at: None,

@@ -56,6 +56,15 @@ async fn lookup(st: &AppState, caller: &Caller, name: &str, owner: Option<&str>)
     }
 }
 
+/// A workload with the scheduler's explanation when it waits.
+fn view(st: &AppState, w: &Workload) -> WorkloadView {
+    let mut v = WorkloadView::from(w);
+    if w.state == WorkloadState::Queued {
+        v.explanation = st.controller.explanation(&w.id);
+    }
+    v
+}
+
 /// The caller's workloads; with `?all=true` (admins) everyone's.
 #[utoipa::path(get, path = "/api/v1/workloads", tag = "workloads", params(ListQuery),
     responses((status = 200, body = [WorkloadView]), (status = 401, body = Problem), (status = 403, body = Problem)))]
@@ -68,7 +77,7 @@ pub async fn list_workloads(
         caller.require_admin()?;
     }
     let filter = WorkloadFilter { owner: (!q.all).then(|| caller.0.username.clone()), states: None };
-    Ok(axum::Json(st.store.list_workloads(&filter).await?.iter().map(WorkloadView::from).collect()))
+    Ok(axum::Json(st.store.list_workloads(&filter).await?.iter().map(|w| view(&st, w)).collect()))
 }
 
 fn short_id() -> String {
@@ -187,7 +196,7 @@ pub async fn get_workload(
     Path(name): Path<String>,
     Query(q): Query<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
-    Ok(axum::Json(WorkloadView::from(&lookup(&st, &caller, &name, q.owner.as_deref()).await?)))
+    Ok(axum::Json(view(&st, &lookup(&st, &caller, &name, q.owner.as_deref()).await?)))
 }
 
 /// Stops a workload (SIGTERM, then SIGKILL after the grace period); answers once it has stopped.

@@ -1,0 +1,159 @@
+//! The translation between the store's workloads and the scheduler's snapshot (`gpuhub-sched`), which
+//! makes every placement decision of the server.
+
+use chrono::DateTime;
+use gpuhub_core::api::Explanation;
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::workload::Workload;
+use gpuhub_sched::{Cluster, Gpu, GpuRequest, GpuShare, Node, Pending, Placement, Request, Running, WHOLE};
+
+/// The one local node as the scheduler sees it.
+pub fn cluster(node: &NodeCapacity) -> Cluster {
+    Cluster {
+        nodes: vec![Node {
+            name: node.name.clone(),
+            cpu_milli: node.cpus.0,
+            memory: node.memory.0,
+            labels: Default::default(),
+            gpus: node
+                .gpus
+                .iter()
+                .map(|g| Gpu { uuid: g.uuid.clone(), index: g.index, model: g.model.clone(), memory: g.memory.0 })
+                .collect(),
+        }],
+    }
+}
+
+/// What a workload asks of the scheduler.
+pub fn request(w: &Workload) -> Request {
+    Request {
+        cpu_milli: w.resources.cpu_milli.0,
+        memory: w.resources.memory.0,
+        gpu: match w.resources.gpus {
+            0 => GpuRequest::None,
+            count => GpuRequest::Whole { count },
+        },
+        ..Default::default()
+    }
+}
+
+/// A queued workload.
+pub fn pending(w: &Workload) -> Pending {
+    Pending {
+        id: w.id.clone(),
+        queue: String::new(),
+        user: w.owner.clone(),
+        priority: w.priority,
+        submit_ms: w.queued_at.timestamp_millis(),
+        request: request(w),
+        members: 1,
+        runtime_limit_ms: None,
+    }
+}
+
+/// A workload holding resources, with its GPUs.
+pub fn running(node: &NodeCapacity, w: &Workload, stopping: bool) -> Running {
+    Running {
+        id: w.id.clone(),
+        queue: String::new(),
+        user: w.owner.clone(),
+        priority: w.priority,
+        started_ms: w.started_at.unwrap_or(w.queued_at).timestamp_millis(),
+        runtime_limit_ms: None,
+        placements: vec![Placement {
+            node: node.name.clone(),
+            gpus: w.gpus.iter().map(|uuid| GpuShare { uuid: uuid.clone(), milli: WHOLE, memory: 0 }).collect(),
+            cpu_milli: w.resources.cpu_milli.0,
+            memory: w.resources.memory.0,
+        }],
+        preemptible: true,
+        stopping,
+    }
+}
+
+/// The API's form of an explanation.
+pub fn explanation(e: &gpuhub_sched::Explanation) -> Explanation {
+    Explanation {
+        reason: e.reason.as_str().to_owned(),
+        message: e.message.clone(),
+        position: e.position,
+        estimated_start: e.estimated_start_ms.and_then(DateTime::from_timestamp_millis),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuhub_core::node::GpuDevice;
+    use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
+    use gpuhub_core::{Bytes, CpuMilli};
+
+    fn node() -> NodeCapacity {
+        NodeCapacity {
+            name: "n".into(),
+            cpus: CpuMilli(4000),
+            memory: Bytes(8 << 30),
+            gpus: (0..2)
+                .map(|i| GpuDevice {
+                    uuid: format!("G{i}"),
+                    index: i,
+                    model: "H200".into(),
+                    memory: Bytes(1 << 30),
+                    device: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn w(id: &str, gpus: u32, state: WorkloadState, held: &[&str], t: i64) -> Workload {
+        let at = DateTime::from_timestamp(t, 0).unwrap();
+        Workload {
+            id: id.into(),
+            name: id.into(),
+            owner: "alice".into(),
+            kind: WorkloadKind::Job,
+            image: "i".into(),
+            command: vec![],
+            env: Default::default(),
+            resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus },
+            priority: 0,
+            apps: vec![],
+            state,
+            gpus: held.iter().map(|s| s.to_string()).collect(),
+            container_id: None,
+            exit_code: None,
+            message: None,
+            created_at: at,
+            queued_at: at,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn third_gpu_job_waits_with_an_explanation() {
+        let n = node();
+        let held = [w("a", 1, WorkloadState::Running, &["G0"], 1), w("b", 1, WorkloadState::Running, &["G1"], 2)];
+        let queued = [w("c", 1, WorkloadState::Queued, &[], 3), w("d", 0, WorkloadState::Queued, &[], 4)];
+        let running: Vec<_> = held.iter().map(|x| running(&n, x, false)).collect();
+        let pending: Vec<_> = queued.iter().map(pending).collect();
+        let d = gpuhub_sched::schedule(&cluster(&n), &running, &pending, &gpuhub_sched::Config::default(), 10_000);
+        // the CPU-only job fits and starts; the GPU job waits, first in line, for a GPU
+        assert_eq!(d.starts.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["d"]);
+        let e = explanation(&d.pending[0]);
+        assert_eq!(d.pending[0].id, "c");
+        assert_eq!(e.position, 1);
+        assert!(e.message.contains("GPU"), "{e:?}");
+    }
+
+    #[test]
+    fn a_freed_gpu_goes_to_the_waiting_job() {
+        let n = node();
+        let held = [w("b", 1, WorkloadState::Running, &["G1"], 2)];
+        let queued = [w("c", 1, WorkloadState::Queued, &[], 3)];
+        let running: Vec<_> = held.iter().map(|x| running(&n, x, false)).collect();
+        let d =
+            gpuhub_sched::schedule(&cluster(&n), &running, &[pending(&queued[0])], &gpuhub_sched::Config::default(), 0);
+        assert_eq!(d.starts[0].placements[0].gpus[0].uuid, "G0");
+    }
+}
