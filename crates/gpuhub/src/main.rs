@@ -31,6 +31,9 @@ enum Command {
     },
     /// Print the OpenAPI document of the HTTP API.
     Openapi,
+    /// Simulate the scheduler on cluster traces (FGD protocol, trace replay, throughput).
+    #[command(subcommand)]
+    Sim(gpuhub_sim::SimCommand),
     #[command(flatten)]
     Client(ClientCommand),
 }
@@ -50,6 +53,10 @@ fn main() -> ExitCode {
             Command::Openapi => {
                 println!("{}", serde_json::to_string_pretty(&gpuhub_server::api::openapi())?);
                 Ok(0)
+            }
+            Command::Sim(cmd) => {
+                let code = tokio::task::spawn_blocking(move || gpuhub_sim::run(cmd)).await?;
+                code.map(|()| 0).map_err(anyhow::Error::from)
             }
             Command::Client(cmd) => Ok(gpuhub_client::run(cli.global, cmd).await?),
         }
