@@ -116,13 +116,15 @@ async fn downloads_stream_without_buffering() -> Result<()> {
         }
     }));
     let proxy = proxy_to(serve(app).await?).await?;
-    let res = client().get(format!("http://{proxy}/w/alice/nb/lab/files/big.bin").parse()?).await?;
-    assert_eq!(res.status(), StatusCode::OK);
-    let mut body = res.into_body();
-    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
-        .await
-        .context("the first bytes did not arrive before the upstream finished: the proxy buffers")?
-        .context("body ended")??;
+    let buffered = "the first bytes did not arrive before the upstream finished: the proxy buffers";
+    let first_bytes = async {
+        let res = client().get(format!("http://{proxy}/w/alice/nb/lab/files/big.bin").parse()?).await?;
+        anyhow::ensure!(res.status() == StatusCode::OK, "status {}", res.status());
+        let mut body = res.into_body();
+        let first = body.frame().await.context("body ended")??;
+        Ok((body, first))
+    };
+    let (mut body, first) = tokio::time::timeout(Duration::from_secs(10), first_bytes).await.context(buffered)??;
     let mut total = first.data_ref().map_or(0, Bytes::len);
     assert!(total > 0 && total <= 64 * 1024);
     release.notify_one();

@@ -241,3 +241,20 @@ fn is_transient(e: &std::io::Error) -> bool {
     matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted | WouldBlock)
         || e.raw_os_error().is_some_and(|c| c == 24 || c == 23) // EMFILE, ENFILE
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH8AEj/Nz9zHuq2dT08fudab7gZbkHR+UCm0GtEye43Y alice@laptop";
+
+    #[test]
+    fn keys_parse_and_fingerprint_like_ssh_keygen() {
+        let key = parse_public_key(&format!("  {LINE}\n")).unwrap();
+        assert_eq!(fingerprint(&key), "SHA256:yECmAHxBpVEy2eIlzyM+GqhrPxFEOHsBghIKjbZCmyw");
+        assert_eq!(openssh_line(&key), LINE.trim_end_matches(" alice@laptop"));
+        for bad in ["", "ssh-ed25519", "ssh-ed25519 AAAA", "hello world", &format!("{LINE}\n{LINE}")] {
+            assert!(matches!(parse_public_key(bad), Err(SshError::InvalidKey(_))), "{bad:?}");
+        }
+    }
+}
