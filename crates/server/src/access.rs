@@ -2,8 +2,14 @@
 //! `/w/<owner>/<workspace>/<app>/…`, the browser terminal at `/terminal/<owner>/<workspace>/`, the login
 //! page browsers are sent to, and the SSH gateway's authorisation backend.
 //!
-//! Who may pass is decided here, once for all three: the owner, and admins when
-//! `admins_enter_workspaces` allows. Anyone else gets 404, as if the workspace did not exist.
+//! Who may pass is decided here, once for all three: the owner, and admins when the config allows
+//! (`admins_open_apps` for the browser ways, `admins_enter_workspaces` for SSH). Anyone else gets 404,
+//! as if the workspace did not exist.
+//!
+//! Apps share the hub's origin, so an app's scripts run with the visitor's session cookie. The cookie
+//! therefore opens only these pages, never the API (which takes bearer tokens), and admins open other
+//! users' apps in a browser only when `admins_open_apps` says so: a user's app could otherwise act in
+//! the admin's name on every workspace the admin can open.
 
 use crate::auth::{self, SESSION_COOKIE};
 use crate::error::ApiError;
@@ -27,7 +33,7 @@ fn wants_html(headers: &HeaderMap) -> bool {
 
 /// The caller, or the answer for an anonymous one: a redirect to the login page for browsers, 401 else.
 async fn caller_or_login(st: &AppState, parts: &Parts) -> Result<User, Response> {
-    let user = match auth::request_token(parts) {
+    let user = match auth::browser_token(parts) {
         Some(t) => auth::user_for_token(st, &t).await.ok(),
         None => None,
     };
@@ -51,9 +57,9 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
-/// The workload `owner/name` if `user` may enter it; 404 otherwise (also for another user's).
+/// The workload `owner/name` if `user` may open it in a browser; 404 otherwise (also for another user's).
 pub async fn enterable(st: &AppState, user: &User, owner: &str, name: &str) -> Result<Workload, ApiError> {
-    let allowed = user.username == owner || (user.is_admin() && st.config.admins_enter_workspaces);
+    let allowed = user.username == owner || (user.is_admin() && st.config.admins_open_apps);
     let not_found = || ApiError::not_found(format!("no workspace named {name:?}"));
     if !allowed {
         return Err(not_found());

@@ -118,18 +118,23 @@ impl LoginLimiter {
     }
 }
 
-/// The authenticated user of a request: by `Authorization: Bearer <token>` or the session cookie.
+/// The authenticated user of an API request, by `Authorization: Bearer <token>`.
+///
+/// The API ignores the session cookie on purpose: workspace apps are served from the hub's own origin
+/// (`/w/…`), so a script in a user's app could otherwise call the API with a visitor's cookie. The
+/// cookie opens only the pages that need it ([`browser_token`]).
 #[derive(Debug, Clone)]
 pub struct Caller(pub User);
 
-/// The token a request carries, if any: the bearer header first, then the session cookie.
-pub fn request_token(parts: &Parts) -> Option<String> {
-    if let Some(v) = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        if let Some(t) = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")) {
-            return Some(t.trim().to_owned());
-        }
-    }
-    cookie(parts, SESSION_COOKIE)
+/// The bearer token of a request, if any.
+pub fn bearer_token(parts: &Parts) -> Option<String> {
+    let v = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")).map(|t| t.trim().to_owned())
+}
+
+/// The token of a browser page request: the bearer header, else the session cookie.
+pub fn browser_token(parts: &Parts) -> Option<String> {
+    bearer_token(parts).or_else(|| cookie(parts, SESSION_COOKIE))
 }
 
 /// A cookie's value.
@@ -159,7 +164,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = request_token(parts)
+        let token = bearer_token(parts)
             .ok_or_else(|| ApiError::unauthorized("authentication required: send Authorization: Bearer <token>"))?;
         user_for_token(state, &token).await.map(Caller)
     }

@@ -105,8 +105,11 @@ pub struct Config {
     pub scheduler: gpuhub_sched::Config,
     /// Half-life of the decayed usage that fair share compares, in hours.
     pub fair_share_half_life_hours: f64,
-    /// Whether admins may open other users' workspaces (apps, terminal, SSH as `<user>.<workspace>`).
+    /// Whether admins may enter other users' workspaces by SSH as `<user>.<workspace>`.
     pub admins_enter_workspaces: bool,
+    /// Whether admins may open other users' apps and terminals in a browser. Off by default: apps share
+    /// the hub's origin, so a user's app could act in the admin's name in other workspaces.
+    pub admins_open_apps: bool,
     /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
     pub admin_password: Option<String>,
 }
@@ -131,6 +134,7 @@ impl Default for Config {
             reserved_memory: gpuhub_core::Bytes(0),
             reserved_cpu_milli: 0,
             admins_enter_workspaces: true,
+            admins_open_apps: false,
             scheduler: gpuhub_sched::Config {
                 preemption: gpuhub_sched::Preemption { enabled: false, ..Default::default() },
                 ..Default::default()
@@ -233,6 +237,7 @@ impl Config {
                     })?
                 }
                 "ADMINS_ENTER_WORKSPACES" => self.admins_enter_workspaces = parse(&key, &v)?,
+                "ADMINS_OPEN_APPS" => self.admins_open_apps = parse(&key, &v)?,
                 "ADMIN_PASSWORD" => self.admin_password = Some(v),
                 // variables of the client and of other tools share the prefix
                 _ => {}

@@ -201,18 +201,15 @@ async fn session_cookie_authenticates_browsers() {
     let cookie = resp.headers().get("set-cookie").unwrap().to_str().unwrap().to_owned();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
     let pair = cookie.split(';').next().unwrap().to_owned();
-    let me: serde_json::Value = hub
-        .http
-        .get(format!("{}/api/v1/me", hub.url))
-        .header("cookie", &pair)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(me["username"], "admin");
-    let s =
-        hub.http.get(format!("{}/api/v1/me", hub.url)).header("cookie", "gpuhub_session=forged").send().await.unwrap();
+    // the cookie opens the browser pages (here: a terminal page of the admin's own workspace)…
+    let admin = hub.admin().await;
+    hub.submit(&admin, json!({"name": "ws", "kind": "workspace", "image": "busybox:latest"})).await;
+    let page = hub.http.get(format!("{}/terminal/admin/ws/", hub.url)).header("cookie", &pair).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await.unwrap().contains("xterm"));
+    let forged = hub.http.get(format!("{}/terminal/admin/ws/", hub.url)).header("cookie", "gpuhub_session=forged");
+    assert_eq!(forged.send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    // …but never the API, which app scripts on the same origin could otherwise call in the visitor's name
+    let s = hub.http.get(format!("{}/api/v1/me", hub.url)).header("cookie", &pair).send().await.unwrap();
     assert_eq!(s.status(), StatusCode::UNAUTHORIZED);
 }

@@ -81,7 +81,7 @@ pub async fn login(
 pub async fn logout(State(st): State<AppState>, _caller: Caller, headers: HeaderMap) -> Result<Response, ApiError> {
     let (mut parts, _) = axum::http::Request::new(()).into_parts();
     parts.headers = headers;
-    if let Some(t) = auth::request_token(&parts) {
+    if let Some(t) = auth::browser_token(&parts) {
         st.store.delete_token(&auth::token_hash(&t)).await?;
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
