@@ -93,8 +93,8 @@ async fn start(gateway: bool) -> (String, Arc<Keys>) {
 }
 
 async fn cli(ctx: &Context, url: &str, args: &[&str]) -> Result<(i32, String), ClientError> {
-    let argv = ["gpuhub", "--server", url].iter().chain(args).copied();
-    let cli = ClientCli::try_parse_from(argv).unwrap();
+    let head = ["gpuhub", "--server", url];
+    let cli = ClientCli::try_parse_from(head.iter().chain(args)).unwrap();
     let mut out = Vec::new();
     let code = run_with(ctx, cli.global, cli.command, &mut out).await?;
     Ok((code, String::from_utf8(out).unwrap()))
