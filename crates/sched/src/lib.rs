@@ -27,6 +27,26 @@
 //! that fits starts, in that order; with run-time limits a blocked workload also gets a reserved start
 //! that later ones may not delay (backfill).
 //!
+//! # What one pass does
+//!
+//! - **Order**: priority (high first), then workloads that stay within their queue's guarantee, then
+//!   the queue's weighted dominant share of (decayed usage + what it holds), then submit time, then id.
+//!   Shares are updated as the pass starts work.
+//! - **Limits**: a queue never holds more than its guarantee plus its borrowing limit, a user never more
+//!   than the queue's per-user limit (milli-GPU, milli-CPU, bytes; whole and fractional GPUs add up).
+//! - **Gangs** (`members > 1`) are placed all-or-nothing on a copy of the cluster.
+//! - **Backfill**: a blocked workload whose start can be estimated from run-time limits gets a reserved
+//!   start (up to [`Config::reservation_depth`] of them); a later workload starts only if, whenever it
+//!   would still run at a reserved time, the reserved workload still fits then.
+//! - **Bookings** ([`Reservation`]): free GPUs are held for the booking queue during its window against
+//!   every workload whose run would overlap it.
+//! - **Preemption**: a lower priority yields to a higher one (same queue, or a queue that borrows); a
+//!   queue within its guarantee reclaims from queues that borrow. Victims get [`Preemption::grace_ms`];
+//!   the preemptor keeps a reserved start meanwhile.
+//! - **Placement** by [`Policy`]: `bestfit`, `spread`, `random`, `fgd` (the FGD paper) and `fgd+`
+//!   (the default, the FGD benchmark winner: fragmentation that also counts GPU capacity the node's
+//!   CPUs and memory cannot feed, plus GPU-model contention).
+//!
 //! The building blocks are public for the simulator: [`State`] (the compact cluster), [`Placer`] (the
 //! placement policies) and [`frag`] (expected fragmentation against the task-size distribution).
 

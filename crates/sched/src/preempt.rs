@@ -64,10 +64,24 @@ impl Pass<'_> {
                 stopping += 1;
             }
         }
+        // what earlier workloads of this pass already claimed (reserved starts) is not ours
+        for r in &self.reserved {
+            for h in &r.holds {
+                soon.hold(h);
+            }
+        }
         let cached = self.placer.set_cache(false);
-        if stopping > 0 && place_gang(&mut self.placer, &soon, s, members).is_some() {
-            self.placer.set_cache(cached);
-            return Some(format!("waiting for {stopping} stopping workload(s) to end"));
+        if stopping > 0 {
+            if let Some(holds) = place_gang(&mut self.placer, &soon, s, members) {
+                self.placer.set_cache(cached);
+                let mut future = soon;
+                for h in &holds {
+                    future.hold(h);
+                }
+                let at = self.now + self.config.preemption.grace_ms;
+                self.reserved.push(Reserved { id: p.id.clone(), at_ms: at, future, holds });
+                return Some(format!("waiting for {stopping} stopping workload(s) to end"));
+            }
         }
         if !reclaim && !lower {
             self.placer.set_cache(cached);

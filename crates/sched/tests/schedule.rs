@@ -260,3 +260,16 @@ fn resource_expressions_choose_nodes_and_gpus() {
     let d = schedule(&c, &[], &[pend("z", none, 0, 0)], &Config::default(), 0);
     assert_eq!(d.pending[0].reason, Reason::Unschedulable);
 }
+
+#[test]
+fn a_stopping_victim_is_claimed_once() {
+    let c = cluster(&[("n", 2)]);
+    let d0 = schedule(&c, &[], &[pend("low1", whole(1), 0, 0), pend("low2", whole(1), 0, 1)], &Config::default(), 0);
+    let mut running = vec![run_from(&d0, "low1", 0, None), run_from(&d0, "low2", 0, None)];
+    running[0].stopping = true;
+    let d = schedule(&c, &running, &[pend("a", whole(1), 5, 2), pend("b", whole(1), 5, 3)], &Config::default(), 10);
+    let a = d.pending.iter().find(|e| e.id == "a").unwrap();
+    assert!(a.message.contains("stopping"), "{}", a.message);
+    assert_eq!(d.preemptions.len(), 1, "{d:?}");
+    assert_eq!((d.preemptions[0].id.as_str(), d.preemptions[0].for_id.as_str()), ("low2", "b"));
+}

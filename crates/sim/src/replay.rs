@@ -412,6 +412,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             cfg.usage = usage.clone();
         }
         pending.sort_by_key(|&k| (live[k].submit_ms, k));
+        let index = |id: &str| id[1..].parse::<usize>().unwrap_or(usize::MAX);
         let pend_list: Vec<Pending> = pending
             .iter()
             .map(|&k| Pending {
@@ -431,7 +432,6 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             })
             .collect();
         let dec = schedule(&c, &run_list, &pend_list, &cfg, now);
-        let index = |id: &str| id[1..].parse::<usize>().unwrap_or(usize::MAX);
         for s in dec.starts {
             let k = index(&s.id);
             live[k].first_start_ms.get_or_insert(now);
