@@ -273,3 +273,36 @@ fn a_stopping_victim_is_claimed_once() {
     assert_eq!(d.preemptions.len(), 1, "{d:?}");
     assert_eq!((d.preemptions[0].id.as_str(), d.preemptions[0].for_id.as_str()), ("low2", "b"));
 }
+
+#[test]
+fn fair_share_orders_queues_by_decayed_usage() {
+    let c = cluster(&[("n", 1)]);
+    let mut a = pend("a", whole(1), 0, 0);
+    a.queue = "heavy".into();
+    let mut b = pend("b", whole(1), 0, 5);
+    b.queue = "light".into();
+    // heavy ran a GPU for a long time; its decayed usage puts it behind light despite submitting first
+    let run = Running {
+        id: "old".into(),
+        queue: "heavy".into(),
+        user: "u".into(),
+        priority: 0,
+        started_ms: 0,
+        runtime_limit_ms: None,
+        placements: vec![Placement { node: "n".into(), gpus: vec![], cpu_milli: 1000, memory: 1 << 30 }],
+        preemptible: true,
+        stopping: false,
+    };
+    let mut usage = Usage::default();
+    usage.advance(std::slice::from_ref(&run), 0, 3_600_000);
+    usage.advance(std::slice::from_ref(&run), 7_200_000, 3_600_000);
+    let heavy = usage.queues["heavy"];
+    assert!((heavy[1] - 750.0).abs() < 1e-6, "two half-lives of 1000 milli-CPU: {heavy:?}");
+    let cfg = Config { usage, ..Config::default() };
+    let d = schedule(&c, &[], &[a.clone(), b.clone()], &cfg, 7_200_000);
+    assert_eq!(ids(&d), ["b"]);
+    assert_eq!(d.pending[0].id, "a");
+    // without history, submit time decides
+    let d = schedule(&c, &[], &[a, b], &Config::default(), 7_200_000);
+    assert_eq!(ids(&d), ["a"]);
+}

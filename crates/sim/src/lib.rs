@@ -6,6 +6,16 @@
 //! - `throughput`: placements per second and the p99 time of one decision on a large cluster.
 //!
 //! [`run`] writes its report to stdout; `--json` prints one object per policy.
+//!
+//! ```text
+//! T=../shared/traces
+//! gpuhub sim fgd --nodes $T/alibaba-gpu-v2023/openb_node_list_gpu_node.csv \
+//!     --pods $T/alibaba-gpu-v2023/openb_pod_list_default.csv [--seeds 42-51] [--policy all] [--plot fgd.svg]
+//! gpuhub sim replay --trace $T/philly/philly.csv [--nodes 310 --gpus-per-node 8] [--rate 1] [--sample 1]
+//! gpuhub sim throughput --nodes 5000 --gpus-per-node 8 --pending 10000
+//! ```
+//!
+//! Until the `gpuhub` binary wires it in: `cargo run --release -p gpuhub-sim --example sim -- fgd …`.
 
 mod csv;
 mod error;
