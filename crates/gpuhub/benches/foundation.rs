@@ -1,0 +1,234 @@
+//! Foundation benchmarks of the real `gpuhub serve` (release build) on the local Docker engine. They print
+//! figures and assert no times:
+//!
+//! 1. submit → finished: `POST /api/v1/workloads` of a busybox job running `true`, then
+//!    `GET /api/v1/workloads/{name}` every 10 ms until its state is `succeeded` (the container was
+//!    created, started, `true` ran, and the exit was recorded), against `docker run --rm gpuhub/busybox
+//!    true` (create, start, wait, remove) — median of 20 each after 2 warm-ups, and the ratio. Also the
+//!    server's own `started_at − created_at` (submit → container started).
+//! 2. `GET /api/v1/workloads` of a user with 10,000 (stopped) workloads, inserted with
+//!    `gpuhub_store::Store` before the server starts: p50/p99 of 200 sequential requests (until the
+//!    whole body is read) and the response size.
+//! 3. the server's resident memory (`VmRSS`) right after start, and after benchmark 2.
+//!
+//! `cargo bench -p gpuhub --bench foundation`. Without `--bench` (as `cargo test --benches` runs it) it
+//! does nothing.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use chrono::{Duration as ChronoDuration, Utc};
+use common::{ADMIN_PASSWORD, IMAGE, PASSWORD, Server};
+use gpuhub_core::workload::{Resources, Workload, WorkloadKind, WorkloadState};
+use gpuhub_core::{Bytes, CpuMilli};
+use serde_json::{Value, json};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const RUNS: usize = 20;
+const WARMUP: usize = 2;
+const ROWS: usize = 10_000;
+const REQUESTS: usize = 200;
+
+fn main() -> Result<()> {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("foundation: run with `cargo bench -p gpuhub --bench foundation`");
+        return Ok(());
+    }
+    common::ensure_image()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let http = reqwest::Client::new();
+    println!("gpuhub foundation benchmarks (binary {})", common::BIN);
+    rt.block_on(submit_bench(&http))?;
+    rt.block_on(list_bench(&http))?;
+    Ok(())
+}
+
+/// Logs `user` in through the API; returns the token.
+async fn login(http: &reqwest::Client, base: &str, user: &str, password: &str) -> Result<String> {
+    let v: Value = http
+        .post(format!("{base}/api/v1/login"))
+        .json(&json!({"username": user, "password": password}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(v["token"].as_str().context("no token")?.to_owned())
+}
+
+/// Creates `user` as the admin and logs it in.
+async fn make_user(http: &reqwest::Client, base: &str, user: &str) -> Result<String> {
+    let admin = login(http, base, "admin", ADMIN_PASSWORD).await?;
+    http.post(format!("{base}/api/v1/users"))
+        .bearer_auth(&admin)
+        .json(&json!({"username": user, "password": PASSWORD}))
+        .send()
+        .await?
+        .error_for_status()?;
+    login(http, base, user, PASSWORD).await
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The nearest-rank percentile `p` (0–100) of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+async fn submit_bench(http: &reqwest::Client) -> Result<()> {
+    let server = Server::start(2)?;
+    let rss_start = server.rss_kib()?;
+    let base = server.url();
+    let user = format!("bench-{}", common::suffix());
+    let result = submit_runs(http, &base, &user).await;
+    drop(server);
+    common::remove_user_containers(&user);
+    let (mut gpuhub, mut server_side) = result?;
+    let mut docker = Vec::new();
+    for i in 0..WARMUP + RUNS {
+        let t0 = Instant::now();
+        let out = Command::new("docker").args(["run", "--rm", IMAGE, "true"]).output()?;
+        let took = t0.elapsed();
+        ensure!(out.status.success(), "docker run: {}", common::describe(&out));
+        if i >= WARMUP {
+            docker.push(took);
+        }
+    }
+    let (g, s, d) = (median(&mut gpuhub), median(&mut server_side), median(&mut docker));
+    println!("\n1. submit → finished, busybox `true`, median of {RUNS} (after {WARMUP} warm-ups)");
+    println!("   gpuhub  POST → GET shows `succeeded` (10 ms polling)     {}", ms(g));
+    println!("   gpuhub  server clock: created_at → started_at           {}", ms(s));
+    println!("   docker  `docker run --rm {IMAGE} true`             {}", ms(d));
+    println!("   ratio   gpuhub / docker run                              {:.2}", g.as_secs_f64() / d.as_secs_f64());
+    println!("   server VmRSS after start (empty database)                {rss_start} KiB");
+    Ok(())
+}
+
+/// `RUNS` (+ warm-ups) jobs one after the other: client-side submit → succeeded, and the server's
+/// created → started.
+async fn submit_runs(http: &reqwest::Client, base: &str, user: &str) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let token = make_user(http, base, user).await?;
+    let body =
+        json!({"kind": "job", "image": IMAGE, "command": ["true"], "resources": {"cpus": 0.1, "memory": "32MiB"}});
+    let (mut client, mut server) = (Vec::new(), Vec::new());
+    for i in 0..WARMUP + RUNS {
+        let t0 = Instant::now();
+        let resp = http.post(format!("{base}/api/v1/workloads")).bearer_auth(&token).json(&body).send().await?;
+        ensure!(resp.status() == reqwest::StatusCode::CREATED, "submit: HTTP {}", resp.status());
+        let created: Value = resp.json().await?;
+        let name = created["name"].as_str().context("no name")?.to_owned();
+        let w = loop {
+            let w: Value = http
+                .get(format!("{base}/api/v1/workloads/{name}"))
+                .bearer_auth(&token)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            match w["state"].as_str() {
+                Some("succeeded") => break w,
+                Some("failed" | "lost" | "stopped") => bail!("job {name} ended as {w}"),
+                _ if t0.elapsed() > common::WAIT => bail!("job {name} did not finish: {w}"),
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        let took = t0.elapsed();
+        let at = |k: &str| -> Result<chrono::DateTime<Utc>> { Ok(w[k].as_str().context("time")?.parse()?) };
+        let started = (at("started_at")? - at("created_at")?).to_std().unwrap_or_default();
+        if i >= WARMUP {
+            client.push(took);
+            server.push(started);
+        }
+    }
+    Ok((client, server))
+}
+
+async fn list_bench(http: &reqwest::Client) -> Result<()> {
+    let server = Server::prepare(2)?;
+    let owner = format!("bench-{}", common::suffix());
+    let t0 = Instant::now();
+    insert_rows(&server, &owner).await?;
+    let inserted = t0.elapsed();
+    let server = server.launch()?;
+    let rss_start = server.rss_kib()?;
+    let base = server.url();
+    let token = make_user(http, &base, &owner).await?;
+    let url = format!("{base}/api/v1/workloads");
+    let first = http.get(&url).bearer_auth(&token).send().await?.error_for_status()?.bytes().await?;
+    let list: Value = serde_json::from_slice(&first)?;
+    ensure!(list.as_array().map(Vec::len) == Some(ROWS), "the list has {:?} items", list.as_array().map(Vec::len));
+    let mut times = Vec::with_capacity(REQUESTS);
+    let mut size = 0;
+    for _ in 0..REQUESTS {
+        let t = Instant::now();
+        let body = http.get(&url).bearer_auth(&token).send().await?.error_for_status()?.bytes().await?;
+        times.push(t.elapsed());
+        size = body.len();
+    }
+    times.sort();
+    let rss_after = server.rss_kib()?;
+    println!("\n2. GET /api/v1/workloads, {ROWS} workloads of one user, {REQUESTS} sequential requests");
+    println!("   rows inserted with gpuhub_store::Store in                {}", ms(inserted));
+    println!("   p50                                                      {}", ms(percentile(&times, 50.0)));
+    println!("   p99                                                      {}", ms(percentile(&times, 99.0)));
+    println!("   max                                                      {}", ms(times[times.len() - 1]));
+    println!(
+        "   response size                                            {size} bytes ({:.1} MiB)",
+        size as f64 / (1 << 20) as f64
+    );
+    println!("\n3. server resident memory (VmRSS), {ROWS} workloads in the database");
+    println!(
+        "   idle after start                                         {rss_start} KiB ({:.1} MiB)",
+        rss_start as f64 / 1024.0
+    );
+    println!(
+        "   after the list benchmark                                 {rss_after} KiB ({:.1} MiB)",
+        rss_after as f64 / 1024.0
+    );
+    Ok(())
+}
+
+/// `ROWS` stopped jobs of `owner`, written straight into the server's SQLite file before it starts.
+async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
+    let url = format!("sqlite://{}", server.data_dir.join("gpuhub.db").display());
+    let store = gpuhub_store::Store::open(&url).await?;
+    let now = Utc::now();
+    for i in 0..ROWS {
+        let at = now - ChronoDuration::seconds((ROWS - i) as i64);
+        let w = Workload {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            name: format!("w-{i:05}"),
+            owner: owner.to_owned(),
+            kind: WorkloadKind::Job,
+            image: format!("{IMAGE}:latest"),
+            command: vec!["sh".into(), "-c".into(), "python train.py --epochs 10".into()],
+            env: [("SEED".to_owned(), i.to_string())].into(),
+            resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus: 1 },
+            priority: 0,
+            apps: Vec::new(),
+            state: WorkloadState::Stopped,
+            gpus: Vec::new(),
+            container_id: None,
+            exit_code: Some(143),
+            message: Some("stopped".into()),
+            created_at: at,
+            queued_at: at,
+            started_at: Some(at),
+            finished_at: Some(at + ChronoDuration::seconds(1)),
+        };
+        store.insert_workload(&w).await?;
+    }
+    store.close().await;
+    Ok(())
+}
