@@ -408,8 +408,6 @@ fn sigkill_and_restart_keep_every_workload() -> Result<()> {
 /// `logs -f` of a queued workload waits for it to start, as the API promises, also when it was queued
 /// again after an earlier run: it must neither replay the previous run nor end.
 #[test]
-#[ignore = "server bug: api/workloads.rs workload_logs waits only while container_id is None, but a re-queued \
-            workload keeps its old container_id until launched, so logs -f replays the previous run and ends"]
 fn logs_follow_of_a_requeued_workspace_waits_for_its_new_run() -> Result<()> {
     let _serial = common::serial();
     let mut hub = Hub::start()?;

@@ -103,6 +103,8 @@ pub struct Controller {
     config: Arc<Config>,
     node: Arc<NodeCapacity>,
     data_dir: PathBuf,
+    /// This installation's id; only containers labelled with it are ours.
+    instance: String,
     control_devices: Vec<String>,
     rx: mpsc::Receiver<Command>,
     tx: mpsc::Sender<Command>,
@@ -124,6 +126,7 @@ impl Controller {
         config: Arc<Config>,
         node: Arc<NodeCapacity>,
         data_dir: PathBuf,
+        instance: String,
     ) -> (Self, ControllerHandle) {
         let (tx, rx) = mpsc::channel(256);
         let kick = Arc::new(Notify::new());
@@ -143,6 +146,7 @@ impl Controller {
             config,
             node,
             data_dir,
+            instance,
             control_devices,
             rx,
             tx,
@@ -419,7 +423,9 @@ impl Controller {
     async fn try_reconcile(&mut self) -> Result<(), ApiError> {
         let containers = self.runtime.list_managed().await?;
         let mut by_workload: BTreeMap<String, Vec<ContainerInfo>> = BTreeMap::new();
-        for c in containers {
+        // containers of other installations sharing this engine are none of our business
+        let ours = |c: &ContainerInfo| c.labels.get(spec::LABEL_INSTANCE) == Some(&self.instance);
+        for c in containers.into_iter().filter(ours) {
             if let Some(w) = c.labels.get(gpuhub_driver::LABEL_WORKLOAD) {
                 by_workload.entry(w.clone()).or_default().push(c);
             }
@@ -608,6 +614,7 @@ impl Controller {
             .map_err(|e| format!("home directory: {e}"))?;
         self.runtime.ensure_network(&spec::user_network(&w.owner)).await.map_err(|e| e.to_string())?;
         let cx = SpecContext {
+            instance: &self.instance,
             uid: user.uid,
             data_dir: &self.data_dir,
             node: &self.node,

@@ -134,6 +134,18 @@ pub async fn bootstrap_admin(store: &Store, config: &Config, data_dir: &Path) ->
     Ok(())
 }
 
+/// This installation's id, made on first start and kept in the store: it labels every container, so
+/// that servers sharing an engine never touch each other's.
+pub async fn instance_id(store: &Store) -> Result<String, ServeError> {
+    const KEY: &str = "instance_id";
+    if let Some(id) = store.get_setting(KEY).await? {
+        return Ok(id);
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    store.set_setting(KEY, &id).await?;
+    Ok(id)
+}
+
 /// Opens the store, creates the first admin, starts the controller and serves the API on `config.listen`
 /// (port 0 picks a free one; see [`Server::addr`]).
 pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity) -> Result<Server, ServeError> {
@@ -141,10 +153,11 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
     let config = Config { data_dir: data_dir.clone(), ..config };
     let store = Store::open(&config.effective_database_url()).await?;
     bootstrap_admin(&store, &config, &data_dir).await?;
+    let instance = instance_id(&store).await?;
     let config = Arc::new(config);
     let node = Arc::new(node);
     let (controller, handle) =
-        Controller::new(store.clone(), runtime.clone(), config.clone(), node.clone(), data_dir.clone());
+        Controller::new(store.clone(), runtime.clone(), config.clone(), node.clone(), data_dir.clone(), instance);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
     let ssh_backend =
         Arc::new(access::SshBackend { store: store.clone(), admins_enter_workspaces: config.admins_enter_workspaces });

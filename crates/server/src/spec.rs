@@ -26,9 +26,15 @@ pub fn home_on_host(data_dir: &Path, owner: &str) -> std::path::PathBuf {
     data_dir.join("homes").join(owner)
 }
 
+/// Label naming the gpuhub installation that made a container; a server adopts, stops or removes only
+/// containers carrying its own instance id, so several servers can share one engine.
+pub const LABEL_INSTANCE: &str = "gpuhub.instance";
+
 /// Everything a container spec needs beyond the workload.
 #[derive(Debug)]
 pub struct SpecContext<'a> {
+    /// This installation's id (kept in the store).
+    pub instance: &'a str,
     pub uid: u32,
     pub data_dir: &'a Path,
     pub node: &'a NodeCapacity,
@@ -83,6 +89,7 @@ pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
             (LABEL_WORKLOAD.to_owned(), w.id.clone()),
             ("gpuhub.kind".to_owned(), w.kind.as_str().to_owned()),
             ("gpuhub.name".to_owned(), w.name.clone()),
+            (LABEL_INSTANCE.to_owned(), cx.instance.to_owned()),
         ]),
         user: format!("{0}:{0}", cx.uid),
         hostname: Some(w.name.clone()),
@@ -154,6 +161,7 @@ mod tests {
         let n = node();
         let ctl = vec!["/dev/nvidiactl".to_string()];
         let cx = SpecContext {
+            instance: "i1",
             uid: 10001,
             data_dir: Path::new("/data"),
             node: &n,
@@ -168,6 +176,7 @@ mod tests {
         assert_eq!(s.mounts[0].target, "/home/alice");
         assert_eq!(s.network.as_deref(), Some("gpuhub-u-alice"));
         assert_eq!(s.labels[LABEL_WORKLOAD], "0123456789abcdef");
+        assert_eq!(s.labels[LABEL_INSTANCE], "i1");
         let GpuAttach::Devices { devices } = &s.gpus else { panic!("{:?}", s.gpus) };
         assert_eq!(devices[0], DeviceMap { host: "/tmp/dev/nvidia1".into(), container: "/dev/nvidia1".into() });
         assert_eq!(devices.len(), 2);
@@ -178,6 +187,7 @@ mod tests {
     fn nvidia_and_none_modes() {
         let n = node();
         let mut cx = SpecContext {
+            instance: "i1",
             uid: 10000,
             data_dir: Path::new("/d"),
             node: &n,

@@ -265,3 +265,23 @@ async fn openapi_documents_every_route() {
     }
     assert!(doc["components"]["schemas"]["CreateWorkloadRequest"].is_object());
 }
+
+#[tokio::test]
+async fn servers_sharing_an_engine_leave_each_others_containers_alone() {
+    let a = Hub::start().await;
+    let admin = a.admin().await;
+    let alice = a.user(&admin, "alice").await;
+    a.submit(&alice, json!({"name": "ws", "kind": "workspace", "image": "busybox:latest"})).await;
+    a.wait_state(&alice, "ws", "running").await;
+    let cid = a.container(&alice, "ws").await;
+
+    // a second installation on the same engine, with its own database
+    let dir = tempfile::tempdir().unwrap();
+    let b = gpuhub_server::start(common::config(dir.path()), a.runtime.clone(), common::node(2)).await.unwrap();
+    // a command is answered only after the controller's first reconciliation has run
+    assert!(b.state.controller.start("no-such-id").await.is_err());
+    assert!(a.runtime.running().contains(&cid), "the other server removed or stopped our container");
+    assert!(!a.runtime.calls().iter().any(|c| matches!(c, Call::Remove(id) | Call::Stop(id) if id == &cid)));
+    b.shutdown().await;
+    assert_eq!(a.get(&alice, "ws").await["state"], "running");
+}

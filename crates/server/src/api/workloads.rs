@@ -253,8 +253,12 @@ pub async fn workload_logs(
 ) -> Result<Response, ApiError> {
     let mut changes = st.controller.changes();
     let mut w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
-    // wait (signalled, no polling) until the workload has a container or has ended
-    while q.follow && w.container_id.is_none() && !w.state.is_terminal() {
+    // wait (signalled, no polling) until the workload has a container of this run or has ended; a
+    // re-queued workload may still name its previous run's container
+    let waiting = |w: &Workload| {
+        w.state == WorkloadState::Queued || (w.state == WorkloadState::Starting && w.container_id.is_none())
+    };
+    while q.follow && waiting(&w) {
         loop {
             match changes.recv().await {
                 Ok(id) if id == w.id => break,
