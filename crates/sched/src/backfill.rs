@@ -22,37 +22,40 @@ impl Pass<'_> {
                 base.hold(h);
             }
         }
-        let placer = &mut self.placer;
-        let cached = placer.set_cache(false);
-        let fits_after = |k: usize, placer: &mut crate::policy::Placer| {
-            let mut st = base.clone();
-            for (_, holds) in &rel[..k] {
-                for h in holds.iter() {
-                    st.unhold(h);
+        // walk the releases in time order on one copy, counting how many members the cluster could take
+        // (per node, updated only where a release lands); place for real once the count suffices
+        let mut copies: Vec<u64> = (0..base.nodes.len()).map(|n| base.copies(n, s)).collect();
+        let mut total: u64 = copies.iter().sum();
+        let want = u64::from(members);
+        let cached = self.placer.set_cache(false);
+        let mut found = None;
+        let mut hi = 0;
+        loop {
+            if total >= want {
+                if let Some(holds) = place_gang(&mut self.placer, &base, s, members) {
+                    found = Some(holds);
+                    break;
                 }
             }
-            let holds = place_gang(placer, &st, s, members);
-            holds.map(|h| (st, h))
-        };
-        let mut found = fits_after(rel.len(), placer);
-        if found.is_none() {
-            placer.set_cache(cached);
-            return None;
-        }
-        let (mut lo, mut hi) = (0usize, rel.len());
-        // smallest k with a fit: fits(hi) holds, search below
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match fits_after(mid, placer) {
-                Some(f) => {
-                    hi = mid;
-                    found = Some(f);
+            if hi == rel.len() {
+                break;
+            }
+            // apply every release at this time
+            let t = rel[hi].0;
+            while hi < rel.len() && rel[hi].0 == t {
+                for h in rel[hi].1 {
+                    base.unhold(h);
+                    let n = h.node as usize;
+                    total -= copies[n];
+                    copies[n] = base.copies(n, s);
+                    total += copies[n];
                 }
-                None => lo = mid + 1,
+                hi += 1;
             }
         }
-        placer.set_cache(cached);
-        let (mut future, holds) = found?;
+        self.placer.set_cache(cached);
+        let holds = found?;
+        let mut future = base;
         let at = if hi == 0 { self.now } else { rel[hi - 1].0.max(self.now) };
         let _ = end;
         if self.config.backfill == Backfill::On {

@@ -387,38 +387,58 @@ impl<'a> Pass<'a> {
         if relevant.is_empty() && booked.is_empty() {
             return place_gang(&mut self.placer, &self.st, s, members).ok_or_else(|| self.why_not(s, members));
         }
-        let mut eff = self.st.clone();
+        // hold the booked GPUs and the reserved starts on the state itself, place, and give them back
+        let mut taken = Vec::new();
         for h in &booked {
-            eff.hold(h);
+            taken.push(self.st.take(h));
         }
-        let with_bookings = eff.clone();
+        let bookings_only = taken.len();
         for &i in &relevant {
             for h in &self.reserved[i].holds {
-                eff.hold(h);
+                taken.push(self.st.take(h));
             }
         }
-        let placer = &mut self.placer;
-        let cached = placer.set_cache(false);
-        let first = place_gang(placer, &eff, s, members);
-        let second = if first.is_none() { place_gang(placer, &with_bookings, s, members) } else { None };
-        let third = if first.is_none() && second.is_none() && !booked.is_empty() {
-            place_gang(placer, &self.st, s, members)
-        } else {
-            None
-        };
-        placer.set_cache(cached);
+        let cached = self.placer.set_cache(false);
+        let first = place_gang(&mut self.placer, &self.st, s, members);
+        let mut second = None;
+        let mut third = None;
+        if first.is_none() {
+            for t in taken.drain(bookings_only..).rev() {
+                self.st.restore(&t);
+            }
+            second = place_gang(&mut self.placer, &self.st, s, members);
+            if second.is_none() && !booked.is_empty() {
+                for t in taken.drain(..).rev() {
+                    self.st.restore(&t);
+                }
+                third = place_gang(&mut self.placer, &self.st, s, members);
+            }
+        }
+        for t in taken.drain(..).rev() {
+            self.st.restore(&t);
+        }
+        self.placer.set_cache(cached);
         if let Some(holds) = first {
-            let blocked = relevant.iter().find(|&&i| {
-                let mut f = self.reserved[i].future.clone();
-                holds.iter().any(|h| {
-                    let ok = f.can_hold(h);
-                    f.hold(h);
-                    !ok
-                })
-            });
+            let mut blocked = None;
+            for &i in &relevant {
+                let f = &mut self.reserved[i].future;
+                let mut took = Vec::with_capacity(holds.len());
+                let mut ok = true;
+                for h in &holds {
+                    ok &= f.can_hold(h);
+                    took.push(f.take(h));
+                }
+                for t in took.iter().rev() {
+                    f.restore(t);
+                }
+                if !ok {
+                    blocked = Some(i);
+                    break;
+                }
+            }
             match blocked {
                 None => return Ok(holds),
-                Some(&i) => {
+                Some(i) => {
                     let id = &self.reserved[i].id;
                     return Err((Reason::Backfill, format!("starting now would delay the reserved start of {id}")));
                 }

@@ -317,3 +317,73 @@ impl State {
                 .all(|&(g, milli, mem)| self.gpu_free[g as usize] >= milli && self.gpu_mem_free[g as usize] >= mem)
     }
 }
+
+/// What [`State::take`] actually took, so that [`State::restore`] gives back exactly that.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Taken {
+    node: u32,
+    cpu: u64,
+    mem: u64,
+    gpus: Vec<(u32, u32, u64)>,
+}
+
+impl State {
+    /// Takes what `h` holds, as far as it is free, and records how much.
+    pub fn take(&mut self, h: &Hold) -> Taken {
+        let node = &mut self.nodes[h.node as usize];
+        let cpu = node.cpu_free.min(h.cpu);
+        let mem = node.mem_free.min(h.mem);
+        node.cpu_free -= cpu;
+        node.mem_free -= mem;
+        node.version = node.version.wrapping_add(1);
+        let mut gpus = Vec::with_capacity(h.gpus.len());
+        for &(g, milli, gmem) in &h.gpus {
+            let i = g as usize;
+            let m = self.gpu_free[i].min(milli);
+            let gm = self.gpu_mem_free[i].min(gmem);
+            self.gpu_free[i] -= m;
+            self.gpu_mem_free[i] -= gm;
+            self.gpu_milli_used += u64::from(m);
+            gpus.push((g, m, gm));
+        }
+        Taken { node: h.node, cpu, mem, gpus }
+    }
+
+    /// Gives back exactly what [`State::take`] took.
+    pub fn restore(&mut self, t: &Taken) {
+        let node = &mut self.nodes[t.node as usize];
+        node.cpu_free += t.cpu;
+        node.mem_free += t.mem;
+        node.version = node.version.wrapping_add(1);
+        for &(g, m, gm) in &t.gpus {
+            self.gpu_free[g as usize] += m;
+            self.gpu_mem_free[g as usize] += gm;
+            self.gpu_milli_used -= u64::from(m);
+        }
+    }
+
+    /// How many members of shape `s` node `n` could take now.
+    pub fn copies(&self, n: usize, s: &Shape) -> u64 {
+        let node = &self.nodes[n];
+        if s.node_ok.as_ref().is_some_and(|m| !m[n]) {
+            return 0;
+        }
+        let by_cpu = node.cpu_free.checked_div(s.cpu).unwrap_or(u64::MAX);
+        let by_mem = node.mem_free.checked_div(s.mem).unwrap_or(u64::MAX);
+        let by_gpu = if s.count == 0 {
+            u64::MAX
+        } else if s.need >= WHOLE || s.count > 1 {
+            node.gpu_range().filter(|&g| s.gpu_fits(self, g)).count() as u64 / u64::from(s.count)
+        } else {
+            node.gpu_range()
+                .filter(|&g| s.gpu_allowed(self, g))
+                .map(|g| {
+                    let by_milli = u64::from(self.gpu_free[g] / s.need.max(1));
+                    let by_gmem = self.gpu_mem_free[g].checked_div(s.gpu_mem).unwrap_or(u64::MAX);
+                    by_milli.min(by_gmem)
+                })
+                .sum()
+        };
+        by_cpu.min(by_mem).min(by_gpu)
+    }
+}
