@@ -8,10 +8,10 @@ use crate::plan::{Live, Pass, Reserved, place_gang};
 use crate::state::{Hold, Shape};
 
 impl Pass<'_> {
-    /// Estimates when `p` can start and, with backfill on and room in the reservation depth, reserves
-    /// that start. Returns the estimate.
-    pub(crate) fn reserve(&mut self, p: &Pending, s: &Shape, members: u32, end: Option<i64>) -> Option<i64> {
-        if self.reserved.len() >= self.config.reservation_depth {
+    /// Estimates when `p` can start and, with `commit`, backfill on and room in the reservation depth,
+    /// reserves that start. Returns the estimate.
+    pub(crate) fn reserve(&mut self, p: &Pending, s: &Shape, members: u32, commit: bool) -> Option<i64> {
+        if commit && self.reserved.len() >= self.config.reservation_depth {
             return None;
         }
         let rel = releases(&self.live, &self.started, &self.victims, self.now, self.config.preemption.grace_ms);
@@ -57,8 +57,7 @@ impl Pass<'_> {
         let holds = found?;
         let mut future = base;
         let at = if hi == 0 { self.now } else { rel[hi - 1].0.max(self.now) };
-        let _ = end;
-        if self.config.backfill == Backfill::On {
+        if commit && self.config.backfill == Backfill::On {
             for h in &holds {
                 future.hold(h);
             }

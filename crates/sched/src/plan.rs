@@ -61,6 +61,10 @@ pub(crate) struct Pass<'a> {
     summary: Option<(u32, u32, u32)>,
     /// Running workloads in the order victims are considered (lowest priority, latest start first).
     pub victim_order: Option<Vec<usize>>,
+    /// Bumped on every start: failed placements are remembered per generation.
+    generation: u64,
+    /// Shapes that did not fit, with the reserved starts they had to respect, in this generation.
+    failed: HashMap<(NeverKey, Vec<usize>, u64), (Reason, String)>,
 }
 
 /// Schedules one tick: see the crate documentation.
@@ -152,6 +156,8 @@ impl<'a> Pass<'a> {
             never: HashMap::new(),
             summary: None,
             victim_order: None,
+            generation: 0,
+            failed: HashMap::new(),
         }
     }
 
@@ -295,6 +301,7 @@ impl<'a> Pass<'a> {
                 for h in &holds {
                     self.st.hold(h);
                 }
+                self.generation += 1;
                 self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
                 self.queue(&p.queue).take(&p.user, want);
                 let placements = holds.iter().map(|h| self.placement(h)).collect();
@@ -302,13 +309,18 @@ impl<'a> Pass<'a> {
                 Ok(Start { id: p.id.clone(), placements })
             }
             Err((reason, message)) => {
-                if reason == Reason::Resources {
+                // preempt only when waiting for what runs would take longer than a grace period
+                let grace = self.config.preemption.grace_ms;
+                if reason == Reason::Resources
+                    && self.may_preempt(p, want)
+                    && self.reserve(p, &shape, members, false).is_none_or(|t| t >= self.now + grace)
+                {
                     if let Some(msg) = self.preempt_for(p, &shape, members, want, out) {
-                        return Err((Reason::Preempting, msg, Some(self.now + self.config.preemption.grace_ms)));
+                        return Err((Reason::Preempting, msg, Some(self.now + grace)));
                     }
                 }
                 let estimate = if reason == Reason::Resources || reason == Reason::Backfill {
-                    self.reserve(p, &shape, members, end)
+                    self.reserve(p, &shape, members, true)
                 } else {
                     None
                 };
@@ -384,16 +396,39 @@ impl<'a> Pass<'a> {
         let relevant: Vec<usize> =
             (0..self.reserved.len()).filter(|&i| end.is_none_or(|e| e > self.reserved[i].at_ms)).collect();
         let booked = self.bookings.holds_for(&self.st, &p.queue, self.now, end);
+        // the same shape failed already against the same state and reserved starts
+        let key = (booked.is_empty() && s.gpu_ok.is_none() && s.node_ok.is_none()).then(|| {
+            let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
+            (shape, relevant.clone(), self.generation)
+        });
+        if let Some(hit) = key.as_ref().and_then(|k| self.failed.get(k)) {
+            return Err(hit.clone());
+        }
+        let r = self.place_now(s, members, &relevant, &booked);
+        if let (Err(e), Some(k)) = (&r, key) {
+            self.failed.insert(k, e.clone());
+        }
+        r
+    }
+
+    /// [`Pass::try_place`] once the reserved starts (`relevant`) and `booked` GPUs are known.
+    fn place_now(
+        &mut self,
+        s: &Shape,
+        members: u32,
+        relevant: &[usize],
+        booked: &[Hold],
+    ) -> Result<Vec<Hold>, (Reason, String)> {
         if relevant.is_empty() && booked.is_empty() {
             return place_gang(&mut self.placer, &self.st, s, members).ok_or_else(|| self.why_not(s, members));
         }
         // hold the booked GPUs and the reserved starts on the state itself, place, and give them back
         let mut taken = Vec::new();
-        for h in &booked {
+        for h in booked {
             taken.push(self.st.take(h));
         }
         let bookings_only = taken.len();
-        for &i in &relevant {
+        for &i in relevant {
             for h in &self.reserved[i].holds {
                 taken.push(self.st.take(h));
             }
@@ -420,7 +455,7 @@ impl<'a> Pass<'a> {
         self.placer.set_cache(cached);
         if let Some(holds) = first {
             let mut blocked = None;
-            for &i in &relevant {
+            for &i in relevant {
                 let f = &mut self.reserved[i].future;
                 let mut took = Vec::with_capacity(holds.len());
                 let mut ok = true;

@@ -2,7 +2,7 @@
 //! priority yields to a higher one (in the same queue, or from a queue that borrows). Victims are told
 //! to stop with a grace period; the workload they make room for keeps a reserved start meanwhile.
 
-use crate::model::{Decisions, Pending, Preempt, Running};
+use crate::model::{Decisions, Pending, Preempt};
 use crate::plan::{Pass, Reserved, place_gang};
 use crate::queue::Quota;
 use crate::state::Shape;
@@ -11,16 +11,25 @@ use std::collections::BTreeMap;
 impl Pass<'_> {
     /// Whether running workload `r` may be stopped for `p` (which wants `want`), given what is already
     /// chosen to go (`gone`, per queue).
-    fn eligible(&self, r: &Running, p: &Pending, want: Quota, gone: &BTreeMap<String, Quota>) -> bool {
+    fn eligible(&self, i: usize, p: &Pending, want: Quota, gone: &BTreeMap<String, Quota>) -> bool {
+        let r = &self.running[i];
         if !r.preemptible || r.stopping {
             return false;
         }
-        let borrowing = |q: &str| {
-            self.queues
-                .get(q)
-                .is_some_and(|s| s.used.minus(gone.get(q).copied().unwrap_or_default()).exceeds(s.spec.guarantee))
+        // the victim holds only borrowed capacity: in some resource its queue is above its guarantee and
+        // stays at or above it without the victim (so reclaiming never cascades into another reclaim)
+        let v = self.live[i].quota;
+        let borrowed = |q: &str| {
+            self.queues.get(q).is_some_and(|s| {
+                let u = s.used.minus(gone.get(q).copied().unwrap_or_default());
+                let g = s.spec.guarantee;
+                let dim = |used: u64, held: u64, gua: u64| held > 0 && used > gua && used - held.min(used) >= gua;
+                dim(u.gpu_milli, v.gpu_milli, g.gpu_milli)
+                    || dim(u.cpu_milli, v.cpu_milli, g.cpu_milli)
+                    || dim(u.memory, v.memory, g.memory)
+            })
         };
-        if r.priority < p.priority && (r.queue == p.queue || borrowing(&r.queue)) {
+        if r.priority < p.priority && (r.queue == p.queue || borrowed(&r.queue)) {
             return true;
         }
         r.queue != p.queue
@@ -28,7 +37,19 @@ impl Pass<'_> {
                 .queues
                 .get(&p.queue)
                 .is_some_and(|s| s.within_guarantee(want) && !s.spec.guarantee.within(Quota::default()))
-            && borrowing(&r.queue)
+            && borrowed(&r.queue)
+    }
+
+    /// Whether preemption could help `p` at all: preemption is on and some workload is stopping, runs at
+    /// a lower priority, or `p`'s queue may reclaim its guarantee.
+    pub(crate) fn may_preempt(&self, p: &Pending, want: Quota) -> bool {
+        self.config.preemption.enabled
+            && (self.running.iter().any(|r| r.priority < p.priority || r.stopping)
+                || self.victims.iter().any(|&v| v)
+                || self
+                    .queues
+                    .get(&p.queue)
+                    .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default())))
     }
 
     /// Tries to make room for `p` by preemption; returns the waiting message when it did (or when
@@ -101,7 +122,7 @@ impl Pass<'_> {
         let mut fit = None;
         for i in order {
             let r = &running[i];
-            if !self.eligible(r, p, want, &gone) {
+            if !self.eligible(i, p, want, &gone) {
                 continue;
             }
             for h in &self.live[i].holds {
