@@ -2,9 +2,9 @@
 //! `gpuhub serve` subprocess on the local Docker engine, users with API tokens, the `gpuhub` CLI as
 //! them, and workspaces serving JupyterLab or a plain HTTP server.
 //!
-//! Every gpuhub server removes the containers of the engine's gpuhub workloads its own database does not
-//! know (at start and on each reconciliation), so two servers on one engine remove each other's
-//! workspaces: tests take [`serial`], and the config here reconciles rarely after the start.
+//! Tests take [`serial`]: one server and one workspace at a time (they share 2 cores with the build).
+//! Servers on one engine leave each other's containers alone (each labels its own with its
+//! installation id); the config here also reconciles rarely after the start.
 
 #![allow(dead_code)]
 
@@ -37,7 +37,7 @@ pub const LAB_APP: &str = "lab:8888=jupyter lab --ServerApp.base_url={base_url} 
 /// The longest any wait may take before a check fails (2 shared cores, a busy engine): a safety net.
 pub const WAIT: Duration = Duration::from_secs(120);
 
-/// Serialises the tests of one binary (see the module documentation).
+/// Serialises the tests of one binary.
 pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     LOCK.lock().await
@@ -377,10 +377,7 @@ impl User {
                 return Ok(Some(w));
             }
             if w["state"].as_str().is_some_and(|s| ["failed", "lost", "succeeded"].contains(&s)) {
-                bail!(
-                    "{name} ended: {w} (killed or removed from outside? another gpuhub server on this Docker \
-                     engine removes the containers it does not know; see tests/access_support/mod.rs)"
-                );
+                bail!("{name} ended: {w}");
             }
             Ok(None)
         })
