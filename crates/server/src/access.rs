@@ -190,8 +190,13 @@ f.addEventListener("submit", async (e) => {
   const r = await fetch("/api/v1/login", {method: "POST", headers: {"content-type": "application/json"},
     body: JSON.stringify({username: f.username.value, password: f.password.value})});
   if (!r.ok) { document.getElementById("err").textContent = (await r.json()).detail; return; }
-  let next = new URLSearchParams(location.search).get("next") || "/";
-  if (!next.startsWith("/") || next.startsWith("//")) next = "/";
+  // return only into the hub: resolve `next` as the browser would and keep it only on this origin
+  // (this also defeats `/\\host`, tabs and other forms browsers read as another site)
+  let next = "/";
+  try {
+    const u = new URL(new URLSearchParams(location.search).get("next") || "/", location.origin);
+    if (u.origin === location.origin) next = u.pathname + u.search + u.hash;
+  } catch (_) {}
   location.replace(next);
 });
 </script></body></html>"#;
