@@ -309,12 +309,8 @@ impl<'a> Pass<'a> {
                 Ok(Start { id: p.id.clone(), placements })
             }
             Err((reason, message)) => {
-                // preempt only when waiting for what runs would take longer than a grace period
                 let grace = self.config.preemption.grace_ms;
-                if reason == Reason::Resources
-                    && self.may_preempt(p, want)
-                    && self.reserve(p, &shape, members, false).is_none_or(|t| t >= self.now + grace)
-                {
+                if reason == Reason::Resources && self.may_preempt(p, want) {
                     if let Some(msg) = self.preempt_for(p, &shape, members, want, out) {
                         return Err((Reason::Preempting, msg, Some(self.now + grace)));
                     }

@@ -16,18 +16,11 @@ impl Pass<'_> {
         if !r.preemptible || r.stopping {
             return false;
         }
-        // the victim holds only borrowed capacity: in some resource its queue is above its guarantee and
-        // stays at or above it without the victim (so reclaiming never cascades into another reclaim)
-        let v = self.live[i].quota;
+        // the victim's queue holds more than its guarantee (after the victims already chosen)
         let borrowed = |q: &str| {
-            self.queues.get(q).is_some_and(|s| {
-                let u = s.used.minus(gone.get(q).copied().unwrap_or_default());
-                let g = s.spec.guarantee;
-                let dim = |used: u64, held: u64, gua: u64| held > 0 && used > gua && used - held.min(used) >= gua;
-                dim(u.gpu_milli, v.gpu_milli, g.gpu_milli)
-                    || dim(u.cpu_milli, v.cpu_milli, g.cpu_milli)
-                    || dim(u.memory, v.memory, g.memory)
-            })
+            self.queues
+                .get(q)
+                .is_some_and(|s| s.used.minus(gone.get(q).copied().unwrap_or_default()).exceeds(s.spec.guarantee))
         };
         if r.priority < p.priority && (r.queue == p.queue || borrowed(&r.queue)) {
             return true;

@@ -306,13 +306,3 @@ fn fair_share_orders_queues_by_decayed_usage() {
     let d = schedule(&c, &[], &[a, b], &Config::default(), 7_200_000);
     assert_eq!(ids(&d), ["a"]);
 }
-
-#[test]
-fn no_preemption_when_room_comes_within_the_grace_period() {
-    let c = cluster(&[("n", 1)]);
-    let d0 = schedule(&c, &[], &[pend("low", whole(1), 0, 0)], &Config::default(), 0);
-    let running = vec![run_from(&d0, "low", 0, Some(20_000))];
-    let d = schedule(&c, &running, &[pend("high", whole(1), 9, 1)], &Config::default(), 10_000);
-    assert!(d.preemptions.is_empty(), "{d:?}");
-    assert_eq!(d.pending[0].estimated_start_ms, Some(20_000));
-}
