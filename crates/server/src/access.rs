@@ -33,7 +33,7 @@ fn wants_html(headers: &HeaderMap) -> bool {
 
 /// The caller, or the answer for an anonymous one: a redirect to the login page for browsers, 401 else.
 async fn caller_or_login(st: &AppState, parts: &Parts) -> Result<User, Response> {
-    let user = match auth::browser_token(parts) {
+    let user = match auth::browser_token(&parts.headers) {
         Some(t) => auth::user_for_token(st, &t).await.ok(),
         None => None,
     };

@@ -6,7 +6,7 @@ use crate::state::AppState;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::FromRequestParts;
-use axum::http::{header, request::Parts};
+use axum::http::{HeaderMap, header, request::Parts};
 use base64::Engine;
 use gpuhub_core::user::User;
 use rand::RngCore;
@@ -127,20 +127,19 @@ impl LoginLimiter {
 pub struct Caller(pub User);
 
 /// The bearer token of a request, if any.
-pub fn bearer_token(parts: &Parts) -> Option<String> {
-    let v = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")).map(|t| t.trim().to_owned())
 }
 
 /// The token of a browser page request: the bearer header, else the session cookie.
-pub fn browser_token(parts: &Parts) -> Option<String> {
-    bearer_token(parts).or_else(|| cookie(parts, SESSION_COOKIE))
+pub fn browser_token(headers: &HeaderMap) -> Option<String> {
+    bearer_token(headers).or_else(|| cookie(headers, SESSION_COOKIE))
 }
 
 /// A cookie's value.
-pub fn cookie(parts: &Parts, name: &str) -> Option<String> {
-    parts
-        .headers
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -164,7 +163,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts)
+        let token = bearer_token(&parts.headers)
             .ok_or_else(|| ApiError::unauthorized("authentication required: send Authorization: Bearer <token>"))?;
         user_for_token(state, &token).await.map(Caller)
     }

@@ -79,9 +79,7 @@ pub async fn login(
 /// Ends the session or revokes the token this request carries.
 #[utoipa::path(post, path = "/api/v1/logout", tag = "auth", responses((status = 204), (status = 401, body = Problem)))]
 pub async fn logout(State(st): State<AppState>, _caller: Caller, headers: HeaderMap) -> Result<Response, ApiError> {
-    let (mut parts, _) = axum::http::Request::new(()).into_parts();
-    parts.headers = headers;
-    if let Some(t) = auth::browser_token(&parts) {
+    if let Some(t) = auth::bearer_token(&headers) {
         st.store.delete_token(&auth::token_hash(&t)).await?;
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
