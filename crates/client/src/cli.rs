@@ -38,7 +38,7 @@ pub enum ClientCommand {
     /// Show who the saved token belongs to.
     Whoami,
     /// Submit a job (or a workspace) and print its name.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List workloads.
     Ps(PsArgs),
     /// Print a workload's output.
@@ -98,9 +98,22 @@ pub struct RunArgs {
     /// A catalog name (see `gpuhub images`) or an image reference.
     #[arg(long, value_name = "IMG")]
     pub image: String,
-    /// Whole GPUs (default 0).
-    #[arg(long, value_name = "N")]
-    pub gpus: Option<u32>,
+    /// Whole GPUs (`2`), or a share of one GPU (`0.25`) (default 0).
+    #[arg(long, value_name = "N", value_parser = parse_gpus)]
+    pub gpus: Option<GpuAsk>,
+    /// GPU memory a GPU share needs, such as `10GiB` (only with a share: `--gpus 0.5`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub gpu_memory: Option<Bytes>,
+    /// The team queue to charge (default: your only queue, else the default queue).
+    #[arg(long, value_name = "Q")]
+    pub queue: Option<String>,
+    /// A resource expression the node and GPUs must satisfy, e.g. `gpu.model == "H200" && gpu.memory >= 80GiB`.
+    #[arg(long, value_name = "EXPR")]
+    pub constraint: Option<String>,
+    /// The longest the workload may run, such as `2h` or `1h30m`; it is stopped then. A limit lets a
+    /// small job start ahead of larger waiting ones (backfill).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub time_limit: Option<gpuhub_core::Seconds>,
     /// CPU cores, fractions allowed (default 1).
     #[arg(long, value_name = "C")]
     pub cpus: Option<f64>,
@@ -266,6 +279,35 @@ fn parse_memory(s: &str) -> Result<Bytes, String> {
     Bytes::parse(s).map_err(|e| e.to_string())
 }
 
+fn parse_duration(s: &str) -> Result<gpuhub_core::Seconds, String> {
+    gpuhub_core::Seconds::parse(s).map_err(|e| e.to_string())
+}
+
+/// What `--gpus` asks for: whole GPUs or a share of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuAsk {
+    /// This many whole GPUs.
+    Whole(u32),
+    /// Thousandths of one GPU (1…999).
+    Milli(u32),
+}
+
+/// Parses `--gpus`: a whole number of GPUs, or a share of one GPU below 1 (`0.25`, to a thousandth).
+pub(crate) fn parse_gpus(s: &str) -> Result<GpuAsk, String> {
+    if let Ok(n) = s.parse::<u32>() {
+        return Ok(GpuAsk::Whole(n));
+    }
+    let f: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of GPUs (2, or a share such as 0.25)"))?;
+    if !(f > 0.0 && f < 1.0) {
+        return Err(format!("{s:?}: a share of a GPU must be above 0 and below 1; whole GPUs are a whole number"));
+    }
+    let milli = (f * 1000.0).round();
+    if (milli - f * 1000.0).abs() > 1e-6 || milli < 1.0 {
+        return Err(format!("{s:?}: a share of a GPU is counted in thousandths (0.001 to 0.999)"));
+    }
+    Ok(GpuAsk::Milli(milli as u32))
+}
+
 /// Parses one `--env K=V`.
 pub(crate) fn parse_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
     let (name, port) = s.split_once(':').ok_or_else(|| format!("{s:?} is not NAME:PORT"))?;
@@ -376,7 +418,7 @@ mod tests {
         assert_eq!(r.name.as_deref(), Some("train"));
         assert!(!r.workspace);
         assert_eq!(r.image, "pytorch");
-        assert_eq!(r.gpus, Some(2));
+        assert_eq!(r.gpus, Some(GpuAsk::Whole(2)));
         assert_eq!(r.cpus, Some(0.5));
         assert_eq!(r.memory, Some(Bytes(4 << 30)));
         assert_eq!(r.env, vec![("A".into(), "1".into()), ("B".into(), "x=y".into())]);
@@ -397,6 +439,35 @@ mod tests {
     }
 
     #[test]
+    fn run_takes_scheduling_options() {
+        let cli = parse(&[
+            "run",
+            "--image",
+            "x",
+            "--gpus",
+            "0.25",
+            "--gpu-memory",
+            "10GiB",
+            "--queue",
+            "vision",
+            "--constraint",
+            "gpu.model == \"H200\"",
+            "--time-limit",
+            "1h30m",
+        ])
+        .unwrap();
+        let ClientCommand::Run(r) = cli.command else { panic!("not run") };
+        assert_eq!(r.gpus, Some(GpuAsk::Milli(250)));
+        assert_eq!(r.gpu_memory, Some(Bytes(10 << 30)));
+        assert_eq!(r.queue.as_deref(), Some("vision"));
+        assert_eq!(r.constraint.as_deref(), Some("gpu.model == \"H200\""));
+        assert_eq!(r.time_limit, Some(gpuhub_core::Seconds(5400)));
+        assert_eq!(parse_gpus("0.5"), Ok(GpuAsk::Milli(500)));
+        assert_eq!(parse_gpus("0.001"), Ok(GpuAsk::Milli(1)));
+        assert_eq!(parse_gpus("8"), Ok(GpuAsk::Whole(8)));
+    }
+
+    #[test]
     fn run_rejects_bad_values() {
         let e = parse(&["run", "--image", "x", "--env", "NOEQUALS"]).unwrap_err().to_string();
         assert!(e.contains("NOEQUALS") && e.contains("--env"), "{e}");
@@ -405,6 +476,13 @@ mod tests {
         let e = parse(&["run", "--image", "x", "--memory", "4XB"]).unwrap_err().to_string();
         assert!(e.contains("--memory") && e.contains("unknown unit"), "{e}");
         assert!(parse(&["run", "--image", "x", "--gpus", "-1"]).is_err());
+        for bad in ["1.5", "0.0001", "0.0", "many"] {
+            let e = parse(&["run", "--image", "x", "--gpus", bad]);
+            let Err(e) = e else { panic!("--gpus {bad} accepted") };
+            assert!(e.to_string().contains("--gpus"), "{e}");
+        }
+        let e = parse(&["run", "--image", "x", "--time-limit", "2 weeks"]).unwrap_err().to_string();
+        assert!(e.contains("--time-limit") && e.contains("unit"), "{e}");
         assert!(parse(&["run", "--image", "x", "--cpus", "many"]).is_err());
     }
 

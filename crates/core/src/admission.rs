@@ -61,6 +61,21 @@ pub fn check_fits_node(node: &NodeCapacity, r: &Resources) -> Result<(), CoreErr
             format!("{} GPUs requested but node {} has {}", r.gpus, node.name, node.gpus.len()),
         ));
     }
+    if r.gpu_milli > 0 && node.gpus.is_empty() {
+        return Err(CoreError::invalid(
+            "resources.gpu_milli",
+            format!("a share of a GPU requested but node {} has no GPUs", node.name),
+        ));
+    }
+    if let Some(m) = r.gpu_memory {
+        if node.gpus.iter().all(|g| g.memory.0 > 0 && g.memory < m) {
+            let most = node.gpus.iter().map(|g| g.memory).max().unwrap_or_default();
+            return Err(CoreError::invalid(
+                "resources.gpu_memory",
+                format!("{m} of GPU memory requested but the largest GPU of node {} has {most}", node.name),
+            ));
+        }
+    }
     if r.cpu_milli > node.cpus {
         return Err(CoreError::invalid(
             "resources.cpus",
@@ -130,7 +145,7 @@ mod tests {
         }
     }
     fn res(cpu: u64, gpus: u32) -> Resources {
-        Resources { cpu_milli: CpuMilli(cpu), memory: Bytes(GIB), gpus }
+        Resources { cpu_milli: CpuMilli(cpu), memory: Bytes(GIB), gpus, ..Resources::default() }
     }
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(s, 0).unwrap()
@@ -174,5 +189,11 @@ mod tests {
         assert!(check_fits_node(&n, &res(1000, 99)).unwrap_err().to_string().contains("99 GPUs"));
         assert!(check_fits_node(&n, &res(100_000, 0)).is_err());
         assert!(check_fits_node(&n, &res(1000, 2)).is_ok());
+        let share = |milli, memory| Resources { gpu_milli: milli, gpu_memory: memory, ..res(1000, 0) };
+        assert!(check_fits_node(&n, &share(500, Some(Bytes(80 * GIB)))).is_ok());
+        let e = check_fits_node(&n, &share(500, Some(Bytes(200 * GIB)))).unwrap_err().to_string();
+        assert!(e.contains("resources.gpu_memory") && e.contains("141GiB"), "{e}");
+        let e = check_fits_node(&node(0), &share(500, None)).unwrap_err().to_string();
+        assert!(e.contains("no GPUs"), "{e}");
     }
 }

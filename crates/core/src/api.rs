@@ -3,7 +3,7 @@
 //! Request types refuse unknown fields, so a typo is an error rather than a silently ignored setting.
 
 use crate::workload::{AppSpec, Resources, WorkloadKind, WorkloadState};
-use crate::{Bytes, CoreError, CpuMilli};
+use crate::{Bytes, CoreError, CpuMilli, Seconds};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -74,9 +74,15 @@ pub struct ResourceRequest {
     /// Memory limit (`"4GiB"` or bytes); default 1GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Bytes>,
-    /// Whole GPUs; default 0.
+    /// Whole GPUs, exclusive; default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
+    /// A share of one GPU in milli-GPU, 1…999 (`250` is a quarter); not with `gpus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<u32>,
+    /// GPU memory the share needs (`"10GiB"`); only with `gpu_milli`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<Bytes>,
 }
 
 impl ResourceRequest {
@@ -97,7 +103,34 @@ impl ResourceRequest {
                 "must be at least 6MiB (the container engine's minimum)",
             ));
         }
-        Ok(Resources { cpu_milli, memory, gpus: self.gpus.unwrap_or(0) })
+        let gpus = self.gpus.unwrap_or(0);
+        let gpu_milli = match self.gpu_milli {
+            None => 0,
+            Some(_) if gpus > 0 => {
+                return Err(CoreError::invalid(
+                    "resources.gpu_milli",
+                    "ask for whole GPUs (gpus) or a share of one GPU (gpu_milli), not both",
+                ));
+            }
+            Some(m @ 1..=999) => m,
+            Some(m) => {
+                return Err(CoreError::invalid(
+                    "resources.gpu_milli",
+                    format!("must be from 1 to 999 thousandths of a GPU, got {m} (for whole GPUs use gpus)"),
+                ));
+            }
+        };
+        let gpu_memory = match self.gpu_memory {
+            Some(_) if gpu_milli == 0 => {
+                return Err(CoreError::invalid(
+                    "resources.gpu_memory",
+                    "only a GPU share (gpu_milli) takes a memory amount; a whole GPU has all its memory",
+                ));
+            }
+            Some(Bytes(0)) => return Err(CoreError::invalid("resources.gpu_memory", "must be more than 0")),
+            m => m,
+        };
+        Ok(Resources { cpu_milli, memory, gpus, gpu_milli, gpu_memory })
     }
 }
 
@@ -124,6 +157,32 @@ pub struct CreateWorkloadRequest {
     /// Web apps this workload serves (added to those its catalog image declares).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppSpec>,
+    /// The team queue to charge; default: the user's only queue, else the default queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// A resource expression the node and GPUs must satisfy, e.g.
+    /// `gpu.model in ["H100","H200"] && gpu.memory >= 80GiB && node.labels.rack != "b"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// The longest the workload may run (`"2h"`); it is stopped then. Lets it backfill ahead of
+    /// larger waiting work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_limit: Option<Seconds>,
+    /// Gang size: this many members start together or none does. Only 1 on a single-node engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<u32>,
+}
+
+/// A share of a GPU a workload holds.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct GpuShareView {
+    pub owner: String,
+    pub workload: String,
+    /// Thousandths of the GPU.
+    pub milli: u32,
+    /// GPU memory reserved for it, if it asked for an amount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
 }
 
 /// Who holds a GPU.
@@ -140,9 +199,12 @@ pub struct GpuView {
     pub index: u32,
     pub model: String,
     pub memory: Bytes,
-    /// Present while a workload holds it.
+    /// Present while a workload holds it whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<GpuHolder>,
+    /// Workloads holding shares of it (a GPU is held whole or shared, never both).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<GpuShareView>,
 }
 
 /// A node as `GET /api/v1/nodes` shows it.
@@ -199,6 +261,13 @@ pub struct WorkloadView {
     pub env: BTreeMap<String, String>,
     pub resources: Resources,
     pub priority: i32,
+    /// The team queue it is charged to; empty is the default queue.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_limit: Option<Seconds>,
     /// Web apps, served at `/w/<owner>/<name>/<app>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppSpec>,
@@ -232,6 +301,9 @@ impl From<&crate::workload::Workload> for WorkloadView {
             env: w.env.clone(),
             resources: w.resources,
             priority: w.priority,
+            queue: w.queue.clone(),
+            constraint: w.constraint.clone(),
+            runtime_limit: w.runtime_limit,
             apps: w.apps.clone(),
             state: w.state,
             gpus: w.gpus.clone(),
@@ -281,5 +353,28 @@ mod tests {
         assert!(neg.resolve().unwrap_err().to_string().contains("resources.cpus"));
         assert!(serde_json::from_str::<ResourceRequest>(r#"{"gpus":-1}"#).is_err());
         assert_eq!(ResourceRequest::default().resolve().unwrap(), Resources::default());
+    }
+
+    #[test]
+    fn gpu_shares() {
+        let r: ResourceRequest = serde_json::from_str(r#"{"gpu_milli":250,"gpu_memory":"10GiB"}"#).unwrap();
+        let r = r.resolve().unwrap();
+        assert_eq!((r.gpus, r.gpu_milli, r.gpu_memory), (0, 250, Some(Bytes(10 << 30))));
+        assert_eq!(r.gpu_display(), "0.25 (10GiB)");
+        assert_eq!(r.gpu_milli_total(), 250);
+        let bad = |json: &str, want: &str| {
+            let r: ResourceRequest = serde_json::from_str(json).unwrap();
+            let e = r.resolve().unwrap_err().to_string();
+            assert!(e.contains(want), "{json}: {e}");
+        };
+        bad(r#"{"gpus":1,"gpu_milli":500}"#, "not both");
+        bad(r#"{"gpu_milli":1000}"#, "from 1 to 999");
+        bad(r#"{"gpu_milli":0}"#, "from 1 to 999");
+        bad(r#"{"gpus":1,"gpu_memory":"1GiB"}"#, "resources.gpu_memory");
+        bad(r#"{"gpu_milli":10,"gpu_memory":0}"#, "more than 0");
+        // a whole-GPU request serialises as before
+        let whole = ResourceRequest { gpus: Some(2), ..Default::default() }.resolve().unwrap();
+        let json = serde_json::to_value(whole).unwrap();
+        assert!(json.get("gpu_milli").is_none() && json.get("gpu_memory").is_none(), "{json}");
     }
 }

@@ -13,4 +13,4 @@ pub mod user;
 pub mod workload;
 
 pub use error::CoreError;
-pub use quantity::{Bytes, CpuMilli};
+pub use quantity::{Bytes, CpuMilli, Seconds};

@@ -1,7 +1,8 @@
-//! Resource quantities: memory in bytes, CPUs in thousandths of a core.
+//! Resource quantities: memory in bytes, CPUs in thousandths of a core, durations in seconds.
 //!
 //! Memory accepts `4GiB`, `512MiB`, `1.5GiB`, `2G` (decimal) or a plain number of bytes, in JSON as a
-//! string or an integer. CPUs accept a fractional number of cores (`0.5`, `2`).
+//! string or an integer. CPUs accept a fractional number of cores (`0.5`, `2`). Durations accept
+//! `90s`, `30m`, `2h`, `1d`, `1h30m` or a plain number of seconds.
 
 use crate::CoreError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -164,10 +165,117 @@ impl fmt::Display for CpuMilli {
     }
 }
 
+/// A duration in whole seconds (a run-time limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Seconds(pub u64);
+
+impl Seconds {
+    /// Parses `90s`, `30m`, `2h`, `1d`, `1h30m`, `3600`.
+    pub fn parse(input: &str) -> Result<Self, CoreError> {
+        let err = |reason: &str| CoreError::Quantity { input: input.to_owned(), reason: reason.to_owned() };
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(err("empty"));
+        }
+        if let Ok(n) = s.parse::<u64>() {
+            return Ok(Seconds(n));
+        }
+        let mut total: u64 = 0;
+        let mut rest = s;
+        while !rest.is_empty() {
+            let split = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            if split == 0 {
+                return Err(err("expected a number such as 2h or 90m"));
+            }
+            let n: u64 = rest[..split].parse().map_err(|_| err("too large"))?;
+            let unit = rest[split..].chars().next().ok_or_else(|| err("missing unit (s, m, h or d)"))?;
+            let factor = match unit {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86_400,
+                _ => return Err(err("unknown unit (use s, m, h or d)")),
+            };
+            total = n.checked_mul(factor).and_then(|v| total.checked_add(v)).ok_or_else(|| err("too large"))?;
+            rest = &rest[split + 1..];
+        }
+        Ok(Seconds(total))
+    }
+}
+
+impl fmt::Display for Seconds {
+    /// `1d2h`, `2h`, `1h30m`, `90s` → `1m30s`; `0s` for zero.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            return f.write_str("0s");
+        }
+        let mut left = self.0;
+        for (unit, factor) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+            if left >= factor {
+                write!(f, "{}{unit}", left / factor)?;
+                left %= factor;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Seconds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Signed(i64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Seconds(n)),
+            Raw::Signed(n) => Err(serde::de::Error::custom(format!("a duration must not be negative, got {n}"))),
+            Raw::Str(s) => Seconds::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl utoipa::PartialSchema for Seconds {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::new(utoipa::openapi::schema::Type::String))
+            .description(Some("duration: \"90s\", \"30m\", \"2h\", \"1d\", \"1h30m\" or an integer number of seconds"))
+            .examples([serde_json::json!("2h")])
+            .into()
+    }
+}
+impl utoipa::ToSchema for Seconds {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(Seconds::parse("90s").unwrap(), Seconds(90));
+        assert_eq!(Seconds::parse("2h").unwrap(), Seconds(7200));
+        assert_eq!(Seconds::parse("1h30m").unwrap(), Seconds(5400));
+        assert_eq!(Seconds::parse("1d").unwrap(), Seconds(86_400));
+        assert_eq!(Seconds::parse(" 3600 ").unwrap(), Seconds(3600));
+        for bad in ["", "h", "2x", "1.5h", "-1h", "99999999999999999999d", "2h30"] {
+            assert!(Seconds::parse(bad).is_err(), "{bad} should fail");
+        }
+        assert_eq!(Seconds(5400).to_string(), "1h30m");
+        assert_eq!(Seconds(90).to_string(), "1m30s");
+        let d: Seconds = serde_json::from_str("\"30m\"").unwrap();
+        assert_eq!(d, Seconds(1800));
+        assert_eq!(serde_json::from_str::<Seconds>("60").unwrap(), Seconds(60));
+        assert!(serde_json::from_str::<Seconds>("-60").is_err());
+    }
 
     #[test]
     fn parses_units() {
@@ -208,6 +316,11 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn seconds_round_trip(n in 0u64..(1u64 << 40)) {
+            prop_assert_eq!(Seconds::parse(&Seconds(n).to_string()).unwrap(), Seconds(n));
+        }
+
         #[test]
         fn display_round_trips(n in 0u64..(1u64 << 50)) {
             let b = Bytes(n);

@@ -1,6 +1,6 @@
 //! Workloads (jobs and workspaces), their resources and their state machine.
 
-use crate::{Bytes, CoreError, CpuMilli};
+use crate::{Bytes, CoreError, CpuMilli, Seconds};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -178,6 +178,9 @@ impl AppSpec {
 }
 
 /// The resources a workload asks for, after validation.
+///
+/// GPUs are either `gpus` whole GPUs (exclusive) or a share of one GPU, `gpu_milli` thousandths
+/// (1…999) with an optional amount of its memory; never both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Resources {
     /// CPUs in thousandths of a core.
@@ -187,12 +190,41 @@ pub struct Resources {
     pub memory: Bytes,
     /// Whole GPUs, exclusive.
     pub gpus: u32,
+    /// A share of one GPU in milli-GPU (1…999); 0 when the workload asks for whole GPUs or none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpu_milli: u32,
+    /// GPU memory the share needs (only with `gpu_milli`); the scheduler reserves it on the GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<Bytes>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Resources {
+    /// The GPUs asked for in milli-GPU (1000 per whole GPU).
+    pub fn gpu_milli_total(&self) -> u64 {
+        u64::from(self.gpus) * 1000 + u64::from(self.gpu_milli)
+    }
+
+    /// The GPU part for people: `2`, `0.25`, `0.5 (10GiB)`, `0`.
+    pub fn gpu_display(&self) -> String {
+        if self.gpu_milli == 0 {
+            return self.gpus.to_string();
+        }
+        let share = format!("{}", f64::from(self.gpu_milli) / 1000.0);
+        match self.gpu_memory {
+            Some(m) => format!("{share} ({m})"),
+            None => share,
+        }
+    }
 }
 
 /// The default resources for a request that names none: one CPU, 1 GiB, no GPU.
 impl Default for Resources {
     fn default() -> Self {
-        Self { cpu_milli: CpuMilli(1000), memory: Bytes(crate::quantity::GIB), gpus: 0 }
+        Self { cpu_milli: CpuMilli(1000), memory: Bytes(crate::quantity::GIB), gpus: 0, gpu_milli: 0, gpu_memory: None }
     }
 }
 
@@ -217,6 +249,12 @@ pub struct Workload {
     pub resources: Resources,
     /// Higher runs first.
     pub priority: i32,
+    /// The team queue it is charged to; empty is the default queue.
+    pub queue: String,
+    /// A resource expression its node and GPUs must satisfy (`gpu.model == "H200"`).
+    pub constraint: Option<String>,
+    /// The longest it may run; it is stopped when the limit is reached. Also used to plan backfill.
+    pub runtime_limit: Option<Seconds>,
     /// Web apps it serves through the hub's proxy.
     pub apps: Vec<AppSpec>,
     /// Where it is.

@@ -314,7 +314,7 @@ proptest! {
         let ids: Vec<String> = (0..jobs.len()).map(|i| format!("j{i}")).collect();
         let waiting: Vec<Waiting<'_>> = jobs.iter().enumerate().map(|(i, &(g, cpu, prio, t))| Waiting {
             id: &ids[i],
-            resources: Resources { cpu_milli: CpuMilli(cpu * 1000), memory: Bytes(cpu << 30), gpus: g },
+            resources: Resources { cpu_milli: CpuMilli(cpu * 1000), memory: Bytes(cpu << 30), gpus: g, ..Resources::default() },
             priority: prio,
             queued_at: chrono::DateTime::from_timestamp(t, 0).unwrap(),
         }).collect();

@@ -2,6 +2,7 @@
 
 use gpuhub_core::node::GpuDevice;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -105,6 +106,15 @@ pub struct Config {
     pub scheduler: gpuhub_sched::Config,
     /// Half-life of the decayed usage that fair share compares, in hours.
     pub fair_share_half_life_hours: f64,
+    /// Who may submit to each team queue (`vision = ["alice", "bob"]`); a configured queue not listed
+    /// here is open to every user, and admins may use any queue. A user listed in exactly one queue
+    /// is charged to it when a request names none.
+    pub queue_members: BTreeMap<String, Vec<String>>,
+    /// A HAMi-core `libvgpu.so` on the host. When set, a container holding a share of a GPU gets it
+    /// preloaded through a read-only `/etc/ld.so.preload`, which caps the CUDA memory and compute of
+    /// the container at its share. Without it, shares are scheduled and their limits are passed in
+    /// the environment (`CUDA_DEVICE_MEMORY_LIMIT`, `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`) only.
+    pub gpu_share_library: Option<PathBuf>,
     /// Whether admins may enter other users' workspaces by SSH as `<user>.<workspace>`.
     pub admins_enter_workspaces: bool,
     /// Whether admins may open other users' apps and terminals in a browser. Off by default: apps share
@@ -140,6 +150,8 @@ impl Default for Config {
                 ..Default::default()
             },
             fair_share_half_life_hours: 24.0,
+            queue_members: BTreeMap::new(),
+            gpu_share_library: None,
             admin_password: None,
         }
     }
@@ -162,9 +174,15 @@ impl fmt::Debug for Config {
             .field("session_hours", &self.session_hours)
             .field("secure_cookies", &self.secure_cookies)
             .field("scheduler", &self.scheduler)
+            .field("queue_members", &self.queue_members)
+            .field("gpu_share_library", &self.gpu_share_library)
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
+}
+
+fn names_or_none(names: &std::collections::BTreeSet<&str>) -> String {
+    if names.is_empty() { "none".to_owned() } else { names.iter().copied().collect::<Vec<_>>().join(", ") }
 }
 
 /// `postgres://user:secret@host/db` → `postgres://user:<redacted>@host/db`.
@@ -239,6 +257,7 @@ impl Config {
                 "ADMINS_ENTER_WORKSPACES" => self.admins_enter_workspaces = parse(&key, &v)?,
                 "ADMINS_OPEN_APPS" => self.admins_open_apps = parse(&key, &v)?,
                 "ADMIN_PASSWORD" => self.admin_password = Some(v),
+                "GPU_SHARE_LIBRARY" => self.gpu_share_library = (!v.is_empty()).then(|| PathBuf::from(v)),
                 // variables of the client and of other tools share the prefix
                 _ => {}
             }
@@ -246,7 +265,52 @@ impl Config {
         if self.reconcile_secs == 0 {
             return Err(ConfigError::Invalid { key: "reconcile_secs".into(), reason: "must be at least 1".into() });
         }
+        self.check_queues()
+    }
+
+    /// Queue names follow the naming rule, are unique, and `queue_members` names only configured queues.
+    fn check_queues(&self) -> Result<(), ConfigError> {
+        let invalid = |key: String, reason: String| ConfigError::Invalid { key, reason };
+        let mut seen = std::collections::BTreeSet::new();
+        for q in &self.scheduler.queues {
+            gpuhub_core::names::validate("queue", &q.name)
+                .map_err(|e| invalid("scheduler.queues.name".into(), e.to_string()))?;
+            if !seen.insert(q.name.as_str()) {
+                return Err(invalid("scheduler.queues.name".into(), format!("queue {} is configured twice", q.name)));
+            }
+        }
+        for name in self.queue_members.keys() {
+            if !seen.contains(name.as_str()) {
+                return Err(invalid(
+                    format!("queue_members.{name}"),
+                    format!("no queue {name} in [[scheduler.queues]] (configured: {})", names_or_none(&seen)),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The queue a workload of `user` (an admin when `admin`) is charged to: the one it names, which must
+    /// be configured and open to the user, else the user's only queue, else the default queue (`""`).
+    pub fn queue_for(&self, user: &str, admin: bool, asked: Option<&str>) -> Result<String, String> {
+        let configured: std::collections::BTreeSet<&str> =
+            self.scheduler.queues.iter().map(|q| q.name.as_str()).collect();
+        match asked {
+            None | Some("") => {
+                let mine: Vec<&String> =
+                    self.queue_members.iter().filter(|(_, m)| m.iter().any(|u| u == user)).map(|(q, _)| q).collect();
+                Ok(if mine.len() == 1 { mine[0].clone() } else { String::new() })
+            }
+            Some(q) if !configured.contains(q) => {
+                Err(format!("no queue named {q:?} (queues: {})", names_or_none(&configured)))
+            }
+            Some(q) => match self.queue_members.get(q) {
+                Some(members) if !admin && !members.iter().any(|u| u == user) => {
+                    Err(format!("queue {q} is for its members ({}); you are not one", members.join(", ")))
+                }
+                _ => Ok(q.to_owned()),
+            },
+        }
     }
 
     /// The database URL in effect: the configured one or SQLite in the data dir.
@@ -296,6 +360,37 @@ mod tests {
         let c = Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "spread")])).unwrap();
         assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::Spread);
         assert!(Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "magic")])).is_err());
+    }
+
+    #[test]
+    fn queues_and_members() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("gpuhub.toml");
+        std::fs::write(
+            &f,
+            "[queue_members]\nvision = [\"alice\", \"bob\"]\n\
+             [[scheduler.queues]]\nname = \"vision\"\nguarantee = { gpu_milli = 2000 }\n\
+             [[scheduler.queues]]\nname = \"nlp\"\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&f), env(&[])).unwrap();
+        // named, defaulted to the only queue of a member, open queues for all, members-only queues refused
+        assert_eq!(c.queue_for("alice", false, Some("vision")).unwrap(), "vision");
+        assert_eq!(c.queue_for("alice", false, None).unwrap(), "vision");
+        assert_eq!(c.queue_for("carol", false, None).unwrap(), "");
+        assert_eq!(c.queue_for("carol", false, Some("nlp")).unwrap(), "nlp");
+        let e = c.queue_for("carol", false, Some("vision")).unwrap_err();
+        assert!(e.contains("alice, bob"), "{e}");
+        assert_eq!(c.queue_for("root", true, Some("vision")).unwrap(), "vision");
+        let e = c.queue_for("alice", false, Some("cv")).unwrap_err();
+        assert!(e.contains("\"cv\"") && e.contains("nlp, vision"), "{e}");
+        // members of a queue that is not configured, and duplicate queues, are refused at load
+        std::fs::write(&f, "[queue_members]\ncv = [\"alice\"]\n[[scheduler.queues]]\nname = \"nlp\"\n").unwrap();
+        let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("queue_members.cv") && e.contains("configured: nlp"), "{e}");
+        std::fs::write(&f, "[[scheduler.queues]]\nname = \"nlp\"\n[[scheduler.queues]]\nname = \"nlp\"\n").unwrap();
+        let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("twice"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use gpuhub_core::api::Explanation;
 use gpuhub_core::node::NodeCapacity;
-use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_core::workload::{Workload, WorkloadKind, WorkloadState};
 use gpuhub_driver::{ContainerInfo, ContainerStatus, EventStream, Runtime, RuntimeError, RuntimeEvent};
 use gpuhub_store::{Store, StoreError, WorkloadFilter};
 use std::collections::{BTreeMap, HashMap};
@@ -116,6 +116,8 @@ pub struct Controller {
     explanations: Explanations,
     /// Decayed usage per queue, for fair share.
     usage: gpuhub_sched::Usage,
+    /// When the next running workload reaches its run-time limit.
+    next_deadline: Option<chrono::DateTime<Utc>>,
 }
 
 impl Controller {
@@ -155,6 +157,7 @@ impl Controller {
             stopping: HashMap::new(),
             explanations,
             usage: gpuhub_sched::Usage::default(),
+            next_deadline: None,
         };
         (c, handle)
     }
@@ -181,6 +184,7 @@ impl Controller {
                     None => events = None,
                 },
                 _ = self.kick.notified() => {}
+                _ = until(self.next_deadline) => {}
                 _ = tick.tick() => {
                     if events.is_none() {
                         events = self.subscribe().await;
@@ -280,11 +284,27 @@ impl Controller {
                     },
                     None => None,
                 };
-                w.state = WorkloadState::Stopped;
+                let message = w.message.take().unwrap_or_default();
                 w.exit_code = code;
                 w.gpus.clear();
                 w.finished_at = Some(Utc::now());
-                if !w.message.as_deref().is_some_and(|m| m.starts_with("preempted")) {
+                let system = message.starts_with("preempted") || message.starts_with(crate::scheduling::TIME_LIMIT);
+                if system && w.kind == WorkloadKind::Job && code == Some(0) {
+                    // it ended on its own before the stop reached it
+                    w.state = WorkloadState::Succeeded;
+                    w.message = Some("exited with code 0".into());
+                } else if message.starts_with("preempted") {
+                    // back to the queue, keeping its place (its submit time)
+                    w.state = WorkloadState::Queued;
+                    w.message = Some(format!("{message}; queued again"));
+                } else if message.starts_with(crate::scheduling::TIME_LIMIT) {
+                    w.state = match w.kind {
+                        WorkloadKind::Job => WorkloadState::Failed,
+                        WorkloadKind::Workspace => WorkloadState::Stopped,
+                    };
+                    w.message = Some(message);
+                } else {
+                    w.state = WorkloadState::Stopped;
                     w.message = Some("stopped".into());
                 }
                 self.save(&w).await?;
@@ -519,6 +539,20 @@ impl Controller {
             .filter(|w| w.state.holds_resources())
             .map(|w| crate::scheduling::running(&self.node, w, self.stopping.contains_key(&w.id)))
             .collect();
+        let (over, next) = crate::scheduling::over_limit(&active, now);
+        self.next_deadline = next;
+        for w in over {
+            let Some(cid) = w.container_id.clone() else { continue };
+            if self.stopping.contains_key(&w.id) {
+                continue;
+            }
+            let limit = w.runtime_limit.unwrap_or_default();
+            tracing::info!(workload = %w.id, %limit, "run-time limit reached; stopping");
+            let mut w = w.clone();
+            w.message = Some(format!("{} of {limit}", crate::scheduling::TIME_LIMIT));
+            self.save(&w).await?;
+            self.begin_stop(w.id.clone(), &cid, Duration::from_secs(self.config.stop_grace_secs), None);
+        }
         let half_life = (self.config.fair_share_half_life_hours * 3_600_000.0) as i64;
         self.usage.advance(&running, now_ms, half_life.max(1));
         if !active.iter().any(|w| w.state == WorkloadState::Queued) {
@@ -613,6 +647,10 @@ impl Controller {
         ensure_home(&spec::home_on_host(&self.data_dir, &w.owner), user.uid)
             .map_err(|e| format!("home directory: {e}"))?;
         self.runtime.ensure_network(&spec::user_network(&w.owner)).await.map_err(|e| e.to_string())?;
+        let share = match (&self.config.gpu_share_library, w.resources.gpu_milli > 0) {
+            (Some(lib), true) => Some((lib.clone(), self.share_preload(lib)?)),
+            _ => None,
+        };
         let cx = SpecContext {
             instance: &self.instance,
             uid: user.uid,
@@ -621,6 +659,7 @@ impl Controller {
             gpu_mode: self.config.gpu_mode,
             control_devices: &self.control_devices,
             pids_limit: self.config.pids_limit,
+            share_library: share.as_ref().map(|(l, p)| (l.as_path(), p.as_path())),
         };
         let spec = spec::container_spec(w, &cx);
         let cid = self.runtime.create(&spec).await.map_err(|e| e.to_string())?;
@@ -629,6 +668,24 @@ impl Controller {
         self.runtime.start(&cid).await.map_err(|e| e.to_string())?;
         self.start_apps(w, user.uid, &cid).await;
         Ok(())
+    }
+
+    /// The host file a container mounts as `/etc/ld.so.preload` to load the GPU-sharing library `lib`,
+    /// written on first use.
+    fn share_preload(&self, lib: &std::path::Path) -> Result<PathBuf, String> {
+        if !lib.is_file() {
+            return Err(format!("gpu_share_library {} is not a file on this host", lib.display()));
+        }
+        let path = self.data_dir.join("gpu-share").join("ld.so.preload");
+        let want = format!("{}\n", spec::SHARE_LIBRARY_TARGET);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
+            let write = || -> std::io::Result<()> {
+                std::fs::create_dir_all(path.parent().unwrap_or(&self.data_dir))?;
+                std::fs::write(&path, &want)
+            };
+            write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(path)
     }
 
     /// Starts the workload's apps that have a start command, as the owner, each writing its output to
@@ -674,6 +731,14 @@ pub fn ensure_home(path: &std::path::Path, uid: u32) -> std::io::Result<()> {
     std::fs::create_dir_all(path)?;
     std::os::unix::fs::chown(path, Some(uid), Some(uid))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Resolves at `deadline`, never without one.
+async fn until(deadline: Option<chrono::DateTime<Utc>>) {
+    match deadline {
+        Some(t) => tokio::time::sleep((t - Utc::now()).to_std().unwrap_or_default()).await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn next_event(events: &mut Option<EventStream>) -> Option<Result<RuntimeEvent, RuntimeError>> {

@@ -1,7 +1,7 @@
 //! The translation between the store's workloads and the scheduler's snapshot (`gpuhub-sched`), which
 //! makes every placement decision of the server.
 
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 use gpuhub_core::api::Explanation;
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::workload::Workload;
@@ -26,28 +26,51 @@ pub fn cluster(node: &NodeCapacity) -> Cluster {
 
 /// What a workload asks of the scheduler.
 pub fn request(w: &Workload) -> Request {
+    let r = &w.resources;
     Request {
-        cpu_milli: w.resources.cpu_milli.0,
-        memory: w.resources.memory.0,
-        gpu: match w.resources.gpus {
-            0 => GpuRequest::None,
-            count => GpuRequest::Whole { count },
+        cpu_milli: r.cpu_milli.0,
+        memory: r.memory.0,
+        gpu: match (r.gpus, r.gpu_milli) {
+            (0, 0) => GpuRequest::None,
+            (0, milli) => GpuRequest::Fraction { milli, memory: r.gpu_memory.map(|b| b.0) },
+            (count, _) => GpuRequest::Whole { count },
         },
-        ..Default::default()
+        gpu_models: Vec::new(),
+        constraint: w.constraint.clone(),
     }
+}
+
+fn limit_ms(w: &Workload) -> Option<i64> {
+    w.runtime_limit.map(|s| i64::try_from(s.0.saturating_mul(1000)).unwrap_or(i64::MAX))
 }
 
 /// A queued workload.
 pub fn pending(w: &Workload) -> Pending {
     Pending {
         id: w.id.clone(),
-        queue: String::new(),
+        queue: w.queue.clone(),
         user: w.owner.clone(),
         priority: w.priority,
         submit_ms: w.queued_at.timestamp_millis(),
         request: request(w),
         members: 1,
-        runtime_limit_ms: None,
+        runtime_limit_ms: limit_ms(w),
+    }
+}
+
+/// Whether `w` could ever start: alone on the empty node, under the queue limits of `config` (no
+/// bookings, no usage). The error is the scheduler's explanation, for a 422.
+pub fn admissible(node: &NodeCapacity, w: &Workload, config: &gpuhub_sched::Config) -> Result<(), String> {
+    let empty = gpuhub_sched::Config {
+        usage: Default::default(),
+        reservations: Vec::new(),
+        preemption: gpuhub_sched::Preemption { enabled: false, ..config.preemption },
+        ..config.clone()
+    };
+    let d = gpuhub_sched::schedule(&cluster(node), &[], &[pending(w)], &empty, 0);
+    match d.pending.first() {
+        None => Ok(()),
+        Some(e) => Err(e.message.clone()),
     }
 }
 
@@ -55,20 +78,54 @@ pub fn pending(w: &Workload) -> Pending {
 pub fn running(node: &NodeCapacity, w: &Workload, stopping: bool) -> Running {
     Running {
         id: w.id.clone(),
-        queue: String::new(),
+        queue: w.queue.clone(),
         user: w.owner.clone(),
         priority: w.priority,
         started_ms: w.started_at.unwrap_or(w.queued_at).timestamp_millis(),
-        runtime_limit_ms: None,
+        runtime_limit_ms: limit_ms(w),
         placements: vec![Placement {
             node: node.name.clone(),
-            gpus: w.gpus.iter().map(|uuid| GpuShare { uuid: uuid.clone(), milli: WHOLE, memory: 0 }).collect(),
+            gpus: w
+                .gpus
+                .iter()
+                .map(|uuid| match w.resources.gpu_milli {
+                    0 => GpuShare { uuid: uuid.clone(), milli: WHOLE, memory: 0 },
+                    milli => GpuShare { uuid: uuid.clone(), milli, memory: w.resources.gpu_memory.map_or(0, |b| b.0) },
+                })
+                .collect(),
             cpu_milli: w.resources.cpu_milli.0,
             memory: w.resources.memory.0,
         }],
         preemptible: true,
         stopping,
     }
+}
+
+/// The message of a workload stopped at its run-time limit.
+pub const TIME_LIMIT: &str = "reached its run-time limit";
+
+/// The running workloads past their run-time limit at `now`, and the next time another one will be.
+pub fn over_limit<'a>(
+    active: impl IntoIterator<Item = &'a Workload>,
+    now: DateTime<Utc>,
+) -> (Vec<&'a Workload>, Option<DateTime<Utc>>) {
+    let mut over = Vec::new();
+    let mut next: Option<DateTime<Utc>> = None;
+    for w in active {
+        let (Some(limit), Some(started), true) = (w.runtime_limit, w.started_at, w.state.holds_resources()) else {
+            continue;
+        };
+        let secs = i64::try_from(limit.0).unwrap_or(i64::MAX);
+        let Some(end) = chrono::TimeDelta::try_seconds(secs).and_then(|d| started.checked_add_signed(d)) else {
+            continue;
+        };
+        if end <= now {
+            over.push(w);
+        } else {
+            next = Some(next.map_or(end, |n| n.min(end)));
+        }
+    }
+    (over, next)
 }
 
 /// The API's form of an explanation.
@@ -115,8 +172,11 @@ mod tests {
             image: "i".into(),
             command: vec![],
             env: Default::default(),
-            resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus },
+            resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus, ..Resources::default() },
             priority: 0,
+            queue: String::new(),
+            constraint: None,
+            runtime_limit: None,
             apps: vec![],
             state,
             gpus: held.iter().map(|s| s.to_string()).collect(),

@@ -41,6 +41,37 @@ pub struct SpecContext<'a> {
     pub gpu_mode: GpuMode,
     pub control_devices: &'a [String],
     pub pids_limit: i64,
+    /// The GPU-sharing library (HAMi-core `libvgpu.so`) and the host file that preloads it, for
+    /// containers that hold a share of a GPU.
+    pub share_library: Option<(&'a Path, &'a Path)>,
+}
+
+/// Where the GPU-sharing library is mounted in a container, and what the preload file names.
+pub const SHARE_LIBRARY_TARGET: &str = "/usr/local/lib/gpuhub/libvgpu.so";
+
+/// The limits a container holding a share of a GPU is told about: milli-GPU, its compute percentage and
+/// its GPU memory (the amount asked for, else the share of the GPU's memory).
+fn share_env(w: &Workload, node: &NodeCapacity, env: &mut BTreeMap<String, String>) {
+    let milli = w.resources.gpu_milli;
+    if milli == 0 {
+        return;
+    }
+    let percent = milli.div_ceil(10).max(1);
+    env.insert("GPUHUB_GPU_MILLI".into(), milli.to_string());
+    env.insert("CUDA_DEVICE_SM_LIMIT".into(), percent.to_string());
+    env.insert("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string());
+    let gpu_mem = w.gpus.first().and_then(|u| node.gpus.iter().find(|g| &g.uuid == u)).map_or(0, |g| g.memory.0);
+    let bytes = match w.resources.gpu_memory {
+        Some(b) => b.0,
+        None => gpu_mem / 1000 * u64::from(milli),
+    };
+    let mib = bytes >> 20;
+    if mib > 0 {
+        env.insert("GPUHUB_GPU_MEMORY".into(), bytes.to_string());
+        env.insert("CUDA_DEVICE_MEMORY_LIMIT".into(), format!("{mib}m"));
+        env.insert("CUDA_DEVICE_MEMORY_SHARED_CACHE".into(), "/tmp/gpuhub-vgpu.cache".into());
+        env.insert("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), format!("0={mib}M"));
+    }
 }
 
 /// The container for `w`, running as the owner's UID with the owner's home and exactly its GPUs.
@@ -79,6 +110,20 @@ pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
             GpuAttach::Devices { devices }
         }
     };
+    share_env(w, cx.node, &mut env);
+    let mut mounts = vec![Mount {
+        source: home_on_host(cx.data_dir, &w.owner).display().to_string(),
+        target: home.clone(),
+        read_only: false,
+    }];
+    if let (Some((lib, preload)), true) = (cx.share_library, w.resources.gpu_milli > 0 && !w.gpus.is_empty()) {
+        mounts.push(Mount { source: lib.display().to_string(), target: SHARE_LIBRARY_TARGET.into(), read_only: true });
+        mounts.push(Mount {
+            source: preload.display().to_string(),
+            target: "/etc/ld.so.preload".into(),
+            read_only: true,
+        });
+    }
     ContainerSpec {
         name: container_name(w),
         image: w.image.clone(),
@@ -97,11 +142,7 @@ pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
         cpu_milli: w.resources.cpu_milli.0,
         memory_bytes: w.resources.memory.0,
         pids_limit: cx.pids_limit,
-        mounts: vec![Mount {
-            source: home_on_host(cx.data_dir, &w.owner).display().to_string(),
-            target: home,
-            read_only: false,
-        }],
+        mounts,
         network: Some(user_network(&w.owner)),
         gpus,
     }
@@ -124,8 +165,16 @@ mod tests {
             image: "busybox".into(),
             command: vec!["true".into()],
             env: BTreeMap::from([("A".into(), "1".into())]),
-            resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(1 << 30), gpus: gpus.len() as u32 },
+            resources: Resources {
+                cpu_milli: CpuMilli(1500),
+                memory: Bytes(1 << 30),
+                gpus: gpus.len() as u32,
+                ..Resources::default()
+            },
             priority: 0,
+            queue: String::new(),
+            constraint: None,
+            runtime_limit: None,
             apps: Vec::new(),
             state: WorkloadState::Starting,
             gpus: gpus.iter().map(|s| s.to_string()).collect(),
@@ -168,6 +217,7 @@ mod tests {
             gpu_mode: GpuMode::Devices,
             control_devices: &ctl,
             pids_limit: 100,
+            share_library: None,
         };
         let s = container_spec(&workload(&["GPU-1"]), &cx);
         assert_eq!(s.user, "10001:10001");
@@ -194,6 +244,7 @@ mod tests {
             gpu_mode: GpuMode::Nvidia,
             control_devices: &[],
             pids_limit: 1,
+            share_library: None,
         };
         let s = container_spec(&workload(&["GPU-0", "GPU-1"]), &cx);
         assert_eq!(s.gpus, GpuAttach::Nvidia { uuids: vec!["GPU-0".into(), "GPU-1".into()] });
@@ -202,5 +253,41 @@ mod tests {
         assert_eq!(s.env["NVIDIA_VISIBLE_DEVICES"], "void");
         cx.gpu_mode = GpuMode::None;
         assert_eq!(container_spec(&workload(&["GPU-0"]), &cx).gpus, GpuAttach::None);
+    }
+
+    #[test]
+    fn a_gpu_share_gets_its_limits_and_the_sharing_library() {
+        let n = node();
+        let (lib, preload) = (Path::new("/opt/hami/libvgpu.so"), Path::new("/data/gpu-share/ld.so.preload"));
+        let cx = SpecContext {
+            instance: "i1",
+            uid: 10001,
+            data_dir: Path::new("/data"),
+            node: &n,
+            gpu_mode: GpuMode::Devices,
+            control_devices: &[],
+            pids_limit: 100,
+            share_library: Some((lib, preload)),
+        };
+        let mut w = workload(&["GPU-1"]);
+        w.resources.gpus = 0;
+        w.resources.gpu_milli = 250;
+        let s = container_spec(&w, &cx);
+        // the shared GPU's device only; a quarter of its compute and of its 141GiB
+        let GpuAttach::Devices { devices } = &s.gpus else { panic!("{:?}", s.gpus) };
+        assert_eq!(devices.iter().map(|d| d.container.as_str()).collect::<Vec<_>>(), ["/dev/nvidia1"]);
+        assert_eq!(s.env["GPUHUB_GPU_MILLI"], "250");
+        assert_eq!(s.env["CUDA_DEVICE_SM_LIMIT"], "25");
+        assert_eq!(s.env["CUDA_DEVICE_MEMORY_LIMIT"], format!("{}m", ((141u64 << 30) / 1000 * 250) >> 20));
+        let preloaded: Vec<_> = s.mounts.iter().filter(|m| m.read_only).map(|m| m.target.as_str()).collect();
+        assert_eq!(preloaded, [SHARE_LIBRARY_TARGET, "/etc/ld.so.preload"]);
+        // an amount of GPU memory asked for is the cap
+        w.resources.gpu_memory = Some(Bytes(10 << 30));
+        let s = container_spec(&w, &cx);
+        assert_eq!(s.env["CUDA_DEVICE_MEMORY_LIMIT"], "10240m");
+        assert_eq!(s.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=10240M");
+        // whole GPUs get neither the library nor share limits
+        let s = container_spec(&workload(&["GPU-0"]), &cx);
+        assert!(s.mounts.iter().all(|m| !m.read_only) && !s.env.contains_key("CUDA_DEVICE_MEMORY_LIMIT"));
     }
 }

@@ -4,7 +4,7 @@ use crate::codec::{get_int, get_json, get_opt_time, get_parsed, get_time, get_u6
 use crate::error::conflict;
 use crate::{Result, Store, StoreError};
 use gpuhub_core::workload::{Resources, Workload, WorkloadState};
-use gpuhub_core::{Bytes, CpuMilli};
+use gpuhub_core::{Bytes, CpuMilli, Seconds};
 use sqlx::Row;
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
@@ -20,7 +20,8 @@ pub struct WorkloadFilter {
 
 /// The workload columns, in the order [`workload_from_row`] reads them.
 const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
-                       gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps";
+                       gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
+                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s";
 
 /// Sets every mutable column from `$2`…`$10`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, container_id = $4, exit_code = $5, message = $6, \
@@ -39,8 +40,13 @@ fn workload_from_row(row: &AnyRow) -> Result<Workload> {
             cpu_milli: CpuMilli(get_u64(row, "cpu_milli")?),
             memory: Bytes(get_u64(row, "memory")?),
             gpus: get_int(row, "gpu_count")?,
+            gpu_milli: get_int(row, "gpu_milli")?,
+            gpu_memory: row.try_get::<Option<i64>, _>("gpu_memory")?.map(|v| Bytes(v as u64)),
         },
         priority: get_int(row, "priority")?,
+        queue: row.try_get("queue")?,
+        constraint: row.try_get("constraint_expr")?,
+        runtime_limit: row.try_get::<Option<i64>, _>("runtime_limit_s")?.map(|v| Seconds(v as u64)),
         apps: get_json(row, "apps")?,
         state: get_parsed(row, "state")?,
         gpus: get_json(row, "gpus")?,
@@ -75,7 +81,8 @@ impl Store {
     pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
         sqlx::query(&format!(
             "INSERT INTO workloads ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
+             $22, $23, $24, $25, $26)"
         ))
         .bind(&w.id)
         .bind(&w.name)
@@ -98,6 +105,11 @@ impl Store {
         .bind(opt_ms(w.started_at))
         .bind(opt_ms(w.finished_at))
         .bind(to_json("apps", &w.apps)?)
+        .bind(i64::from(w.resources.gpu_milli))
+        .bind(w.resources.gpu_memory.map(|b| u64_to_db(b.0)))
+        .bind(&w.queue)
+        .bind(w.constraint.as_deref())
+        .bind(w.runtime_limit.map(|s| u64_to_db(s.0)))
         .execute(&self.pool)
         .await
         .map_err(|e| {

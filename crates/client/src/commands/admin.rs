@@ -29,7 +29,13 @@ pub(crate) fn nodes_text(list: &[NodeView]) -> String {
         if i > 0 {
             s.push('\n');
         }
-        let held = n.gpus.iter().filter(|g| g.holder.is_some()).count();
+        // GPUs in use, shares counted in thousandths: `1.25/2`
+        let milli: u64 = n
+            .gpus
+            .iter()
+            .map(|g| if g.holder.is_some() { 1000 } else { g.shares.iter().map(|s| u64::from(s.milli)).sum() })
+            .sum();
+        let held = milli as f64 / 1000.0;
         let mut t = Table::new(&["NODE", "CPUS", "MEMORY", "GPUS"]);
         t.row(vec![
             n.name.clone(),
@@ -43,8 +49,16 @@ pub(crate) fn nodes_text(list: &[NodeView]) -> String {
         }
         let mut g = Table::new(&["GPU", "MODEL", "MEMORY", "HOLDER"]);
         for gpu in &n.gpus {
-            let holder =
-                gpu.holder.as_ref().map_or_else(|| "free".to_owned(), |h| format!("{}/{}", h.owner, h.workload));
+            let holder = match (&gpu.holder, gpu.shares.is_empty()) {
+                (Some(h), _) => format!("{}/{}", h.owner, h.workload),
+                (None, true) => "free".to_owned(),
+                (None, false) => gpu
+                    .shares
+                    .iter()
+                    .map(|s| format!("{}/{} {}", s.owner, s.workload, f64::from(s.milli) / 1000.0))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
             g.row(vec![gpu.index.to_string(), gpu.model.clone(), size(gpu.memory), holder]);
         }
         s.push_str(&g.render("  "));
@@ -151,7 +165,7 @@ pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use gpuhub_core::api::{GpuHolder, GpuView};
+    use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView};
     use gpuhub_core::quantity::GIB;
     use gpuhub_core::user::Role;
 
@@ -163,6 +177,7 @@ mod tests {
             model: "NVIDIA H200".into(),
             memory: Bytes(141 * GIB),
             holder: holder.map(|(o, w)| GpuHolder { owner: o.into(), workload: w.into() }),
+            shares: vec![],
         };
         let list = [
             NodeView {
@@ -171,7 +186,22 @@ mod tests {
                 cpus_free: 11.5,
                 memory: Bytes(64 * GIB),
                 memory_free: Bytes(56 * GIB),
-                gpus: vec![gpu(0, Some(("alice", "train"))), gpu(1, None)],
+                gpus: vec![
+                    gpu(0, Some(("alice", "train"))),
+                    gpu(1, None),
+                    GpuView {
+                        shares: vec![
+                            GpuShareView { owner: "bob".into(), workload: "nb".into(), milli: 250, memory: None },
+                            GpuShareView {
+                                owner: "carol".into(),
+                                workload: "eval".into(),
+                                milli: 500,
+                                memory: Some(Bytes(GIB)),
+                            },
+                        ],
+                        ..gpu(2, None)
+                    },
+                ],
             },
             NodeView {
                 name: "cpu-only".into(),
@@ -185,10 +215,11 @@ mod tests {
         assert_eq!(
             nodes_text(&list),
             "NODE    CPUS    MEMORY      GPUS\n\
-             node-1  4.5/16  8GiB/64GiB  1/2\n  \
+             node-1  4.5/16  8GiB/64GiB  1.75/3\n  \
              GPU  MODEL        MEMORY  HOLDER\n  \
              0    NVIDIA H200  141GiB  alice/train\n  \
-             1    NVIDIA H200  141GiB  free\n\
+             1    NVIDIA H200  141GiB  free\n  \
+             2    NVIDIA H200  141GiB  bob/nb 0.25, carol/eval 0.5\n\
              \n\
              NODE      CPUS  MEMORY   GPUS\n\
              cpu-only  0/4   0B/8GiB  0/0\n"

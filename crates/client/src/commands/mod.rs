@@ -35,7 +35,7 @@ pub(crate) async fn dispatch(
     match cmd {
         ClientCommand::Login(_) => unreachable!("handled above"),
         ClientCommand::Whoami => whoami(&api, json, out).await?,
-        ClientCommand::Run(args) => return workloads::run(ctx, &api, json, args, out).await,
+        ClientCommand::Run(args) => return workloads::run(ctx, &api, json, *args, out).await,
         ClientCommand::Ps(args) => workloads::ps(&api, json, args.all, out).await?,
         ClientCommand::Logs(args) => {
             workloads::logs(&api, &args.name, args.owner.as_deref(), args.follow, out).await?;

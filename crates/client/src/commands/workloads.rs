@@ -1,7 +1,7 @@
 //! Workload commands: `run`, `ps`, `logs`, `stop`, `start`, `rm`, `inspect`.
 
 use super::{Out, print_json};
-use crate::cli::RunArgs;
+use crate::cli::{GpuAsk, RunArgs};
 use crate::http::{Api, decode};
 use crate::table::{Table, age, size, truncate};
 use crate::{ClientError, Context};
@@ -22,9 +22,25 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         image: args.image.clone(),
         command: (!args.command.is_empty()).then(|| args.command.clone()),
         env: args.env.iter().cloned().collect(),
-        resources: ResourceRequest { cpus: args.cpus, memory: args.memory, gpus: args.gpus },
+        resources: ResourceRequest {
+            cpus: args.cpus,
+            memory: args.memory,
+            gpus: match args.gpus {
+                Some(GpuAsk::Whole(n)) => Some(n),
+                _ => None,
+            },
+            gpu_milli: match args.gpus {
+                Some(GpuAsk::Milli(m)) => Some(m),
+                _ => None,
+            },
+            gpu_memory: args.gpu_memory,
+        },
         priority: args.priority,
         apps: args.apps.clone(),
+        queue: args.queue.clone(),
+        constraint: args.constraint.clone(),
+        runtime_limit: args.time_limit,
+        members: None,
     }
 }
 
@@ -167,7 +183,7 @@ pub(crate) fn ps_table(list: &[WorkloadView], all: bool, now: DateTime<Utc>) -> 
             w.image.clone(),
             w.resources.cpu_milli.to_string(),
             size(w.resources.memory),
-            w.resources.gpus.to_string(),
+            w.resources.gpu_display(),
             age(w.created_at, now),
         ];
         if all {
@@ -249,8 +265,11 @@ mod tests {
             image: "pytorch/pytorch:2".into(),
             command: vec![],
             env: Default::default(),
-            resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(4 << 30), gpus: 1 },
+            resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(4 << 30), gpus: 1, ..Resources::default() },
             priority: 0,
+            queue: String::new(),
+            constraint: None,
+            runtime_limit: None,
             apps: vec![],
             state,
             gpus: vec![],
@@ -282,6 +301,32 @@ mod tests {
         let ClientCommand::Run(args) = cli.command else { panic!() };
         let json = serde_json::to_value(create_request(&args)).unwrap();
         assert_eq!(json, serde_json::json!({"kind": "workspace", "image": "img", "resources": {}}));
+        let cli = ClientCli::try_parse_from([
+            "gpuhub",
+            "run",
+            "--image",
+            "img",
+            "--gpus",
+            "0.5",
+            "--gpu-memory",
+            "8GiB",
+            "--queue",
+            "vision",
+            "--constraint",
+            "gpu.memory >= 40GiB",
+            "--time-limit",
+            "2h",
+        ])
+        .unwrap();
+        let ClientCommand::Run(args) = cli.command else { panic!() };
+        let json = serde_json::to_value(create_request(&args)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "kind": "job", "image": "img", "resources": {"gpu_milli": 500, "gpu_memory": "8GiB"},
+                "queue": "vision", "constraint": "gpu.memory >= 40GiB", "runtime_limit": "2h"
+            })
+        );
     }
 
     #[test]

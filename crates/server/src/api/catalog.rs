@@ -5,12 +5,12 @@ use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use gpuhub_core::api::{GpuHolder, GpuView, ImageEntry, NodeView, Problem};
+use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView, ImageEntry, NodeView, Problem};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_core::{Bytes, CpuMilli, names};
 use gpuhub_store::WorkloadFilter;
 
-/// The node: CPUs, memory and GPUs, and who holds each GPU.
+/// The node: CPUs, memory and GPUs, and who holds each GPU (whole, or shares of it).
 #[utoipa::path(get, path = "/api/v1/nodes", tag = "nodes", responses((status = 200, body = [NodeView]), (status = 401, body = Problem)))]
 pub async fn list_nodes(State(st): State<AppState>, _caller: Caller) -> Result<axum::Json<Vec<NodeView>>, ApiError> {
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
@@ -28,8 +28,18 @@ pub async fn list_nodes(State(st): State<AppState>, _caller: Caller) -> Result<a
             memory: g.memory,
             holder: active
                 .iter()
-                .find(|w| w.gpus.contains(&g.uuid))
+                .find(|w| w.resources.gpu_milli == 0 && w.gpus.contains(&g.uuid))
                 .map(|w| GpuHolder { owner: w.owner.clone(), workload: w.name.clone() }),
+            shares: active
+                .iter()
+                .filter(|w| w.resources.gpu_milli > 0 && w.gpus.contains(&g.uuid))
+                .map(|w| GpuShareView {
+                    owner: w.owner.clone(),
+                    workload: w.name.clone(),
+                    milli: w.resources.gpu_milli,
+                    memory: w.resources.gpu_memory,
+                })
+                .collect(),
         })
         .collect();
     Ok(axum::Json(vec![NodeView {

@@ -102,10 +102,35 @@ pub async fn create_workload(
         None => format!("{}-{}", req.kind.as_str(), &id[..6]),
     };
     let resources = req.resources.resolve()?;
-    if resources.gpus > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
+    if resources.gpu_milli_total() > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
         return Err(ApiError::unprocessable("invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)"));
     }
     admission::check_fits_node(&st.node, &resources)?;
+    match req.members {
+        None | Some(1) => {}
+        Some(0) => return Err(ApiError::unprocessable("invalid members: a gang has at least 1 member")),
+        Some(n) => {
+            return Err(ApiError::unprocessable(format!(
+                "invalid members: a gang of {n} members needs a multi-node engine (Slurm or Kubernetes); \
+                 this server runs workloads on one node, so ask for the GPUs of all members in one workload"
+            )));
+        }
+    }
+    let queue = st
+        .config
+        .queue_for(&caller.0.username, caller.0.is_admin(), req.queue.as_deref())
+        .map_err(|e| ApiError::unprocessable(format!("invalid queue: {e}")))?;
+    let constraint = match req.constraint.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(c) => {
+            gpuhub_sched::expr::Compiled::new(c)
+                .map_err(|e| ApiError::unprocessable(format!("invalid constraint: {e}")))?;
+            Some(c.to_owned())
+        }
+    };
+    if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
+        return Err(ApiError::unprocessable("invalid runtime_limit: must be from 1s to 366d"));
+    }
     let priority = req.priority.unwrap_or(0);
     if !(-100..=100).contains(&priority) && !caller.0.is_admin() {
         return Err(ApiError::unprocessable("invalid priority: must be between -100 and 100"));
@@ -138,6 +163,9 @@ pub async fn create_workload(
         env: req.env.clone(),
         resources,
         priority,
+        queue,
+        constraint,
+        runtime_limit: req.runtime_limit,
         apps,
         state: WorkloadState::Queued,
         gpus: Vec::new(),
@@ -149,6 +177,8 @@ pub async fn create_workload(
         started_at: None,
         finished_at: None,
     };
+    crate::scheduling::admissible(&st.node, &w, &st.config.scheduler)
+        .map_err(|why| ApiError::unprocessable(format!("this workload can never start here: {why}")))?;
     match st.store.insert_workload(&w).await {
         Ok(()) => {}
         Err(StoreError::Conflict(_)) => {

@@ -3,7 +3,7 @@
 use crate::common::t;
 use chrono::Duration;
 use gpuhub_core::workload::{Resources, Workload, WorkloadKind, WorkloadState};
-use gpuhub_core::{Bytes, CpuMilli};
+use gpuhub_core::{Bytes, CpuMilli, Seconds};
 use gpuhub_store::{Store, StoreError, WorkloadFilter};
 use std::collections::BTreeMap;
 
@@ -22,6 +22,9 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         env: BTreeMap::new(),
         resources: Resources::default(),
         priority: 0,
+        queue: String::new(),
+        constraint: None,
+        runtime_limit: None,
         apps: Vec::new(),
         state: WorkloadState::Queued,
         gpus: Vec::new(),
@@ -56,8 +59,16 @@ fn full() -> Workload {
             ("MULTI".into(), "line1\nline2\ttab".into()),
         ]),
         // memory above i64::MAX must survive the signed BIGINT column
-        resources: Resources { cpu_milli: CpuMilli(1500), memory: Bytes(u64::MAX - 7), gpus: 8 },
+        resources: Resources {
+            cpu_milli: CpuMilli(1500),
+            memory: Bytes(u64::MAX - 7),
+            gpus: 8,
+            ..Resources::default()
+        },
         priority: -42,
+        queue: "vision-team".into(),
+        constraint: Some(r#"gpu.model in ["H100","H200"] && node.labels.rack != "b" && gpu.memory >= 80GiB"#.into()),
+        runtime_limit: Some(Seconds(u64::MAX - 3)),
         apps: vec![gpuhub_core::workload::AppSpec {
             name: "lab".into(),
             port: 8888,
@@ -86,7 +97,14 @@ async fn round_trip(s: Store) {
 
     let mut minimal = sample("bob", "tiny", "tiny-1");
     minimal.priority = i32::MAX;
-    minimal.resources = Resources { cpu_milli: CpuMilli(1), memory: Bytes(6 << 20), gpus: 0 };
+    // a share of one GPU, with a memory amount above i64::MAX
+    minimal.resources = Resources {
+        cpu_milli: CpuMilli(1),
+        memory: Bytes(6 << 20),
+        gpus: 0,
+        gpu_milli: 999,
+        gpu_memory: Some(Bytes(u64::MAX - 1)),
+    };
     s.insert_workload(&minimal).await.unwrap();
     assert_eq!(s.get_workload_by_id("tiny-1").await.unwrap(), minimal);
     assert_eq!(s.list_workloads(&WorkloadFilter::default()).await.unwrap(), vec![minimal.clone(), f]);
