@@ -53,6 +53,8 @@ pub enum ClientCommand {
     Inspect(NameArgs),
     /// Show nodes, their free resources and who holds each GPU.
     Nodes,
+    /// Show the team queues: guarantees, limits, what each holds and how much waits.
+    Queues,
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// Manage accounts (admin).

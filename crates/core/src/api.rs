@@ -220,6 +220,39 @@ pub struct NodeView {
     pub gpus: Vec<GpuView>,
 }
 
+/// An amount of the three resources, as people read it; GPUs in whole GPUs (`1.25`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct QuotaView {
+    pub gpus: f64,
+    pub cpus: f64,
+    pub memory: Bytes,
+}
+
+/// A team queue as `GET /api/v1/queues` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct QueueView {
+    pub name: String,
+    /// What the team is guaranteed (reclaimed from borrowers when preemption is on).
+    pub guarantee: QuotaView,
+    /// How much it may borrow beyond its guarantee; absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<QuotaView>,
+    /// The most one user may hold in it; absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<QuotaView>,
+    /// Fair-share weight.
+    pub weight: f64,
+    /// What its workloads hold now.
+    pub used: QuotaView,
+    pub running: u32,
+    pub queued: u32,
+    /// Whether the caller may submit to it.
+    pub open_to_you: bool,
+    /// Who may submit (admins only see this); absent: everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<String>>,
+}
+
 /// An entry of the admin-curated image catalog.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

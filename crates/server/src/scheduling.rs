@@ -216,4 +216,55 @@ mod tests {
             gpuhub_sched::schedule(&cluster(&n), &running, &[pending(&queued[0])], &gpuhub_sched::Config::default(), 0);
         assert_eq!(d.starts[0].placements[0].gpus[0].uuid, "G0");
     }
+
+    #[test]
+    fn shares_and_limits_reach_the_scheduler() {
+        let n = node();
+        let mut a = w("a", 0, WorkloadState::Running, &["G0"], 100);
+        a.resources.gpu_milli = 300;
+        a.resources.gpu_memory = Some(Bytes(1 << 29));
+        a.started_at = Some(DateTime::from_timestamp(100, 0).unwrap());
+        a.runtime_limit = Some(gpuhub_core::Seconds(60));
+        a.queue = "vision".into();
+        let r = running(&n, &a, false);
+        assert_eq!(r.placements[0].gpus[0], GpuShare { uuid: "G0".into(), milli: 300, memory: 1 << 29 });
+        assert_eq!((r.queue.as_str(), r.runtime_limit_ms), ("vision", Some(60_000)));
+        let p = pending(&a);
+        assert_eq!(p.request.gpu, GpuRequest::Fraction { milli: 300, memory: Some(1 << 29) });
+        // past its limit at 160 s, not before; the next deadline is reported
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+        let (over, next) = over_limit([&a], at(159));
+        assert!(over.is_empty());
+        assert_eq!(next, Some(at(160)));
+        let (over, next) = over_limit([&a], at(160));
+        assert_eq!((over.len(), next), (1, None));
+        // a queued workload has no deadline
+        a.state = WorkloadState::Queued;
+        assert_eq!(over_limit([&a], at(1000)).0.len(), 0);
+    }
+
+    #[test]
+    fn admissible_only_when_it_could_ever_start() {
+        let n = node();
+        let mut x = w("x", 1, WorkloadState::Queued, &[], 0);
+        let cfg = gpuhub_sched::Config::default();
+        assert!(admissible(&n, &x, &cfg).is_ok());
+        x.constraint = Some("gpu.model == \"A100\"".into());
+        assert!(admissible(&n, &x, &cfg).is_err());
+        x.constraint = Some("gpu.model == \"H200\"".into());
+        assert!(admissible(&n, &x, &cfg).is_ok());
+        // a queue that may hold at most 1 GPU can never start a 2-GPU job
+        x.resources.gpus = 2;
+        x.queue = "q".into();
+        let limited = gpuhub_sched::Config {
+            queues: vec![gpuhub_sched::QueueSpec {
+                borrow_limit: Some(Default::default()),
+                guarantee: gpuhub_sched::Quota { gpu_milli: 1000, cpu_milli: 8000, memory: 8 << 30 },
+                ..gpuhub_sched::QueueSpec::open("q")
+            }],
+            ..Default::default()
+        };
+        assert!(admissible(&n, &x, &cfg).is_ok());
+        assert!(admissible(&n, &x, &limited).is_err());
+    }
 }

@@ -69,6 +69,7 @@ async fn every_endpoint_by_every_caller() {
         Case { stopped: true, ..case(Method::POST, "/api/v1/workloads/{w}/start", [200, 200, 404, 401]) },
         case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
         case(Method::GET, "/api/v1/nodes", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/queues", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/images", [200, 200, 200, 401]),
         case(Method::PUT, "/api/v1/workloads/{w}", [405, 405, 405, 405]),
         case(Method::GET, "/api/v1/nothing-here", [404, 404, 404, 404]),

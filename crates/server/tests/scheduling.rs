@@ -136,6 +136,30 @@ async fn team_queues_check_membership_and_limits() {
     let a1 = hub.submit(&alice, with(job("a1", 1), "queue", json!("vision"))).await;
     assert_eq!(a1["queue"], "vision");
     hub.wait_state(&alice, "a1", "running").await;
+    // the queues view: what each holds and waits for, who may use it; members only for admins
+    let queues = |token: String| {
+        let hub = &hub;
+        async move {
+            let (s, v) = hub.call(Method::GET, "/api/v1/queues", Some(&token), None).await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            let by_name: BTreeMap<String, Value> =
+                v.as_array().unwrap().iter().map(|q| (q["name"].as_str().unwrap().to_owned(), q.clone())).collect();
+            by_name
+        }
+    };
+    let seen = queues(bob.clone()).await;
+    let nlp = &seen["nlp"];
+    assert_eq!(
+        (nlp["used"]["gpus"].as_f64(), nlp["running"].as_u64(), nlp["queued"].as_u64()),
+        (Some(1.0), Some(1), Some(1))
+    );
+    assert_eq!(nlp["guarantee"]["gpus"], 1.0);
+    assert_eq!(nlp["borrow_limit"]["gpus"], 0.0);
+    assert_eq!(nlp["open_to_you"], true);
+    assert!(nlp.get("members").is_none(), "{nlp}");
+    assert_eq!(seen["vision"]["used"]["gpus"], 1.0);
+    assert_eq!(queues(alice.clone()).await["nlp"]["open_to_you"], false);
+    assert_eq!(queues(admin.clone()).await["nlp"]["members"], json!(["bob"]));
 }
 
 #[tokio::test]

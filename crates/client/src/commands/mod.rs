@@ -45,6 +45,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Rm(n) => workloads::rm(&api, json, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Inspect(n) => workloads::inspect(&api, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
+        ClientCommand::Queues => admin::queues(&api, json, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,

@@ -3,6 +3,7 @@
 mod account;
 mod catalog;
 mod keys;
+mod queues;
 mod workloads;
 
 use crate::state::AppState;
@@ -50,6 +51,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(keys::delete_key))
         .routes(routes!(keys::info))
         .routes(routes!(catalog::list_nodes))
+        .routes(routes!(queues::list_queues))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .split_for_parts()
 }
