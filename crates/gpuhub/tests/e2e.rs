@@ -436,3 +436,49 @@ fn logs_follow_of_a_requeued_workspace_waits_for_its_new_run() -> Result<()> {
     alice.ok(&["stop", "ws"])?;
     Ok(())
 }
+
+/// GPU shares and run-time limits on the real engine: two half-GPU jobs run at once on the same GPU
+/// device, each told its share; a whole-GPU job gets the other GPU; a job past its `--time-limit` is
+/// stopped and fails with the reason.
+#[test]
+fn gpu_shares_and_time_limits_on_the_engine() -> Result<()> {
+    let _serial = common::serial();
+    let mut hub = Hub::start()?;
+    let alice = hub.user("alice")?;
+    // both halves hold their GPU until told to end, so they must run at the same time
+    let script = "trap 'exit 0' TERM; ls /dev/nvidia*; echo milli=$GPUHUB_GPU_MILLI; \
+                  echo mem=$CUDA_DEVICE_MEMORY_LIMIT; echo ready; while true; do sleep 0.1; done";
+    run(&alice, "h1", &with_gpus("0.5", &SMALL), script)?;
+    let mut extra = with_gpus("0.5", &SMALL);
+    extra.extend(["--gpu-memory", "1GiB"]);
+    run(&alice, "h2", &extra, script)?;
+    let out1 = alice.logs_until("h1", "ready")?;
+    let out2 = alice.logs_until("h2", "ready")?;
+    ensure!(out1.contains("milli=500\n") && out2.contains("milli=500\nmem=1024m\n"), "{out1:?} {out2:?}");
+    let (d1, d2) = (gpu_nodes(&out1), gpu_nodes(&out2));
+    ensure!(d1.len() == 1 && d1 == d2, "the halves see GPU nodes {d1:?} and {d2:?}, want the same one");
+    let h1 = alice.inspect("h1")?;
+    let h2 = alice.inspect("h2")?;
+    ensure!(h1["state"] == "running" && h2["state"] == "running", "{h1:#} {h2:#}");
+    ensure!(h1["gpus"] == h2["gpus"], "h1 holds {} and h2 {}", h1["gpus"], h2["gpus"]);
+    let whole = run(&alice, "w", &with_gpus("1", &SMALL), "ls /dev/nvidia*")?;
+    ensure!(whole.trim() == "w", "{whole}");
+    let w = alice.wait_until("w", "succeeded", |w| w["state"] == "succeeded")?;
+    ensure!(w["gpus"].as_array().is_none_or(|g| g.is_empty()), "{w:#}");
+    let out = alice.ok(&["logs", "w"])?;
+    let dw = gpu_nodes(&out);
+    ensure!(dw.len() == 1 && dw != d1, "the whole-GPU job sees {dw:?}; the shared GPU is {d1:?}");
+    let nodes = alice.ok(&["nodes"])?;
+    ensure!(nodes.contains(&format!("{}/h1 0.5", alice.name)), "gpuhub nodes shows the shares: {nodes}");
+    for n in ["h1", "h2"] {
+        alice.ok(&["stop", n])?;
+    }
+
+    run(&alice, "slow", &["--time-limit", "2s", "--cpus", "0.1", "--memory", "32MiB"], "sleep 600")?;
+    let slow = alice.wait_until("slow", "failed", |w| w["state"] == "failed")?;
+    let msg = slow["message"].as_str().unwrap_or_default();
+    ensure!(msg.contains("reached its run-time limit of 2s"), "slow: {slow:#}");
+    let ps = alice.ok(&["ps"])?;
+    ensure!(ps.lines().any(|l| l.starts_with("slow ") && l.contains("failed")), "{ps}");
+    Ok(())
+}
