@@ -363,6 +363,19 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_example_is_a_valid_config() {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let text = &readme[start..start + readme[start..].find("```").unwrap()];
+        let c = Config::from_toml(text).unwrap();
+        assert_eq!(c.scheduler.queues[0].name, "vision");
+        assert!(c.scheduler.preemption.enabled);
+        assert_eq!(c.scheduler.reservations[0].gpus, 2);
+        assert_eq!(c.queue_for("alice", false, None).unwrap(), "vision");
+        c.check_queues().unwrap();
+    }
+
+    #[test]
     fn queues_and_members() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("gpuhub.toml");
