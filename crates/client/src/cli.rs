@@ -55,6 +55,8 @@ pub enum ClientCommand {
     Nodes,
     /// Show the team queues: guarantees, limits, what each holds and how much waits.
     Queues,
+    /// List GPU reservations, or book GPUs for a team queue (admin).
+    Reservations(ReservationsArgs),
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// Manage accounts (admin).
@@ -195,6 +197,49 @@ pub enum ImagesCommand {
         /// --port={port} --ServerApp.ip=0.0.0.0 --ServerApp.token= --no-browser`); repeat for more.
         #[arg(long = "app", value_name = "NAME:PORT=CMD", value_parser = parse_catalog_app)]
         apps: Vec<gpuhub_core::workload::AppSpec>,
+    },
+}
+
+/// `gpuhub reservations [add … | rm ID]`.
+#[derive(Debug, Clone, Args)]
+pub struct ReservationsArgs {
+    /// Without a subcommand, list the reservations that have not ended.
+    #[command(subcommand)]
+    pub command: Option<ReservationsCommand>,
+}
+
+/// Subcommands of `gpuhub reservations` (admin).
+#[derive(Debug, Clone, Subcommand)]
+pub enum ReservationsCommand {
+    /// Book whole GPUs for a team queue during a window; prints the reservation's id.
+    #[command(group(clap::ArgGroup::new("until").required(true).args(["end", "duration"])))]
+    Add {
+        /// The queue that may use the GPUs.
+        #[arg(long, value_name = "Q")]
+        queue: String,
+        /// How many whole GPUs.
+        #[arg(long, value_name = "N")]
+        gpus: u32,
+        /// Only GPUs of this model (`H200`).
+        #[arg(long, value_name = "M")]
+        model: Option<String>,
+        /// A name for it (generated when absent).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        /// Window start, RFC 3339 (`2026-12-01T00:00:00Z`); default now.
+        #[arg(long, value_name = "TIME")]
+        start: Option<chrono::DateTime<chrono::Utc>>,
+        /// Window end, RFC 3339.
+        #[arg(long, value_name = "TIME")]
+        end: Option<chrono::DateTime<chrono::Utc>>,
+        /// Window length from its start (`24h`), instead of --end.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        duration: Option<gpuhub_core::Seconds>,
+    },
+    /// Cancel a reservation made through the API.
+    Rm {
+        /// Reservation id.
+        id: String,
     },
 }
 
@@ -438,6 +483,51 @@ mod tests {
         assert!(r.env.is_empty());
         assert_eq!((r.gpus, r.cpus, r.memory, r.priority), (None, None, None, None));
         assert!(parse(&["run", "--", "true"]).is_err(), "--image is required");
+    }
+
+    #[test]
+    fn reservations_parse() {
+        let cli = parse(&[
+            "reservations",
+            "add",
+            "--queue",
+            "vision",
+            "--gpus",
+            "2",
+            "--model",
+            "H200",
+            "--start",
+            "2026-12-01T00:00:00Z",
+            "--duration",
+            "1d",
+        ])
+        .unwrap();
+        let ClientCommand::Reservations(ReservationsArgs {
+            command: Some(ReservationsCommand::Add { gpus, duration, start, .. }),
+        }) = cli.command
+        else {
+            panic!("not reservations add")
+        };
+        assert_eq!((gpus, duration), (2, Some(gpuhub_core::Seconds(86_400))));
+        assert_eq!(start.unwrap().to_rfc3339(), "2026-12-01T00:00:00+00:00");
+        let e = parse(&["reservations", "add", "--queue", "q", "--gpus", "1", "--start", "tomorrow"]).unwrap_err();
+        assert!(e.to_string().contains("--start"), "{e}");
+        let e = parse(&[
+            "reservations",
+            "add",
+            "--queue",
+            "q",
+            "--gpus",
+            "1",
+            "--end",
+            "2026-12-01T00:00:00Z",
+            "--duration",
+            "1h",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("cannot be used with"), "{e}");
+        let e = parse(&["reservations", "add", "--queue", "q", "--gpus", "1"]).unwrap_err();
+        assert!(e.to_string().contains("--end") && e.to_string().contains("--duration"), "{e}");
     }
 
     #[test]

@@ -253,6 +253,38 @@ pub struct QueueView {
     pub members: Option<Vec<String>>,
 }
 
+/// `POST /api/v1/reservations` (admin): book whole GPUs for a team queue during a window.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateReservationRequest {
+    /// Unique name; generated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The queue that may use the booked GPUs.
+    pub queue: String,
+    /// Whole GPUs to keep free for it.
+    pub gpus: u32,
+    /// Only GPUs of this model; any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// A booking of GPUs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct ReservationView {
+    pub id: String,
+    pub queue: String,
+    pub gpus: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// The admin who made it; `config` for bookings of the configuration file.
+    pub created_by: String,
+}
+
 /// An entry of the admin-curated image catalog.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

@@ -563,6 +563,16 @@ impl Controller {
             active.iter().filter(|w| w.state == WorkloadState::Queued).map(crate::scheduling::pending).collect();
         let mut config = self.config.scheduler.clone();
         config.usage = self.usage.clone();
+        config.reservations.extend(self.store.list_reservations(now).await?.into_iter().map(|r| {
+            gpuhub_sched::Reservation {
+                id: r.id,
+                queue: r.queue,
+                gpus: r.gpus,
+                model: r.model,
+                start_ms: r.start.timestamp_millis(),
+                end_ms: r.end.timestamp_millis(),
+            }
+        }));
         let decisions =
             gpuhub_sched::schedule(&crate::scheduling::cluster(&self.node), &running, &pending, &config, now_ms);
         let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();

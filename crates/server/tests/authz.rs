@@ -19,7 +19,8 @@ const WHO: [Who; 4] = [Who::Admin, Who::Owner, Who::Other, Who::Anonymous];
 
 struct Case {
     method: Method,
-    /// `{w}` is replaced by a fresh workload of the owner, `{u}` by a fresh account.
+    /// `{w}` is replaced by a fresh workload of the owner, `{u}` by a fresh account, `{r}` by a fresh
+    /// reservation.
     path: &'static str,
     body: Option<serde_json::Value>,
     /// Expected status for admin, owner, other, anonymous.
@@ -36,7 +37,7 @@ fn case(method: Method, path: &'static str, expect: [u16; 4]) -> Case {
 
 #[tokio::test]
 async fn every_endpoint_by_every_caller() {
-    let hub = Hub::start().await;
+    let hub = Hub::start_with(|c| c.scheduler.queues = vec![gpuhub_sched::QueueSpec::open("team")]).await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
     let bob = hub.user(&admin, "bob").await;
@@ -70,6 +71,14 @@ async fn every_endpoint_by_every_caller() {
         case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
         case(Method::GET, "/api/v1/nodes", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/queues", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/reservations", [200, 200, 200, 401]),
+        Case {
+            body: Some(
+                json!({"queue": "team", "gpus": 1, "start": "2030-01-01T00:00:00Z", "end": "2030-01-01T01:00:00Z"}),
+            ),
+            ..case(Method::POST, "/api/v1/reservations", [201, 403, 403, 401])
+        },
+        case(Method::DELETE, "/api/v1/reservations/{r}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/images", [200, 200, 200, 401]),
         case(Method::PUT, "/api/v1/workloads/{w}", [405, 405, 405, 405]),
         case(Method::GET, "/api/v1/nothing-here", [404, 404, 404, 404]),
@@ -107,8 +116,15 @@ async fn every_endpoint_by_every_caller() {
                 .await;
             assert_eq!(s, StatusCode::CREATED);
             let before = hub.get(&alice, &wname).await;
+            // a fresh one-GPU booking in a window of its own
+            let rname = format!("r{n}");
+            let start = chrono::DateTime::from_timestamp(2_000_000_000 + n as i64 * 86_400, 0).unwrap();
+            let booking = json!({"id": rname, "queue": "team", "gpus": 1, "start": start,
+                "end": start + chrono::Duration::hours(1)});
+            let (s, v) = hub.call(Method::POST, "/api/v1/reservations", Some(&admin), Some(booking)).await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
 
-            let mut path = c.path.replace("{w}", &wname).replace("{u}", &uname);
+            let mut path = c.path.replace("{w}", &wname).replace("{u}", &uname).replace("{r}", &rname);
             // admins address another user's workload by naming its owner
             if who == Who::Admin && c.path.contains("{w}") && !path.contains('?') {
                 path.push_str("?owner=alice");
@@ -117,6 +133,11 @@ async fn every_endpoint_by_every_caller() {
             if let Some(b) = body.as_mut() {
                 if b.get("username").is_some() {
                     *b = new_user(n);
+                }
+                if b.get("start").is_some() {
+                    let start = chrono::DateTime::from_timestamp(3_000_000_000 + n as i64 * 86_400, 0).unwrap();
+                    b["start"] = json!(start);
+                    b["end"] = json!(start + chrono::Duration::hours(1));
                 }
                 if b.get("kind").is_some() {
                     b["name"] = json!(format!("new{n}"));

@@ -266,3 +266,61 @@ async fn a_queue_below_its_guarantee_reclaims_by_preemption() {
     hub.runtime.exit(&hub.container(&alice, "a1").await, 0);
     hub.wait_state(&bob, "b2", "running").await;
 }
+
+#[tokio::test]
+async fn a_reservation_keeps_gpus_free_for_its_queue() {
+    let hub = Hub::start_with(|cfg| {
+        queues(cfg);
+        cfg.scheduler.queues[1].borrow_limit = None;
+    })
+    .await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let now = chrono::Utc::now();
+    let book = |body: Value| {
+        let admin = admin.clone();
+        let hub = &hub;
+        async move { hub.call(Method::POST, "/api/v1/reservations", Some(&admin), Some(body)).await }
+    };
+    let window = |gpus: u32| {
+        json!({"id": "deadline", "queue": "vision", "gpus": gpus, "model": "H200",
+               "start": now - chrono::Duration::minutes(1), "end": now + chrono::Duration::hours(1)})
+    };
+    // refused: an unknown queue, more GPUs than the node has, a window already over, a user
+    let mut bad = window(1);
+    bad["queue"] = json!("cv");
+    let (s, v) = book(bad).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let (s, v) = book(window(3)).await;
+    assert!(s == StatusCode::UNPROCESSABLE_ENTITY && v["detail"].as_str().unwrap().contains("2 H200 GPUs"), "{v}");
+    let mut over = window(1);
+    over["end"] = json!(now - chrono::Duration::seconds(1));
+    assert_eq!(book(over).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, _) = hub.call(Method::POST, "/api/v1/reservations", Some(&bob), Some(window(1))).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // one GPU booked for vision now; a second overlapping booking of 2 would overbook the node
+    let (s, v) = book(window(1)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["created_by"], "admin");
+    let mut more = window(2);
+    more["id"] = json!("more");
+    assert_eq!(book(more).await.0, StatusCode::CONFLICT);
+    let (_, list) = hub.call(Method::GET, "/api/v1/reservations", Some(&bob), None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    // bob's nlp jobs get one GPU; the booked one waits for vision
+    hub.submit(&bob, job("b1", 1)).await;
+    hub.wait_state(&bob, "b1", "running").await;
+    hub.submit(&bob, job("b2", 1)).await;
+    let b2 = explanation(&hub, &bob, "b2").await;
+    assert_eq!(b2["explanation"]["reason"], "reservation", "{b2}");
+    hub.submit(&alice, with(job("a1", 1), "queue", json!("vision"))).await;
+    hub.wait_state(&alice, "a1", "running").await;
+    // cancelled, the booking frees nothing more here, and bob's job follows once a GPU frees
+    let (s, _) = hub.call(Method::DELETE, "/api/v1/reservations/deadline", Some(&admin), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = hub.call(Method::DELETE, "/api/v1/reservations/deadline", Some(&admin), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    hub.runtime.exit(&hub.container(&alice, "a1").await, 0);
+    hub.wait_state(&bob, "b2", "running").await;
+}

@@ -16,6 +16,7 @@ mod codec;
 mod error;
 mod images;
 mod keys;
+mod reservations;
 mod settings;
 mod tokens;
 mod users;

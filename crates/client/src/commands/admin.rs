@@ -7,7 +7,7 @@ use crate::table::{Table, age, cores, size};
 use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
 use gpuhub_core::Bytes;
-use gpuhub_core::api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, QueueView, UserView};
+use gpuhub_core::api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, UserView};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -20,37 +20,6 @@ pub(crate) async fn nodes(api: &Api, json: bool, out: Out<'_>) -> Result<(), Cli
     let list: Vec<NodeView> = decode(&v, api.url(&["nodes"], &[]).as_str())?;
     write!(out, "{}", nodes_text(&list))?;
     Ok(())
-}
-
-/// `gpuhub queues`.
-pub(crate) async fn queues(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> {
-    let v = api.get(&["queues"], &[]).await?;
-    if json {
-        return print_json(out, &v);
-    }
-    let list: Vec<QueueView> = decode(&v, api.url(&["queues"], &[]).as_str())?;
-    write!(out, "{}", queues_text(&list))?;
-    Ok(())
-}
-
-/// One line per queue, GPUs in whole GPUs: `QUEUE GPUS USED GUARANTEE BORROW RUNNING QUEUED YOU`.
-pub(crate) fn queues_text(list: &[QueueView]) -> String {
-    let mut t = Table::new(&["QUEUE", "GPUS USED", "GUARANTEE", "MAY BORROW", "RUNNING", "QUEUED", "OPEN TO YOU"]);
-    for q in list {
-        t.row(vec![
-            q.name.clone(),
-            q.used.gpus.to_string(),
-            q.guarantee.gpus.to_string(),
-            q.borrow_limit.map_or_else(|| "any".to_owned(), |b| b.gpus.to_string()),
-            q.running.to_string(),
-            q.queued.to_string(),
-            if q.open_to_you { "yes" } else { "no" }.to_owned(),
-        ]);
-    }
-    if list.is_empty() {
-        return "no team queues are configured; everything runs in the default queue\n".to_owned();
-    }
-    t.render("")
 }
 
 /// One block per node: its CPUs and memory used/total, then one line per GPU with its holder.
@@ -255,32 +224,6 @@ mod tests {
              NODE      CPUS  MEMORY   GPUS\n\
              cpu-only  0/4   0B/8GiB  0/0\n"
         );
-    }
-
-    #[test]
-    fn queues_rendering() {
-        use gpuhub_core::api::QuotaView;
-        let gpus = |g: f64| QuotaView { gpus: g, cpus: 8.0, memory: Bytes(GIB) };
-        let q = QueueView {
-            name: "vision".into(),
-            guarantee: gpus(2.0),
-            borrow_limit: None,
-            user_limit: None,
-            weight: 1.0,
-            used: gpus(1.25),
-            running: 2,
-            queued: 3,
-            open_to_you: true,
-            members: None,
-        };
-        let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(gpus(0.0)), open_to_you: false, ..q.clone() };
-        assert_eq!(
-            queues_text(&[q, nlp]),
-            "QUEUE   GPUS USED  GUARANTEE  MAY BORROW  RUNNING  QUEUED  OPEN TO YOU\n\
-             vision  1.25       2          any         2        3       yes\n\
-             nlp     1.25       2          0           2        3       no\n"
-        );
-        assert!(queues_text(&[]).contains("no team queues"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The commands: each turns its arguments into API calls and prints a table, a line or JSON.
 
 mod admin;
+mod sched;
 mod ssh;
 mod workloads;
 
@@ -10,6 +11,7 @@ use crate::cli::{ClientCommand, GlobalOpts, LoginArgs};
 use crate::credentials::Credentials;
 use crate::http::{Api, decode};
 use crate::{ClientError, Context};
+use chrono::Utc;
 use gpuhub_core::api::{LoginRequest, TokenResponse, UserView};
 use gpuhub_core::user::Role;
 use reqwest::Method;
@@ -45,7 +47,8 @@ pub(crate) async fn dispatch(
         ClientCommand::Rm(n) => workloads::rm(&api, json, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Inspect(n) => workloads::inspect(&api, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
-        ClientCommand::Queues => admin::queues(&api, json, out).await?,
+        ClientCommand::Queues => sched::queues(&api, json, out).await?,
+        ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,

@@ -4,6 +4,7 @@ mod account;
 mod catalog;
 mod keys;
 mod queues;
+pub(crate) mod reservations;
 mod workloads;
 
 use crate::state::AppState;
@@ -52,6 +53,8 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(keys::info))
         .routes(routes!(catalog::list_nodes))
         .routes(routes!(queues::list_queues))
+        .routes(routes!(reservations::list_reservations, reservations::create_reservation))
+        .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .split_for_parts()
 }

@@ -5,7 +5,7 @@ use gpuhub_core::api::ImageEntry;
 use gpuhub_core::user::Role;
 use gpuhub_store::{SshKeyRecord, Store, StoreError};
 
-both!(images, ssh_keys, settings);
+both!(images, ssh_keys, settings, reservations);
 
 fn image(name: &str, reference: &str, description: &str) -> ImageEntry {
     let apps = vec![gpuhub_core::workload::AppSpec {
@@ -35,6 +35,32 @@ async fn images(s: Store) {
         assert!(matches!(&e, StoreError::NotFound { what: "image", key } if key == "pytorch"), "{e:?}");
     }
     assert_eq!(s.list_images().await.unwrap(), vec![base]);
+}
+
+async fn reservations(s: Store) {
+    use gpuhub_core::api::ReservationView;
+    let r = |id: &str, start: i64, end: i64, model: Option<&str>| ReservationView {
+        id: id.into(),
+        queue: "vision".into(),
+        gpus: 2,
+        model: model.map(str::to_owned),
+        start: t(start),
+        end: t(end),
+        created_by: "admin".into(),
+    };
+    let (a, b, old) = (r("b-deadline", 100, 200, Some("H200")), r("a-later", 150, 300, None), r("old", 0, 50, None));
+    for x in [&a, &b, &old] {
+        s.insert_reservation(x, t(1)).await.unwrap();
+    }
+    // ordered by start; those ended by `after` are left out
+    assert_eq!(s.list_reservations(t(60)).await.unwrap(), vec![a.clone(), b.clone()]);
+    assert_eq!(s.list_reservations(t(250)).await.unwrap(), vec![b.clone()]);
+    let e = s.insert_reservation(&a, t(2)).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Conflict(m) if m.contains("b-deadline")), "{e:?}");
+    s.delete_reservation("b-deadline").await.unwrap();
+    let e = s.delete_reservation("b-deadline").await.unwrap_err();
+    assert!(matches!(&e, StoreError::NotFound { what: "reservation", .. }), "{e:?}");
+    assert_eq!(s.list_reservations(t(0)).await.unwrap(), vec![old, b]);
 }
 
 fn key(fp: &str, created_ms: i64) -> SshKeyRecord {
