@@ -127,13 +127,18 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
+/// The OpenAPI schema of a quantity written as a string with a unit (or a plain integer).
+fn string_schema(description: &str, example: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::new(utoipa::openapi::schema::Type::String))
+        .description(Some(description))
+        .examples([serde_json::json!(example)])
+        .into()
+}
+
 impl utoipa::PartialSchema for Bytes {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::SchemaType::new(utoipa::openapi::schema::Type::String))
-            .description(Some("bytes: \"4GiB\", \"512MiB\", \"2G\" or an integer number of bytes"))
-            .examples([serde_json::json!("4GiB")])
-            .into()
+        string_schema("bytes: \"4GiB\", \"512MiB\", \"2G\" or an integer number of bytes", "4GiB")
     }
 }
 impl utoipa::ToSchema for Bytes {}
@@ -245,11 +250,7 @@ impl<'de> Deserialize<'de> for Seconds {
 
 impl utoipa::PartialSchema for Seconds {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::SchemaType::new(utoipa::openapi::schema::Type::String))
-            .description(Some("duration: \"90s\", \"30m\", \"2h\", \"1d\", \"1h30m\" or an integer number of seconds"))
-            .examples([serde_json::json!("2h")])
-            .into()
+        string_schema("duration: \"90s\", \"30m\", \"2h\", \"1d\", \"1h30m\" or an integer number of seconds", "2h")
     }
 }
 impl utoipa::ToSchema for Seconds {}
