@@ -296,6 +296,7 @@ impl Controller {
                 } else if message.starts_with("preempted") {
                     // back to the queue, keeping its place (its submit time)
                     w.state = WorkloadState::Queued;
+                    w.finished_at = None;
                     w.message = Some(format!("{message}; queued again"));
                 } else if message.starts_with(crate::scheduling::TIME_LIMIT) {
                     w.state = match w.kind {
