@@ -31,7 +31,9 @@
 //!
 //! - **Order**: priority (high first), then workloads that stay within their queue's guarantee, then
 //!   the queue's weighted dominant share of (decayed usage + what it holds), then submit time, then id.
-//!   Shares are updated as the pass starts work.
+//!   Shares are updated as the pass starts work. Inside a queue too, a later workload that fits within
+//!   the guarantee goes before earlier ones (of the same priority) that do not, so a team below its
+//!   guarantee is never held back by its own oversized workloads.
 //! - **Limits**: a queue never holds more than its guarantee plus its borrowing limit, a user never more
 //!   than the queue's per-user limit (milli-GPU, milli-CPU, bytes; whole and fractional GPUs add up).
 //! - **Gangs** (`members > 1`) are placed all-or-nothing on a copy of the cluster.
@@ -57,6 +59,7 @@ pub mod explain;
 pub mod expr;
 pub mod frag;
 pub mod model;
+mod order;
 pub mod plan;
 pub mod policy;
 mod preempt;

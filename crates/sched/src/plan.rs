@@ -28,9 +28,6 @@ pub(crate) struct Live {
     pub quota: Quota,
 }
 
-/// Order key: negated priority, outside the guarantee, dominant share, submit time.
-type OrderKey = (i32, bool, f64, i64);
-
 /// A shape without expression masks, and a gang size.
 type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
 
@@ -186,55 +183,17 @@ impl<'a> Pass<'a> {
         self.queues.get_mut(name).expect("inserted above")
     }
 
-    /// The order key of the head `p` of its queue: priority (high first), then workloads within their
-    /// queue's guarantee, then the queue's weighted dominant share (low first, updated as work starts),
-    /// then submit time (then id).
-    fn key(&self, p: &Pending) -> OrderKey {
-        let qs = self.queues.get(&p.queue);
-        let want = Quota::of_request(&p.request, p.members);
-        let within = qs.is_some_and(|s| s.within_guarantee(want));
-        let share = qs.map_or(0.0, |s| s.share(self.capacity));
-        (-p.priority, !within, share, p.submit_ms)
-    }
-
-    /// Pops the next workload in order from the per-queue lists; `keys` caches each head's key.
-    fn next(&self, heads: &mut [Vec<&'a Pending>], keys: &mut [Option<OrderKey>]) -> Option<&'a Pending> {
-        let mut best: Option<(OrderKey, usize)> = None;
-        for (q, list) in heads.iter().enumerate() {
-            let Some(&p) = list.last() else { continue };
-            let key = *keys[q].get_or_insert_with(|| self.key(p));
-            let better = match &best {
-                None => true,
-                Some((k, b)) => {
-                    let c = key.0.cmp(&k.0).then(key.1.cmp(&k.1)).then(key.2.total_cmp(&k.2)).then(key.3.cmp(&k.3));
-                    c.then_with(|| p.id.as_str().cmp(heads[*b].last().map_or("", |x| x.id.as_str()))).is_lt()
-                }
-            };
-            if better {
-                best = Some((key, q));
-            }
-        }
-        let (_, q) = best?;
-        keys[q] = None;
-        heads[q].pop()
-    }
-
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
         let mut by_name: BTreeMap<&'a str, Vec<&'a Pending>> = BTreeMap::new();
         for p in pending {
             self.queue(&p.queue);
             by_name.entry(p.queue.as_str()).or_default().push(p);
         }
-        let mut heads: Vec<Vec<&'a Pending>> = by_name.into_values().collect();
-        for list in heads.iter_mut() {
-            // popped from the back: highest priority, then earliest, last
-            list.sort_by(|a, b| a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then(b.id.cmp(&a.id)));
-        }
-        let mut keys: Vec<Option<OrderKey>> = vec![None; heads.len()];
+        let mut lanes: Vec<crate::order::Lane<'a>> = by_name.into_values().map(crate::order::Lane::new).collect();
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;
-        while let Some(p) = self.next(&mut heads, &mut keys) {
+        while let Some(p) = self.next(&mut lanes) {
             match self.consider(p, &mut out, fifo_blocked.as_deref()) {
                 Ok(start) => out.starts.push(start),
                 Err((reason, message, estimate)) => {

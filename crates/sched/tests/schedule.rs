@@ -306,3 +306,73 @@ fn fair_share_orders_queues_by_decayed_usage() {
     let d = schedule(&c, &[], &[a, b], &Config::default(), 7_200_000);
     assert_eq!(ids(&d), ["a"]);
 }
+
+fn queue(name: &str, gpus: u64) -> QueueSpec {
+    QueueSpec {
+        name: name.into(),
+        guarantee: Quota { gpu_milli: gpus * 1000, cpu_milli: u64::MAX / 4, memory: u64::MAX / 4 },
+        borrow_limit: None,
+        weight: 1.0,
+        user_limit: None,
+    }
+}
+
+fn in_queue(mut p: Pending, q: &str) -> Pending {
+    p.queue = q.into();
+    p
+}
+
+/// A running one-member workload of `queue` on `node`, holding GPUs `first..first + n`.
+fn running_on(id: &str, q: &str, node: &str, first: u32, n: u32, started: i64, limit: Option<i64>) -> Running {
+    Running {
+        id: id.into(),
+        queue: q.into(),
+        user: "u".into(),
+        priority: 0,
+        started_ms: started,
+        runtime_limit_ms: limit,
+        placements: vec![Placement {
+            node: node.into(),
+            gpus: (first..first + n)
+                .map(|i| GpuShare { uuid: format!("{node}-GPU-{i}"), milli: 1000, memory: 0 })
+                .collect(),
+            cpu_milli: 1000 * u64::from(n),
+            memory: u64::from(n) << 30,
+        }],
+        preemptible: true,
+        stopping: false,
+    }
+}
+
+#[test]
+fn a_workload_within_the_guarantee_is_not_held_back_by_a_larger_one_of_its_queue() {
+    // team a (guarantee 4, holding nothing) waits with an 8-GPU job that exceeds its guarantee and
+    // reserves the node from when b's job ends; its later 2-GPU job fits within the guarantee on the
+    // free GPUs now and must not wait behind that reserved start
+    let c = cluster(&[("n", 8)]);
+    let cfg = Config { queues: vec![queue("a", 4), queue("b", 4)], ..Config::default() };
+    let running = vec![running_on("b1", "b", "n", 0, 4, 0, Some(1_000_000))];
+    let big = in_queue(pend("big", whole(8), 0, 0), "a");
+    let small = in_queue(pend("small", whole(2), 0, 5), "a");
+    let d = schedule(&c, &running, &[big, small], &cfg, 10);
+    assert_eq!(ids(&d), ["small"], "{d:?}");
+    assert!(d.preemptions.is_empty());
+    assert_eq!(d.pending[0].id, "big");
+    assert_eq!(d.pending[0].reason, Reason::Resources);
+}
+
+#[test]
+fn a_reclaiming_workload_goes_before_borrowers_even_behind_its_own_big_head() {
+    // two GPUs are free; team a is below its guarantee with a 2-GPU job queued behind a 4-GPU one;
+    // team c has no guarantee and a lighter fair share, so its 2-GPU job would go first on share alone
+    let c = cluster(&[("n0", 4), ("n1", 4)]);
+    let mut cfg = Config { queues: vec![queue("a", 2), queue("b", 0), queue("c", 0)], ..Config::default() };
+    cfg.usage.queues.insert("a".into(), [4000.0, 0.0, 0.0]);
+    let running = vec![running_on("b1", "b", "n0", 0, 2, 0, None), running_on("b2", "b", "n1", 0, 4, 0, None)];
+    let head = in_queue(pend("a-head", whole(4), 0, 0), "a");
+    let small = in_queue(pend("a-small", whole(2), 0, 9), "a");
+    let borrower = in_queue(pend("c1", whole(2), 0, 1), "c");
+    let d = schedule(&c, &running, &[head, small, borrower], &cfg, 10);
+    assert_eq!(ids(&d), ["a-small"], "{d:?}");
+    assert!(d.preemptions.is_empty(), "{d:?}");
+}
