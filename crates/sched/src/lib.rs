@@ -43,8 +43,11 @@
 //! - **Bookings** ([`Reservation`]): free GPUs are held for the booking queue during its window against
 //!   every workload whose run would overlap it.
 //! - **Preemption**: a lower priority yields to a higher one (same queue, or a queue that borrows); a
-//!   queue within its guarantee reclaims from queues that borrow. Victims get [`Preemption::grace_ms`];
-//!   the preemptor keeps a reserved start meanwhile.
+//!   queue within its guarantee reclaims from queues that borrow. Victims are chosen node by node: room
+//!   for each member is freed on the node where that is cheapest (lowest priority, fewest victims whose
+//!   queue would drop below its guarantee, fewest victims, least work lost), and workloads already
+//!   stopping no longer count as borrowed. Victims get [`Preemption::grace_ms`]; the preemptor keeps a
+//!   reserved start meanwhile.
 //! - **Placement** by [`Policy`]: `bestfit`, `spread`, `random`, `fgd` (the FGD paper) and `fgd+`
 //!   (the default, the FGD benchmark winner: fragmentation that also counts GPU capacity the node's
 //!   CPUs and memory cannot feed, plus GPU-model contention).

@@ -50,7 +50,7 @@ pub(crate) struct Pass<'a> {
     pub victims: Vec<bool>,
     pub bookings: crate::book::Bookings,
     /// Total GPU memory per flat GPU.
-    gpu_mem_total: Vec<u64>,
+    pub gpu_mem_total: Vec<u64>,
     /// `never_fits` answers per shape (without expression masks) and gang size.
     never: HashMap<NeverKey, Option<String>>,
     /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU; `None`
@@ -58,6 +58,8 @@ pub(crate) struct Pass<'a> {
     summary: Option<(u32, u32, u32)>,
     /// Running workloads in the order victims are considered (lowest priority, latest start first).
     pub victim_order: Option<Vec<usize>>,
+    /// Running workloads per node (by their holds).
+    pub on_node: Option<Vec<Vec<usize>>>,
     /// Bumped on every start: failed placements are remembered per generation.
     generation: u64,
     /// Shapes that did not fit, with the reserved starts they had to respect, in this generation.
@@ -153,6 +155,7 @@ impl<'a> Pass<'a> {
             never: HashMap::new(),
             summary: None,
             victim_order: None,
+            on_node: None,
             generation: 0,
             failed: HashMap::new(),
         }

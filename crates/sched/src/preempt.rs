@@ -1,12 +1,53 @@
 //! Preemption: a queue below its guarantee reclaims capacity that other queues borrow, and a lower
 //! priority yields to a higher one (in the same queue, or from a queue that borrows). Victims are told
 //! to stop with a grace period; the workload they make room for keeps a reserved start meanwhile.
+//!
+//! Victims are chosen node by node (`Pass::victims_by_node`), so that borrowed work spread thinly over
+//! many nodes never costs victims on nodes that still could not take a member; a greedy search over all
+//! running workloads is the fallback for gangs the per-node count misjudges.
 
 use crate::model::{Decisions, Pending, Preempt};
 use crate::plan::{Pass, Reserved, place_gang};
 use crate::queue::Quota;
-use crate::state::Shape;
+use crate::state::{Hold, NodeState, Shape, State};
 use std::collections::BTreeMap;
+
+/// What freeing a node costs: highest victim priority, victims whose queue would drop below its
+/// guarantee, victims, milli-GPU × milliseconds of work lost, node number; lower is cheaper.
+type Cost = (i32, usize, usize, u128, usize);
+
+/// The nodes a trial changed, as they were, to put back exactly.
+#[derive(Debug, Default)]
+struct Undo {
+    saved: Vec<(usize, NodeState, Vec<u32>, Vec<u64>)>,
+    used: Option<u64>,
+}
+
+impl Undo {
+    /// Gives back what `h` holds on `st`, saving its node first.
+    fn unhold(&mut self, st: &mut State, h: &Hold) {
+        let n = h.node as usize;
+        self.used.get_or_insert(st.gpu_milli_used);
+        if !self.saved.iter().any(|x| x.0 == n) {
+            let r = st.nodes[n].gpu_range();
+            self.saved.push((n, st.nodes[n].clone(), st.gpu_free[r.clone()].to_vec(), st.gpu_mem_free[r].to_vec()));
+        }
+        st.unhold(h);
+    }
+
+    /// Puts the saved nodes back.
+    fn undo(self, st: &mut State) {
+        for (n, node, free, mem) in self.saved {
+            let r = node.gpu_range();
+            st.gpu_free[r.clone()].copy_from_slice(&free);
+            st.gpu_mem_free[r].copy_from_slice(&mem);
+            st.nodes[n] = node;
+        }
+        if let Some(u) = self.used {
+            st.gpu_milli_used = u;
+        }
+    }
+}
 
 impl Pass<'_> {
     /// Whether running workload `r` may be stopped for `p` (which wants `want`), given what is already
@@ -101,36 +142,29 @@ impl Pass<'_> {
             self.placer.set_cache(cached);
             return None;
         }
-        let order = self.victim_order.get_or_insert_with(|| {
-            let mut order: Vec<usize> = (0..running.len()).collect();
-            order.sort_by(|&a, &b| {
-                let (ra, rb) = (&running[a], &running[b]);
-                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
-            });
-            order
-        });
-        let order: Vec<usize> = order.iter().copied().filter(|&i| !self.victims[i] && !running[i].stopping).collect();
+        // what is already going (stopping, or chosen earlier in this pass) no longer counts as borrowed
         let mut gone: BTreeMap<String, Quota> = BTreeMap::new();
-        let mut chosen: Vec<usize> = Vec::new();
+        for (i, r) in running.iter().enumerate() {
+            if r.stopping || self.victims[i] {
+                let g = gone.entry(r.queue.clone()).or_default();
+                *g = g.plus(self.live[i].quota);
+            }
+        }
+        let gone0 = gone.clone();
+        let base = soon.clone();
+        let mut chosen = self.victims_by_node(p, s, members, want, &mut soon, &mut gone);
         let mut fit = None;
-        for i in order {
-            let r = &running[i];
-            if !self.eligible(i, p, want, &gone) {
-                continue;
+        if !chosen.is_empty() {
+            fit = place_gang(&mut self.placer, &soon, s, members);
+            if fit.is_none() {
+                // the per-node count was too hopeful (a gang): start over with the greedy search
+                soon = base;
+                chosen.clear();
+                gone = gone0;
             }
-            for h in &self.live[i].holds {
-                soon.unhold(h);
-            }
-            let g = gone.entry(r.queue.clone()).or_default();
-            *g = g.plus(self.live[i].quota);
-            chosen.push(i);
-            if let Some(h) = place_gang(&mut self.placer, &soon, s, members) {
-                fit = Some(h);
-                break;
-            }
-            if chosen.len() >= 256 {
-                break;
-            }
+        }
+        if fit.is_none() {
+            fit = self.victims_greedy(p, s, members, want, &mut soon, &mut gone, &mut chosen);
         }
         if fit.is_none() {
             self.placer.set_cache(cached);
@@ -173,5 +207,215 @@ impl Pass<'_> {
         let at = self.now + self.config.preemption.grace_ms;
         self.reserved.push(Reserved { id: p.id.clone(), at_ms: at, future, holds });
         Some(format!("preempting {} workload(s) to make room", chosen.len()))
+    }
+
+    /// Whether stopping running workload `i` would take its queue from above its guarantee to below it in
+    /// some resource (given what is already chosen to go), so that the queue would reclaim in turn.
+    fn cascades(&self, i: usize, gone: &BTreeMap<String, Quota>) -> bool {
+        let q = &self.running[i].queue;
+        let v = self.live[i].quota;
+        self.queues.get(q).is_some_and(|s| {
+            let u = s.used.minus(gone.get(q).copied().unwrap_or_default());
+            let after = u.minus(v);
+            let g = s.spec.guarantee;
+            let dim = |u: u64, after: u64, g: u64| u > g && after < g;
+            dim(u.gpu_milli, after.gpu_milli, g.gpu_milli)
+                || dim(u.cpu_milli, after.cpu_milli, g.cpu_milli)
+                || dim(u.memory, after.memory, g.memory)
+        })
+    }
+
+    /// Chooses victims node by node: while the cluster (as `soon` has it) cannot take all members, it
+    /// frees room for one more member on the node where that is cheapest, stopping only eligible
+    /// workloads there. Cheapest: the lowest victim priority, then the fewest victims whose queue would
+    /// drop below its guarantee (they would reclaim in turn), the fewest victims, the least work lost
+    /// (milli-GPU × run time), the first node. Borrowed work spread thinly over many nodes thus never
+    /// leads to victims on nodes that still cannot take a member. The chosen victims are taken off
+    /// `soon` and counted in `gone`; none found (empty): both are left as they were.
+    fn victims_by_node(
+        &mut self,
+        p: &Pending,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+        soon: &mut State,
+        gone: &mut BTreeMap<String, Quota>,
+    ) -> Vec<usize> {
+        let running = self.running;
+        let on_node = self.on_node.take().unwrap_or_else(|| {
+            let mut v: Vec<Vec<usize>> = vec![Vec::new(); self.st.nodes.len()];
+            for (i, l) in self.live.iter().enumerate() {
+                for h in &l.holds {
+                    let list = &mut v[h.node as usize];
+                    if list.last() != Some(&i) {
+                        list.push(i);
+                    }
+                }
+            }
+            v
+        });
+        let usable: Vec<usize> =
+            (0..soon.nodes.len()).filter(|&n| soon.fits_empty(n, s, &self.gpu_mem_total)).collect();
+        let (base, gone0) = (soon.clone(), gone.clone());
+        let mut have: u64 = usable.iter().map(|&n| soon.copies(n, s)).sum();
+        let mut chosen: Vec<usize> = Vec::new();
+        while have < u64::from(members) {
+            let mut best: Option<(Cost, Vec<usize>)> = None;
+            for &n in &usable {
+                let cands: Vec<usize> = on_node[n]
+                    .iter()
+                    .copied()
+                    .filter(|&i| !self.victims[i] && !running[i].stopping && !chosen.contains(&i))
+                    .collect();
+                if cands.is_empty() {
+                    continue;
+                }
+                if let Some((cost, picked)) = self.free_node(n, cands, p, s, want, soon, gone) {
+                    if best.as_ref().is_none_or(|b| cost < b.0) {
+                        best = Some((cost, picked));
+                    }
+                }
+            }
+            let Some((_, picked)) = best else {
+                *soon = base;
+                *gone = gone0;
+                chosen.clear();
+                break;
+            };
+            for i in picked {
+                for h in &self.live[i].holds {
+                    soon.unhold(h);
+                }
+                let g = gone.entry(running[i].queue.clone()).or_default();
+                *g = g.plus(self.live[i].quota);
+                chosen.push(i);
+            }
+            have = usable.iter().map(|&n| soon.copies(n, s)).sum();
+        }
+        self.on_node = Some(on_node);
+        chosen
+    }
+
+    /// The cheapest eligible victims among `cands` (running on node `n`) that let node `n` take one more
+    /// member of `s`, and their cost; `soon` is left as it was.
+    #[allow(clippy::too_many_arguments)]
+    fn free_node(
+        &self,
+        n: usize,
+        mut cands: Vec<usize>,
+        p: &Pending,
+        s: &Shape,
+        want: Quota,
+        soon: &mut State,
+        gone: &BTreeMap<String, Quota>,
+    ) -> Option<(Cost, Vec<usize>)> {
+        let running = self.running;
+        let before = soon.copies(n, s);
+        cands.sort_by(|&a, &b| {
+            let (ra, rb) = (&running[a], &running[b]);
+            ra.priority
+                .cmp(&rb.priority)
+                .then(self.cascades(a, gone).cmp(&self.cascades(b, gone)))
+                .then(rb.started_ms.cmp(&ra.started_ms))
+                .then(ra.id.cmp(&rb.id))
+        });
+        let mut undo = Undo::default();
+        let mut g = gone.clone();
+        let mut picked: Vec<usize> = Vec::new();
+        let mut ok = false;
+        for i in cands {
+            if !self.eligible(i, p, want, &g) {
+                continue;
+            }
+            for h in &self.live[i].holds {
+                undo.unhold(soon, h);
+            }
+            let e = g.entry(running[i].queue.clone()).or_default();
+            *e = e.plus(self.live[i].quota);
+            picked.push(i);
+            if soon.copies(n, s) > before {
+                ok = true;
+                break;
+            }
+        }
+        if ok {
+            // drop earlier picks the later ones made unnecessary
+            for k in (0..picked.len().saturating_sub(1)).rev() {
+                let i = picked[k];
+                for h in &self.live[i].holds {
+                    soon.hold(h);
+                }
+                if soon.copies(n, s) > before {
+                    picked.remove(k);
+                } else {
+                    for h in &self.live[i].holds {
+                        soon.unhold(h);
+                    }
+                }
+            }
+        }
+        undo.undo(soon);
+        if !ok {
+            return None;
+        }
+        let mut g = gone.clone();
+        let mut cost: Cost = (i32::MIN, 0, picked.len(), 0, n);
+        for &i in &picked {
+            let r = &running[i];
+            cost.0 = cost.0.max(r.priority);
+            cost.1 += usize::from(self.cascades(i, &g));
+            let ran = u128::try_from(self.now.saturating_sub(r.started_ms)).unwrap_or(0);
+            cost.3 += u128::from(self.live[i].quota.gpu_milli) * ran;
+            let e = g.entry(r.queue.clone()).or_default();
+            *e = e.plus(self.live[i].quota);
+        }
+        Some((cost, picked))
+    }
+
+    /// The victims the greedy search considers, in order: lowest priority, latest start first.
+    fn victim_order(&mut self) -> Vec<usize> {
+        let running = self.running;
+        let order = self.victim_order.get_or_insert_with(|| {
+            let mut order: Vec<usize> = (0..running.len()).collect();
+            order.sort_by(|&a, &b| {
+                let (ra, rb) = (&running[a], &running[b]);
+                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
+            });
+            order
+        });
+        order.iter().copied().filter(|&i| !self.victims[i] && !running[i].stopping).collect()
+    }
+
+    /// The fallback search: stops eligible workloads in [`Pass::victim_order`] (up to 256) until the gang
+    /// fits on `soon`; returns where it fits.
+    #[allow(clippy::too_many_arguments)]
+    fn victims_greedy(
+        &mut self,
+        p: &Pending,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+        soon: &mut State,
+        gone: &mut BTreeMap<String, Quota>,
+        chosen: &mut Vec<usize>,
+    ) -> Option<Vec<Hold>> {
+        for i in self.victim_order() {
+            if !self.eligible(i, p, want, gone) {
+                continue;
+            }
+            for h in &self.live[i].holds {
+                soon.unhold(h);
+            }
+            let g = gone.entry(self.running[i].queue.clone()).or_default();
+            *g = g.plus(self.live[i].quota);
+            chosen.push(i);
+            if let Some(h) = place_gang(&mut self.placer, soon, s, members) {
+                return Some(h);
+            }
+            if chosen.len() >= 256 {
+                break;
+            }
+        }
+        None
     }
 }

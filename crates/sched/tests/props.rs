@@ -243,6 +243,29 @@ fn check_preemptions(
         prop_assert!(by_priority || reclaim, "{} is not an eligible victim for {}", v.id, w.id);
         prop_assert!(d.pending.iter().any(|e| e.id == w.id && e.reason == Reason::Preempting));
     }
+    // victims taken across queues never drain a queue below its guarantee: when the last of them was
+    // chosen, the queue still borrowed without the others and without what was already stopping
+    let mut across: BTreeMap<&str, Vec<Quota>> = BTreeMap::new();
+    for p in &d.preemptions {
+        let v = running.iter().find(|r| r.id == p.id).unwrap();
+        let w = pending.iter().find(|x| x.id == p.for_id).unwrap();
+        if v.queue != w.queue {
+            across.entry(v.queue.as_str()).or_default().push(Quota::of_running(v));
+        }
+    }
+    for (q, taken) in across {
+        let stopping = running
+            .iter()
+            .filter(|r| r.queue == q && r.stopping)
+            .map(Quota::of_running)
+            .fold(Quota::default(), Quota::plus);
+        let all = taken.iter().copied().fold(stopping, Quota::plus);
+        let left = used(q).minus(all);
+        prop_assert!(
+            taken.iter().any(|&v| left.plus(v).exceeds(spec(q).guarantee)),
+            "queue {q} drained below its guarantee: {taken:?}"
+        );
+    }
     Ok(())
 }
 

@@ -376,3 +376,61 @@ fn a_reclaiming_workload_goes_before_borrowers_even_behind_its_own_big_head() {
     assert_eq!(ids(&d), ["a-small"], "{d:?}");
     assert!(d.preemptions.is_empty(), "{d:?}");
 }
+
+#[test]
+fn reclaim_frees_one_node_when_borrowed_work_is_spread() {
+    // 3 nodes x 4 GPUs. c holds its guarantee (2 GPUs on n0 and on n1) and may not lose any of it.
+    // b (guarantee 4) holds 8 one-GPU jobs: 2 on n0, 2 on n1 (the latest started), 4 on n2; it borrows 4.
+    // a (guarantee 4, holding nothing) wants a whole node: only n2 can be freed, by stopping b's 4 jobs
+    // there, which leaves b exactly at its guarantee. Stopping b's jobs on n0 and n1 first would spend
+    // b's borrowed GPUs where they cannot help.
+    let c = cluster(&[("n0", 4), ("n1", 4), ("n2", 4)]);
+    let cfg = Config { queues: vec![queue("a", 4), queue("b", 4), queue("c", 4)], ..Config::default() };
+    let mut running = vec![running_on("c0", "c", "n0", 0, 2, 0, None), running_on("c1", "c", "n1", 0, 2, 0, None)];
+    for (k, (node, gpu)) in [("n0", 2), ("n0", 3), ("n1", 2), ("n1", 3)].into_iter().enumerate() {
+        running.push(running_on(&format!("b-late{k}"), "b", node, gpu, 1, 1000 + k as i64, None));
+    }
+    for gpu in 0..4 {
+        running.push(running_on(&format!("b-n2-{gpu}"), "b", "n2", gpu, 1, 10, None));
+    }
+    let p = in_queue(pend("a1", whole(4), 0, 5), "a");
+    let d = schedule(&c, &running, &[p], &cfg, 2000);
+    let mut victims: Vec<&str> = d.preemptions.iter().map(|p| p.id.as_str()).collect();
+    victims.sort();
+    assert_eq!(victims, ["b-n2-0", "b-n2-1", "b-n2-2", "b-n2-3"], "{d:?}");
+    assert!(d.preemptions.iter().all(|p| p.for_id == "a1" && p.reason.contains("reclaims")));
+    assert_eq!(d.pending[0].reason, Reason::Preempting);
+    // next tick, the victims stopping: no further victims, and a1 keeps waiting for them
+    for r in &mut running {
+        r.stopping = r.id.starts_with("b-n2");
+    }
+    let p = in_queue(pend("a1", whole(4), 0, 5), "a");
+    let d = schedule(&c, &running, &[p], &cfg, 12_000);
+    assert!(d.preemptions.is_empty(), "{d:?}");
+    assert!(d.pending[0].message.contains("stopping"), "{}", d.pending[0].message);
+}
+
+#[test]
+fn reclaim_prefers_victims_that_leave_their_queue_at_its_guarantee() {
+    // c (guarantee 2) borrows one GPU through a 3-GPU job that started last; d (no guarantee) borrows
+    // one GPU. Stopping c's job would put c below its guarantee (and c would reclaim in turn): d goes.
+    let c = cluster(&[("n", 4)]);
+    let cfg = Config { queues: vec![queue("a", 1), queue("c", 2), queue("d", 0)], ..Config::default() };
+    let running = vec![running_on("c-big", "c", "n", 0, 3, 100, None), running_on("d-one", "d", "n", 3, 1, 0, None)];
+    let d = schedule(&c, &running, &[in_queue(pend("a1", whole(1), 0, 5), "a")], &cfg, 200);
+    let victims: Vec<&str> = d.preemptions.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(victims, ["d-one"], "{d:?}");
+}
+
+#[test]
+fn a_queue_is_not_drained_below_its_guarantee_by_workloads_already_stopping() {
+    // b (guarantee 1) holds 2 one-GPU jobs; one is already stopping for an earlier reclaim, so b no
+    // longer borrows: a second reclaimer must not take b's other job
+    let c = cluster(&[("n", 2)]);
+    let cfg = Config { queues: vec![queue("a", 1), queue("b", 1)], ..Config::default() };
+    let mut running = vec![running_on("b0", "b", "n", 0, 1, 0, None), running_on("b1", "b", "n", 1, 1, 0, None)];
+    running[0].stopping = true;
+    let p = vec![in_queue(pend("a0", whole(1), 0, 1), "a"), in_queue(pend("a1", whole(1), 0, 2), "a")];
+    let d = schedule(&c, &running, &p, &cfg, 10);
+    assert!(d.preemptions.is_empty(), "{d:?}");
+}
