@@ -111,6 +111,10 @@ pub struct TeamReport {
     pub mean_queue_s: f64,
     /// Hours in which it had a waiting job that fit within its guarantee while it held less than that.
     pub starved_hours: f64,
+    /// The same, less the first grace period plus one tick of each starved episode: the time the design
+    /// deliberately grants the borrowers it preempts (they run out their grace, then the next pass
+    /// starts the reclaiming job). What is left is starvation the scheduler could have avoided.
+    pub starved_beyond_grace_hours: f64,
 }
 
 /// One discipline's outcome, as `--json` prints it.
@@ -252,16 +256,20 @@ fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
         s += &format!("\n{u} job(s) can never fit this cluster and were left out\n");
     }
     for r in reports {
-        s += &format!("\nper team, {}: guarantee GPUs, mean GPUs held, mean queue h, starved h\n", r.policy);
+        s += &format!(
+            "\nper team, {}: guarantee GPUs, mean GPUs held, mean queue h, starved h, starved h beyond grace\n",
+            r.policy
+        );
         for t in &r.teams {
             s += &format!(
-                "  {:<8} {:>6} jobs {:>8.1} {:>8.1} {:>9.3} {:>9.2}\n",
+                "  {:<8} {:>6} jobs {:>8.1} {:>8.1} {:>9.3} {:>9.2} {:>9.2}\n",
                 t.team,
                 t.jobs,
                 t.guarantee_gpus,
                 t.mean_gpus,
                 t.mean_queue_s / 3600.0,
-                t.starved_hours
+                t.starved_hours,
+                t.starved_beyond_grace_hours
             );
         }
     }
@@ -339,6 +347,10 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let mut team_area: HashMap<&str, f64> = HashMap::new();
     let mut team_held: HashMap<&str, u64> = HashMap::new();
     let mut starved_ms: HashMap<&str, i64> = HashMap::new();
+    // per team: length of the starved episode under way, and starvation beyond each episode's grace
+    let mut episode_ms: HashMap<&str, i64> = HashMap::new();
+    let mut beyond_ms: HashMap<&str, i64> = HashMap::new();
+    let granted = cfg.preemption.grace_ms + tick;
     let mut curve: Vec<(f64, f64)> = Vec::new();
     loop {
         // time passes: accumulate allocation
@@ -356,13 +368,20 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             let e = min_wait.entry(t).or_insert(u64::MAX);
             *e = (*e).min(want);
         }
-        for (t, want) in min_wait {
+        for (&t, &want) in &min_wait {
             let held = team_held.get(t).copied().unwrap_or(0);
             let gua = guarantee.get(t).copied().unwrap_or(0);
             if held + want <= gua {
                 *starved_ms.entry(t).or_default() += now - last_t;
+                let ep = episode_ms.entry(t).or_default();
+                let over = (*ep + now - last_t - granted).max(0) - (*ep - granted).max(0);
+                *ep += now - last_t;
+                *beyond_ms.entry(t).or_default() += over;
+            } else {
+                episode_ms.remove(t);
             }
         }
+        episode_ms.retain(|t, _| min_wait.contains_key(t));
         last_t = now;
         // completions and stops up to now
         let done: Vec<usize> = running
@@ -478,6 +497,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                 mean_gpus: team_area.get(t).copied().unwrap_or(0.0) / total_ms,
                 mean_queue_s: mean(&mine.iter().map(|&k| queue_s(k)).collect::<Vec<_>>()),
                 starved_hours: starved_ms.get(t).copied().unwrap_or(0) as f64 / 3_600_000.0,
+                starved_beyond_grace_hours: beyond_ms.get(t).copied().unwrap_or(0) as f64 / 3_600_000.0,
             }
         })
         .collect();
