@@ -293,24 +293,31 @@ impl Config {
     /// The queue a workload of `user` (an admin when `admin`) is charged to: the one it names, which must
     /// be configured and open to the user, else the user's only queue, else the default queue (`""`).
     pub fn queue_for(&self, user: &str, admin: bool, asked: Option<&str>) -> Result<String, String> {
-        let configured: std::collections::BTreeSet<&str> =
-            self.scheduler.queues.iter().map(|q| q.name.as_str()).collect();
         match asked {
             None | Some("") => {
                 let mine: Vec<&String> =
                     self.queue_members.iter().filter(|(_, m)| m.iter().any(|u| u == user)).map(|(q, _)| q).collect();
                 Ok(if mine.len() == 1 { mine[0].clone() } else { String::new() })
             }
-            Some(q) if !configured.contains(q) => {
-                Err(format!("no queue named {q:?} (queues: {})", names_or_none(&configured)))
-            }
-            Some(q) => match self.queue_members.get(q) {
-                Some(members) if !admin && !members.iter().any(|u| u == user) => {
-                    Err(format!("queue {q} is for its members ({}); you are not one", members.join(", ")))
+            Some(q) => {
+                self.check_queue_exists(q)?;
+                match self.queue_members.get(q) {
+                    Some(members) if !admin && !members.iter().any(|u| u == user) => {
+                        Err(format!("queue {q} is for its members ({}); you are not one", members.join(", ")))
+                    }
+                    _ => Ok(q.to_owned()),
                 }
-                _ => Ok(q.to_owned()),
-            },
+            }
         }
+    }
+
+    /// Whether `[[scheduler.queues]]` has a queue `q`; the error names the configured ones.
+    pub fn check_queue_exists(&self, q: &str) -> Result<(), String> {
+        if self.scheduler.queues.iter().any(|c| c.name == q) {
+            return Ok(());
+        }
+        let configured = self.scheduler.queues.iter().map(|c| c.name.as_str()).collect();
+        Err(format!("no queue named {q:?} (queues: {})", names_or_none(&configured)))
     }
 
     /// The database URL in effect: the configured one or SQLite in the data dir.

@@ -33,11 +33,7 @@ pub async fn list_queues(State(st): State<AppState>, caller: Caller) -> Result<a
             for w in mine {
                 if w.state.holds_resources() {
                     running += 1;
-                    used = used.plus(Quota {
-                        gpu_milli: w.resources.gpu_milli_total(),
-                        cpu_milli: w.resources.cpu_milli.0,
-                        memory: w.resources.memory.0,
-                    });
+                    used = used.plus(Quota::of_request(&crate::scheduling::request(w), 1));
                 } else {
                     queued += 1;
                 }

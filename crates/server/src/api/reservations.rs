@@ -59,14 +59,7 @@ pub async fn create_reservation(
         }
         None => format!("r-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
     };
-    if !st.config.scheduler.queues.iter().any(|q| q.name == req.queue) {
-        let names: Vec<&str> = st.config.scheduler.queues.iter().map(|q| q.name.as_str()).collect();
-        return Err(ApiError::unprocessable(format!(
-            "invalid queue: no queue named {:?} (queues: {})",
-            req.queue,
-            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-        )));
-    }
+    st.config.check_queue_exists(&req.queue).map_err(|e| ApiError::unprocessable(format!("invalid queue: {e}")))?;
     if req.end <= req.start {
         return Err(ApiError::unprocessable("invalid end: must be after start"));
     }
