@@ -23,6 +23,31 @@ pub struct TokenResponse {
     pub token: String,
     pub username: String,
     pub role: crate::user::Role,
+    /// When the token stops working (log in again then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// One of the caller's API tokens or browser sessions (`GET /api/v1/me/tokens`); the secret is never shown.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct TokenView {
+    /// Identifies the token for `DELETE /api/v1/me/tokens/{id}` (a prefix of its hash, not the secret).
+    pub id: String,
+    /// `api` (CLI and scripts) or `session` (a browser).
+    pub kind: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Whether this is the token the request came with.
+    pub current: bool,
+}
+
+/// `POST /api/v1/me/password`: the caller changes their own password. Every other token and session of
+/// the account is revoked; the one the request came with keeps working.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePasswordRequest {
+    pub current_password: String,
+    pub new_password: String,
 }
 
 /// An account as the API shows it.
@@ -62,7 +87,13 @@ pub struct PatchUserRequest {
     pub admin: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled: Option<bool>,
+    /// With `"disabled": true`: keep the account's running work running (default: it is stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_workloads: Option<bool>,
 }
+
+/// The fewest CPUs a container may be limited to (the engines' minimum: 0.01 of a core).
+pub const MIN_CPU_MILLI: u64 = 10;
 
 /// The resources part of a workload request, as a person writes it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -93,8 +124,11 @@ impl ResourceRequest {
             Some(c) => CpuMilli::from_cores(c)?,
             None => d.cpu_milli,
         };
-        if cpu_milli.0 == 0 {
-            return Err(CoreError::invalid("resources.cpus", "must be more than 0"));
+        if cpu_milli.0 < MIN_CPU_MILLI {
+            return Err(CoreError::invalid(
+                "resources.cpus",
+                format!("must be at least 0.01 (the container engine's minimum), got {}", cpu_milli),
+            ));
         }
         let memory = self.memory.unwrap_or(d.memory);
         if memory.0 < 6 * crate::quantity::MIB {

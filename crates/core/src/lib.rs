@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod env;
 pub mod error;
 pub mod names;
 pub mod node;

@@ -11,9 +11,17 @@ use std::path::Path;
 /// The GPU control nodes a container gets in `devices` mode, when the host has them.
 pub const CONTROL_DEVICES: [&str; 3] = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"];
 
-/// The network of a user's containers: one bridge per user, so users' containers cannot reach each other.
-pub fn user_network(owner: &str) -> String {
-    format!("gpuhub-u-{owner}")
+/// The network of a user's containers: one bridge per user and installation, so users' containers cannot
+/// reach each other, and two installations sharing an engine never share a user's bridge. Its labels are
+/// [`network_labels`].
+pub fn user_network(instance: &str, owner: &str) -> String {
+    format!("gpuhub-{}-u-{owner}", &instance[..12.min(instance.len())])
+}
+
+/// The labels of a user's network: its owner and this installation (a network of the same name with other
+/// labels is never joined).
+pub fn network_labels(instance: &str, owner: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(LABEL_OWNER.to_owned(), owner.to_owned()), (LABEL_INSTANCE.to_owned(), instance.to_owned())])
 }
 
 /// The container name of a workload.
@@ -77,7 +85,13 @@ fn share_env(w: &Workload, node: &NodeCapacity, env: &mut BTreeMap<String, Strin
 /// The container for `w`, running as the owner's UID with the owner's home and exactly its GPUs.
 pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
     let home = format!("/home/{}", w.owner);
-    let mut env: BTreeMap<String, String> = w.env.clone();
+    // the platform's variables are its own even for rows stored before the submit check refused them
+    let mut env: BTreeMap<String, String> = w
+        .env
+        .iter()
+        .filter(|(k, _)| gpuhub_core::env::reserved(k).is_none())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     env.insert("HOME".into(), home.clone());
     env.insert("USER".into(), w.owner.clone());
     env.insert("GPUHUB_WORKLOAD".into(), w.name.clone());
@@ -143,7 +157,7 @@ pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
         memory_bytes: w.resources.memory.0,
         pids_limit: cx.pids_limit,
         mounts,
-        network: Some(user_network(&w.owner)),
+        network: Some(user_network(cx.instance, &w.owner)),
         gpus,
     }
 }
@@ -224,7 +238,9 @@ mod tests {
         assert_eq!(s.cpu_milli, 1500);
         assert_eq!(s.mounts[0].source, "/data/homes/alice");
         assert_eq!(s.mounts[0].target, "/home/alice");
-        assert_eq!(s.network.as_deref(), Some("gpuhub-u-alice"));
+        assert_eq!(s.network.as_deref(), Some("gpuhub-i1-u-alice"));
+        assert_eq!(user_network("0123456789abcdef0123", "bob"), "gpuhub-0123456789ab-u-bob");
+        assert_eq!(network_labels("i1", "bob")[LABEL_INSTANCE], "i1");
         assert_eq!(s.labels[LABEL_WORKLOAD], "0123456789abcdef");
         assert_eq!(s.labels[LABEL_INSTANCE], "i1");
         let GpuAttach::Devices { devices } = &s.gpus else { panic!("{:?}", s.gpus) };

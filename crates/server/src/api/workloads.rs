@@ -135,11 +135,7 @@ pub async fn create_workload(
     if !(-100..=100).contains(&priority) && !caller.0.is_admin() {
         return Err(ApiError::unprocessable("invalid priority: must be between -100 and 100"));
     }
-    for (k, v) in &req.env {
-        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
-            return Err(ApiError::unprocessable(format!("invalid env: {k:?} is not a valid variable name")));
-        }
-    }
+    gpuhub_core::env::check_user_env(&req.env)?;
     let command = req.command.clone().unwrap_or_default();
     if command.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::unprocessable("invalid command: arguments must not contain NUL"));
