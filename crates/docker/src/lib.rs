@@ -22,7 +22,7 @@ use futures::{StreamExt, TryStreamExt};
 use gpuhub_driver::{
     ContainerInfo, ContainerSpec, EventStream, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream, Runtime, RuntimeError,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,8 +69,8 @@ impl Runtime for DockerRuntime {
         }
     }
 
-    async fn ensure_network(&self, name: &str) -> Result<(), RuntimeError> {
-        self.ensure_network_impl(name).await
+    async fn ensure_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
+        self.ensure_network_impl(name, labels).await
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {

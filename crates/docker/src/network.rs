@@ -4,29 +4,51 @@ use crate::{DockerRuntime, config, error};
 use bollard::models::Network;
 use bollard::network::{CreateNetworkOptions, InspectNetworkOptions};
 use gpuhub_driver::{LABEL_OWNER, RuntimeError};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The create request for a user's network: its own bridge (Docker's isolation rules drop traffic
-/// between bridges, while containers on the same bridge reach each other), labelled with its owner.
-pub(crate) fn create_options(name: &str) -> CreateNetworkOptions<String> {
+/// between bridges, while containers on the same bridge reach each other), labelled with its owner and
+/// installation (the caller's `labels`; the owner label defaults to the network's name).
+pub(crate) fn create_options(name: &str, labels: &BTreeMap<String, String>) -> CreateNetworkOptions<String> {
+    let mut all: HashMap<String, String> = labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    all.entry(LABEL_OWNER.to_owned()).or_insert_with(|| name.to_owned());
     CreateNetworkOptions {
         name: name.to_owned(),
         check_duplicate: true,
         driver: "bridge".to_owned(),
-        labels: HashMap::from([(LABEL_OWNER.to_owned(), name.to_owned())]),
+        labels: all,
         ..Default::default()
     }
 }
 
-/// Whether an existing network is one gpuhub made: a bridge of that exact name with the owner label.
+/// Whether an existing network is one gpuhub made for these labels: a bridge of that exact name with the
+/// owner label and every label asked for (so a network another installation made is never joined).
 /// Anything else (Docker's shared `bridge`, a network someone made by hand) must not be joined.
-fn check_existing(name: &str, net: &Network) -> Result<(), RuntimeError> {
-    let labelled = net.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_OWNER));
-    if net.driver.as_deref() == Some("bridge") && labelled {
-        Ok(())
-    } else {
-        Err(RuntimeError::Rejected(format!("network {name} exists and is not a gpuhub bridge")))
+fn check_existing(name: &str, net: &Network, labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
+    let have = net.labels.clone().unwrap_or_default();
+    let labelled = have.contains_key(LABEL_OWNER);
+    if net.driver.as_deref() != Some("bridge") || !labelled {
+        return Err(RuntimeError::Rejected(format!("network {name} exists and is not a gpuhub bridge")));
     }
+    match labels.iter().find(|(k, v)| have.get(*k) != Some(*v)) {
+        None => Ok(()),
+        Some((k, _)) => Err(RuntimeError::Rejected(format!(
+            "network {name} exists but was made for another owner or installation (label {k} differs)"
+        ))),
+    }
+}
+
+/// Docker's error when no address pool has room for another bridge, made into advice for the admin.
+fn pool_exhausted(e: &bollard::errors::Error) -> Option<RuntimeError> {
+    let text = e.to_string();
+    (text.contains("non-overlapping") || text.contains("address pool")).then(|| {
+        RuntimeError::Rejected(
+            "the container engine has no free address pool for another user network (each user gets one); \
+             give dockerd more or smaller pools with \"default-address-pools\" in /etc/docker/daemon.json \
+             (see the README), or remove unused gpuhub networks"
+                .to_owned(),
+        )
+    })
 }
 
 impl DockerRuntime {
@@ -34,7 +56,7 @@ impl DockerRuntime {
     /// before API 1.44 accept a missing network at creation and fail only at start).
     pub(crate) async fn check_network(&self, name: &str) -> Result<(), RuntimeError> {
         match self.find_network(name).await? {
-            Some(net) => check_existing(name, &net),
+            Some(net) => check_existing(name, &net, &BTreeMap::new()),
             None => Err(RuntimeError::NotFound(format!("network {name}"))),
         }
     }
@@ -49,22 +71,26 @@ impl DockerRuntime {
         }
     }
 
-    pub(crate) async fn ensure_network_impl(&self, name: &str) -> Result<(), RuntimeError> {
+    pub(crate) async fn ensure_network_impl(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
         if name == "none" || config::shared_network(name) {
             return Err(RuntimeError::Rejected(format!("{name:?} cannot be a user's network")));
         }
         // One creation at a time in this process; the engine's duplicate check covers other processes.
         let _guard = self.network_lock.lock().await;
         if let Some(net) = self.find_network(name).await? {
-            return check_existing(name, &net);
+            return check_existing(name, &net, labels);
         }
-        match self.docker.create_network(create_options(name)).await {
+        match self.docker.create_network(create_options(name, labels)).await {
             Ok(_) => Ok(()),
             Err(e) if error::status(&e) == Some(409) => match self.find_network(name).await? {
-                Some(net) => check_existing(name, &net),
+                Some(net) => check_existing(name, &net, labels),
                 None => Err(error::map(e, name)),
             },
-            Err(e) => Err(error::map(e, name)),
+            Err(e) => Err(pool_exhausted(&e).unwrap_or_else(|| error::map(e, name))),
         }
     }
 }
@@ -75,9 +101,13 @@ mod tests {
 
     #[test]
     fn a_labelled_bridge() {
-        let o = create_options("gpuhub-alice");
+        let labels =
+            BTreeMap::from([(LABEL_OWNER.to_owned(), "alice".to_owned()), ("gpuhub.instance".into(), "i1".into())]);
+        let o = create_options("gpuhub-alice", &labels);
         assert_eq!((o.name.as_str(), o.driver.as_str(), o.check_duplicate), ("gpuhub-alice", "bridge", true));
-        assert_eq!(o.labels[LABEL_OWNER], "gpuhub-alice");
+        assert_eq!(o.labels[LABEL_OWNER], "alice");
+        assert_eq!(o.labels["gpuhub.instance"], "i1");
+        assert_eq!(create_options("n", &BTreeMap::new()).labels[LABEL_OWNER], "n");
         assert!(!o.internal);
         assert!(o.options.is_empty(), "inter-container traffic stays Docker's default (allowed)");
     }
@@ -89,10 +119,14 @@ mod tests {
             labels: Some(HashMap::from([(LABEL_OWNER.to_owned(), "x".to_owned())])),
             ..Default::default()
         };
-        assert!(check_existing("x", &ours).is_ok());
+        let none = BTreeMap::new();
+        assert!(check_existing("x", &ours, &none).is_ok());
+        // another installation's network of the same name is not joined
+        let mine = BTreeMap::from([("gpuhub.instance".to_owned(), "i1".to_owned())]);
+        assert!(matches!(check_existing("x", &ours, &mine), Err(RuntimeError::Rejected(_))));
         let shared = Network { driver: Some("bridge".into()), labels: Some(HashMap::new()), ..Default::default() };
-        assert!(matches!(check_existing("x", &shared), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(check_existing("x", &shared, &none), Err(RuntimeError::Rejected(_))));
         let overlay = Network { driver: Some("overlay".into()), ..ours };
-        assert!(matches!(check_existing("x", &overlay), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(check_existing("x", &overlay, &none), Err(RuntimeError::Rejected(_))));
     }
 }

@@ -121,7 +121,7 @@ impl Runtime for FakeRuntime {
         Ok(self.state.lock().unwrap().images.contains(image))
     }
 
-    async fn ensure_network(&self, name: &str) -> Result<(), RuntimeError> {
+    async fn ensure_network(&self, name: &str, _labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
         let mut s = self.state.lock().unwrap();
         s.calls.push(Call::EnsureNetwork(name.to_owned()));
         s.networks.insert(name.to_owned());

@@ -167,8 +167,10 @@ pub type EventStream = BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
 pub trait Runtime: Send + Sync + std::fmt::Debug {
     /// Whether the engine has this image locally.
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError>;
-    /// Creates (or finds) a bridge network of this name, isolated from others' networks.
-    async fn ensure_network(&self, name: &str) -> Result<(), RuntimeError>;
+    /// Creates (or finds) a bridge network of this name, isolated from others' networks, carrying
+    /// `labels` (gpuhub's own: [`LABEL_OWNER`], the installation id). An existing network is joined only
+    /// when it is a gpuhub bridge whose labels include these.
+    async fn ensure_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<(), RuntimeError>;
     /// Creates a container; returns its id.
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError>;
     async fn start(&self, id: &str) -> Result<(), RuntimeError>;

@@ -3,6 +3,7 @@
 use crate::common::*;
 use gpuhub_docker::DockerRuntime;
 use gpuhub_driver::{ContainerStatus, Runtime, RuntimeError};
+use std::collections::BTreeMap;
 
 /// A client on `network` fetching `url` (2-second timeouts: `wget -T` crashes in Debian 12's busybox, so `timeout 2`): its output and exit code.
 async fn fetch(rt: &DockerRuntime, cleanup: &mut Cleanup, network: &str, url: &str, tries: u32) -> (String, i64) {
@@ -21,9 +22,9 @@ async fn users_networks_are_isolated_from_each_other() {
     let (net_a, net_b) = (unique("net-a"), unique("net-b"));
     cleanup.network(&net_a);
     cleanup.network(&net_b);
-    rt.ensure_network(&net_a).await.unwrap();
-    rt.ensure_network(&net_b).await.unwrap();
-    rt.ensure_network(&net_b).await.expect("ensuring twice is fine");
+    rt.ensure_network(&net_a, &BTreeMap::new()).await.unwrap();
+    rt.ensure_network(&net_b, &BTreeMap::new()).await.unwrap();
+    rt.ensure_network(&net_b, &BTreeMap::new()).await.expect("ensuring twice is fine");
     let found = std::process::Command::new("docker")
         .args(["network", "ls", "-q", "--filter", &format!("name=^{net_b}$")])
         .output()
@@ -54,13 +55,29 @@ async fn shared_or_foreign_networks_are_refused() {
     let rt = runtime().await;
     let mut cleanup = Cleanup::default();
     for name in ["bridge", "host", "none", ""] {
-        assert!(matches!(rt.ensure_network(name).await, Err(RuntimeError::Rejected(_))), "{name:?}");
+        assert!(matches!(rt.ensure_network(name, &BTreeMap::new()).await, Err(RuntimeError::Rejected(_))), "{name:?}");
     }
     let foreign = unique("foreign");
     cleanup.network(&foreign);
     let made = std::process::Command::new("docker").args(["network", "create", &foreign]).output().unwrap();
     assert!(made.status.success());
-    assert!(matches!(rt.ensure_network(&foreign).await, Err(RuntimeError::Rejected(_))), "not made by gpuhub");
+    assert!(
+        matches!(rt.ensure_network(&foreign, &BTreeMap::new()).await, Err(RuntimeError::Rejected(_))),
+        "not made by gpuhub"
+    );
+
+    // Another installation's network of the same name is not joined (security review finding 9).
+    let shared_name = unique("two-installs");
+    cleanup.network(&shared_name);
+    let install = |id: &str| {
+        BTreeMap::from([("gpuhub.owner".to_owned(), "alice".to_owned()), ("gpuhub.instance".to_owned(), id.to_owned())])
+    };
+    rt.ensure_network(&shared_name, &install("first")).await.unwrap();
+    rt.ensure_network(&shared_name, &install("first")).await.expect("the same installation joins again");
+    match rt.ensure_network(&shared_name, &install("second")).await {
+        Err(RuntimeError::Rejected(why)) => assert!(why.contains("gpuhub.instance"), "{why}"),
+        other => panic!("a second installation joined the first one's network: {other:?}"),
+    }
 
     // Containers cannot join such networks either, nor one that does not exist.
     let mut s = spec(&unique("nonet"), "true");

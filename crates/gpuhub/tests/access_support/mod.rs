@@ -276,7 +276,12 @@ pub fn remove_user_containers(user: &str) {
             let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).output();
         }
     }
-    let _ = Command::new("docker").args(["network", "rm", &format!("gpuhub-u-{user}")]).output();
+    let owner = format!("label=gpuhub.owner={user}");
+    if let Ok(out) = Command::new("docker").args(["network", "ls", "-q", "--filter", &owner]).output() {
+        for id in String::from_utf8_lossy(&out.stdout).lines() {
+            let _ = Command::new("docker").args(["network", "rm", id]).output();
+        }
+    }
 }
 
 /// A user of the hub: an API token, and the `gpuhub` CLI with its own config home.

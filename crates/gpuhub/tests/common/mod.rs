@@ -530,7 +530,12 @@ pub fn remove_user_containers(user: &str) {
             let _ = docker(&args);
         }
     }
-    let _ = Command::new("docker").args(["network", "rm", &format!("gpuhub-u-{user}")]).output();
+    let owner = format!("label=gpuhub.owner={user}");
+    if let Ok(out) = Command::new("docker").args(["network", "ls", "-q", "--filter", &owner]).output() {
+        for id in String::from_utf8_lossy(&out.stdout).lines() {
+            let _ = Command::new("docker").args(["network", "rm", id]).output();
+        }
+    }
 }
 
 /// The `/dev/nvidiaN` lines (a GPU's own node, not the control nodes) of some output.

@@ -40,7 +40,7 @@ impl Drop for Container {
 pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -> Result<Container> {
     let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
     let network = format!("gpuhub-test-proxy-{tag}");
-    runtime.ensure_network(&network).await?;
+    runtime.ensure_network(&network, &BTreeMap::new()).await?;
     let spec = ContainerSpec {
         name: format!("gpuhub-test-proxy-{tag}"),
         image: image.to_string(),
