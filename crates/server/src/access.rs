@@ -165,7 +165,25 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     };
     let exec = gpuhub_proxy::shell_exec(&format!("{uid}:{uid}"), &format!("/home/{}", w.owner), 80, 24);
     let runtime = st.runtime.clone();
-    upgrade.on_upgrade(move |socket| async move { gpuhub_proxy::terminal(socket, runtime, &cid, exec).await })
+    // the terminal closes as soon as the viewer's or the owner's access is revoked
+    let mut revoked = st.revocations.subscribe();
+    let names = [user.username.clone(), w.owner.clone()];
+    upgrade.on_upgrade(move |socket| async move {
+        let until_revoked = async move {
+            loop {
+                match revoked.recv().await {
+                    Ok(n) if names.contains(&n) => return,
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        };
+        tokio::select! {
+            () = gpuhub_proxy::terminal(socket, runtime, &cid, exec) => {}
+            () = until_revoked => tracing::info!(workspace = %cid, "terminal closed: access revoked"),
+        }
+    })
 }
 
 /// The login page browsers are sent to; it posts to `/api/v1/login` and returns to `next`.
@@ -206,6 +224,8 @@ f.addEventListener("submit", async (e) => {
 pub struct SshBackend {
     pub store: Store,
     pub admins_enter_workspaces: bool,
+    /// Accounts whose access ended: their open connections close.
+    pub revocations: crate::state::Revocations,
 }
 
 #[async_trait]
@@ -228,14 +248,23 @@ impl GatewayBackend for SshBackend {
             Err(StoreError::NotFound { .. }) => return Err(denied()),
             Err(e) => return Err(backend(e)),
         };
-        let uid = self.store.get_user(owner).await.map_err(backend)?.uid;
+        let owner_account = self.store.get_user(owner).await.map_err(backend)?;
+        if owner_account.disabled {
+            return Err(denied());
+        }
+        let uid = owner_account.uid;
         Ok(Target {
+            login: user.username.clone(),
             owner: owner.to_owned(),
             workspace: name.to_owned(),
             user: format!("{uid}:{uid}"),
             home: format!("/home/{owner}"),
             container_id: (w.state == WorkloadState::Running).then(|| w.container_id.clone()).flatten(),
         })
+    }
+
+    fn revocations(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.revocations.subscribe())
     }
 }
 
@@ -246,5 +275,9 @@ pub fn http_client() -> gpuhub_proxy::HttpClient {
 
 /// The backend as the gateway takes it.
 pub fn ssh_backend(st: &AppState) -> Arc<dyn GatewayBackend> {
-    Arc::new(SshBackend { store: st.store.clone(), admins_enter_workspaces: st.config.admins_enter_workspaces })
+    Arc::new(SshBackend {
+        store: st.store.clone(),
+        admins_enter_workspaces: st.config.admins_enter_workspaces,
+        revocations: st.revocations.clone(),
+    })
 }

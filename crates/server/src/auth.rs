@@ -41,11 +41,22 @@ pub fn check_password(password: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A new random token (URL-safe, 256 bits) and the hash under which it is stored.
-pub fn new_token() -> (String, String) {
+/// The prefix of API tokens: gpuhub's own, so that secret scanners name the right product (`ghp_` is
+/// GitHub's).
+pub const API_TOKEN_PREFIX: &str = "gpuhub_pat_";
+
+/// The prefix of browser session tokens (the cookie's value).
+pub const SESSION_TOKEN_PREFIX: &str = "gpuhub_ses_";
+
+/// A new random token of `kind` (URL-safe, 256 bits, with gpuhub's prefix) and the hash it is stored under.
+pub fn new_token(kind: gpuhub_store::TokenKind) -> (String, String) {
     let mut raw = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut raw);
-    let token = format!("ghp_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw));
+    let prefix = match kind {
+        gpuhub_store::TokenKind::Api => API_TOKEN_PREFIX,
+        gpuhub_store::TokenKind::Session => SESSION_TOKEN_PREFIX,
+    };
+    let token = format!("{prefix}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw));
     let hash = token_hash(&token);
     (token, hash)
 }
@@ -55,6 +66,11 @@ pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// The id a token is shown and revoked by: a prefix of its hash (it reveals nothing of the secret).
+pub fn token_id(hash: &str) -> &str {
+    &hash[..gpuhub_store::TOKEN_ID_LEN.min(hash.len())]
+}
+
 /// A random password for the first admin.
 pub fn random_password() -> String {
     let mut raw = [0u8; 18];
@@ -62,59 +78,157 @@ pub fn random_password() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-/// Failed logins per user and per address in a sliding window.
-#[derive(Debug)]
-pub struct LoginLimiter {
-    per_user: usize,
-    per_addr: usize,
-    window: Duration,
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+/// An address or a CIDR block (`10.0.0.0/8`, `::1`), for `trusted_proxies`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNet {
+    addr: IpAddr,
+    prefix: u8,
 }
 
-impl LoginLimiter {
-    /// `per_user` failures per user (and four times as many per address) within `window`.
-    pub fn new(per_user: usize, window: Duration) -> Self {
-        Self { per_user, per_addr: per_user * 4, window, failures: Mutex::new(HashMap::new()) }
-    }
-
-    fn keys(user: &str, addr: Option<IpAddr>) -> [(String, bool); 2] {
-        [(format!("u:{user}"), true), (format!("a:{}", addr.map(|a| a.to_string()).unwrap_or_default()), false)]
-    }
-
-    /// Refuses with 429 when the user or the address used up its failures; says how long to wait.
-    pub fn check(&self, user: &str, addr: Option<IpAddr>, now: Instant) -> Result<(), ApiError> {
-        let mut map = self.failures.lock().unwrap();
-        for (key, is_user) in Self::keys(user, addr) {
-            let limit = if is_user { self.per_user } else { self.per_addr };
-            if let Some(q) = map.get_mut(&key) {
-                while q.front().is_some_and(|t| now.duration_since(*t) > self.window) {
-                    q.pop_front();
-                }
-                if q.len() >= limit {
-                    let wait = self.window.saturating_sub(now.duration_since(q[0])).as_secs().max(1);
-                    let mut e = ApiError::new(
-                        axum::http::StatusCode::TOO_MANY_REQUESTS,
-                        format!("too many failed logins; try again in {wait} seconds"),
-                    );
-                    e.retry_after = Some(wait);
-                    return Err(e);
-                }
+impl std::str::FromStr for IpNet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a.trim().parse().map_err(|_| format!("{s:?} is not an IP address or CIDR block"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            None => max,
+            Some(p) => {
+                p.trim().parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("{s:?}: bad prefix length"))?
             }
+        };
+        Ok(IpNet { addr, prefix })
+    }
+}
+
+impl IpNet {
+    /// Whether `ip` lies in this block.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                mask_eq(u128::from(u32::from(n)), u128::from(u32::from(a)), self.prefix, 32)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => mask_eq(u128::from(n), u128::from(a), self.prefix, 128),
+            _ => false,
         }
-        Ok(())
+    }
+}
+
+fn mask_eq(a: u128, b: u128, prefix: u8, bits: u32) -> bool {
+    let shift = bits - u32::from(prefix);
+    shift >= bits || (a >> shift) == (b >> shift)
+}
+
+/// The client's address: the peer, or, when the peer is a trusted proxy, the right-most address of
+/// `X-Forwarded-For` that is not itself a trusted proxy (the left part of that header is the client's
+/// own word and is never believed).
+pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|n| n.contains(ip));
+    if !is_trusted(peer) {
+        return peer;
+    }
+    let hops: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|h| h.trim().parse().ok())
+        .collect();
+    hops.iter().rev().copied().find(|ip| !is_trusted(*ip)).or_else(|| hops.first().copied()).unwrap_or(peer)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LimitKey {
+    Pair(String, IpAddr),
+    User(String),
+    Addr(IpAddr),
+}
+
+/// Failed logins in a sliding window, kept so that an attacker is slowed without locking the real
+/// user out: a (user, address) pair that used up its failures is refused for the rest of the window;
+/// failures of a user from every address, and of an address for every user, only add a growing delay
+/// (doubling from 250 ms up to 8 s). The correct password from another address still works.
+#[derive(Debug)]
+pub struct LoginLimiter {
+    per_pair: usize,
+    window: Duration,
+    failures: Mutex<HashMap<LimitKey, VecDeque<Instant>>>,
+}
+
+/// Most entries the limiter keeps before it forgets expired ones (bounded memory under a spray).
+const LIMITER_ENTRIES: usize = 10_000;
+
+/// The longest delay the limiter adds.
+pub const MAX_LOGIN_DELAY: Duration = Duration::from_secs(8);
+
+impl LoginLimiter {
+    /// `per_pair` failures per user and address within `window`.
+    pub fn new(per_pair: usize, window: Duration) -> Self {
+        Self { per_pair: per_pair.max(1), window, failures: Mutex::new(HashMap::new()) }
+    }
+
+    fn count(&self, map: &mut HashMap<LimitKey, VecDeque<Instant>>, key: &LimitKey, now: Instant) -> usize {
+        let Some(q) = map.get_mut(key) else { return 0 };
+        while q.front().is_some_and(|t| now.duration_since(*t) > self.window) {
+            q.pop_front();
+        }
+        q.len()
+    }
+
+    fn backoff(excess: usize) -> Duration {
+        if excess == 0 {
+            return Duration::ZERO;
+        }
+        let exp = u32::try_from(excess - 1).unwrap_or(u32::MAX).min(6);
+        (Duration::from_millis(250) * 2u32.pow(exp)).min(MAX_LOGIN_DELAY)
+    }
+
+    /// Refuses with 429 when this user from this address used up its failures (saying how long to wait);
+    /// otherwise the delay to wait before checking the password.
+    pub fn check(&self, user: &str, addr: IpAddr, now: Instant) -> Result<Duration, ApiError> {
+        let mut map = self.failures.lock().unwrap();
+        let pair = LimitKey::Pair(user.to_owned(), addr);
+        if self.count(&mut map, &pair, now) >= self.per_pair {
+            let first = map.get(&pair).and_then(|q| q.front().copied()).unwrap_or(now);
+            let wait = self.window.saturating_sub(now.duration_since(first)).as_secs().max(1);
+            let mut e = ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                format!("too many failed logins for {user} from this address; try again in {wait} seconds"),
+            );
+            e.retry_after = Some(wait);
+            return Err(e);
+        }
+        let by_user = self.count(&mut map, &LimitKey::User(user.to_owned()), now);
+        let by_addr = self.count(&mut map, &LimitKey::Addr(addr), now);
+        Ok(Self::backoff(by_user.saturating_sub(self.per_pair))
+            .max(Self::backoff(by_addr.saturating_sub(self.per_pair * 4))))
     }
 
     /// Records a failure.
-    pub fn fail(&self, user: &str, addr: Option<IpAddr>, now: Instant) {
+    pub fn fail(&self, user: &str, addr: IpAddr, now: Instant) {
         let mut map = self.failures.lock().unwrap();
-        for (key, _) in Self::keys(user, addr) {
+        if map.len() >= LIMITER_ENTRIES {
+            let window = self.window;
+            map.retain(|_, q| q.back().is_some_and(|t| now.duration_since(*t) <= window));
+            if map.len() >= LIMITER_ENTRIES {
+                map.clear();
+            }
+        }
+        for key in [LimitKey::Pair(user.to_owned(), addr), LimitKey::User(user.to_owned()), LimitKey::Addr(addr)] {
             map.entry(key).or_default().push_back(now);
         }
     }
 
-    /// Forgets a user's failures after a successful login.
-    pub fn succeed(&self, user: &str) {
-        self.failures.lock().unwrap().remove(&format!("u:{user}"));
+    /// Forgets the failures of this user from this address after a successful login.
+    pub fn succeed(&self, user: &str, addr: IpAddr) {
+        self.failures.lock().unwrap().remove(&LimitKey::Pair(user.to_owned(), addr));
     }
 }
 
@@ -190,29 +304,58 @@ mod tests {
     }
 
     #[test]
-    fn tokens_are_random_and_hashed() {
-        let (a, ha) = new_token();
-        let (b, _) = new_token();
+    fn tokens_are_random_hashed_and_prefixed() {
+        let (a, ha) = new_token(gpuhub_store::TokenKind::Api);
+        let (b, _) = new_token(gpuhub_store::TokenKind::Api);
+        let (c, _) = new_token(gpuhub_store::TokenKind::Session);
         assert_ne!(a, b);
+        assert!(a.starts_with("gpuhub_pat_") && c.starts_with("gpuhub_ses_") && !a.starts_with("ghp_"), "{a} {c}");
         assert_eq!(token_hash(&a), ha);
         assert_eq!(ha.len(), 64);
+        assert_eq!(token_id(&ha), &ha[..16]);
     }
 
     #[test]
-    fn limiter_blocks_then_recovers() {
+    fn limiter_refuses_the_pair_and_only_slows_the_rest() {
         let l = LoginLimiter::new(3, Duration::from_secs(60));
         let t0 = Instant::now();
-        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let (attacker, alice_ip): (IpAddr, IpAddr) = ("203.0.113.9".parse().unwrap(), "198.51.100.7".parse().unwrap());
         for _ in 0..3 {
-            l.check("alice", Some(ip), t0).unwrap();
-            l.fail("alice", Some(ip), t0);
+            assert_eq!(l.check("alice", attacker, t0).unwrap(), Duration::ZERO);
+            l.fail("alice", attacker, t0);
         }
-        let e = l.check("alice", Some(ip), t0).unwrap_err();
+        let e = l.check("alice", attacker, t0).unwrap_err();
         assert_eq!(e.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
         assert!(e.retry_after.is_some());
-        // another user from the same address still may try (address limit is 12)
-        l.check("bob", Some(ip), t0).unwrap();
-        // after the window the user may try again
-        l.check("alice", Some(ip), t0 + Duration::from_secs(61)).unwrap();
+        // the real user from elsewhere is not locked out, nor another user from the attacker's address
+        assert_eq!(l.check("alice", alice_ip, t0).unwrap(), Duration::ZERO);
+        assert_eq!(l.check("bob", attacker, t0).unwrap(), Duration::ZERO);
+        // more failures for alice from other addresses slow every try for her, boundedly
+        for i in 0..20u8 {
+            l.fail("alice", IpAddr::from([192, 0, 2, i]), t0);
+        }
+        let d = l.check("alice", alice_ip, t0).unwrap();
+        assert!(d > Duration::ZERO && d <= MAX_LOGIN_DELAY, "{d:?}");
+        // after the window everything is forgotten
+        let later = t0 + Duration::from_secs(61);
+        assert_eq!(l.check("alice", attacker, later).unwrap(), Duration::ZERO);
+    }
+
+    #[test]
+    fn forwarded_for_is_believed_only_from_trusted_proxies() {
+        let trusted: Vec<IpNet> = vec!["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()];
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "1.1.1.1, 203.0.113.9, 10.1.2.3".parse().unwrap());
+        let proxy: IpAddr = "127.0.0.1".parse().unwrap();
+        let stranger: IpAddr = "198.51.100.1".parse().unwrap();
+        assert_eq!(client_ip(proxy, &h, &trusted), "203.0.113.9".parse::<IpAddr>().unwrap());
+        assert_eq!(client_ip(stranger, &h, &trusted), stranger);
+        assert_eq!(client_ip(proxy, &HeaderMap::new(), &trusted), proxy);
+        assert_eq!(client_ip(proxy, &h, &[]), proxy);
+        let v6: IpNet = "::ffff:127.0.0.1".parse().unwrap();
+        assert!(!v6.contains("127.0.0.2".parse().unwrap()) || v6.contains("127.0.0.1".parse().unwrap()));
+        assert!("127.0.0.0/8".parse::<IpNet>().unwrap().contains("::ffff:127.0.0.5".parse().unwrap()));
+        assert!("0.0.0.0/0".parse::<IpNet>().unwrap().contains("8.8.8.8".parse().unwrap()));
+        assert!("10.0.0.0/33".parse::<IpNet>().is_err() && "x".parse::<IpNet>().is_err());
     }
 }

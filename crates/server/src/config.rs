@@ -92,8 +92,15 @@ pub struct Config {
     pub session_hours: i64,
     /// Mark session cookies `Secure` (serve behind TLS).
     pub secure_cookies: bool,
-    /// Failed logins allowed per user, and per address ×4, in `login_window_secs`.
+    /// Failed logins allowed per user from one address in `login_window_secs`; that pair is then refused
+    /// for the rest of the window, while more failures of the user (from anywhere) or of the address
+    /// (for any user, past four times this) only slow each try, so the real user is never locked out.
     pub login_failures: usize,
+    /// Days an API token from `POST /login` works (1…3650); browser sessions last `session_hours`.
+    pub token_days: i64,
+    /// Reverse proxies (addresses or CIDR blocks) whose `X-Forwarded-For` names the client for the login
+    /// limit; from anyone else that header is ignored.
+    pub trusted_proxies: Vec<String>,
     /// The window of the login rate limit.
     pub login_window_secs: u64,
     /// Memory held back from workloads for the host itself.
@@ -141,6 +148,8 @@ impl Default for Config {
             secure_cookies: false,
             login_failures: 5,
             login_window_secs: 300,
+            token_days: 30,
+            trusted_proxies: Vec::new(),
             reserved_memory: gpuhub_core::Bytes(0),
             reserved_cpu_milli: 0,
             admins_enter_workspaces: true,
@@ -249,6 +258,12 @@ impl Config {
                 "SESSION_HOURS" => self.session_hours = parse(&key, &v)?,
                 "SECURE_COOKIES" => self.secure_cookies = parse(&key, &v)?,
                 "LOGIN_FAILURES" => self.login_failures = parse(&key, &v)?,
+                "LOGIN_WINDOW_SECS" => self.login_window_secs = parse(&key, &v)?,
+                "TOKEN_DAYS" => self.token_days = parse(&key, &v)?,
+                "TRUSTED_PROXIES" => {
+                    self.trusted_proxies =
+                        v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+                }
                 "SCHEDULER_POLICY" => {
                     self.scheduler.policy = v.parse().map_err(|e: gpuhub_sched::UnknownPolicy| {
                         ConfigError::Invalid { key: key.clone(), reason: e.to_string() }
@@ -265,7 +280,26 @@ impl Config {
         if self.reconcile_secs == 0 {
             return Err(ConfigError::Invalid { key: "reconcile_secs".into(), reason: "must be at least 1".into() });
         }
+        self.check_auth()?;
         self.check_queues()
+    }
+
+    /// Token lifetime in range, trusted proxies parse.
+    fn check_auth(&self) -> Result<(), ConfigError> {
+        if !(1..=3650).contains(&self.token_days) {
+            return Err(ConfigError::Invalid { key: "token_days".into(), reason: "must be from 1 to 3650".into() });
+        }
+        if self.login_failures == 0 {
+            return Err(ConfigError::Invalid { key: "login_failures".into(), reason: "must be at least 1".into() });
+        }
+        self.trusted_proxy_nets()
+            .map(|_| ())
+            .map_err(|reason| ConfigError::Invalid { key: "trusted_proxies".into(), reason })
+    }
+
+    /// `trusted_proxies`, parsed.
+    pub fn trusted_proxy_nets(&self) -> Result<Vec<crate::auth::IpNet>, String> {
+        self.trusted_proxies.iter().map(|s| s.parse()).collect()
     }
 
     /// Queue names follow the naming rule, are unique, and `queue_members` names only configured queues.

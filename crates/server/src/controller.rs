@@ -120,6 +120,9 @@ pub struct Controller {
     next_deadline: Option<chrono::DateTime<Utc>>,
 }
 
+/// Why a queued workload of a disabled account waits.
+pub const OWNER_DISABLED: &str = "held: the owner's account is disabled";
+
 impl Controller {
     /// A controller and the handle to reach it.
     pub fn new(
@@ -560,8 +563,23 @@ impl Controller {
             self.explanations.write().map_err(ApiError::internal)?.clear();
             return Ok(());
         }
-        let pending: Vec<gpuhub_sched::Pending> =
-            active.iter().filter(|w| w.state == WorkloadState::Queued).map(crate::scheduling::pending).collect();
+        // a disabled account's queued work never starts (it waits, saying why, until re-enabled)
+        let disabled: std::collections::HashSet<String> =
+            self.store.list_users().await?.into_iter().filter(|u| u.disabled).map(|u| u.username).collect();
+        let pending: Vec<gpuhub_sched::Pending> = active
+            .iter()
+            .filter(|w| w.state == WorkloadState::Queued && !disabled.contains(&w.owner))
+            .map(crate::scheduling::pending)
+            .collect();
+        for w in active.iter().filter(|w| w.state == WorkloadState::Queued && disabled.contains(&w.owner)) {
+            if w.message.as_deref() != Some(OWNER_DISABLED) {
+                let mut w = w.clone();
+                w.message = Some(OWNER_DISABLED.into());
+                if self.store.update_workload_if(&w, WorkloadState::Queued).await? {
+                    self.changed(&w.id);
+                }
+            }
+        }
         let mut config = self.config.scheduler.clone();
         config.usage = self.usage.clone();
         config.reservations.extend(self.store.list_reservations(now).await?.into_iter().map(|r| {
@@ -657,7 +675,9 @@ impl Controller {
         let user = self.store.get_user(&w.owner).await.map_err(|e| e.to_string())?;
         ensure_home(&spec::home_on_host(&self.data_dir, &w.owner), user.uid)
             .map_err(|e| format!("home directory: {e}"))?;
-        self.runtime.ensure_network(&spec::user_network(&w.owner)).await.map_err(|e| e.to_string())?;
+        let network = spec::user_network(&self.instance, &w.owner);
+        let labels = spec::network_labels(&self.instance, &w.owner);
+        self.runtime.ensure_network(&network, &labels).await.map_err(|e| e.to_string())?;
         let share = match (&self.config.gpu_share_library, w.resources.gpu_milli > 0) {
             (Some(lib), true) => Some((lib.clone(), self.share_preload(lib)?)),
             _ => None,

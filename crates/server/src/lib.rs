@@ -93,12 +93,37 @@ impl Server {
     }
 }
 
-/// Creates the data directory and returns its absolute path.
+/// Creates the data directory and returns its absolute path. The directory and its `homes` and `logs`
+/// are made (or made again) mode 0700: they hold the database, every user's home and output.
 pub fn prepare_data_dir(dir: &Path) -> Result<PathBuf, ServeError> {
+    use std::os::unix::fs::PermissionsExt;
     let err = |source| ServeError::DataDir { path: dir.to_owned(), source };
-    std::fs::create_dir_all(dir.join("homes")).map_err(err)?;
-    std::fs::create_dir_all(dir.join("logs")).map_err(err)?;
+    for d in [dir.to_owned(), dir.join("homes"), dir.join("logs")] {
+        std::fs::create_dir_all(&d).map_err(err)?;
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    }
     std::fs::canonicalize(dir).map_err(err)
+}
+
+/// Makes the SQLite database file (when the URL names one) before the store opens it, mode 0600, and
+/// narrows an existing one to 0600: it holds workload environments and hashed credentials. SQLite
+/// gives its `-wal` and `-shm` files the database file's mode.
+pub fn prepare_sqlite_file(url: &str) -> Result<(), ServeError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let Some(rest) = url.strip_prefix("sqlite://") else { return Ok(()) };
+    let path = Path::new(rest.split('?').next().unwrap_or(rest));
+    if path.as_os_str().is_empty() || rest.starts_with(":memory:") {
+        return Ok(());
+    }
+    let err = |source| ServeError::DataDir { path: path.to_owned(), source };
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path).map_err(err)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let f = PathBuf::from(format!("{}{suffix}", path.display()));
+        if f.exists() {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+        }
+    }
+    Ok(())
 }
 
 /// On an empty database, creates `admin` with `GPUHUB_ADMIN_PASSWORD` or a random password, which is
@@ -151,6 +176,7 @@ pub async fn instance_id(store: &Store) -> Result<String, ServeError> {
 pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity) -> Result<Server, ServeError> {
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
+    prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
     bootstrap_admin(&store, &config, &data_dir).await?;
     let instance = instance_id(&store).await?;
@@ -159,8 +185,12 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
     let (controller, handle) =
         Controller::new(store.clone(), runtime.clone(), config.clone(), node.clone(), data_dir.clone(), instance);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
-    let ssh_backend =
-        Arc::new(access::SshBackend { store: store.clone(), admins_enter_workspaces: config.admins_enter_workspaces });
+    let revocations = state::Revocations::default();
+    let ssh_backend = Arc::new(access::SshBackend {
+        store: store.clone(),
+        admins_enter_workspaces: config.admins_enter_workspaces,
+        revocations: revocations.clone(),
+    });
     let gateway = gpuhub_ssh::SshGateway::bind(
         config.ssh_listen,
         &data_dir.join("ssh_host_ed25519_key"),
@@ -179,6 +209,7 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
         data_dir,
         http_client: access::http_client(),
         ssh_addr: Some(ssh_addr),
+        revocations,
     };
     let (shutdown, rx) = watch::channel(false);
     let until = |mut rx: watch::Receiver<bool>| async move {

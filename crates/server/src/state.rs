@@ -25,4 +25,29 @@ pub struct AppState {
     pub http_client: gpuhub_proxy::HttpClient,
     /// Where the SSH gateway listens, once bound.
     pub ssh_addr: Option<std::net::SocketAddr>,
+    /// Accounts whose access just ended: open SSH connections and browser terminals of them close.
+    pub revocations: Revocations,
+}
+
+/// The names of accounts whose access ended (disabled, deleted), for everything that holds a
+/// connection open in their name (the SSH gateway, browser terminals).
+#[derive(Debug, Clone)]
+pub struct Revocations(tokio::sync::broadcast::Sender<String>);
+
+impl Default for Revocations {
+    fn default() -> Self {
+        Self(tokio::sync::broadcast::channel(256).0)
+    }
+}
+
+impl Revocations {
+    /// Closes `username`'s open connections.
+    pub fn revoke(&self, username: &str) {
+        let _ = self.0.send(username.to_owned());
+    }
+
+    /// Names revoked from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.0.subscribe()
+    }
 }

@@ -18,6 +18,7 @@ struct Backend {
 impl GatewayBackend for Backend {
     async fn authorize(&self, _user: &str, _key: &PublicKey) -> Result<Target, Denied> {
         Ok(Target {
+            login: "alice".into(),
             owner: "alice".into(),
             workspace: "bench".into(),
             user: "10000:10000".into(),

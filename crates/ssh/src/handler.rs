@@ -12,11 +12,12 @@ pub(crate) struct Connection {
     shared: Arc<Shared>,
     peer: SocketAddr,
     target: Option<Target>,
+    who: crate::Who,
 }
 
 impl Connection {
-    pub(crate) fn new(shared: Arc<Shared>, peer: SocketAddr) -> Self {
-        Self { shared, peer, target: None }
+    pub(crate) fn new(shared: Arc<Shared>, peer: SocketAddr, who: crate::Who) -> Self {
+        Self { shared, peer, target: None, who }
     }
 
     async fn decide(&self, user: &str, key: &russh::keys::PublicKey) -> Option<Target> {
@@ -47,6 +48,7 @@ impl russh::server::Handler for Connection {
                     peer = %self.peer, user, owner = %target.owner, workspace = %target.workspace,
                     key = %crate::fingerprint(key.public_key), "ssh login"
                 );
+                *self.who.lock().unwrap() = Some((target.login.clone(), target.owner.clone()));
                 self.target = Some(target);
                 Ok(Auth::Accept)
             }

@@ -41,6 +41,8 @@ pub use russh::keys::PublicKey;
 /// What the server decided about a login: the workspace container to enter and as whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// The account that logged in (the key's owner; an admin entering someone's workspace).
+    pub login: String,
     /// The workspace owner's username.
     pub owner: String,
     /// The workspace name (used in messages).
@@ -71,6 +73,12 @@ pub trait GatewayBackend: Send + Sync + std::fmt::Debug {
     /// for admins entering someone's workspace); `key` is the offered key (see [`fingerprint`]). Called
     /// once when the key is offered and again after the client proved it holds the private key.
     async fn authorize(&self, ssh_user: &str, key: &PublicKey) -> Result<Target, Denied>;
+
+    /// Names of accounts whose access just ended (disabled or deleted): every open connection whose
+    /// [`Target::login`] or [`Target::owner`] is named is closed at once. `None`: nothing is revoked.
+    fn revocations(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
 }
 
 /// What can go wrong running the gateway.
@@ -216,15 +224,13 @@ impl SshGateway {
                         Err(e) => return Err(SshError::Accept(e)),
                     };
                     let _ = socket.set_nodelay(true);
-                    let handler = handler::Connection::new(self.shared.clone(), peer);
+                    let who = Arc::new(std::sync::Mutex::new(None));
+                    let handler = handler::Connection::new(self.shared.clone(), peer, who.clone());
                     let config = self.config.clone();
+                    let revoked = self.shared.backend.revocations();
                     sessions.spawn(async move {
                         match russh::server::run_stream(config, socket, handler).await {
-                            Ok(session) => {
-                                if let Err(e) = session.await {
-                                    tracing::debug!(%peer, error = %e, "ssh connection ended");
-                                }
-                            }
+                            Ok(session) => serve_until_revoked(session, peer, who, revoked).await,
                             Err(e) => tracing::debug!(%peer, error = %e, "ssh handshake failed"),
                         }
                     });
@@ -233,6 +239,55 @@ impl SshGateway {
         }
         sessions.shutdown().await;
         Ok(())
+    }
+}
+
+/// Who a connection acts for once authenticated: the login and the workspace owner.
+pub(crate) type Who = Arc<std::sync::Mutex<Option<(String, String)>>>;
+
+/// Runs a connection to its end, or closes it when the account it acts for is revoked.
+async fn serve_until_revoked(
+    session: russh::server::RunningSession<handler::Connection>,
+    peer: SocketAddr,
+    who: Who,
+    mut revoked: Option<tokio::sync::broadcast::Receiver<String>>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let handle = session.handle();
+    tokio::pin!(session);
+    loop {
+        let next = async {
+            match revoked.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ended = &mut session => {
+                if let Err(e) = ended {
+                    tracing::debug!(%peer, error = %e, "ssh connection ended");
+                }
+                return;
+            }
+            name = next => {
+                let hit = match &name {
+                    Ok(n) => who.lock().unwrap().as_ref().is_some_and(|(login, owner)| login == n || owner == n),
+                    // missed names: close to be safe only if this connection authenticated at all
+                    Err(RecvError::Lagged(_)) => who.lock().unwrap().is_some(),
+                    Err(RecvError::Closed) => {
+                        revoked = None;
+                        false
+                    }
+                };
+                if hit {
+                    tracing::info!(%peer, "closing ssh connection: the account's access was revoked");
+                    let _ = handle
+                        .disconnect(russh::Disconnect::ByApplication, "your access was revoked".into(), "en".into())
+                        .await;
+                    return;
+                }
+            }
+        }
     }
 }
 

@@ -87,6 +87,7 @@ mod tests {
 
     fn target() -> Target {
         Target {
+            login: "alice".into(),
             owner: "alice".into(),
             workspace: "nb".into(),
             user: "10000:10000".into(),

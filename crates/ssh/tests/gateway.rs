@@ -246,3 +246,30 @@ async fn images_without_sftp_server_say_so() -> Result<()> {
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
     Ok(())
 }
+
+/// Security review finding 1: an open session ends when its account's access is revoked (an account
+/// disabled or deleted), while another account's revocation leaves it alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_session_closes_when_its_account_is_revoked() -> Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let f = Fixture::start().await?;
+    let c = busybox(&f).await?;
+    f.allow("ws", "ws", Some(&c.id));
+    let mut cmd = tokio::process::Command::new("ssh");
+    cmd.args(f.ssh_options(&f.good)).arg("-p").arg(f.addr.port().to_string()).arg("ws@127.0.0.1");
+    cmd.arg("echo started; sleep 600; echo survived");
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await??;
+    assert_eq!(first.as_deref(), Some("started"));
+    f.backend.revoke("bob");
+    f.backend.revoke("alice");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .map_err(|_| anyhow::anyhow!("the session outlived its account's revocation"))??;
+    assert!(!status.success(), "{status:?}");
+    assert_eq!(lines.next_line().await?, None, "nothing after the revocation");
+    Ok(())
+}

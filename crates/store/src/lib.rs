@@ -24,7 +24,7 @@ mod workloads;
 
 pub use error::{Result, StoreError};
 pub use keys::SshKeyRecord;
-pub use tokens::{TokenKind, TokenRecord};
+pub use tokens::{TOKEN_ID_LEN, TokenKind, TokenRecord};
 pub use workloads::WorkloadFilter;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};

@@ -8,6 +8,9 @@ use chrono::{DateTime, Utc};
 use gpuhub_core::user::User;
 use sqlx::Row;
 
+/// How many leading hex digits of a token's hash identify it to its owner.
+pub const TOKEN_ID_LEN: usize = 16;
+
 /// What a stored token is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenKind {
@@ -105,6 +108,35 @@ impl Store {
     /// Revokes every API token and browser session of user `user_id`.
     pub async fn delete_user_tokens(&self, user_id: i64) -> Result<()> {
         sqlx::query("DELETE FROM tokens WHERE user_id = $1").bind(user_id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Revokes every API token and browser session of user `user_id` except the one stored as `keep`
+    /// (the caller's own, after a password change); returns how many were revoked.
+    pub async fn delete_user_tokens_except(&self, user_id: i64, keep: Option<&str>) -> Result<u64> {
+        let done = sqlx::query("DELETE FROM tokens WHERE user_id = $1 AND hash <> $2")
+            .bind(user_id)
+            .bind(keep.unwrap_or(""))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Revokes the token of user `user_id` whose hash starts with `id` (the id the API shows: at least
+    /// [`TOKEN_ID_LEN`] hex digits). Another user's token, or a prefix that is not hex, is not found.
+    pub async fn delete_user_token_by_id(&self, user_id: i64, id: &str) -> Result<()> {
+        if id.len() < TOKEN_ID_LEN || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::not_found("token", id));
+        }
+        let pattern = format!("{}%", id.to_ascii_lowercase());
+        let done = sqlx::query("DELETE FROM tokens WHERE user_id = $1 AND hash LIKE $2")
+            .bind(user_id)
+            .bind(pattern)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("token", id));
+        }
         Ok(())
     }
 

@@ -3,11 +3,14 @@
 use crate::auth::{self, Caller, SESSION_COOKIE};
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use gpuhub_core::api::{CreateUserRequest, LoginRequest, PatchUserRequest, Problem, TokenResponse, UserView};
+use gpuhub_core::api::{
+    ChangePasswordRequest, CreateUserRequest, LoginRequest, PatchUserRequest, Problem, TokenResponse, TokenView,
+    UserView,
+};
 use gpuhub_core::names;
 use gpuhub_core::user::Role;
 use gpuhub_core::workload::WorkloadState;
@@ -28,16 +31,22 @@ fn dummy_hash() -> &'static str {
     H.get_or_init(|| auth::hash_password("gpuhub-dummy-password").unwrap_or_default())
 }
 
-/// Logs in: returns an API token for the CLI and sets a session cookie for browsers.
+/// Logs in: returns an API token for the CLI (it expires after `token_days`) and sets a session cookie
+/// for browsers. Failed tries are limited per user and address (429) and slow further tries.
 #[utoipa::path(post, path = "/api/v1/login", tag = "auth", security(()), request_body = LoginRequest,
     responses((status = 200, body = TokenResponse), (status = 401, body = Problem), (status = 403, body = Problem), (status = 429, body = Problem)))]
 pub async fn login(
     State(st): State<AppState>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     ApiJson(req): ApiJson<LoginRequest>,
 ) -> Result<Response, ApiError> {
     let now = Instant::now();
-    st.limiter.check(&req.username, Some(addr.ip()), now)?;
+    let client = auth::client_ip(addr.ip(), &headers, &st.config.trusted_proxy_nets().unwrap_or_default());
+    let delay = st.limiter.check(&req.username, client, now)?;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let found = match st.store.user_with_password_hash(&req.username).await {
         Ok(found) => Some(found),
         Err(gpuhub_store::StoreError::NotFound { .. }) => None,
@@ -51,18 +60,19 @@ pub async fn login(
     let user = match found {
         Some((user, _)) if ok => user,
         _ => {
-            st.limiter.fail(&req.username, Some(addr.ip()), now);
+            st.limiter.fail(&req.username, client, now);
             return Err(ApiError::unauthorized("invalid username or password"));
         }
     };
     if user.disabled {
         return Err(ApiError::forbidden("account is disabled"));
     }
-    st.limiter.succeed(&req.username);
+    st.limiter.succeed(&req.username, client);
     let now = Utc::now();
-    let (token, hash) = auth::new_token();
-    st.store.insert_token(user.id, &hash, TokenKind::Api, now, None).await?;
-    let (session, shash) = auth::new_token();
+    let (token, hash) = auth::new_token(TokenKind::Api);
+    let expires = now + chrono::Duration::days(st.config.token_days);
+    st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires)).await?;
+    let (session, shash) = auth::new_token(TokenKind::Session);
     let hours = st.config.session_hours;
     st.store.insert_token(user.id, &shash, TokenKind::Session, now, Some(now + chrono::Duration::hours(hours))).await?;
     let cookie = format!(
@@ -70,17 +80,25 @@ pub async fn login(
         hours * 3600,
         if st.config.secure_cookies { "; Secure" } else { "" }
     );
-    let body = TokenResponse { token, username: user.username.clone(), role: user.role };
+    let body = TokenResponse { token, username: user.username.clone(), role: user.role, expires_at: Some(expires) };
     let mut resp = axum::Json(body).into_response();
     resp.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(ApiError::internal)?);
     Ok(resp)
 }
 
-/// Ends the session or revokes the token this request carries.
+/// Logs out: revokes the bearer token and the browser session this request carries (either or both; a
+/// browser logs out with its cookie alone), and clears the cookie.
 #[utoipa::path(post, path = "/api/v1/logout", tag = "auth", responses((status = 204), (status = 401, body = Problem)))]
-pub async fn logout(State(st): State<AppState>, _caller: Caller, headers: HeaderMap) -> Result<Response, ApiError> {
-    if let Some(t) = auth::bearer_token(&headers) {
-        st.store.delete_token(&auth::token_hash(&t)).await?;
+pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let mut revoked = 0;
+    for token in [auth::bearer_token(&headers), auth::cookie(&headers, SESSION_COOKIE)].into_iter().flatten() {
+        if auth::user_for_token(&st, &token).await.is_ok() {
+            st.store.delete_token(&auth::token_hash(&token)).await?;
+            revoked += 1;
+        }
+    }
+    if revoked == 0 {
+        return Err(ApiError::unauthorized("not logged in: no valid token or session to end"));
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     resp.headers_mut().insert(
@@ -88,6 +106,73 @@ pub async fn logout(State(st): State<AppState>, _caller: Caller, headers: Header
         HeaderValue::from_static("gpuhub_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
     );
     Ok(resp)
+}
+
+/// The caller's API tokens and browser sessions (never the secrets).
+#[utoipa::path(get, path = "/api/v1/me/tokens", tag = "auth", responses((status = 200, body = [TokenView]), (status = 401, body = Problem)))]
+pub async fn list_tokens(
+    State(st): State<AppState>,
+    Caller(user): Caller,
+    headers: HeaderMap,
+) -> Result<axum::Json<Vec<TokenView>>, ApiError> {
+    let current = auth::bearer_token(&headers).map(|t| auth::token_hash(&t));
+    let now = Utc::now();
+    let tokens = st.store.list_user_tokens(user.id).await?;
+    Ok(axum::Json(
+        tokens
+            .into_iter()
+            .filter(|t| t.expires_at.is_none_or(|e| e > now))
+            .map(|t| TokenView {
+                id: auth::token_id(&t.hash).to_owned(),
+                kind: t.kind.as_str().to_owned(),
+                created_at: t.created_at,
+                expires_at: t.expires_at,
+                current: current.as_deref() == Some(t.hash.as_str()),
+            })
+            .collect(),
+    ))
+}
+
+/// Revokes one of the caller's tokens or sessions by its id.
+#[utoipa::path(delete, path = "/api/v1/me/tokens/{id}", tag = "auth", params(("id" = String, Path, description = "token id")),
+    responses((status = 204), (status = 401, body = Problem), (status = 404, body = Problem)))]
+pub async fn delete_token(
+    State(st): State<AppState>,
+    Caller(user): Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    match st.store.delete_user_token_by_id(user.id, &id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(gpuhub_store::StoreError::NotFound { .. }) => Err(ApiError::not_found(format!("no token with id {id:?}"))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Changes the caller's own password. Every other token and session of the account is revoked; the
+/// token this request came with keeps working.
+#[utoipa::path(post, path = "/api/v1/me/password", tag = "auth", request_body = ChangePasswordRequest,
+    responses((status = 204), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
+pub async fn change_password(
+    State(st): State<AppState>,
+    Caller(user): Caller,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<ChangePasswordRequest>,
+) -> Result<StatusCode, ApiError> {
+    let (_, hash) = st.store.user_with_password_hash(&user.username).await?;
+    let current = req.current_password.clone();
+    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&current, &hash))
+        .await
+        .map_err(ApiError::internal)?;
+    if !ok {
+        return Err(ApiError::forbidden("current_password is wrong"));
+    }
+    auth::check_password(&req.new_password)?;
+    let p = req.new_password.clone();
+    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&p)).await.map_err(ApiError::internal)??;
+    st.store.set_password_hash(&user.username, &hash).await?;
+    let keep = auth::bearer_token(&headers).map(|t| auth::token_hash(&t));
+    st.store.delete_user_tokens_except(user.id, keep.as_deref()).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The logged-in account.
@@ -139,12 +224,17 @@ pub async fn get_user(
 }
 
 /// Changes an account's password, role or disabled flag (admin). The last enabled admin stays one.
+///
+/// A new password revokes every token and session of the account (but the caller's own). Disabling
+/// offboards: tokens and sessions are revoked, open SSH connections and browser terminals close, running
+/// work is stopped (unless `keep_workloads`), and queued work does not start while the account is disabled.
 #[utoipa::path(patch, path = "/api/v1/users/{name}", tag = "users", request_body = PatchUserRequest,
     params(("name" = String, Path, description = "username")),
     responses((status = 200, body = UserView), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
 pub async fn patch_user(
     State(st): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     Path(name): Path<String>,
     ApiJson(req): ApiJson<PatchUserRequest>,
 ) -> Result<axum::Json<UserView>, ApiError> {
@@ -154,11 +244,17 @@ pub async fn patch_user(
     if loses_admin && enabled_admins(&st).await? <= 1 {
         return Err(ApiError::conflict(format!("{name} is the last enabled admin")));
     }
+    if req.keep_workloads.is_some() && req.disabled != Some(true) {
+        return Err(ApiError::unprocessable("invalid keep_workloads: only with \"disabled\": true"));
+    }
     if let Some(p) = &req.password {
         auth::check_password(p)?;
         let p = p.clone();
         let hash = tokio::task::spawn_blocking(move || auth::hash_password(&p)).await.map_err(ApiError::internal)??;
         st.store.set_password_hash(&name, &hash).await?;
+        let own =
+            (caller.0.id == user.id).then(|| auth::bearer_token(&headers).map(|t| auth::token_hash(&t))).flatten();
+        st.store.delete_user_tokens_except(user.id, own.as_deref()).await?;
     }
     if let Some(a) = req.admin {
         st.store.set_role(&name, if a { Role::Admin } else { Role::User }).await?;
@@ -167,31 +263,96 @@ pub async fn patch_user(
         st.store.set_disabled(&name, d).await?;
         if d {
             st.store.delete_user_tokens(user.id).await?;
+            st.revocations.revoke(&name);
+            if !req.keep_workloads.unwrap_or(false) {
+                stop_all(&st, &name).await?;
+            }
         }
+        st.controller.kick();
     }
     Ok(axum::Json(UserView::from(&st.store.get_user(&name).await?)))
 }
 
-/// Deletes an account (admin); refused while it has queued or running workloads.
-#[utoipa::path(delete, path = "/api/v1/users/{name}", tag = "users", params(("name" = String, Path, description = "username")),
+/// Stops every starting or running workload of `owner`.
+async fn stop_all(st: &AppState, owner: &str) -> Result<(), ApiError> {
+    let filter = WorkloadFilter {
+        owner: Some(owner.to_owned()),
+        states: Some(vec![WorkloadState::Starting, WorkloadState::Running]),
+    };
+    for w in st.store.list_workloads(&filter).await? {
+        match st.controller.stop(&w.id).await {
+            Ok(_) => {}
+            // it ended meanwhile
+            Err(e) if e.status == StatusCode::CONFLICT || e.status == StatusCode::NOT_FOUND => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `DELETE /api/v1/users/{name}?home=archive|delete`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteUserQuery {
+    /// What becomes of the home directory: `archive` (default: moved to `<data_dir>/archive/`, out of
+    /// every container's reach) or `delete`.
+    #[serde(default)]
+    home: HomeDisposal,
+}
+
+/// What becomes of a deleted user's home.
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HomeDisposal {
+    /// Moved to `<data_dir>/archive/home-<user>-<unix ms>`.
+    #[default]
+    Archive,
+    /// Removed.
+    Delete,
+}
+
+/// Deletes an account (admin) and everything that was theirs: their workloads are stopped and deleted
+/// with their logs, their tokens, sessions and SSH keys removed, open connections closed, and their home
+/// archived (default) or deleted. A new account of the same name starts with nothing of the old one's.
+#[utoipa::path(delete, path = "/api/v1/users/{name}", tag = "users", params(("name" = String, Path, description = "username"), DeleteUserQuery),
     responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
 pub async fn delete_user(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
+    Query(q): Query<DeleteUserQuery>,
 ) -> Result<StatusCode, ApiError> {
     caller.require_admin()?;
     let user = st.store.get_user(&name).await?;
     if user.is_admin() && !user.disabled && enabled_admins(&st).await? <= 1 {
         return Err(ApiError::conflict(format!("{name} is the last enabled admin")));
     }
-    let filter = WorkloadFilter {
-        owner: Some(name.clone()),
-        states: Some(vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running]),
-    };
-    let active = st.store.list_workloads(&filter).await?;
-    if !active.is_empty() {
-        return Err(ApiError::conflict(format!("{name} has {} active workload(s); stop them first", active.len())));
+    if caller.0.id == user.id {
+        return Err(ApiError::conflict("you cannot delete your own account"));
+    }
+    // nothing of theirs starts from here on, and every open connection closes
+    st.store.set_disabled(&name, true).await?;
+    st.store.delete_user_tokens(user.id).await?;
+    st.revocations.revoke(&name);
+    let filter = WorkloadFilter { owner: Some(name.clone()), states: None };
+    for w in st.store.list_workloads(&filter).await? {
+        match st.controller.delete(&w.id).await {
+            Ok(()) => {}
+            Err(e) if e.status == StatusCode::NOT_FOUND => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let home = crate::spec::home_on_host(&st.data_dir, &name);
+    if home.exists() {
+        match q.home {
+            HomeDisposal::Delete => tokio::fs::remove_dir_all(&home).await.map_err(ApiError::internal)?,
+            HomeDisposal::Archive => {
+                let archive = st.data_dir.join("archive");
+                tokio::fs::create_dir_all(&archive).await.map_err(ApiError::internal)?;
+                let to = archive.join(format!("home-{name}-{}", Utc::now().timestamp_millis()));
+                tokio::fs::rename(&home, &to).await.map_err(ApiError::internal)?;
+            }
+        }
     }
     st.store.delete_user(&name).await?;
     Ok(StatusCode::NO_CONTENT)

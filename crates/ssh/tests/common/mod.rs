@@ -39,6 +39,15 @@ pub struct TestBackend {
     pub authorized: String,
     pub targets: Mutex<HashMap<String, Target>>,
     pub asked: Mutex<Vec<(String, String)>>,
+    /// Names sent here close the connections acting for them.
+    pub revoked: std::sync::OnceLock<tokio::sync::broadcast::Sender<String>>,
+}
+
+impl TestBackend {
+    /// Revokes `name`'s access: its open connections close.
+    pub fn revoke(&self, name: &str) {
+        let _ = self.revoked.get_or_init(|| tokio::sync::broadcast::channel(16).0).send(name.to_owned());
+    }
 }
 
 #[async_trait]
@@ -50,6 +59,10 @@ impl GatewayBackend for TestBackend {
             return Err(Denied::NotAuthorized(ssh_user.to_string()));
         }
         self.targets.lock().unwrap().get(ssh_user).cloned().ok_or_else(|| Denied::NotAuthorized(ssh_user.to_string()))
+    }
+
+    fn revocations(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.revoked.get_or_init(|| tokio::sync::broadcast::channel(16).0).subscribe())
     }
 }
 
@@ -90,7 +103,7 @@ impl Drop for Container {
 pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -> Result<Container> {
     let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
     let network = format!("gpuhub-test-ssh-{tag}");
-    runtime.ensure_network(&network).await?;
+    runtime.ensure_network(&network, &BTreeMap::new()).await?;
     let spec = ContainerSpec {
         name: format!("gpuhub-test-ssh-{tag}"),
         image: image.to_string(),
@@ -166,6 +179,7 @@ impl Fixture {
     /// Lets `ssh_user` into `container` (None: a stopped workspace).
     pub fn allow(&self, ssh_user: &str, workspace: &str, container: Option<&str>) {
         let target = Target {
+            login: "alice".into(),
             owner: "alice".into(),
             workspace: workspace.into(),
             user: format!("{UID}:{UID}"),

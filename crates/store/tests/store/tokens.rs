@@ -4,7 +4,7 @@ use crate::common::t;
 use gpuhub_core::user::Role;
 use gpuhub_store::{Store, StoreError, TokenKind, TokenRecord};
 
-both!(expiry, kinds_and_disabled_users, revocation, refusals);
+both!(expiry, kinds_and_disabled_users, revocation, refusals, revoke_by_id_and_all_but_one);
 
 async fn expiry(s: Store) {
     let u = s.create_user("alice", "h", Role::User, t(0)).await.unwrap();
@@ -74,4 +74,25 @@ async fn refusals(s: Store) {
     let e = s.insert_token(u.id + 1000, "other", TokenKind::Api, t(0), None).await.unwrap_err();
     assert!(matches!(e, StoreError::NotFound { what: "user", .. }), "{e:?}");
     assert_eq!(s.token_user("same", t(0)).await.unwrap().unwrap().1, TokenKind::Api);
+}
+
+async fn revoke_by_id_and_all_but_one(s: Store) {
+    let a = s.create_user("alice", "h", Role::User, t(0)).await.unwrap();
+    let b = s.create_user("bob", "h", Role::User, t(0)).await.unwrap();
+    let hash = |c: char| std::iter::repeat_n(c, 64).collect::<String>();
+    for (u, c) in [(&a, 'a'), (&a, 'b'), (&a, 'c'), (&b, 'd')] {
+        s.insert_token(u.id, &hash(c), TokenKind::Api, t(0), None).await.unwrap();
+    }
+    // by id: only the owner's own, only a long enough hex prefix, never a LIKE pattern
+    assert!(matches!(s.delete_user_token_by_id(a.id, &hash('d')[..16]).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(s.delete_user_token_by_id(a.id, "aaaa").await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(s.delete_user_token_by_id(a.id, "%%%%%%%%%%%%%%%%").await, Err(StoreError::NotFound { .. })));
+    s.delete_user_token_by_id(a.id, &hash('a')[..16]).await.unwrap();
+    assert_eq!(s.token_user(&hash('a'), t(1)).await.unwrap(), None);
+    // all but the caller's own
+    assert_eq!(s.delete_user_tokens_except(a.id, Some(&hash('c'))).await.unwrap(), 1);
+    assert!(s.token_user(&hash('b'), t(1)).await.unwrap().is_none());
+    assert!(s.token_user(&hash('c'), t(1)).await.unwrap().is_some());
+    assert!(s.token_user(&hash('d'), t(1)).await.unwrap().is_some(), "another user's token stays");
+    assert_eq!(s.delete_user_tokens_except(a.id, None).await.unwrap(), 1);
 }
