@@ -25,6 +25,9 @@ async fn fill(s: &Store) -> Vec<Workload> {
     all
 }
 
+/// Which workloads a filter must keep.
+type Keep = Box<dyn Fn(&Workload) -> bool + Send + Sync>;
+
 /// Every page of `query`, following the cursors; asserts that only the last page has none.
 async fn every_page(s: &Store, mut query: WorkloadQuery) -> Vec<Workload> {
     let mut out = Vec::new();
@@ -86,7 +89,7 @@ async fn pages_follow_cursors(s: Store) {
     assert_eq!(s.list_workloads_page(&end).await.unwrap(), Default::default());
     assert_eq!(s.list_workloads_page(&q(0)).await.unwrap().workloads.len(), 1);
     // filters, alone and together, paged
-    let cases: Vec<(WorkloadQuery, Box<dyn Fn(&Workload) -> bool + Send + Sync>)> = vec![
+    let cases: Vec<(WorkloadQuery, Keep)> = vec![
         (WorkloadQuery { owner: Some("bob".into()), ..q(4) }, Box::new(|w| w.owner == "bob")),
         (WorkloadQuery { states: Some(vec![Queued, Lost]), ..q(2) }, Box::new(|w| matches!(w.state, Queued | Lost))),
         (
