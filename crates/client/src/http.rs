@@ -2,7 +2,7 @@
 //! [`ClientError`]s.
 
 use crate::ClientError;
-use gpuhub_core::api::Problem;
+use gpuhub_core::api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_MAX, Problem};
 use reqwest::{Method, Response, StatusCode, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -116,6 +116,37 @@ impl Api {
     pub async fn get(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<Value, ClientError> {
         let url = self.url(segments, query);
         self.call(Method::GET, segments, query, None).await?.ok_or_else(|| empty_body(&url))
+    }
+
+    /// `GET` of a list that comes in pages: follows the `X-Next-Cursor` of each page (asking for the
+    /// largest pages from the second on) and returns the items of all pages, in order. The first request
+    /// is the plain one, so servers that do not page answer it as before.
+    pub async fn get_all_pages(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<Vec<Value>, ClientError> {
+        let max = PAGE_LIMIT_MAX.to_string();
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut q = query.to_vec();
+            if let Some(c) = &cursor {
+                q.extend([("limit", max.as_str()), ("cursor", c.as_str())]);
+            }
+            let url = self.url(segments, &q);
+            let resp = self.send(Method::GET, url.clone(), None).await?;
+            let next = resp.headers().get(NEXT_CURSOR_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let bytes = resp.bytes().await.map_err(|e| self.transport_error(&url, &e))?;
+            let bad = |reason: String| ClientError::BadResponse { url: url.to_string(), reason };
+            match serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))? {
+                Value::Array(page) => items.extend(page),
+                _ => return Err(bad("expected a JSON array".into())),
+            }
+            match next {
+                Some(n) if cursor.as_deref() == Some(n.as_str()) => {
+                    return Err(bad("the server gave the same cursor again".into()));
+                }
+                Some(n) => cursor = Some(n),
+                None => return Ok(items),
+            }
+        }
     }
 
     /// A request with a JSON body (serialized from `body`), expecting a JSON answer.

@@ -116,8 +116,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             let name = req["name"].as_str().unwrap_or("job-1");
             (StatusCode::CREATED, axum::Json(workload(name, "queued", None))).into_response()
         }
-        ("GET", ["workloads"]) => {
-            axum::Json(json!([workload("train", "running", None), workload("old", "failed", Some(2))])).into_response()
+        // two pages: the first ends with a cursor, the second (asked for with it) has none
+        ("GET", ["workloads"]) if !query.contains("cursor=") => {
+            let mut r = axum::Json(json!([workload("train", "running", None)])).into_response();
+            r.headers_mut().insert("x-next-cursor", "c-1".parse().unwrap());
+            r
+        }
+        ("GET", ["workloads"]) if query.ends_with("limit=1000&cursor=c-1") => {
+            axum::Json(json!([workload("old", "failed", Some(2))])).into_response()
         }
         ("GET", ["workloads", "missing"]) => problem(StatusCode::NOT_FOUND, "no workload named missing"),
         ("GET", ["workloads", name]) => axum::Json(workload(name, "failed", Some(3))).into_response(),
@@ -339,7 +345,9 @@ async fn other_commands() {
 
     let (r, out) = cli(&ctx, &["ps", "--all"]).await;
     assert_eq!(r.unwrap(), 0);
-    assert_eq!(server.last().uri, "/api/v1/workloads?all=true");
+    // the client follows the cursor of the first page, keeping its filters
+    let uris: Vec<String> = server.seen().iter().rev().take(2).rev().map(|s| s.uri.clone()).collect();
+    assert_eq!(uris, ["/api/v1/workloads?all=true", "/api/v1/workloads?all=true&limit=1000&cursor=c-1"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[0].starts_with("OWNER  NAME   KIND  STATE") && lines[0].ends_with("REASON"), "{out}");
@@ -348,7 +356,7 @@ async fn other_commands() {
     let (r, out) = cli(&ctx, &["ps", "--json"]).await;
     assert_eq!(r.unwrap(), 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().len(), 2);
-    assert_eq!(server.last().uri, "/api/v1/workloads");
+    assert_eq!(server.last().uri, "/api/v1/workloads?limit=1000&cursor=c-1");
 
     let (r, out) = cli(&ctx, &["stop", "train"]).await;
     assert_eq!((r.unwrap(), out.as_str()), (0, "train: stopped\n"));

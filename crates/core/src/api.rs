@@ -416,6 +416,16 @@ impl From<&crate::workload::Workload> for WorkloadView {
     }
 }
 
+/// How many workloads a page of `GET /api/v1/workloads` holds when the request names no `limit`.
+pub const PAGE_LIMIT_DEFAULT: u32 = 100;
+
+/// The most workloads one page may hold (`limit` from 1 to this).
+pub const PAGE_LIMIT_MAX: u32 = 1000;
+
+/// The response header carrying the cursor of the next page of a list, absent on the last page. Pass
+/// it back as `?cursor=` with the same filters; the `Link` header (`rel="next"`) holds that URL.
+pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
+
 /// An RFC 9457 problem document, the body of every error response (`application/problem+json`).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Problem {

@@ -6,12 +6,15 @@
 //!    created, started, `true` ran, and the exit was recorded), against `docker run --rm gpuhub/busybox
 //!    true` (create, start, wait, remove) — median of 20 each after 2 warm-ups, and the ratio. Also the
 //!    server's own `started_at − created_at` (submit → container started).
-//! 2. `GET /api/v1/workloads` of a user with 10,000 (stopped) workloads, inserted with
-//!    `gpuhub_store::Store` before the server starts: p50/p99 of 200 sequential requests (until the
-//!    whole body is read) and the response size.
-//! 3. the server's resident memory (`VmRSS`) right after start, and after benchmark 2.
+//! 2. `GET /api/v1/workloads?limit=50` of a user with 10,000 (stopped) workloads, inserted with
+//!    `gpuhub_store::Store` before the server starts: first a walk through all 200 pages by their
+//!    cursors, then p50/p99 of 1,000 sequential requests (until the whole body is read) spread over
+//!    those 200 pages, and the size of a page; last a walk through the 10 pages of `limit=1000`.
+//! 3. the server's resident memory (`VmRSS`) right after start, after the 1,000 requests of 2, and after
+//!    a walk in pages of 1000 (the largest).
 //!
-//! `cargo bench -p gpuhub --bench foundation`. Without `--bench` (as `cargo test --benches` runs it) it
+//! `cargo bench -p gpuhub --bench foundation` runs both; `-- --bench list` (or `submit`) only one (the
+//! list benchmark needs no container engine). Without `--bench` (as `cargo test --benches` runs it) it
 //! does nothing.
 
 #[path = "../tests/common/mod.rs"]
@@ -29,19 +32,25 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 20;
 const WARMUP: usize = 2;
 const ROWS: usize = 10_000;
-const REQUESTS: usize = 200;
+const LIST_REQUESTS: usize = 1000;
 
 fn main() -> Result<()> {
     if !std::env::args().any(|a| a == "--bench") {
         println!("foundation: run with `cargo bench -p gpuhub --bench foundation`");
         return Ok(());
     }
-    common::ensure_image()?;
+    let only_list = std::env::args().any(|a| a == "list");
+    let only_submit = std::env::args().any(|a| a == "submit");
     let rt = tokio::runtime::Runtime::new()?;
     let http = reqwest::Client::new();
     println!("gpuhub foundation benchmarks (binary {})", common::BIN);
-    rt.block_on(submit_bench(&http))?;
-    rt.block_on(list_bench(&http))?;
+    if !only_list {
+        common::ensure_image()?;
+        rt.block_on(submit_bench(&http))?;
+    }
+    if !only_submit {
+        rt.block_on(list_bench(&http))?;
+    }
     Ok(())
 }
 
@@ -154,6 +163,26 @@ async fn submit_runs(http: &reqwest::Client, base: &str, user: &str) -> Result<(
     Ok((client, server))
 }
 
+/// Walks every page of `url` (which has a query) by its cursors; returns the cursor of each page after
+/// the first, the number of workloads and the time it took.
+async fn walk(http: &reqwest::Client, url: &str, token: &str) -> Result<(Vec<String>, usize, Duration)> {
+    let (mut cursors, mut rows, t) = (Vec::new(), 0, Instant::now());
+    let mut next = url.to_owned();
+    loop {
+        let resp = http.get(&next).bearer_auth(token).send().await?.error_for_status()?;
+        let cursor = resp.headers().get("x-next-cursor").map(|v| v.to_str().map(str::to_owned)).transpose()?;
+        let page: Value = serde_json::from_slice(&resp.bytes().await?)?;
+        rows += page.as_array().context("a page is a JSON array")?.len();
+        match cursor {
+            Some(c) => {
+                next = format!("{url}&cursor={c}");
+                cursors.push(c);
+            }
+            None => return Ok((cursors, rows, t.elapsed())),
+        }
+    }
+}
+
 async fn list_bench(http: &reqwest::Client) -> Result<()> {
     let server = Server::prepare(2)?;
     let owner = format!("bench-{}", common::suffix());
@@ -164,28 +193,40 @@ async fn list_bench(http: &reqwest::Client) -> Result<()> {
     let rss_start = server.rss_kib()?;
     let base = server.url();
     let token = make_user(http, &base, &owner).await?;
-    let url = format!("{base}/api/v1/workloads");
-    let first = http.get(&url).bearer_auth(&token).send().await?.error_for_status()?.bytes().await?;
-    let list: Value = serde_json::from_slice(&first)?;
-    ensure!(list.as_array().map(Vec::len) == Some(ROWS), "the list has {:?} items", list.as_array().map(Vec::len));
-    let mut times = Vec::with_capacity(REQUESTS);
+    let rss_logins = server.rss_kib()?;
+    let url = format!("{base}/api/v1/workloads?limit=50");
+    let (cursors, rows, walk50) = walk(http, &url, &token).await?;
+    ensure!(rows == ROWS, "the pages hold {rows} workloads, not {ROWS}");
+    let mut times = Vec::with_capacity(LIST_REQUESTS);
     let mut size = 0;
-    for _ in 0..REQUESTS {
+    for i in 0..LIST_REQUESTS {
+        // the first page, then pages all through the list (keyset pages cost the same anywhere)
+        let page_url = match i % (cursors.len() + 1) {
+            0 => url.clone(),
+            n => format!("{url}&cursor={}", cursors[n - 1]),
+        };
         let t = Instant::now();
-        let body = http.get(&url).bearer_auth(&token).send().await?.error_for_status()?.bytes().await?;
+        let body = http.get(&page_url).bearer_auth(&token).send().await?.error_for_status()?.bytes().await?;
         times.push(t.elapsed());
         size = body.len();
     }
     times.sort();
     let rss_after = server.rss_kib()?;
-    println!("\n2. GET /api/v1/workloads, {ROWS} workloads of one user, {REQUESTS} sequential requests");
+    // then the largest pages: 10 of 1000
+    let (_, rows, walk1000) = walk(http, &format!("{base}/api/v1/workloads?limit=1000"), &token).await?;
+    ensure!(rows == ROWS, "the pages of 1000 hold {rows} workloads, not {ROWS}");
+    let rss_large = server.rss_kib()?;
+    println!("\n2. GET /api/v1/workloads?limit=50, {ROWS} workloads of one user");
     println!("   rows inserted with gpuhub_store::Store in                {}", ms(inserted));
+    println!("   walk of all {} pages of 50 by cursor                    {}", cursors.len() + 1, ms(walk50));
+    println!("   walk of all pages of 1000 by cursor                      {}", ms(walk1000));
+    println!("   {LIST_REQUESTS} sequential requests over those pages:");
     println!("   p50                                                      {}", ms(percentile(&times, 50.0)));
     println!("   p99                                                      {}", ms(percentile(&times, 99.0)));
     println!("   max                                                      {}", ms(times[times.len() - 1]));
     println!(
-        "   response size                                            {size} bytes ({:.1} MiB)",
-        size as f64 / (1 << 20) as f64
+        "   response size (one page)                                 {size} bytes ({:.1} KiB)",
+        size as f64 / 1024.0
     );
     println!("\n3. server resident memory (VmRSS), {ROWS} workloads in the database");
     println!(
@@ -193,8 +234,16 @@ async fn list_bench(http: &reqwest::Client) -> Result<()> {
         rss_start as f64 / 1024.0
     );
     println!(
-        "   after the list benchmark                                 {rss_after} KiB ({:.1} MiB)",
+        "   after the logins (argon2id hashes), before any list      {rss_logins} KiB ({:.1} MiB)",
+        rss_logins as f64 / 1024.0
+    );
+    println!(
+        "   after the walk of 50s and {LIST_REQUESTS} requests of 50          {rss_after} KiB ({:.1} MiB)",
         rss_after as f64 / 1024.0
+    );
+    println!(
+        "   after one more walk in pages of 1000                     {rss_large} KiB ({:.1} MiB)",
+        rss_large as f64 / 1024.0
     );
     Ok(())
 }

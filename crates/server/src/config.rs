@@ -64,6 +64,52 @@ pub enum ConfigError {
     },
 }
 
+/// Bounds on what one user may submit, so that no user can fill the database or the lists
+/// (`[limits]`). Admins are exempt from the counts, not from the sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Workloads a user may have in any state (ended ones count until deleted).
+    pub max_workloads_per_user: u64,
+    /// Workloads a user may have waiting in the queue.
+    pub max_queued_per_user: u64,
+    /// Bytes of a workload's command: its arguments, and those of its apps' commands.
+    pub max_command_bytes: usize,
+    /// Bytes of a workload's environment: every name and value.
+    pub max_env_bytes: usize,
+    /// Apps a workload may declare.
+    pub max_apps: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_workloads_per_user: 5000,
+            max_queued_per_user: 1000,
+            max_command_bytes: 64 << 10,
+            max_env_bytes: 64 << 10,
+            max_apps: 16,
+        }
+    }
+}
+
+impl Limits {
+    /// Every limit is at least 1 (a huge value lifts one).
+    fn check(&self) -> Result<(), ConfigError> {
+        let named = [
+            ("limits.max_workloads_per_user", self.max_workloads_per_user),
+            ("limits.max_queued_per_user", self.max_queued_per_user),
+            ("limits.max_command_bytes", self.max_command_bytes as u64),
+            ("limits.max_env_bytes", self.max_env_bytes as u64),
+            ("limits.max_apps", self.max_apps as u64),
+        ];
+        match named.into_iter().find(|(_, v)| *v == 0) {
+            Some((key, _)) => Err(ConfigError::Invalid { key: key.into(), reason: "must be at least 1".into() }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Settings of the server. Every field has an embedded default, so an empty file is a valid config.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -129,6 +175,8 @@ pub struct Config {
     pub admins_open_apps: bool,
     /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
     pub admin_password: Option<String>,
+    /// Per-user bounds on workloads and request sizes.
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -162,6 +210,7 @@ impl Default for Config {
             queue_members: BTreeMap::new(),
             gpu_share_library: None,
             admin_password: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -185,6 +234,7 @@ impl fmt::Debug for Config {
             .field("scheduler", &self.scheduler)
             .field("queue_members", &self.queue_members)
             .field("gpu_share_library", &self.gpu_share_library)
+            .field("limits", &self.limits)
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -272,6 +322,11 @@ impl Config {
                 "ADMINS_ENTER_WORKSPACES" => self.admins_enter_workspaces = parse(&key, &v)?,
                 "ADMINS_OPEN_APPS" => self.admins_open_apps = parse(&key, &v)?,
                 "ADMIN_PASSWORD" => self.admin_password = Some(v),
+                "MAX_WORKLOADS_PER_USER" => self.limits.max_workloads_per_user = parse(&key, &v)?,
+                "MAX_QUEUED_PER_USER" => self.limits.max_queued_per_user = parse(&key, &v)?,
+                "MAX_COMMAND_BYTES" => self.limits.max_command_bytes = parse(&key, &v)?,
+                "MAX_ENV_BYTES" => self.limits.max_env_bytes = parse(&key, &v)?,
+                "MAX_APPS" => self.limits.max_apps = parse(&key, &v)?,
                 "GPU_SHARE_LIBRARY" => self.gpu_share_library = (!v.is_empty()).then(|| PathBuf::from(v)),
                 // variables of the client and of other tools share the prefix
                 _ => {}
@@ -281,6 +336,7 @@ impl Config {
             return Err(ConfigError::Invalid { key: "reconcile_secs".into(), reason: "must be at least 1".into() });
         }
         self.check_auth()?;
+        self.limits.check()?;
         self.check_queues()
     }
 
@@ -455,6 +511,25 @@ mod tests {
         assert!(e.contains("unknown field `colour`"), "{e}");
         let e = Config::load(None, env(&[("GPUHUB_GPU_MODE", "magic")])).unwrap_err();
         assert!(e.to_string().contains("gpu_mode"), "{e}");
+    }
+
+    #[test]
+    fn limits_layering_and_checks() {
+        let c = Config::default();
+        assert_eq!((c.limits.max_queued_per_user, c.limits.max_workloads_per_user), (1000, 5000));
+        assert_eq!((c.limits.max_command_bytes, c.limits.max_env_bytes, c.limits.max_apps), (65536, 65536, 16));
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("g.toml");
+        std::fs::write(&f, "[limits]\nmax_queued_per_user = 10\nmax_env_bytes = 100\n").unwrap();
+        let c = Config::load(Some(&f), env(&[("GPUHUB_MAX_QUEUED_PER_USER", "20"), ("GPUHUB_MAX_APPS", "2")])).unwrap();
+        assert_eq!(c.limits, Limits { max_queued_per_user: 20, max_env_bytes: 100, max_apps: 2, ..Limits::default() });
+        let e = Config::from_toml("[limits]\nmax_jobs = 1\n").unwrap_err();
+        assert!(e.contains("unknown field `max_jobs`"), "{e}");
+        let e = Config::load(None, env(&[("GPUHUB_MAX_COMMAND_BYTES", "lots")])).unwrap_err().to_string();
+        assert!(e.contains("GPUHUB_MAX_COMMAND_BYTES"), "{e}");
+        std::fs::write(&f, "[limits]\nmax_workloads_per_user = 0\n").unwrap();
+        let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("limits.max_workloads_per_user") && e.contains("at least 1"), "{e}");
     }
 
     #[test]

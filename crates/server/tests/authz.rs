@@ -62,6 +62,8 @@ async fn every_endpoint_by_every_caller() {
         case(Method::DELETE, "/api/v1/users/{u}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/workloads", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/workloads?all=true", [200, 403, 403, 401]),
+        case(Method::GET, "/api/v1/workloads?owner=alice&state=running,queued&limit=5", [200, 200, 403, 401]),
+        case(Method::GET, "/api/v1/workloads?limit=0", [400, 400, 400, 401]),
         Case { body: Some(job("", 0)), ..case(Method::POST, "/api/v1/workloads", [201, 201, 201, 401]) },
         case(Method::GET, "/api/v1/workloads/{w}", [200, 200, 404, 401]),
         case(Method::GET, "/api/v1/workloads/{w}?owner=alice", [200, 200, 404, 401]),
@@ -168,6 +170,11 @@ async fn other_users_workloads_are_invisible() {
     let bob = hub.user(&admin, "bob").await;
     hub.submit(&alice, job("secret", 0)).await;
     let (_, list) = hub.call(Method::GET, "/api/v1/workloads", Some(&bob), None).await;
+    assert_eq!(list, json!([]));
+    // naming alice as the owner (or filtering) does not widen bob's view
+    let (s, _) = hub.call(Method::GET, "/api/v1/workloads?owner=alice", Some(&bob), None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (_, list) = hub.call(Method::GET, "/api/v1/workloads?state=queued,running&kind=job", Some(&bob), None).await;
     assert_eq!(list, json!([]));
     let (_, list) = hub.call(Method::GET, "/api/v1/workloads?all=true", Some(&admin), None).await;
     assert_eq!(list.as_array().unwrap().len(), 1);

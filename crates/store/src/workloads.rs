@@ -19,7 +19,7 @@ pub struct WorkloadFilter {
 }
 
 /// The workload columns, in the order [`workload_from_row`] reads them.
-const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
+pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
                        gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s";
 
@@ -27,7 +27,7 @@ const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, me
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, container_id = $4, exit_code = $5, message = $6, \
                       priority = $7, queued_at = $8, started_at = $9, finished_at = $10 WHERE id = $1";
 
-fn workload_from_row(row: &AnyRow) -> Result<Workload> {
+pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     Ok(Workload {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
@@ -75,15 +75,9 @@ fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any,
         .bind(opt_ms(w.finished_at)))
 }
 
-impl Store {
-    /// Stores a new workload. [`StoreError::Conflict`] if its id, or its name for that owner, is taken.
-    /// Timestamps keep millisecond precision.
-    pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
-        sqlx::query(&format!(
-            "INSERT INTO workloads ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
-             $22, $23, $24, $25, $26)"
-        ))
+/// Binds every column of `w` as `$1`…`$26`, in the order of [`COLUMNS`].
+pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
+    Ok(sqlx::query(sql)
         .bind(&w.id)
         .bind(&w.name)
         .bind(&w.owner)
@@ -109,20 +103,33 @@ impl Store {
         .bind(w.resources.gpu_memory.map(|b| u64_to_db(b.0)))
         .bind(&w.queue)
         .bind(w.constraint.as_deref())
-        .bind(w.runtime_limit.map(|s| u64_to_db(s.0)))
-        .execute(&self.pool)
-        .await
-        .map_err(|e| {
-            let id_taken = matches!(&e, sqlx::Error::Database(d)
-                if d.constraint() == Some("workloads_pkey") || d.message().contains("workloads.id"));
-            conflict(e, || {
-                if id_taken {
-                    format!("workload id {} already exists", w.id)
-                } else {
-                    format!("workload {} of {} already exists", w.name, w.owner)
-                }
-            })
-        })?;
+        .bind(w.runtime_limit.map(|s| u64_to_db(s.0))))
+}
+
+/// `$a, $b, …` for the numbers in `range`.
+pub(crate) fn placeholders(range: std::ops::RangeInclusive<usize>) -> String {
+    range.map(|n| format!("${n}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A failed insert of `w`: a taken id or name is [`StoreError::Conflict`].
+pub(crate) fn insert_error(e: sqlx::Error, w: &Workload) -> StoreError {
+    let id_taken = matches!(&e, sqlx::Error::Database(d)
+        if d.constraint() == Some("workloads_pkey") || d.message().contains("workloads.id"));
+    conflict(e, || {
+        if id_taken {
+            format!("workload id {} already exists", w.id)
+        } else {
+            format!("workload {} of {} already exists", w.name, w.owner)
+        }
+    })
+}
+
+impl Store {
+    /// Stores a new workload. [`StoreError::Conflict`] if its id, or its name for that owner, is taken.
+    /// Timestamps keep millisecond precision.
+    pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
+        let sql = format!("INSERT INTO workloads ({COLUMNS}) VALUES ({})", placeholders(1..=26));
+        bind_insert(&sql, w)?.execute(&self.pool).await.map_err(|e| insert_error(e, w))?;
         Ok(())
     }
 

@@ -154,7 +154,7 @@ pub(crate) async fn logs(
 /// `gpuhub ps [--all]`.
 pub(crate) async fn ps(api: &Api, json: bool, all: bool, out: Out<'_>) -> Result<(), ClientError> {
     let q: &[(&str, &str)] = if all { &[("all", "true")] } else { &[] };
-    let v = api.get(&["workloads"], q).await?;
+    let v = Value::Array(api.get_all_pages(&["workloads"], q).await?);
     if json {
         return print_json(out, &v);
     }

@@ -1,11 +1,14 @@
 //! Workloads: submit, list, inspect, stop, start, delete, logs. A user sees only their own workloads
 //! (another user's name answers 404); admins see all.
 
+mod listing;
+
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -13,17 +16,10 @@ use futures::StreamExt;
 use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
 use gpuhub_core::workload::{AppSpec, Workload, WorkloadState};
 use gpuhub_core::{admission, names};
-use gpuhub_store::{StoreError, WorkloadFilter};
+use gpuhub_store::{OwnerCaps, StoreError};
+use listing::ListQuery;
 use serde::Deserialize;
 use utoipa::IntoParams;
-
-/// `?all=true`: every user's workloads (admins only).
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    #[serde(default)]
-    all: bool,
-}
 
 /// `?owner=alice`: address another user's workload (admins only).
 #[derive(Debug, Deserialize, IntoParams)]
@@ -65,19 +61,29 @@ fn view(st: &AppState, w: &Workload) -> WorkloadView {
     v
 }
 
-/// The caller's workloads; with `?all=true` (admins) everyone's.
+/// A page of the caller's workloads, oldest first; admins may ask for everyone's (`all=true`) or one
+/// user's (`owner=`). Filters: `state` (comma-separated), `kind`, `queue`. When more follow, the
+/// `X-Next-Cursor` header holds the `cursor` of the next page and `Link` its URL (`rel="next"`).
 #[utoipa::path(get, path = "/api/v1/workloads", tag = "workloads", params(ListQuery),
-    responses((status = 200, body = [WorkloadView]), (status = 401, body = Problem), (status = 403, body = Problem)))]
+    responses(
+        (status = 200, body = [WorkloadView], headers(
+            ("x-next-cursor" = String, description = "the cursor of the next page; absent on the last page"),
+            ("link" = String, description = "`<URL of the next page>; rel=\"next\"`; absent on the last page"))),
+        (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)))]
 pub async fn list_workloads(
     State(st): State<AppState>,
     caller: Caller,
-    Query(q): Query<ListQuery>,
-) -> Result<axum::Json<Vec<WorkloadView>>, ApiError> {
-    if q.all {
-        caller.require_admin()?;
+    RawQuery(raw): RawQuery,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = q.map_err(listing::query_error)?;
+    let page = st.store.list_workloads_page(&q.resolve(&caller)?).await?;
+    let views: Vec<WorkloadView> = page.workloads.iter().map(|w| view(&st, w)).collect();
+    let mut resp = axum::Json(views).into_response();
+    if let Some(next) = &page.next {
+        listing::set_next(&mut resp, raw.as_deref(), next);
     }
-    let filter = WorkloadFilter { owner: (!q.all).then(|| caller.0.username.clone()), states: None };
-    Ok(axum::Json(st.store.list_workloads(&filter).await?.iter().map(|w| view(&st, w)).collect()))
+    Ok(resp)
 }
 
 fn short_id() -> String {
@@ -136,6 +142,7 @@ pub async fn create_workload(
         return Err(ApiError::unprocessable("invalid priority: must be between -100 and 100"));
     }
     gpuhub_core::env::check_user_env(&req.env)?;
+    listing::check_sizes(&st.config.limits, &req)?;
     let command = req.command.clone().unwrap_or_default();
     if command.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::unprocessable("invalid command: arguments must not contain NUL"));
@@ -175,8 +182,16 @@ pub async fn create_workload(
     };
     crate::scheduling::admissible(&st.node, &w, &st.config.scheduler)
         .map_err(|why| ApiError::unprocessable(format!("this workload can never start here: {why}")))?;
-    match st.store.insert_workload(&w).await {
-        Ok(()) => {}
+    let limits = &st.config.limits;
+    let caps = OwnerCaps { total: limits.max_workloads_per_user, queued: limits.max_queued_per_user };
+    let inserted = if caller.0.is_admin() {
+        st.store.insert_workload(&w).await.map(|()| None)
+    } else {
+        st.store.insert_workload_capped(&w, caps).await
+    };
+    match inserted {
+        Ok(None) => {}
+        Ok(Some(cap)) => return Err(listing::cap_error(&w.owner, limits, cap)),
         Err(StoreError::Conflict(_)) => {
             return Err(ApiError::conflict(format!("you already have a workload named {:?}", w.name)));
         }

@@ -5,6 +5,7 @@
 mod common;
 mod images_keys;
 mod open;
+mod pages;
 mod tokens;
 mod users;
 mod workloads;

@@ -1,0 +1,236 @@
+//! The parts of the workloads API that keep lists and submissions bounded: the query of a page of
+//! workloads and its opaque cursor, and the per-user limits on what a submission may hold.
+
+use crate::auth::Caller;
+use crate::config::Limits;
+use crate::error::ApiError;
+use axum::extract::rejection::QueryRejection;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use gpuhub_core::api::{CreateWorkloadRequest, NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use gpuhub_core::workload::WorkloadState;
+use gpuhub_store::{CapReached, WorkloadCursor, WorkloadQuery};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+/// A page stops growing once its workloads hold about this much text (long commands and environments),
+/// so that a response stays a few MiB whatever `limit` asks for; the cursor carries on.
+pub const PAGE_MAX_BYTES: usize = 4 << 20;
+
+/// The most bytes of a request's image reference and of its constraint expression.
+pub const MAX_FIELD_BYTES: usize = 4096;
+
+/// Which workloads `GET /api/v1/workloads` lists, and which page of them.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Every user's workloads (admins only).
+    #[serde(default)]
+    all: bool,
+    /// Only this user's workloads (admins; a user may name themselves).
+    #[serde(default)]
+    owner: Option<String>,
+    /// Only workloads in these states, comma-separated (`queued,running`).
+    #[serde(default)]
+    state: Option<String>,
+    /// Only `job`s or only `workspace`s.
+    #[serde(default)]
+    kind: Option<String>,
+    /// Only workloads charged to this team queue (empty: the default queue).
+    #[serde(default)]
+    queue: Option<String>,
+    /// Workloads per page, from 1 to 1000; default 100.
+    #[serde(default)]
+    #[param(value_type = Option<u32>)]
+    limit: Option<String>,
+    /// Where the page starts: the `X-Next-Cursor` of the previous page, with the same filters.
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// A query string that does not fit [`ListQuery`] (an unknown parameter…) is a problem naming it.
+pub fn query_error(e: QueryRejection) -> ApiError {
+    let text = e.body_text();
+    let msg = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+    ApiError::bad_request(format!("invalid query: {msg}"))
+}
+
+impl ListQuery {
+    /// The store query for `caller`: their own workloads unless an admin asks for `all` or an `owner`.
+    pub fn resolve(&self, caller: &Caller) -> Result<WorkloadQuery, ApiError> {
+        let me = &caller.0.username;
+        let owner = match (&self.owner, self.all) {
+            (Some(o), _) if o == me => Some(o.clone()),
+            (Some(o), _) => {
+                caller.require_admin().map_err(|_| {
+                    ApiError::forbidden(format!("invalid owner: only admins may list the workloads of {o:?}"))
+                })?;
+                Some(o.clone())
+            }
+            (None, true) => {
+                caller.require_admin()?;
+                None
+            }
+            (None, false) => Some(me.clone()),
+        };
+        let limit = match self.limit.as_deref() {
+            None => PAGE_LIMIT_DEFAULT,
+            Some(l) => l.trim().parse::<u32>().ok().filter(|n| (1..=PAGE_LIMIT_MAX).contains(n)).ok_or_else(|| {
+                ApiError::bad_request(format!("invalid limit: {l:?} is not a number from 1 to {PAGE_LIMIT_MAX}"))
+            })?,
+        };
+        let states = match self.state.as_deref() {
+            None => None,
+            Some(list) => Some(
+                list.split(',')
+                    .map(|s| s.trim().parse::<WorkloadState>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| ApiError::bad_request(format!("invalid state: {e}")))?,
+            ),
+        };
+        let kind = self
+            .kind
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("invalid kind: {e}")))?;
+        let after = self.cursor.as_deref().map(decode_cursor).transpose()?;
+        Ok(WorkloadQuery {
+            owner,
+            states,
+            kind,
+            queue: self.queue.clone(),
+            after,
+            limit,
+            max_bytes: Some(PAGE_MAX_BYTES),
+        })
+    }
+}
+
+/// The opaque form of a cursor: `<created_at ms>.<id>` in URL-safe base64.
+pub fn encode_cursor(c: &WorkloadCursor) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}.{}", c.created_at_ms, c.id))
+}
+
+/// Reads a cursor made by [`encode_cursor`]; anything else is a 400 naming `cursor`.
+pub fn decode_cursor(s: &str) -> Result<WorkloadCursor, ApiError> {
+    let bad = || {
+        ApiError::bad_request(
+            "invalid cursor: not one this server made; pass the X-Next-Cursor of the previous page unchanged",
+        )
+    };
+    let bytes = URL_SAFE_NO_PAD.decode(s.trim()).map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (at, id) = text.split_once('.').ok_or_else(bad)?;
+    let created_at_ms = at.parse::<i64>().map_err(|_| bad())?;
+    if id.is_empty() || id.len() > 128 {
+        return Err(bad());
+    }
+    Ok(WorkloadCursor { created_at_ms, id: id.to_owned() })
+}
+
+/// Points `resp` at the next page: `X-Next-Cursor` and a `Link` with `rel="next"` that repeats the
+/// request's own query (`raw`) with the new cursor.
+pub fn set_next(resp: &mut Response, raw: Option<&str>, next: &WorkloadCursor) {
+    let cursor = encode_cursor(next);
+    let mut pairs: Vec<&str> =
+        raw.unwrap_or("").split('&').filter(|p| !p.is_empty() && !p.starts_with("cursor=")).collect();
+    let cursor_pair = format!("cursor={cursor}");
+    pairs.push(&cursor_pair);
+    let link = format!("</api/v1/workloads?{}>; rel=\"next\"", pairs.join("&"));
+    let headers = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&cursor) {
+        headers.insert(NEXT_CURSOR_HEADER, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&link) {
+        headers.insert(axum::http::header::LINK, v);
+    }
+}
+
+/// Refuses a request whose command, environment or apps are larger than `limits` allow (422, naming
+/// the field and the limit). The apps of a catalog image are the admin's and do not count.
+pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ApiError> {
+    let args = |c: &[String]| c.iter().map(String::len).sum::<usize>();
+    let command = req.command.as_deref().map_or(0, args) + req.apps.iter().map(|a| args(&a.command)).sum::<usize>();
+    if command > limits.max_command_bytes {
+        return Err(ApiError::unprocessable(format!(
+            "invalid command: its arguments and those of its apps hold {command} bytes, more than the limit of \
+             {} (limits.max_command_bytes)",
+            limits.max_command_bytes
+        )));
+    }
+    let env = req.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if env > limits.max_env_bytes {
+        return Err(ApiError::unprocessable(format!(
+            "invalid env: its names and values hold {env} bytes, more than the limit of {} (limits.max_env_bytes)",
+            limits.max_env_bytes
+        )));
+    }
+    for (field, len) in [("image", req.image.len()), ("constraint", req.constraint.as_ref().map_or(0, String::len))] {
+        if len > MAX_FIELD_BYTES {
+            return Err(ApiError::unprocessable(format!(
+                "invalid {field}: {len} bytes, more than the limit of {MAX_FIELD_BYTES}"
+            )));
+        }
+    }
+    let apps = req.apps.len();
+    if apps > limits.max_apps {
+        return Err(ApiError::unprocessable(format!(
+            "invalid apps: {apps} apps, more than the limit of {} (limits.max_apps)",
+            limits.max_apps
+        )));
+    }
+    Ok(())
+}
+
+/// The answer to a submission refused by a per-user cap: 429, naming the cap.
+pub fn cap_error(owner: &str, limits: &Limits, cap: CapReached) -> ApiError {
+    let detail = match cap {
+        CapReached::Total { count } => format!(
+            "too many workloads: {owner} has {count}, the limit is {} (limits.max_workloads_per_user); \
+             delete some that have ended",
+            limits.max_workloads_per_user
+        ),
+        CapReached::Queued { count } => format!(
+            "too many queued workloads: {owner} has {count} waiting, the limit is {} \
+             (limits.max_queued_per_user); submit more once some have started",
+            limits.max_queued_per_user
+        ),
+    };
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_garbage() {
+        let c = WorkloadCursor { created_at_ms: 1_741_964_966_123, id: "0b7c2d1e".into() };
+        let s = encode_cursor(&c);
+        assert!(s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{s}");
+        assert_eq!(decode_cursor(&s).unwrap(), c);
+        let neg = WorkloadCursor { created_at_ms: -5, id: "x.y".into() };
+        assert_eq!(decode_cursor(&encode_cursor(&neg)).unwrap(), neg);
+        for bad in ["", "!!", "bm9kb3Q", &URL_SAFE_NO_PAD.encode("12."), &URL_SAFE_NO_PAD.encode("x.id")] {
+            let e = decode_cursor(bad).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
+            assert!(e.detail.starts_with("invalid cursor"), "{bad}: {}", e.detail);
+        }
+    }
+
+    #[test]
+    fn the_next_link_keeps_the_filters_and_replaces_the_cursor() {
+        let next = WorkloadCursor { created_at_ms: 7, id: "a".into() };
+        let mut resp = Response::new(axum::body::Body::empty());
+        set_next(&mut resp, Some("state=queued,running&cursor=old&limit=5"), &next);
+        let c = encode_cursor(&next);
+        assert_eq!(resp.headers()[NEXT_CURSOR_HEADER], c.as_str());
+        let link = format!("</api/v1/workloads?state=queued,running&limit=5&cursor={c}>; rel=\"next\"");
+        assert_eq!(resp.headers()["link"], link.as_str());
+        set_next(&mut resp, None, &next);
+        assert_eq!(resp.headers()["link"], format!("</api/v1/workloads?cursor={c}>; rel=\"next\"").as_str());
+    }
+}
