@@ -127,9 +127,12 @@ pub struct RunArgs {
     /// An environment variable for the container; repeat for more.
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
-    /// Higher starts first (-100..=100, default 0).
-    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    /// Higher starts first (default 0; users may go down to -100, higher needs a priority class).
+    #[arg(long, value_name = "P", allow_negative_numbers = true, conflicts_with = "priority_class")]
     pub priority: Option<i32>,
+    /// A priority class the admin allows for the queue (`high`).
+    #[arg(long, value_name = "CLASS")]
+    pub priority_class: Option<String>,
     /// A web app the workload's command serves, reachable at `/w/<you>/<name>/<app>/`; repeat for more.
     #[arg(long = "app", value_name = "NAME:PORT", value_parser = parse_app)]
     pub apps: Vec<gpuhub_core::workload::AppSpec>,

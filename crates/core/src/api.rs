@@ -185,9 +185,13 @@ pub struct CreateWorkloadRequest {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub resources: ResourceRequest,
-    /// Higher starts first; users may ask for -100..=100, default 0.
+    /// Higher starts first, default 0. Users may lower their own work (down to -100); a higher priority
+    /// needs a priority class their queue allows (or an admin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// A priority class the admin defined (`high`), allowed for the workload's queue; not with `priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
     /// Web apps this workload serves (added to those its catalog image declares).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppSpec>,
@@ -262,6 +266,17 @@ pub struct QuotaView {
     pub memory: Bytes,
 }
 
+/// A limit on the three resources; a resource it does not name is not limited.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct LimitView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
+}
+
 /// A team queue as `GET /api/v1/queues` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct QueueView {
@@ -270,10 +285,10 @@ pub struct QueueView {
     pub guarantee: QuotaView,
     /// How much it may borrow beyond its guarantee; absent: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub borrow_limit: Option<QuotaView>,
+    pub borrow_limit: Option<LimitView>,
     /// The most one user may hold in it; absent: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_limit: Option<QuotaView>,
+    pub user_limit: Option<LimitView>,
     /// Fair-share weight.
     pub weight: f64,
     /// What its workloads hold now.

@@ -92,15 +92,33 @@ pub struct QueueSpec {
     /// Capacity the team is guaranteed: it may reclaim it by preemption from borrowers.
     #[serde(default)]
     pub guarantee: Quota,
-    /// How much beyond the guarantee the team may borrow from idle capacity; none: no limit.
-    #[serde(default)]
+    /// How much beyond the guarantee the team may borrow from idle capacity; none: no limit. A
+    /// resource the limit does not name is not limited.
+    #[serde(default, deserialize_with = "partial_limit")]
     pub borrow_limit: Option<Quota>,
     /// Fair-share weight (relative to other queues).
     #[serde(default = "one")]
     pub weight: f64,
-    /// Most one user of the queue may hold at once; none: no limit.
-    #[serde(default)]
+    /// Most one user of the queue may hold at once; none: no limit. A resource the limit does not
+    /// name is not limited (`{ gpu_milli = 2000 }` limits GPUs only).
+    #[serde(default, deserialize_with = "partial_limit")]
     pub user_limit: Option<Quota>,
+}
+
+/// A limit as written: the resources it leaves out are unlimited, not zero.
+fn partial_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Quota>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Partial {
+        gpu_milli: Option<u64>,
+        cpu_milli: Option<u64>,
+        memory: Option<u64>,
+    }
+    Ok(Option::<Partial>::deserialize(d)?.map(|p| Quota {
+        gpu_milli: p.gpu_milli.unwrap_or(u64::MAX),
+        cpu_milli: p.cpu_milli.unwrap_or(u64::MAX),
+        memory: p.memory.unwrap_or(u64::MAX),
+    }))
 }
 
 fn one() -> f64 {

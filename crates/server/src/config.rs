@@ -159,6 +159,12 @@ pub struct Config {
     pub scheduler: gpuhub_sched::Config,
     /// Half-life of the decayed usage that fair share compares, in hours.
     pub fair_share_half_life_hours: f64,
+    /// Named priorities an admin grants (`high = 100`, `low = -50`), from -1000 to 1000. Users may
+    /// lower their own work (priority -100…0) but go higher only through a class their queue allows.
+    pub priority_classes: BTreeMap<String, i32>,
+    /// Which priority classes each queue's users may ask for (`vision = ["high"]`; `"*"` for every
+    /// queue, the default queue included). Admins may use any class or priority.
+    pub queue_priority_classes: BTreeMap<String, Vec<String>>,
     /// Who may submit to each team queue (`vision = ["alice", "bob"]`); a configured queue not listed
     /// here is open to every user, and admins may use any queue. A user listed in exactly one queue
     /// is charged to it when a request names none.
@@ -208,6 +214,8 @@ impl Default for Config {
             },
             fair_share_half_life_hours: 24.0,
             queue_members: BTreeMap::new(),
+            priority_classes: BTreeMap::new(),
+            queue_priority_classes: BTreeMap::new(),
             gpu_share_library: None,
             admin_password: None,
             limits: Limits::default(),
@@ -369,6 +377,22 @@ impl Config {
                 return Err(invalid("scheduler.queues.name".into(), format!("queue {} is configured twice", q.name)));
             }
         }
+        for (class, value) in &self.priority_classes {
+            gpuhub_core::names::validate("priority class", class)
+                .map_err(|e| invalid(format!("priority_classes.{class}"), e.to_string()))?;
+            if !(-1000..=1000).contains(value) {
+                return Err(invalid(format!("priority_classes.{class}"), "must be from -1000 to 1000".into()));
+            }
+        }
+        for (queue, classes) in &self.queue_priority_classes {
+            let key = format!("queue_priority_classes.{queue}");
+            if queue != "*" && !seen.contains(queue.as_str()) {
+                return Err(invalid(key, format!("no queue {queue} in [[scheduler.queues]] (or \"*\" for all)")));
+            }
+            if let Some(c) = classes.iter().find(|c| !self.priority_classes.contains_key(*c)) {
+                return Err(invalid(key, format!("no priority class {c} in [priority_classes]")));
+            }
+        }
         for name in self.queue_members.keys() {
             if !seen.contains(name.as_str()) {
                 return Err(invalid(
@@ -398,6 +422,60 @@ impl Config {
                     _ => Ok(q.to_owned()),
                 }
             }
+        }
+    }
+
+    /// The priority of a workload in `queue`: a class the queue allows (any for admins), a priority the
+    /// user asked for (at most 0, or the highest class the queue allows; any for admins), else 0.
+    /// The error is the request's fault and names the field.
+    pub fn priority_for(
+        &self,
+        queue: &str,
+        admin: bool,
+        asked: Option<i32>,
+        class: Option<&str>,
+    ) -> Result<i32, String> {
+        let allowed: Vec<&String> = self
+            .queue_priority_classes
+            .iter()
+            .filter(|(q, _)| q.as_str() == "*" || q.as_str() == queue)
+            .flat_map(|(_, c)| c)
+            .collect();
+        let shown = if queue.is_empty() { "the default queue".to_owned() } else { format!("queue {queue}") };
+        match (asked, class) {
+            (Some(_), Some(_)) => Err("invalid priority: give priority or priority_class, not both".into()),
+            (None, Some(c)) => {
+                let Some(value) = self.priority_classes.get(c) else {
+                    let names: std::collections::BTreeSet<&str> =
+                        self.priority_classes.keys().map(String::as_str).collect();
+                    return Err(format!("invalid priority_class: no class {c:?} (classes: {})", names_or_none(&names)));
+                };
+                if admin || allowed.iter().any(|a| a.as_str() == c) {
+                    Ok(*value)
+                } else {
+                    let names = allowed.iter().map(|s| s.as_str()).collect();
+                    Err(format!(
+                        "invalid priority_class: {shown} does not allow {c} (allowed: {})",
+                        names_or_none(&names)
+                    ))
+                }
+            }
+            (Some(p), None) if admin => Ok(p),
+            (Some(p), None) => {
+                let top =
+                    allowed.iter().filter_map(|c| self.priority_classes.get(*c)).copied().max().unwrap_or(0).max(0);
+                if p < -100 {
+                    Err("invalid priority: must be at least -100".into())
+                } else if p > top {
+                    Err(format!(
+                        "invalid priority: {shown} lets you ask for at most {top}; higher priorities come from \
+                         priority classes an admin allows for the queue"
+                    ))
+                } else {
+                    Ok(p)
+                }
+            }
+            (None, None) => Ok(0),
         }
     }
 
@@ -501,6 +579,44 @@ mod tests {
         std::fs::write(&f, "[[scheduler.queues]]\nname = \"nlp\"\n[[scheduler.queues]]\nname = \"nlp\"\n").unwrap();
         let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
         assert!(e.contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn priority_comes_from_the_queue_policy() {
+        let c = Config::from_toml(
+            "[priority_classes]\nhigh = 100\nlow = -50\n[queue_priority_classes]\nvision = [\"high\"]\n\"*\" = [\"low\"]\n\
+             [[scheduler.queues]]\nname = \"vision\"\n[[scheduler.queues]]\nname = \"nlp\"\n",
+        )
+        .unwrap();
+        c.check_queues().unwrap();
+        assert_eq!(c.priority_for("vision", false, None, Some("high")), Ok(100));
+        assert_eq!(c.priority_for("nlp", false, None, Some("low")), Ok(-50));
+        let e = c.priority_for("nlp", false, None, Some("high")).unwrap_err();
+        assert!(e.contains("queue nlp does not allow high") && e.contains("allowed: low"), "{e}");
+        assert!(c.priority_for("", false, None, Some("nope")).unwrap_err().contains("classes: high, low"));
+        // a number: down freely, up only as far as an allowed class, anything for admins
+        assert_eq!(c.priority_for("nlp", false, Some(-5), None), Ok(-5));
+        assert!(c.priority_for("nlp", false, Some(100), None).unwrap_err().contains("at most 0"));
+        assert_eq!(c.priority_for("vision", false, Some(100), None), Ok(100));
+        assert!(c.priority_for("vision", false, Some(101), None).is_err());
+        assert_eq!(c.priority_for("nlp", true, Some(500), None), Ok(500));
+        assert_eq!(c.priority_for("nlp", true, None, Some("high")), Ok(100));
+        assert!(c.priority_for("nlp", false, Some(1), Some("low")).is_err());
+        assert_eq!(c.priority_for("nlp", false, None, None), Ok(0));
+        // classes and queues named must exist
+        let e =
+            Config::from_toml("[queue_priority_classes]\n\"*\" = [\"urgent\"]\n").unwrap().check_queues().unwrap_err();
+        assert!(e.to_string().contains("no priority class urgent"), "{e}");
+    }
+
+    #[test]
+    fn a_partial_user_limit_limits_only_what_it_names() {
+        let c =
+            Config::from_toml("[[scheduler.queues]]\nname = \"vision\"\nuser_limit = { gpu_milli = 2000 }\n").unwrap();
+        let l = c.scheduler.queues[0].user_limit.unwrap();
+        assert_eq!((l.gpu_milli, l.cpu_milli, l.memory), (2000, u64::MAX, u64::MAX));
+        assert!(c.scheduler.queues[0].borrow_limit.is_none());
+        assert!(Config::from_toml("[[scheduler.queues]]\nname = \"v\"\nuser_limit = { gpus = 2 }\n").is_err());
     }
 
     #[test]

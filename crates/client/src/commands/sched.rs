@@ -29,7 +29,7 @@ pub(crate) fn queues_text(list: &[QueueView]) -> String {
             q.name.clone(),
             q.used.gpus.to_string(),
             q.guarantee.gpus.to_string(),
-            q.borrow_limit.map_or_else(|| "any".to_owned(), |b| b.gpus.to_string()),
+            q.borrow_limit.and_then(|b| b.gpus).map_or_else(|| "any".to_owned(), |g| g.to_string()),
             q.running.to_string(),
             q.queued.to_string(),
             if q.open_to_you { "yes" } else { "no" }.to_owned(),
@@ -127,7 +127,8 @@ mod tests {
             open_to_you: true,
             members: None,
         };
-        let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(gpus(0.0)), open_to_you: false, ..q.clone() };
+        let limit = gpuhub_core::api::LimitView { gpus: Some(0.0), ..Default::default() };
+        let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(limit), open_to_you: false, ..q.clone() };
         assert_eq!(
             queues_text(&[q, nlp]),
             "QUEUE   GPUS USED  GUARANTEE  MAY BORROW  RUNNING  QUEUED  OPEN TO YOU\n\

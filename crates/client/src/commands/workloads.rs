@@ -36,6 +36,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
             gpu_memory: args.gpu_memory,
         },
         priority: args.priority,
+        priority_class: args.priority_class.clone(),
         apps: args.apps.clone(),
         queue: args.queue.clone(),
         constraint: args.constraint.clone(),

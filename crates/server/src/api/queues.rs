@@ -5,13 +5,23 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::State;
 use gpuhub_core::Bytes;
-use gpuhub_core::api::{Problem, QueueView, QuotaView};
+use gpuhub_core::api::{LimitView, Problem, QueueView, QuotaView};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_sched::Quota;
 use gpuhub_store::WorkloadFilter;
 
 fn view(q: Quota) -> QuotaView {
     QuotaView { gpus: q.gpu_milli as f64 / 1000.0, cpus: q.cpu_milli as f64 / 1000.0, memory: Bytes(q.memory) }
+}
+
+/// A limit: the components left unset in the configuration (unlimited) are absent.
+fn limit(q: Quota) -> LimitView {
+    let set = |v: u64| (v != u64::MAX).then_some(v);
+    LimitView {
+        gpus: set(q.gpu_milli).map(|v| v as f64 / 1000.0),
+        cpus: set(q.cpu_milli).map(|v| v as f64 / 1000.0),
+        memory: set(q.memory).map(Bytes),
+    }
 }
 
 /// The configured team queues, with what each holds and how much waits. Everyone sees the queues and
@@ -42,8 +52,8 @@ pub async fn list_queues(State(st): State<AppState>, caller: Caller) -> Result<a
             QueueView {
                 name: q.name.clone(),
                 guarantee: view(q.guarantee),
-                borrow_limit: q.borrow_limit.map(view),
-                user_limit: q.user_limit.map(view),
+                borrow_limit: q.borrow_limit.map(limit),
+                user_limit: q.user_limit.map(limit),
                 weight: q.weight,
                 used: view(used),
                 running,

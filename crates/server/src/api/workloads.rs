@@ -137,10 +137,10 @@ pub async fn create_workload(
     if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
         return Err(ApiError::unprocessable("invalid runtime_limit: must be from 1s to 366d"));
     }
-    let priority = req.priority.unwrap_or(0);
-    if !(-100..=100).contains(&priority) && !caller.0.is_admin() {
-        return Err(ApiError::unprocessable("invalid priority: must be between -100 and 100"));
-    }
+    let priority = st
+        .config
+        .priority_for(&queue, caller.0.is_admin(), req.priority, req.priority_class.as_deref())
+        .map_err(ApiError::unprocessable)?;
     gpuhub_core::env::check_user_env(&req.env)?;
     listing::check_sizes(&st.config.limits, &req)?;
     let command = req.command.clone().unwrap_or_default();
