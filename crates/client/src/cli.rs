@@ -37,6 +37,18 @@ pub enum ClientCommand {
     Login(LoginArgs),
     /// Show who the saved token belongs to.
     Whoami,
+    /// List your API tokens and browser sessions, or revoke one (`tokens rm ID`).
+    Tokens {
+        /// Revoke instead of listing.
+        #[command(subcommand)]
+        command: Option<TokensCommand>,
+    },
+    /// Change your password: every other token and session of yours is revoked.
+    Passwd {
+        /// Read the current password, then the new one, from the first two lines of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
     /// Submit a job (or a workspace) and print its name.
     Run(Box<RunArgs>),
     /// List workloads.
@@ -262,20 +274,37 @@ pub enum UserCommand {
     },
     /// List accounts.
     List,
-    /// Disable an account: it can no longer log in or use its tokens.
+    /// Disable an account: its tokens are revoked, its SSH and terminal sessions closed, its running
+    /// work stopped and its queued work held.
     Disable {
         /// Login name.
         name: String,
+        /// Keep its running work running.
+        #[arg(long)]
+        keep_workloads: bool,
     },
     /// Enable a disabled account.
     Enable {
         /// Login name.
         name: String,
     },
-    /// Delete an account.
+    /// Delete an account with its workloads and logs; its home is archived in the data directory.
     Rm {
         /// Login name.
         name: String,
+        /// Delete the home instead of archiving it.
+        #[arg(long)]
+        delete_home: bool,
+    },
+}
+
+/// `gpuhub tokens …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum TokensCommand {
+    /// Revoke a token or session by the id `gpuhub tokens` shows.
+    Rm {
+        /// The token's id.
+        id: String,
     },
 }
 

@@ -118,16 +118,23 @@ pub(crate) async fn user(
             let role = if admin { " (admin)" } else { "" };
             (v, format!("created user {name}{role}"))
         }
-        UserCommand::Disable { name } => {
-            let patch = PatchUserRequest { disabled: Some(true), ..Default::default() };
+        UserCommand::Disable { name, keep_workloads } => {
+            let patch = PatchUserRequest {
+                disabled: Some(true),
+                keep_workloads: keep_workloads.then_some(true),
+                ..Default::default()
+            };
             (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("disabled user {name}"))
         }
         UserCommand::Enable { name } => {
             let patch = PatchUserRequest { disabled: Some(false), ..Default::default() };
             (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("enabled user {name}"))
         }
-        UserCommand::Rm { name } => {
-            (api.call(Method::DELETE, &["users", &name], &[], None).await?, format!("removed user {name}"))
+        UserCommand::Rm { name, delete_home } => {
+            let home = if delete_home { "delete" } else { "archive" };
+            let v = api.call(Method::DELETE, &["users", &name], &[("home", home)], None).await?;
+            let what = if delete_home { "deleted" } else { "archived" };
+            (v, format!("removed user {name} with their workloads; their home was {what}"))
         }
     };
     print_outcome(out, json, v, &done)

@@ -1,5 +1,6 @@
 //! The commands: each turns its arguments into API calls and prints a table, a line or JSON.
 
+mod account;
 mod admin;
 mod sched;
 mod ssh;
@@ -37,6 +38,8 @@ pub(crate) async fn dispatch(
     match cmd {
         ClientCommand::Login(_) => unreachable!("handled above"),
         ClientCommand::Whoami => whoami(&api, json, out).await?,
+        ClientCommand::Tokens { command } => account::tokens(&api, json, command, out).await?,
+        ClientCommand::Passwd { password_stdin } => account::passwd(ctx, &api, password_stdin, out).await?,
         ClientCommand::Run(args) => return workloads::run(ctx, &api, json, *args, out).await,
         ClientCommand::Ps(args) => workloads::ps(&api, json, args.all, out).await?,
         ClientCommand::Logs(args) => {
