@@ -9,6 +9,7 @@ mod config;
 mod error;
 mod events;
 mod exec;
+mod firewall;
 mod info;
 mod network;
 
@@ -34,6 +35,8 @@ pub struct DockerRuntime {
     /// Engine paths beyond the usual ones that must never be mounted (the socket `DOCKER_HOST` names).
     protected: Arc<Vec<PathBuf>>,
     network_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Whether gpuhub's bridges are kept off the host's own services (see `firewall`).
+    isolate_host: bool,
 }
 
 impl DockerRuntime {
@@ -50,7 +53,15 @@ impl DockerRuntime {
         if let Some(path) = std::env::var("DOCKER_HOST").ok().as_deref().and_then(|h| h.strip_prefix("unix://")) {
             protected.push(PathBuf::from(path));
         }
-        Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default() })
+        Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default(), isolate_host: true })
+    }
+
+    /// Whether containers on gpuhub's networks may reach the host's own services (by default they may
+    /// not: `iptables` rules reject what they send to the host, replies to the host's own connections
+    /// aside, and the link-local range). `false` makes no rules (hosts without iptables).
+    pub fn with_host_isolation(mut self, on: bool) -> Self {
+        self.isolate_host = on;
+        self
     }
 
     /// The API version in use after negotiation (`1.41` for Docker 20.10).

@@ -17,6 +17,7 @@ pub(crate) fn create_options(name: &str, labels: &BTreeMap<String, String>) -> C
         check_duplicate: true,
         driver: "bridge".to_owned(),
         labels: all,
+        options: HashMap::from([("com.docker.network.bridge.name".to_owned(), crate::firewall::bridge_name(name))]),
         ..Default::default()
     }
 }
@@ -71,6 +72,20 @@ impl DockerRuntime {
         }
     }
 
+    /// Keeps the network's bridge off the host's services (when asked to), by its interface name.
+    async fn isolate(&self, name: &str, net: &Network) -> Result<(), RuntimeError> {
+        if !self.isolate_host {
+            return Ok(());
+        }
+        let bridge = net
+            .options
+            .as_ref()
+            .and_then(|o| o.get("com.docker.network.bridge.name").cloned())
+            .or_else(|| net.id.as_deref().map(|id| format!("br-{}", &id[..12.min(id.len())])))
+            .ok_or_else(|| RuntimeError::Engine(format!("network {name} has no bridge interface")))?;
+        crate::firewall::isolate(&bridge).await
+    }
+
     pub(crate) async fn ensure_network_impl(
         &self,
         name: &str,
@@ -82,10 +97,14 @@ impl DockerRuntime {
         // One creation at a time in this process; the engine's duplicate check covers other processes.
         let _guard = self.network_lock.lock().await;
         if let Some(net) = self.find_network(name).await? {
-            return check_existing(name, &net, labels);
+            check_existing(name, &net, labels)?;
+            return self.isolate(name, &net).await;
         }
         match self.docker.create_network(create_options(name, labels)).await {
-            Ok(_) => Ok(()),
+            Ok(_) => match self.find_network(name).await? {
+                Some(net) => self.isolate(name, &net).await,
+                None => Err(RuntimeError::NotFound(format!("network {name}"))),
+            },
             Err(e) if error::status(&e) == Some(409) => match self.find_network(name).await? {
                 Some(net) => check_existing(name, &net, labels),
                 None => Err(error::map(e, name)),
@@ -109,7 +128,8 @@ mod tests {
         assert_eq!(o.labels["gpuhub.instance"], "i1");
         assert_eq!(create_options("n", &BTreeMap::new()).labels[LABEL_OWNER], "n");
         assert!(!o.internal);
-        assert!(o.options.is_empty(), "inter-container traffic stays Docker's default (allowed)");
+        assert_eq!(o.options.len(), 1, "inter-container traffic stays Docker's default (allowed): {:?}", o.options);
+        assert!(o.options["com.docker.network.bridge.name"].starts_with("gh-"));
     }
 
     #[test]

@@ -81,7 +81,10 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
     tracing::info!(?config, "configuration");
     let node = node_capacity(&config)?;
     tracing::info!(cpus = %node.cpus, memory = %node.memory, gpus = node.gpus.len(), "node");
-    let runtime = gpuhub_docker::DockerRuntime::connect().await.context("container engine")?;
+    let runtime = gpuhub_docker::DockerRuntime::connect()
+        .await
+        .context("container engine")?
+        .with_host_isolation(config.isolate_host);
     tracing::info!(api = %runtime.api_version(), "docker engine");
     let server = gpuhub_server::start(config, Arc::new(runtime), node).await?;
     println!("gpuhub serving on http://{}", server.addr);

@@ -130,6 +130,9 @@ pub struct Config {
     pub allow_any_image: bool,
     /// Processes per container.
     pub pids_limit: i64,
+    /// Keep containers off the host's own services (the API, the SSH gateway, databases) and the
+    /// link-local range, with `iptables` rules per user bridge; `false` on hosts without iptables.
+    pub isolate_host: bool,
     /// Seconds between SIGTERM and SIGKILL when stopping a workload.
     pub stop_grace_secs: u64,
     /// Seconds between full reconciliations with the container engine.
@@ -196,6 +199,7 @@ impl Default for Config {
             gpus: Vec::new(),
             allow_any_image: true,
             pids_limit: 4096,
+            isolate_host: true,
             stop_grace_secs: 10,
             reconcile_secs: 30,
             session_hours: 24 * 7,
@@ -311,6 +315,7 @@ impl Config {
                 }
                 "ALLOW_ANY_IMAGE" => self.allow_any_image = parse(&key, &v)?,
                 "PIDS_LIMIT" => self.pids_limit = parse(&key, &v)?,
+                "ISOLATE_HOST" => self.isolate_host = parse(&key, &v)?,
                 "STOP_GRACE_SECS" => self.stop_grace_secs = parse(&key, &v)?,
                 "RECONCILE_SECS" => self.reconcile_secs = parse(&key, &v)?,
                 "SESSION_HOURS" => self.session_hours = parse(&key, &v)?,

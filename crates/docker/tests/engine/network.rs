@@ -93,3 +93,28 @@ async fn shared_or_foreign_networks_are_refused() {
         }
     }
 }
+
+/// Security review finding 8: a listener on the host's `0.0.0.0` does not answer a container on a gpuhub
+/// network, while the host still reaches the container (replies pass). Without isolation it would answer.
+#[tokio::test]
+async fn containers_do_not_reach_the_hosts_services() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\ncontent-length: 9\r\n\r\nhost-here").await;
+        }
+    });
+    let url = format!("http://$(ip route | awk '/default/ {{print $3}}'):{port}/");
+    let labels = BTreeMap::new();
+    for (isolated, expect_reached) in [(false, true), (true, false)] {
+        let rt = runtime().await.with_host_isolation(isolated);
+        let mut cleanup = Cleanup::default();
+        let net = unique(if isolated { "isolated" } else { "open" });
+        cleanup.network(&net);
+        rt.ensure_network(&net, &labels).await.unwrap();
+        let (out, code) = fetch(&rt, &mut cleanup, &net, &url, 3).await;
+        assert_eq!(code == 0 && out.contains("host-here"), expect_reached, "isolated={isolated}: {out:?} ({code})");
+    }
+}
