@@ -7,7 +7,7 @@
 //! running workloads is the fallback for gangs the per-node count misjudges.
 
 use crate::model::{Decisions, Pending, Preempt};
-use crate::plan::{Pass, Reserved, place_gang};
+use crate::plan::{Pass, PreemptKey, Reserved, place_gang};
 use crate::queue::Quota;
 use crate::state::{Hold, NodeState, Shape, State};
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ impl Undo {
     }
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
     /// Whether running workload `r` may be stopped for `p` (which wants `want`), given what is already
     /// chosen to go (`gone`, per queue).
     fn eligible(&self, i: usize, p: &Pending, want: Quota, gone: &BTreeMap<String, Quota>) -> bool {
@@ -78,8 +78,9 @@ impl Pass<'_> {
     /// a lower priority, or `p`'s queue may reclaim its guarantee.
     pub(crate) fn may_preempt(&self, p: &Pending, want: Quota) -> bool {
         self.config.preemption.enabled
-            && (self.running.iter().any(|r| r.priority < p.priority || r.stopping)
-                || self.victims.iter().any(|&v| v)
+            && (self.min_running_priority < p.priority
+                || self.any_stopping
+                || self.victim_count > 0
                 || self
                     .queues
                     .get(&p.queue)
@@ -90,7 +91,7 @@ impl Pass<'_> {
     /// workloads already stopping will make room).
     pub(crate) fn preempt_for(
         &mut self,
-        p: &Pending,
+        p: &'a Pending,
         s: &Shape,
         members: u32,
         want: Quota,
@@ -99,6 +100,43 @@ impl Pass<'_> {
         if !self.config.preemption.enabled {
             return None;
         }
+        let key = self.preempt_key(p, s, members, want);
+        if key.as_ref().is_some_and(|k| self.no_preempt.contains(k)) {
+            return None;
+        }
+        let r = self.preempt_search(p, s, members, want, out);
+        if let (None, Some(k)) = (&r, key) {
+            self.no_preempt.insert(k);
+        }
+        r
+    }
+
+    /// What a failed [`Pass::preempt_for`] of `p` depended on, when that can be remembered: an attempt
+    /// that finds no room changes nothing, so the same workload shape, queue, priority and request fail
+    /// again until something starts, gets a reserved start or is chosen as a victim. None (never
+    /// remembered) for shapes with expression masks, and for the random policy (whose draws a skipped
+    /// attempt would not consume).
+    pub(crate) fn preempt_key(&self, p: &'a Pending, s: &Shape, members: u32, want: Quota) -> Option<PreemptKey<'a>> {
+        let ok = self.skips
+            && s.gpu_ok.is_none()
+            && s.node_ok.is_none()
+            && self.config.policy != crate::policy::Policy::Random;
+        ok.then(|| {
+            let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
+            let want = [want.gpu_milli, want.cpu_milli, want.memory];
+            (shape, p.queue.as_str(), p.priority, want, self.generation, self.reserved.len(), self.victim_count)
+        })
+    }
+
+    /// [`Pass::preempt_for`] without the memory of failed attempts.
+    fn preempt_search(
+        &mut self,
+        p: &Pending,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+        out: &mut Decisions,
+    ) -> Option<String> {
         let running = self.running;
         // nothing to do unless some workload is stopping, runs at a lower priority, or p's queue may reclaim
         let reclaim = self
@@ -187,6 +225,7 @@ impl Pass<'_> {
         let holds = fit?;
         for &i in &chosen {
             self.victims[i] = true;
+            self.victim_count += 1;
             let r = &running[i];
             let why = if r.priority < p.priority {
                 format!("preempted for {} (priority {} over {})", p.id, p.priority, r.priority)
