@@ -123,8 +123,18 @@ impl<'a> Pass<'a> {
             && self.config.policy != crate::policy::Policy::Random;
         ok.then(|| {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
-            let want = [want.gpu_milli, want.cpu_milli, want.memory];
-            (shape, p.queue.as_str(), p.priority, want, self.generation, self.reserved.len(), self.victim_count)
+            let reclaim = self
+                .queues
+                .get(&p.queue)
+                .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+            // without victims to choose, only workloads already going can make room: queue, priority and
+            // request do not matter then
+            let (queue, priority, want) = if reclaim || self.min_running_priority < p.priority {
+                (p.queue.as_str(), p.priority, [want.gpu_milli, want.cpu_milli, want.memory])
+            } else {
+                ("", i32::MIN, [0; 3])
+            };
+            (shape, queue, priority, want, self.generation, self.reserved.len(), self.victim_count)
         })
     }
 
