@@ -360,13 +360,10 @@ impl<'a> Pass<'a> {
     ) -> Option<(Cost, Vec<usize>)> {
         let running = self.running;
         let before = soon.copies(n, s);
-        cands.sort_by(|&a, &b| {
-            let (ra, rb) = (&running[a], &running[b]);
-            ra.priority
-                .cmp(&rb.priority)
-                .then(self.cascades(a, gone).cmp(&self.cascades(b, gone)))
-                .then(rb.started_ms.cmp(&ra.started_ms))
-                .then(ra.id.cmp(&rb.id))
+        // lowest priority, not cascading, latest start, id: each candidate's key computed once
+        cands.sort_by_cached_key(|&i| {
+            let r = &running[i];
+            (r.priority, self.cascades(i, gone), std::cmp::Reverse(r.started_ms), r.id.as_str())
         });
         let mut undo = Undo::default();
         let mut g = gone.clone();
