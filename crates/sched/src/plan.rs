@@ -81,6 +81,11 @@ pub(crate) struct Pass<'a> {
     pub victim_count: usize,
     /// Preemption attempts that found no room, by what they depended on (see [`PreemptKey`]).
     pub no_preempt: HashSet<PreemptKey<'a>>,
+    /// Expected releases in time order, for (workloads started, victims chosen) so far.
+    pub(crate) releases: Option<((usize, usize), Vec<(i64, crate::backfill::Source)>)>,
+    /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
+    /// placed, for (starts, reserved starts, victims) so far.
+    pub(crate) soon_summary: Option<((u64, usize, usize), (u32, u32, u32))>,
 }
 
 /// Schedules one tick: see the crate documentation.
@@ -215,6 +220,8 @@ impl<'a> Pass<'a> {
             any_stopping: running.iter().any(|r| r.stopping),
             victim_count: 0,
             no_preempt: HashSet::new(),
+            releases: None,
+            soon_summary: None,
         }
     }
 
@@ -524,16 +531,7 @@ impl<'a> Pass<'a> {
 
     /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU.
     pub(crate) fn free_summary(&mut self) -> (u32, u32, u32) {
-        *self.summary.get_or_insert_with(|| {
-            let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
-            for node in &self.st.nodes {
-                let k = node.gpu_range().filter(|&g| self.st.gpu_free[g] == crate::model::WHOLE).count() as u32;
-                a = a.max(k);
-                b += k;
-                c = node.gpu_range().map(|g| self.st.gpu_free[g]).fold(c, u32::max);
-            }
-            (a, b, c)
-        })
+        *self.summary.get_or_insert_with(|| summary_of(&self.st))
     }
 
     /// A cheap early answer for a workload that cannot fit now (the common case in a full cluster).
@@ -593,6 +591,18 @@ impl<'a> Pass<'a> {
 fn queue_state(spec: QueueSpec, config: &Config) -> QueueState {
     let decayed = config.usage.queues.get(&spec.name).copied().unwrap_or_default();
     QueueState { spec, used: Quota::default(), users: BTreeMap::new(), decayed }
+}
+
+/// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU, of `st`.
+pub(crate) fn summary_of(st: &State) -> (u32, u32, u32) {
+    let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
+    for node in &st.nodes {
+        let k = node.gpu_range().filter(|&g| st.gpu_free[g] == crate::model::WHOLE).count() as u32;
+        a = a.max(k);
+        b += k;
+        c = node.gpu_range().map(|g| st.gpu_free[g]).fold(c, u32::max);
+    }
+    (a, b, c)
 }
 
 /// Whether `members` members of `count` GPUs with `need` milli each cannot fit now, by the free summary

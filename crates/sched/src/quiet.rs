@@ -11,17 +11,19 @@
 //! - the free summary says it cannot fit now (`plan::quick_fail`, the same test the full consideration
 //!   makes first; free resources only shrink during a pass);
 //! - the reservation depth is used up (backfill on), so it would get no reserved start;
-//! - preemption cannot help it: preemption is off, or no running workload has a lower priority, none
-//!   is stopping, no victim was chosen yet, and its queue would not stay within a non-zero guarantee
-//!   with it (so it cannot reclaim); or an attempt with the same shape, queue, priority and request
-//!   already found no room at the same progress of the pass (`Pass::no_preempt`).
+//! - preemption cannot help it: preemption is off, or it may not choose victims (no running workload
+//!   has a lower priority, and its queue would not stay within a non-zero guarantee with it, so it
+//!   cannot reclaim) and it would not fit even once the workloads already stopping and the victims of
+//!   this pass are gone, with the reserved starts placed (the only room it would wait for); or an
+//!   attempt with the same shape, queue, priority and request already found no room at the same
+//!   progress of the pass (`Pass::no_preempt`).
 //!
 //! A lane's bounds (the smallest GPU count, gang total, fraction and request among its workloads, and
 //! the highest priority) let the same test pass over the whole lane at once.
 
 use crate::config::Backfill;
 use crate::model::{Pending, WHOLE};
-use crate::plan::{Pass, quick_fail};
+use crate::plan::{Pass, quick_fail, summary_of};
 use crate::queue::Quota;
 
 /// What one lane's workloads need at least, for [`Pass::lane_dead`].
@@ -72,9 +74,17 @@ impl<'a> Pass<'a> {
         self.config.backfill == Backfill::On && self.reserved.len() >= self.config.reservation_depth
     }
 
-    /// Whether preemption cannot be tried for a workload of `priority` in `queue` asking `want`, whatever
-    /// its shape (see the module documentation).
-    fn preemption_hopeless(&self, queue: &str, priority: i32, want: Quota) -> bool {
+    /// Whether preemption cannot help a workload of `priority` in `queue` asking `want`, for which
+    /// `fails` says whether it cannot fit a state of the given free summary (see the module
+    /// documentation): it may not choose victims, and it would not fit once the work already going is
+    /// gone (the only room `Pass::preempt_for` then looks for).
+    fn preemption_hopeless(
+        &mut self,
+        queue: &str,
+        priority: i32,
+        want: Quota,
+        fails: impl Fn((u32, u32, u32)) -> bool,
+    ) -> bool {
         if !self.config.preemption.enabled {
             return true;
         }
@@ -82,7 +92,39 @@ impl<'a> Pass<'a> {
             .queues
             .get(queue)
             .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
-        self.min_running_priority >= priority && !self.any_stopping && self.victim_count == 0 && !reclaim
+        if reclaim || self.min_running_priority < priority {
+            return false;
+        }
+        if !self.any_stopping && self.victim_count == 0 {
+            return true;
+        }
+        fails(self.soon_summary())
+    }
+
+    /// The free summary of the state `Pass::preempt_for` places on when it only waits for stopping work.
+    fn soon_summary(&mut self) -> (u32, u32, u32) {
+        let at = (self.generation, self.reserved.len(), self.victim_count);
+        if let Some((k, s)) = self.soon_summary
+            && k == at
+        {
+            return s;
+        }
+        let mut soon = self.st.clone();
+        for (i, r) in self.running.iter().enumerate() {
+            if r.stopping || self.victims[i] {
+                for h in &self.live[i].holds {
+                    soon.unhold(h);
+                }
+            }
+        }
+        for r in &self.reserved {
+            for h in &r.holds {
+                soon.hold(h);
+            }
+        }
+        let s = summary_of(&soon);
+        self.soon_summary = Some((at, s));
+        s
     }
 
     /// Whether considering `p` now would change nothing (see the module documentation).
@@ -100,7 +142,7 @@ impl<'a> Pass<'a> {
             return false;
         }
         let want = Quota::of_request(r, members);
-        if self.preemption_hopeless(&p.queue, p.priority, want) {
+        if self.preemption_hopeless(&p.queue, p.priority, want, |sum| quick_fail(need, count, members, sum)) {
             return true;
         }
         let s = self.st.shape(r);
@@ -112,11 +154,12 @@ impl<'a> Pass<'a> {
         if !self.skips || !b.simple || !self.reservations_done() {
             return false;
         }
-        let summary = self.free_summary();
         // the smallest count and total stand for every whole-GPU workload of the lane
-        let whole_fails =
-            b.whole.is_none_or(|(count, total)| quick_fail(WHOLE, count, 1, summary) || total > summary.1);
-        let fraction_fails = b.fraction.is_none_or(|need| quick_fail(need, 1, 1, summary));
-        whole_fails && fraction_fails && self.preemption_hopeless(queue, b.max_priority, b.want)
+        let (whole, fraction) = (b.whole, b.fraction);
+        let fails = move |sum: (u32, u32, u32)| {
+            whole.is_none_or(|(count, total)| quick_fail(WHOLE, count, 1, sum) || total > sum.1)
+                && fraction.is_none_or(|need| quick_fail(need, 1, 1, sum))
+        };
+        fails(self.free_summary()) && self.preemption_hopeless(queue, b.max_priority, b.want, fails)
     }
 }

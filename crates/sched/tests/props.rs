@@ -407,8 +407,10 @@ proptest! {
         let (first, second) = if simple { (plain(first), plain(second)) } else { (first, second) };
         let d1 = schedule(&c, &[], &first, &cfg, 0);
         let mut running = to_running(&d1, &first, 0);
-        if stopping && let Some(r) = running.first_mut() {
-            r.stopping = true;
+        if stopping {
+            for r in running.iter_mut().step_by(2) {
+                r.stopping = true;
+            }
         }
         let second: Vec<Pending> = second
             .into_iter()
