@@ -334,6 +334,8 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let index = |id: &str| id[1..].parse::<usize>().unwrap_or(usize::MAX);
     let tick = a.tick_s * 1000;
     let mut next_arrival = 0usize;
+    // the last pass started and preempted nothing while jobs waited
+    let mut quiet_last = false;
     // waiting jobs (live indices) in (submit, index) order, and what the scheduler is given for them
     let mut pending: Vec<usize> = Vec::new();
     let mut pend_list: Vec<Pending> = Vec::new();
@@ -390,11 +392,13 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         episode_ms.retain(|t, _| team_names.iter().zip(&min_wait).any(|(n, w)| n == t && *w != u64::MAX));
         last_t = now;
         // completions and stops up to now
+        let arrivals_from = next_arrival;
         let done: Vec<usize> = running
             .iter()
             .filter(|(_, (_, end, stop, _))| *end <= now || stop.is_some_and(|s| s <= now))
             .map(|(&k, _)| k)
             .collect();
+        let done_empty = done.is_empty();
         for k in done {
             let (start, end, stop, _) = running.remove(&k).unwrap_or_default();
             if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
@@ -425,54 +429,62 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         if pending.is_empty() && running.is_empty() && next_arrival >= n {
             break;
         }
-        // one scheduling pass
-        if full {
-            usage.advance(&run_list, now, half_life_ms);
-            cfg.usage = usage.clone();
-        }
-        let dec = decide(&c, &run_list, &pend_list, &cfg, now);
-        let mut started_now: Vec<usize> = Vec::with_capacity(dec.starts.len());
-        for s in dec.starts {
-            let k = index(&s.id);
-            live[k].first_start_ms.get_or_insert(now);
-            let i = run_list.partition_point(|r| index(&r.id) < k);
-            run_list.insert(
-                i,
-                Running {
-                    id: ids[k].clone(),
-                    queue: team_of(k).to_owned(),
-                    user: String::new(),
-                    priority: 0,
-                    started_ms: now,
-                    runtime_limit_ms: Some(live[k].remaining_ms),
-                    placements: s.placements.clone(),
-                    preemptible: true,
-                    stopping: false,
-                },
-            );
-            running.insert(k, (now, now + live[k].remaining_ms, None, s.placements));
-            let gpus = u64::from(live[k].members * live[k].per_member);
-            held_gpus += gpus;
-            *team_held.entry(jobs[live[k].job].team.as_str()).or_default() += gpus;
-            started_now.push(k);
-        }
-        if !started_now.is_empty() {
-            started_now.sort_unstable();
-            let gone = |k: &usize| started_now.binary_search(k).is_ok();
-            let mut i = 0;
-            pend_list.retain(|_| {
-                i += 1;
-                !gone(&pending[i - 1])
-            });
-            pending.retain(|k| !gone(k));
-        }
-        for p in dec.preemptions {
-            let k = index(&p.id);
-            if let Some(r) = running.get_mut(&k) {
-                r.2 = Some(now + p.grace_ms);
-                preemptions += 1;
-                if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
-                    run_list[i].stopping = true;
+        // one scheduling pass, unless it provably changes nothing (FIFO orders only)
+        let released = !done_empty;
+        let skip = !full
+            && quiet_last
+            && !released
+            && !fifo_may_start(d, &live[arrivals_from..next_arrival], &running, a.nodes, g);
+        if !skip {
+            if full {
+                usage.advance(&run_list, now, half_life_ms);
+                cfg.usage = usage.clone();
+            }
+            let dec = decide(&c, &run_list, &pend_list, &cfg, now);
+            quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !pend_list.is_empty();
+            let mut started_now: Vec<usize> = Vec::with_capacity(dec.starts.len());
+            for s in dec.starts {
+                let k = index(&s.id);
+                live[k].first_start_ms.get_or_insert(now);
+                let i = run_list.partition_point(|r| index(&r.id) < k);
+                run_list.insert(
+                    i,
+                    Running {
+                        id: ids[k].clone(),
+                        queue: team_of(k).to_owned(),
+                        user: String::new(),
+                        priority: 0,
+                        started_ms: now,
+                        runtime_limit_ms: Some(live[k].remaining_ms),
+                        placements: s.placements.clone(),
+                        preemptible: true,
+                        stopping: false,
+                    },
+                );
+                running.insert(k, (now, now + live[k].remaining_ms, None, s.placements));
+                let gpus = u64::from(live[k].members * live[k].per_member);
+                held_gpus += gpus;
+                *team_held.entry(jobs[live[k].job].team.as_str()).or_default() += gpus;
+                started_now.push(k);
+            }
+            if !started_now.is_empty() {
+                started_now.sort_unstable();
+                let gone = |k: &usize| started_now.binary_search(k).is_ok();
+                let mut i = 0;
+                pend_list.retain(|_| {
+                    i += 1;
+                    !gone(&pending[i - 1])
+                });
+                pending.retain(|k| !gone(k));
+            }
+            for p in dec.preemptions {
+                let k = index(&p.id);
+                if let Some(r) = running.get_mut(&k) {
+                    r.2 = Some(now + p.grace_ms);
+                    preemptions += 1;
+                    if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
+                        run_list[i].stopping = true;
+                    }
                 }
             }
         }
@@ -526,6 +538,33 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         teams,
         alloc_curve: bucket(&curve, 400),
     }
+}
+
+/// Whether a pass of a FIFO discipline could start anything after the last one started nothing while
+/// jobs waited and nothing was released since, so that only `arrived` jobs are new. Strict FIFO: no
+/// (the same head is still blocked, and the new jobs come after it). FIFO with backfill: the jobs that
+/// waited fail as before (same cluster, same order, same reserved starts, and a later run-time end only
+/// meets more of them), so only a new job that fits the free GPUs could start.
+fn fifo_may_start(
+    d: Discipline,
+    arrived: &[Live],
+    running: &BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)>,
+    nodes: usize,
+    g: u32,
+) -> bool {
+    if d == Discipline::Fifo || arrived.is_empty() {
+        return false;
+    }
+    let mut held: HashMap<&str, u32> = HashMap::new();
+    for (_, _, _, pl) in running.values() {
+        for p in pl {
+            *held.entry(p.node.as_str()).or_default() += p.gpus.len() as u32;
+        }
+    }
+    // nodes nothing runs on are wholly free
+    let most_free = if held.len() < nodes { g } else { held.values().map(|&h| g.saturating_sub(h)).max().unwrap_or(g) };
+    let total_free = (nodes as u64 * u64::from(g)).saturating_sub(held.values().map(|&h| u64::from(h)).sum());
+    arrived.iter().any(|l| l.per_member <= most_free && u64::from(l.members * l.per_member) <= total_free)
 }
 
 /// What the scheduler is given for a waiting job: whole GPUs, with 4 CPUs and 32 GiB per GPU, and its
