@@ -32,7 +32,9 @@ pub(crate) struct Lane<'a> {
 impl<'a> Lane<'a> {
     /// A lane of `list` (in any order).
     pub(crate) fn new(mut list: Vec<&'a Pending>) -> Self {
-        list.sort_by(|a, b| a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then(b.id.cmp(&a.id)));
+        list.sort_by(|a, b| {
+            a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then_with(|| b.id.cmp(&a.id))
+        });
         let bounds = crate::quiet::Bounds::of(&list);
         Lane { list, skip: 0, cached: None, bounds }
     }
@@ -56,13 +58,18 @@ impl<'a> Pass<'a> {
     fn candidate(&self, lane: &mut Lane<'a>) -> Option<usize> {
         let n = lane.list.len();
         let head = *lane.list.last()?;
+        // all of a lane's workloads are of one queue: look it up once
+        let Some(q) = self.queues.get(&head.queue) else {
+            lane.skip = n;
+            return Some(n - 1);
+        };
         while lane.skip < n {
             let i = n - 1 - lane.skip;
             let p = lane.list[i];
             if p.priority != head.priority {
                 break;
             }
-            if self.within(p) {
+            if q.within_guarantee(Quota::of_request(&p.request, p.members)) {
                 return Some(i);
             }
             lane.skip += 1;

@@ -251,17 +251,30 @@ impl<'a> Pass<'a> {
     }
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
-        let mut by_name: BTreeMap<&'a str, Vec<&'a Pending>> = BTreeMap::new();
+        // group by queue; a run of one queue (a single queue, most often) skips the map
+        let mut groups: Vec<(&'a str, Vec<&'a Pending>)> = Vec::new();
+        let mut index: BTreeMap<&'a str, usize> = BTreeMap::new();
+        let mut last: Option<(&'a str, usize)> = None;
         for p in pending {
-            match by_name.get_mut(p.queue.as_str()) {
-                Some(list) => list.push(p),
-                None => {
-                    self.queue(&p.queue);
-                    by_name.insert(p.queue.as_str(), vec![p]);
-                }
-            }
+            let q = p.queue.as_str();
+            let g = match last {
+                Some((name, g)) if std::ptr::eq(name, q) || name == q => g,
+                _ => match index.get(q) {
+                    Some(&g) => g,
+                    None => {
+                        self.queue(q);
+                        groups.push((q, Vec::new()));
+                        index.insert(q, groups.len() - 1);
+                        groups.len() - 1
+                    }
+                },
+            };
+            last = Some((q, g));
+            groups[g].1.push(p);
         }
-        let mut lanes: Vec<crate::order::Lane<'a>> = by_name.into_values().map(crate::order::Lane::new).collect();
+        groups.sort_by(|a, b| a.0.cmp(b.0));
+        let mut lanes: Vec<crate::order::Lane<'a>> =
+            groups.into_iter().map(|(_, list)| crate::order::Lane::new(list)).collect();
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;

@@ -425,7 +425,7 @@ impl<'a> Pass<'a> {
             let mut order: Vec<usize> = (0..running.len()).collect();
             order.sort_by(|&a, &b| {
                 let (ra, rb) = (&running[a], &running[b]);
-                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
+                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then_with(|| ra.id.cmp(&rb.id))
             });
             order
         });
