@@ -28,6 +28,15 @@ pub(crate) struct Live {
     pub quota: Quota,
 }
 
+/// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU.
+pub(crate) type Summary = (u32, u32, u32);
+
+/// How far a pass has got: starts, reserved starts, victims.
+pub(crate) type Progress = (u64, usize, usize);
+
+/// Expected releases in time order, for (workloads started, victims chosen).
+pub(crate) type Releases = ((usize, usize), Vec<(i64, crate::backfill::Source)>);
+
 /// A shape without expression masks, and a gang size.
 pub(crate) type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
 
@@ -82,10 +91,10 @@ pub(crate) struct Pass<'a> {
     /// Preemption attempts that found no room, by what they depended on (see [`PreemptKey`]).
     pub no_preempt: HashSet<PreemptKey<'a>>,
     /// Expected releases in time order, for (workloads started, victims chosen) so far.
-    pub(crate) releases: Option<((usize, usize), Vec<(i64, crate::backfill::Source)>)>,
+    pub(crate) releases: Option<Releases>,
     /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
     /// placed, for (starts, reserved starts, victims) so far.
-    pub(crate) soon_summary: Option<((u64, usize, usize), (u32, u32, u32))>,
+    pub(crate) soon_summary: Option<(Progress, Summary)>,
 }
 
 /// Schedules one tick: see the crate documentation.

@@ -345,7 +345,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let team_ix: Vec<usize> =
         live.iter().map(|l| team_names.iter().position(|t| *t == jobs[l.job].team).unwrap_or(0)).collect();
     // running: live index -> (start ms, end ms, stop-at ms if preempted, placements)
-    let mut running: BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)> = BTreeMap::new();
+    let mut running: RunningJobs = BTreeMap::new();
     let mut finish: Vec<Option<i64>> = vec![None; n];
     let mut usage = Usage::default();
     let mut preemptions = 0;
@@ -540,18 +540,15 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     }
 }
 
+/// Running jobs: live index -> (start ms, end ms, stop-at ms if preempted, placements).
+type RunningJobs = BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)>;
+
 /// Whether a pass of a FIFO discipline could start anything after the last one started nothing while
 /// jobs waited and nothing was released since, so that only `arrived` jobs are new. Strict FIFO: no
 /// (the same head is still blocked, and the new jobs come after it). FIFO with backfill: the jobs that
 /// waited fail as before (same cluster, same order, same reserved starts, and a later run-time end only
 /// meets more of them), so only a new job that fits the free GPUs could start.
-fn fifo_may_start(
-    d: Discipline,
-    arrived: &[Live],
-    running: &BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)>,
-    nodes: usize,
-    g: u32,
-) -> bool {
+fn fifo_may_start(d: Discipline, arrived: &[Live], running: &RunningJobs, nodes: usize, g: u32) -> bool {
     if d == Discipline::Fifo || arrived.is_empty() {
         return false;
     }
