@@ -1,5 +1,6 @@
-//! One scheduling decision: placing one workload on a large cluster (per policy), and one `schedule()`
-//! pass of the server's single-node tick.
+//! One scheduling decision: placing one workload on a large cluster (per policy), one `schedule()`
+//! pass of the server's single-node tick, and one pass with 5,000 workloads waiting on a full cluster
+//! (`schedule()` and `decide()`).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gpuhub_sched::*;
@@ -87,5 +88,88 @@ fn server_tick(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, decision, server_tick);
+/// A full cluster of 60 nodes x 8 GPUs shared by 15 team queues with guarantees (one GPU each running
+/// job, with run-time limits), and 5,000 waiting jobs in the Philly mix (mostly one GPU, some 2, 4 and
+/// 8, and gangs of 2 x 8): the contended trace replay's steady state. Some teams hold less than their
+/// guarantee, so the pass also chooses victims.
+fn full_cluster_backlog() -> (Cluster, Vec<Running>, Vec<Pending>, Config) {
+    let c = cluster(60, 8);
+    let teams = 15;
+    let queue = |i: usize| format!("team{:02}", i % teams);
+    let gpus = |count: u32| Request {
+        cpu_milli: u64::from(count) * 4000,
+        memory: u64::from(count) * (32 << 30),
+        gpu: GpuRequest::Whole { count },
+        ..Default::default()
+    };
+    let mut running = Vec::new();
+    for (n, node) in c.nodes.iter().enumerate() {
+        for g in &node.gpus {
+            let i = running.len();
+            running.push(Running {
+                id: format!("r{i}"),
+                queue: queue(i * 7 + n),
+                user: String::new(),
+                priority: 0,
+                started_ms: -((i as i64 * 7_919) % 3_600_000),
+                runtime_limit_ms: Some(3_600_000 + (i as i64 * 104_729) % 36_000_000),
+                placements: vec![Placement {
+                    node: node.name.clone(),
+                    gpus: vec![GpuShare { uuid: g.uuid.clone(), milli: WHOLE, memory: 0 }],
+                    cpu_milli: 4000,
+                    memory: 32 << 30,
+                }],
+                preemptible: true,
+                stopping: false,
+            });
+        }
+    }
+    let pending: Vec<Pending> = (0..5000)
+        .map(|i| {
+            let (count, members) = match i % 50 {
+                0 => (8, 2),
+                1 | 2 => (8, 1),
+                3 | 4 => (4, 1),
+                5 | 6 => (2, 1),
+                _ => (1, 1),
+            };
+            Pending {
+                id: format!("p{i}"),
+                queue: queue(i),
+                user: String::new(),
+                priority: 0,
+                submit_ms: i as i64,
+                request: gpus(count),
+                members,
+                runtime_limit_ms: Some(60_000 + (i as i64 * 7_727) % 86_400_000),
+            }
+        })
+        .collect();
+    let share = 480 / teams as u64;
+    let cfg = Config {
+        queues: (0..teams)
+            .map(|t| QueueSpec {
+                name: queue(t),
+                guarantee: Quota { gpu_milli: share * 1000, cpu_milli: u64::MAX / 4, memory: u64::MAX / 4 },
+                borrow_limit: None,
+                weight: 1.0,
+                user_limit: None,
+            })
+            .collect(),
+        preemption: Preemption { enabled: true, grace_ms: 30_000 },
+        ..Config::default()
+    };
+    (c, running, pending, cfg)
+}
+
+fn backlog(c: &mut Criterion) {
+    let (cluster, running, pending, cfg) = full_cluster_backlog();
+    let mut g = c.benchmark_group("full 60x8 cluster, 5000 pending");
+    g.sample_size(20);
+    g.bench_function("schedule()", |b| b.iter(|| black_box(schedule(&cluster, &running, &pending, &cfg, 0))));
+    g.bench_function("decide()", |b| b.iter(|| black_box(decide(&cluster, &running, &pending, &cfg, 0))));
+    g.finish();
+}
+
+criterion_group!(benches, decision, server_tick, backlog);
 criterion_main!(benches);

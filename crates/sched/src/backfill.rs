@@ -14,7 +14,21 @@ impl Pass<'_> {
         if commit && self.reserved.len() >= self.config.reservation_depth {
             return None;
         }
-        let rel = releases(&self.live, &self.started, &self.victims, self.now, self.config.preemption.grace_ms);
+        // the releases change only when work starts or is chosen as a victim: sorted once per such change
+        let at = (self.started.len(), self.victim_count);
+        let mut cache = self.releases.take().filter(|c| c.0 == at);
+        let order = &cache
+            .get_or_insert_with(|| {
+                (at, releases(&self.live, &self.started, &self.victims, self.now, self.config.preemption.grace_ms))
+            })
+            .1;
+        let rel: Vec<(i64, &[Hold])> = order
+            .iter()
+            .map(|&(t, src)| match src {
+                Source::Live(i) => (t, self.live[i].holds.as_slice()),
+                Source::Started(i) => (t, self.started[i].0.as_slice()),
+            })
+            .collect();
         // the cluster with the earlier reserved starts placed (conservatively, for good)
         let mut base = self.st.clone();
         for r in &self.reserved {
@@ -54,9 +68,11 @@ impl Pass<'_> {
             }
         }
         self.placer.set_cache(cached);
+        let at = if hi == 0 { self.now } else { rel[hi - 1].0.max(self.now) };
+        drop(rel);
+        self.releases = cache;
         let holds = found?;
         let mut future = base;
-        let at = if hi == 0 { self.now } else { rel[hi - 1].0.max(self.now) };
         if commit && self.config.backfill == Backfill::On {
             for h in &holds {
                 future.hold(h);
@@ -67,25 +83,32 @@ impl Pass<'_> {
     }
 }
 
+/// Where a release comes from: a running workload or one started in this pass (by index).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source {
+    Live(usize),
+    Started(usize),
+}
+
 /// Resources expected back, soonest first: running workloads with a known end (victims and stopping ones
 /// at the end of their grace) and workloads started in this pass with a run-time limit.
-fn releases<'p>(
-    live: &'p [Live],
-    started: &'p [(Vec<Hold>, Option<i64>)],
+fn releases(
+    live: &[Live],
+    started: &[(Vec<Hold>, Option<i64>)],
     victims: &[bool],
     now: i64,
     grace: i64,
-) -> Vec<(i64, &'p [Hold])> {
-    let mut rel: Vec<(i64, &[Hold])> = Vec::new();
+) -> Vec<(i64, Source)> {
+    let mut rel: Vec<(i64, Source)> = Vec::new();
     for (i, l) in live.iter().enumerate() {
         let end = if victims[i] { Some(now + grace) } else { l.end_ms };
         if let Some(e) = end {
-            rel.push((e, &l.holds));
+            rel.push((e, Source::Live(i)));
         }
     }
-    for (holds, end) in started {
+    for (i, (_, end)) in started.iter().enumerate() {
         if let Some(e) = end {
-            rel.push((*e, holds));
+            rel.push((*e, Source::Started(i)));
         }
     }
     rel.sort_by_key(|r| r.0);

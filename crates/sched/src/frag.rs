@@ -121,11 +121,22 @@ impl Dist {
     /// Counts one more task of this shape. The classes used for scoring are rebuilt when the number of
     /// tasks seen doubles (and every 4096 tasks after that), so that cached scores stay valid in between.
     pub fn observe(&mut self, s: &Shape) {
-        *self.counts.entry((s.cpu, s.mem, s.need, s.count, s.models.clone())).or_insert(0.0) += 1.0;
-        self.seen += 1;
-        if self.seen >= self.next_refresh {
-            self.next_refresh = if self.next_refresh < 4096 { self.next_refresh * 2 } else { self.next_refresh + 4096 };
-            self.rebuild();
+        self.observe_n(s, 1);
+    }
+
+    /// The same as `n` calls of [`Dist::observe`] (the classes are rebuilt at the same points), with one
+    /// count update per rebuild instead of one per task.
+    pub fn observe_n(&mut self, s: &Shape, mut n: u64) {
+        while n > 0 {
+            let k = n.min(self.next_refresh.saturating_sub(self.seen).max(1));
+            *self.counts.entry((s.cpu, s.mem, s.need, s.count, s.models.clone())).or_insert(0.0) += k as f64;
+            self.seen += k;
+            n -= k;
+            if self.seen >= self.next_refresh {
+                self.next_refresh =
+                    if self.next_refresh < 4096 { self.next_refresh * 2 } else { self.next_refresh + 4096 };
+                self.rebuild();
+            }
         }
     }
 

@@ -67,6 +67,7 @@ pub mod plan;
 pub mod policy;
 mod preempt;
 pub mod queue;
+mod quiet;
 pub mod state;
 
 pub use config::{Backfill, Config, Preemption, Reservation};
@@ -74,7 +75,7 @@ pub use explain::{Explanation, Reason};
 pub use model::{
     Cluster, Decisions, Gpu, GpuRequest, GpuShare, Node, Pending, Placement, Preempt, Request, Running, Start, WHOLE,
 };
-pub use plan::schedule;
+pub use plan::{decide, schedule};
 pub use policy::{Placer, Policy, UnknownPolicy};
 pub use queue::{QueueSpec, Quota, Usage};
 pub use state::{Choice, Shape, State};

@@ -25,13 +25,18 @@ pub(crate) struct Lane<'a> {
     skip: usize,
     /// The cached candidate: its key and its index in `list`.
     cached: Option<(OrderKey, usize)>,
+    /// What its workloads need at least (for the skips of [`crate::decide`]).
+    bounds: crate::quiet::Bounds,
 }
 
 impl<'a> Lane<'a> {
     /// A lane of `list` (in any order).
     pub(crate) fn new(mut list: Vec<&'a Pending>) -> Self {
-        list.sort_by(|a, b| a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then(b.id.cmp(&a.id)));
-        Lane { list, skip: 0, cached: None }
+        list.sort_by(|a, b| {
+            a.priority.cmp(&b.priority).then(b.submit_ms.cmp(&a.submit_ms)).then_with(|| b.id.cmp(&a.id))
+        });
+        let bounds = crate::quiet::Bounds::of(&list);
+        Lane { list, skip: 0, cached: None, bounds }
     }
 }
 
@@ -53,13 +58,18 @@ impl<'a> Pass<'a> {
     fn candidate(&self, lane: &mut Lane<'a>) -> Option<usize> {
         let n = lane.list.len();
         let head = *lane.list.last()?;
+        // all of a lane's workloads are of one queue: look it up once
+        let Some(q) = self.queues.get(&head.queue) else {
+            lane.skip = n;
+            return Some(n - 1);
+        };
         while lane.skip < n {
             let i = n - 1 - lane.skip;
             let p = lane.list[i];
             if p.priority != head.priority {
                 break;
             }
-            if self.within(p) {
+            if q.within_guarantee(Quota::of_request(&p.request, p.members)) {
                 return Some(i);
             }
             lane.skip += 1;
@@ -68,9 +78,16 @@ impl<'a> Pass<'a> {
     }
 
     /// Pops the next workload in order from the lanes.
-    pub(crate) fn next(&self, lanes: &mut [Lane<'a>]) -> Option<&'a Pending> {
+    pub(crate) fn next(&mut self, lanes: &mut [Lane<'a>]) -> Option<&'a Pending> {
         let mut best: Option<(OrderKey, usize, &'a Pending)> = None;
         for (q, lane) in lanes.iter_mut().enumerate() {
+            if self.quiet {
+                // a lane none of whose workloads could change anything now is passed over
+                let Some(head) = lane.list.first() else { continue };
+                if self.lane_dead(&head.queue, &lane.bounds) {
+                    continue;
+                }
+            }
             if lane.cached.is_none() {
                 let Some(i) = self.candidate(lane) else { continue };
                 lane.cached = Some((self.key(lane.list[i]), i));

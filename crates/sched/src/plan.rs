@@ -8,7 +8,7 @@ use crate::model::{Cluster, Decisions, Pending, Running, Start};
 use crate::policy::Placer;
 use crate::queue::{QueueSpec, QueueState, Quota};
 use crate::state::{Hold, Shape, State};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A blocked workload's reserved start: when, and the cluster as it will be then with it placed.
 #[derive(Debug, Clone)]
@@ -28,8 +28,21 @@ pub(crate) struct Live {
     pub quota: Quota,
 }
 
+/// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU.
+pub(crate) type Summary = (u32, u32, u32);
+
+/// How far a pass has got: starts, reserved starts, victims.
+pub(crate) type Progress = (u64, usize, usize);
+
+/// Expected releases in time order, for (workloads started, victims chosen).
+pub(crate) type Releases = ((usize, usize), Vec<(i64, crate::backfill::Source)>);
+
 /// A shape without expression masks, and a gang size.
-type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
+pub(crate) type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
+
+/// What a failed preemption attempt depended on: the shape and gang size, the queue, the priority and
+/// the request's quota of the workload, and the pass's progress (starts, reserved starts, victims).
+pub(crate) type PreemptKey<'a> = (NeverKey, &'a str, i32, [u64; 3], u64, usize, usize);
 
 /// The working state of one pass.
 #[derive(Debug)]
@@ -61,9 +74,27 @@ pub(crate) struct Pass<'a> {
     /// Running workloads per node (by their holds).
     pub on_node: Option<Vec<Vec<usize>>>,
     /// Bumped on every start: failed placements are remembered per generation.
-    generation: u64,
+    pub(crate) generation: u64,
     /// Shapes that did not fit, with the reserved starts they had to respect, in this generation.
     failed: HashMap<(NeverKey, Vec<usize>, u64), (Reason, String)>,
+    /// Only starts and preemptions are wanted ([`decide`]): no explanations, and workloads that provably
+    /// can neither start, preempt nor take a reserved start are skipped.
+    pub quiet: bool,
+    /// Whether the skips that rest on earlier answers of this pass are on (off only in tests, to compare).
+    pub skips: bool,
+    /// The lowest priority among running workloads (`i32::MAX` when none runs).
+    pub min_running_priority: i32,
+    /// Whether a running workload is already stopping.
+    pub any_stopping: bool,
+    /// Victims chosen in this pass.
+    pub victim_count: usize,
+    /// Preemption attempts that found no room, by what they depended on (see [`PreemptKey`]).
+    pub no_preempt: HashSet<PreemptKey<'a>>,
+    /// Expected releases in time order, for (workloads started, victims chosen) so far.
+    pub(crate) releases: Option<Releases>,
+    /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
+    /// placed, for (starts, reserved starts, victims) so far.
+    pub(crate) soon_summary: Option<(Progress, Summary)>,
 }
 
 /// Schedules one tick: see the crate documentation.
@@ -74,19 +105,53 @@ pub fn schedule(
     config: &Config,
     now_ms: i64,
 ) -> Decisions {
+    pass(cluster, running, pending, config, now_ms, false, true)
+}
+
+/// The same starts and preemptions as [`schedule`], for callers that act on nothing else (the
+/// simulator): `pending` explanations are left out, and the pass skips workloads that provably can
+/// neither start, preempt nor take a reserved start (see [`crate::quiet`]), which makes a pass over
+/// thousands of waiting workloads on a full cluster cheap.
+pub fn decide(cluster: &Cluster, running: &[Running], pending: &[Pending], config: &Config, now_ms: i64) -> Decisions {
+    pass(cluster, running, pending, config, now_ms, true, true)
+}
+
+/// [`schedule`] (`quiet` false) or [`decide`] (`quiet` true), optionally without the skips that rest on
+/// earlier answers of the pass (for tests that compare the two).
+#[doc(hidden)]
+pub fn pass(
+    cluster: &Cluster,
+    running: &[Running],
+    pending: &[Pending],
+    config: &Config,
+    now_ms: i64,
+    quiet: bool,
+    skips: bool,
+) -> Decisions {
     let mut pass = Pass::new(cluster, running, config, now_ms);
-    for p in pending {
-        let s = pass.st.shape(&p.request);
-        for _ in 0..p.members.min(64) {
-            pass.placer.observe(&s);
-        }
-    }
-    for r in running {
-        for pl in &r.placements {
-            if let Some(s) = pass.shape_of_placement(pl) {
-                pass.placer.observe(&s);
+    pass.quiet = quiet;
+    pass.skips = skips;
+    // the task-size distribution, with runs of equal shapes noted at once
+    let mut run: Option<(Shape, u64)> = None;
+    let shapes = pending
+        .iter()
+        .map(|p| (pass.st.shape(&p.request), u64::from(p.members.min(64))))
+        .chain(
+            running.iter().flat_map(|r| r.placements.iter()).filter_map(|pl| Some((pass.shape_of_placement(pl)?, 1))),
+        )
+        .collect::<Vec<_>>();
+    for (s, n) in shapes {
+        match &mut run {
+            Some((last, k)) if *last == s => *k += n,
+            _ => {
+                if let Some((last, k)) = run.replace((s, n)) {
+                    pass.placer.observe_n(&last, k);
+                }
             }
         }
+    }
+    if let Some((last, k)) = run {
+        pass.placer.observe_n(&last, k);
     }
     pass.run(pending)
 }
@@ -158,6 +223,14 @@ impl<'a> Pass<'a> {
             on_node: None,
             generation: 0,
             failed: HashMap::new(),
+            quiet: false,
+            skips: true,
+            min_running_priority: running.iter().map(|r| r.priority).min().unwrap_or(i32::MAX),
+            any_stopping: running.iter().any(|r| r.stopping),
+            victim_count: 0,
+            no_preempt: HashSet::new(),
+            releases: None,
+            soon_summary: None,
         }
     }
 
@@ -187,16 +260,43 @@ impl<'a> Pass<'a> {
     }
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
-        let mut by_name: BTreeMap<&'a str, Vec<&'a Pending>> = BTreeMap::new();
+        // group by queue; a run of one queue (a single queue, most often) skips the map
+        let mut groups: Vec<(&'a str, Vec<&'a Pending>)> = Vec::new();
+        let mut index: BTreeMap<&'a str, usize> = BTreeMap::new();
+        let mut last: Option<(&'a str, usize)> = None;
         for p in pending {
-            self.queue(&p.queue);
-            by_name.entry(p.queue.as_str()).or_default().push(p);
+            let q = p.queue.as_str();
+            let g = match last {
+                Some((name, g)) if std::ptr::eq(name, q) || name == q => g,
+                _ => match index.get(q) {
+                    Some(&g) => g,
+                    None => {
+                        self.queue(q);
+                        groups.push((q, Vec::new()));
+                        index.insert(q, groups.len() - 1);
+                        groups.len() - 1
+                    }
+                },
+            };
+            last = Some((q, g));
+            groups[g].1.push(p);
         }
-        let mut lanes: Vec<crate::order::Lane<'a>> = by_name.into_values().map(crate::order::Lane::new).collect();
+        groups.sort_by(|a, b| a.0.cmp(b.0));
+        let mut lanes: Vec<crate::order::Lane<'a>> =
+            groups.into_iter().map(|(_, list)| crate::order::Lane::new(list)).collect();
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;
         while let Some(p) = self.next(&mut lanes) {
+            if self.quiet {
+                if fifo_blocked.is_some() {
+                    // strict FIFO: everything after the blocked head waits behind it
+                    break;
+                }
+                if self.hopeless(p) {
+                    continue;
+                }
+            }
             match self.consider(p, &mut out, fifo_blocked.as_deref()) {
                 Ok(start) => out.starts.push(start),
                 Err((reason, message, estimate)) => {
@@ -207,6 +307,9 @@ impl<'a> Pass<'a> {
                     );
                     if self.config.backfill == Backfill::Off && blocks && fifo_blocked.is_none() {
                         fifo_blocked = Some(p.id.clone());
+                    }
+                    if self.quiet {
+                        continue;
                     }
                     out.pending.push(Explanation {
                         id: p.id.clone(),
@@ -264,6 +367,7 @@ impl<'a> Pass<'a> {
                     self.st.hold(h);
                 }
                 self.generation += 1;
+                self.summary = None;
                 self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
                 self.queue(&p.queue).take(&p.user, want);
                 let placements = holds.iter().map(|h| self.placement(h)).collect();
@@ -447,23 +551,22 @@ impl<'a> Pass<'a> {
         Err(self.why_not(s, members))
     }
 
+    /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU.
+    pub(crate) fn free_summary(&mut self) -> (u32, u32, u32) {
+        *self.summary.get_or_insert_with(|| summary_of(&self.st))
+    }
+
     /// A cheap early answer for a workload that cannot fit now (the common case in a full cluster).
     fn quick_no(&mut self, s: &Shape, members: u32) -> Option<(Reason, String)> {
         if s.count == 0 {
             return None;
         }
-        let (most_whole, whole, most_milli) = *self.summary.get_or_insert_with(|| {
-            let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
-            for node in &self.st.nodes {
-                let k = node.gpu_range().filter(|&g| self.st.gpu_free[g] == crate::model::WHOLE).count() as u32;
-                a = a.max(k);
-                b += k;
-                c = node.gpu_range().map(|g| self.st.gpu_free[g]).fold(c, u32::max);
-            }
-            (a, b, c)
-        });
+        let (most_whole, whole, most_milli) = self.free_summary();
+        if !quick_fail(s.need, s.count, members, self.free_summary()) {
+            return None;
+        }
         let gang = if members > 1 { format!(" for each of {members} members") } else { String::new() };
-        if s.need >= crate::model::WHOLE && (s.count > most_whole || s.count * members > whole) {
+        if s.need >= crate::model::WHOLE && (s.count > most_whole || s.count.saturating_mul(members) > whole) {
             let what = format!("{} free GPU(s){gang}", s.count);
             return Some((Reason::Resources, format!("waiting for {what}; the best node has {most_whole} that fit")));
         }
@@ -510,6 +613,29 @@ impl<'a> Pass<'a> {
 fn queue_state(spec: QueueSpec, config: &Config) -> QueueState {
     let decayed = config.usage.queues.get(&spec.name).copied().unwrap_or_default();
     QueueState { spec, used: Quota::default(), users: BTreeMap::new(), decayed }
+}
+
+/// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU, of `st`.
+pub(crate) fn summary_of(st: &State) -> (u32, u32, u32) {
+    let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
+    for node in &st.nodes {
+        let k = node.gpu_range().filter(|&g| st.gpu_free[g] == crate::model::WHOLE).count() as u32;
+        a = a.max(k);
+        b += k;
+        c = node.gpu_range().map(|g| st.gpu_free[g]).fold(c, u32::max);
+    }
+    (a, b, c)
+}
+
+/// Whether `members` members of `count` GPUs with `need` milli each cannot fit now, by the free summary
+/// ([`Pass::free_summary`]); `count` > 0.
+pub(crate) fn quick_fail(
+    need: u32,
+    count: u32,
+    members: u32,
+    (most_whole, whole, most_milli): (u32, u32, u32),
+) -> bool {
+    (need >= crate::model::WHOLE && (count > most_whole || count.saturating_mul(members) > whole)) || need > most_milli
 }
 
 /// Places `members` copies of `s` on a copy of `st`, all or none.

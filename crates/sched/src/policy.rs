@@ -137,8 +137,13 @@ impl Placer {
 
     /// Counts a task in the size distribution (fragmentation-aware policies).
     pub fn observe(&mut self, s: &Shape) {
+        self.observe_n(s, 1);
+    }
+
+    /// Notes `n` tasks of shape `s` at once (the same as `n` calls of [`Placer::observe`]).
+    pub fn observe_n(&mut self, s: &Shape, n: u64) {
         if matches!(self.policy, Policy::Fgd | Policy::FgdPlus) {
-            self.dist.observe(s);
+            self.dist.observe_n(s, n);
         }
     }
 

@@ -7,7 +7,7 @@
 //! running workloads is the fallback for gangs the per-node count misjudges.
 
 use crate::model::{Decisions, Pending, Preempt};
-use crate::plan::{Pass, Reserved, place_gang};
+use crate::plan::{Pass, PreemptKey, Reserved, place_gang};
 use crate::queue::Quota;
 use crate::state::{Hold, NodeState, Shape, State};
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ impl Undo {
     }
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
     /// Whether running workload `r` may be stopped for `p` (which wants `want`), given what is already
     /// chosen to go (`gone`, per queue).
     fn eligible(&self, i: usize, p: &Pending, want: Quota, gone: &BTreeMap<String, Quota>) -> bool {
@@ -78,8 +78,9 @@ impl Pass<'_> {
     /// a lower priority, or `p`'s queue may reclaim its guarantee.
     pub(crate) fn may_preempt(&self, p: &Pending, want: Quota) -> bool {
         self.config.preemption.enabled
-            && (self.running.iter().any(|r| r.priority < p.priority || r.stopping)
-                || self.victims.iter().any(|&v| v)
+            && (self.min_running_priority < p.priority
+                || self.any_stopping
+                || self.victim_count > 0
                 || self
                     .queues
                     .get(&p.queue)
@@ -90,7 +91,7 @@ impl Pass<'_> {
     /// workloads already stopping will make room).
     pub(crate) fn preempt_for(
         &mut self,
-        p: &Pending,
+        p: &'a Pending,
         s: &Shape,
         members: u32,
         want: Quota,
@@ -99,6 +100,53 @@ impl Pass<'_> {
         if !self.config.preemption.enabled {
             return None;
         }
+        let key = self.preempt_key(p, s, members, want);
+        if key.as_ref().is_some_and(|k| self.no_preempt.contains(k)) {
+            return None;
+        }
+        let r = self.preempt_search(p, s, members, want, out);
+        if let (None, Some(k)) = (&r, key) {
+            self.no_preempt.insert(k);
+        }
+        r
+    }
+
+    /// What a failed [`Pass::preempt_for`] of `p` depended on, when that can be remembered: an attempt
+    /// that finds no room changes nothing, so the same workload shape, queue, priority and request fail
+    /// again until something starts, gets a reserved start or is chosen as a victim. None (never
+    /// remembered) for shapes with expression masks, and for the random policy (whose draws a skipped
+    /// attempt would not consume).
+    pub(crate) fn preempt_key(&self, p: &'a Pending, s: &Shape, members: u32, want: Quota) -> Option<PreemptKey<'a>> {
+        let ok = self.skips
+            && s.gpu_ok.is_none()
+            && s.node_ok.is_none()
+            && self.config.policy != crate::policy::Policy::Random;
+        ok.then(|| {
+            let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
+            let reclaim = self
+                .queues
+                .get(&p.queue)
+                .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+            // without victims to choose, only workloads already going can make room: queue, priority and
+            // request do not matter then
+            let (queue, priority, want) = if reclaim || self.min_running_priority < p.priority {
+                (p.queue.as_str(), p.priority, [want.gpu_milli, want.cpu_milli, want.memory])
+            } else {
+                ("", i32::MIN, [0; 3])
+            };
+            (shape, queue, priority, want, self.generation, self.reserved.len(), self.victim_count)
+        })
+    }
+
+    /// [`Pass::preempt_for`] without the memory of failed attempts.
+    fn preempt_search(
+        &mut self,
+        p: &Pending,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+        out: &mut Decisions,
+    ) -> Option<String> {
         let running = self.running;
         // nothing to do unless some workload is stopping, runs at a lower priority, or p's queue may reclaim
         let reclaim = self
@@ -187,6 +235,7 @@ impl Pass<'_> {
         let holds = fit?;
         for &i in &chosen {
             self.victims[i] = true;
+            self.victim_count += 1;
             let r = &running[i];
             let why = if r.priority < p.priority {
                 format!("preempted for {} (priority {} over {})", p.id, p.priority, r.priority)
@@ -311,13 +360,10 @@ impl Pass<'_> {
     ) -> Option<(Cost, Vec<usize>)> {
         let running = self.running;
         let before = soon.copies(n, s);
-        cands.sort_by(|&a, &b| {
-            let (ra, rb) = (&running[a], &running[b]);
-            ra.priority
-                .cmp(&rb.priority)
-                .then(self.cascades(a, gone).cmp(&self.cascades(b, gone)))
-                .then(rb.started_ms.cmp(&ra.started_ms))
-                .then(ra.id.cmp(&rb.id))
+        // lowest priority, not cascading, latest start, id: each candidate's key computed once
+        cands.sort_by_cached_key(|&i| {
+            let r = &running[i];
+            (r.priority, self.cascades(i, gone), std::cmp::Reverse(r.started_ms), r.id.as_str())
         });
         let mut undo = Undo::default();
         let mut g = gone.clone();
@@ -379,7 +425,7 @@ impl Pass<'_> {
             let mut order: Vec<usize> = (0..running.len()).collect();
             order.sort_by(|&a, &b| {
                 let (ra, rb) = (&running[a], &running[b]);
-                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then(ra.id.cmp(&rb.id))
+                ra.priority.cmp(&rb.priority).then(rb.started_ms.cmp(&ra.started_ms)).then_with(|| ra.id.cmp(&rb.id))
             });
             order
         });

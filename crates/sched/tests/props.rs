@@ -373,3 +373,59 @@ proptest! {
         }
     }
 }
+
+/// Strips model lists and expressions and gives CPU-only workloads a GPU, so that the skips of
+/// `decide` (which leave such workloads to the full consideration) apply.
+fn plain(mut v: Vec<Pending>) -> Vec<Pending> {
+    for p in &mut v {
+        p.request.gpu_models.clear();
+        p.request.constraint = None;
+        if p.request.gpu == GpuRequest::None {
+            p.request.gpu = GpuRequest::Whole { count: 1 };
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The skips change no decision: `schedule` equals the pass without the memory of failed
+    /// preemption attempts, and `decide` (which passes over workloads and lanes that provably change
+    /// nothing) makes the same starts and preemptions.
+    #[test]
+    fn skips_change_no_decision(
+        c in arb_cluster(),
+        first in arb_pending(24),
+        second in arb_pending(24),
+        cfg in arb_config(),
+        depth in 0usize..2,
+        simple in any::<bool>(),
+        stopping in any::<bool>(),
+    ) {
+        let cfg = Config { reservation_depth: depth, ..cfg };
+        let (first, second) = if simple { (plain(first), plain(second)) } else { (first, second) };
+        let d1 = schedule(&c, &[], &first, &cfg, 0);
+        let mut running = to_running(&d1, &first, 0);
+        if stopping {
+            for r in running.iter_mut().step_by(2) {
+                r.stopping = true;
+            }
+        }
+        let second: Vec<Pending> = second
+            .into_iter()
+            .map(|mut p| {
+                p.id = format!("s{}", p.id);
+                p.priority += (p.submit_ms % 2) as i32;
+                p.submit_ms += 100;
+                p
+            })
+            .collect();
+        let reference = gpuhub_sched::plan::pass(&c, &running, &second, &cfg, 50, false, false);
+        prop_assert_eq!(&schedule(&c, &running, &second, &cfg, 50), &reference);
+        let quiet = decide(&c, &running, &second, &cfg, 50);
+        prop_assert_eq!(&quiet.starts, &reference.starts);
+        prop_assert_eq!(&quiet.preemptions, &reference.preemptions);
+        prop_assert!(quiet.pending.is_empty());
+    }
+}

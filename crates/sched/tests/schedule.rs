@@ -434,3 +434,29 @@ fn a_queue_is_not_drained_below_its_guarantee_by_workloads_already_stopping() {
     let d = schedule(&c, &running, &p, &cfg, 10);
     assert!(d.preemptions.is_empty(), "{d:?}");
 }
+
+/// `decide` may skip a workload that does not fit now only when it would not fit either once the
+/// workloads already stopping are gone: one that would keeps a reserved start for that room, and a
+/// later workload may not take it.
+#[test]
+fn decide_keeps_the_room_a_blocked_workload_waits_for() {
+    let c = cluster(&[("n", 2)]);
+    let d0 = schedule(&c, &[], &[pend("a", whole(1), 0, 0)], &Config::default(), 0);
+    let mut a = run_from(&d0, "a", 0, None);
+    a.stopping = true;
+    let mut y = pend("y", whole(1), 0, 2);
+    y.runtime_limit_ms = Some(3_600_000);
+    let p = vec![pend("x", whole(2), 0, 1), y];
+    let cfg = Config {
+        preemption: Preemption { enabled: true, grace_ms: 30_000 },
+        reservation_depth: 0,
+        ..Config::default()
+    };
+    let full = schedule(&c, std::slice::from_ref(&a), &p, &cfg, 10);
+    assert!(full.starts.is_empty(), "{full:?}");
+    assert_eq!(full.pending[0].reason, Reason::Preempting);
+    assert_eq!(full.pending[1].reason, Reason::Backfill);
+    let quiet = decide(&c, std::slice::from_ref(&a), &p, &cfg, 10);
+    assert_eq!(quiet.starts, full.starts);
+    assert_eq!(quiet.preemptions, full.preemptions);
+}

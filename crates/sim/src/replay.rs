@@ -14,7 +14,7 @@ use crate::SimError;
 use crate::trace::{Job, read_philly};
 use gpuhub_sched::{
     Backfill, Cluster, Config, Gpu, GpuRequest, Node, Pending, Policy, Preemption, QueueSpec, Quota, Request, Running,
-    Usage, schedule,
+    Usage, decide,
 };
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -331,11 +331,21 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let ids: Vec<String> = (0..n).map(|k| format!("j{k}")).collect();
     let teams_of: Vec<&str> = live.iter().map(|l| if full { jobs[l.job].team.as_str() } else { "" }).collect();
     let team_of = |k: usize| teams_of[k];
+    let index = |id: &str| id[1..].parse::<usize>().unwrap_or(usize::MAX);
     let tick = a.tick_s * 1000;
     let mut next_arrival = 0usize;
+    // the last pass started and preempted nothing while jobs waited
+    let mut quiet_last = false;
+    // waiting jobs (live indices) in (submit, index) order, and what the scheduler is given for them
     let mut pending: Vec<usize> = Vec::new();
+    let mut pend_list: Vec<Pending> = Vec::new();
+    // what the scheduler is given for the running jobs, in live-index order like `running`
+    let mut run_list: Vec<Running> = Vec::new();
+    let team_names: Vec<&str> = gpu_time.keys().copied().collect();
+    let team_ix: Vec<usize> =
+        live.iter().map(|l| team_names.iter().position(|t| *t == jobs[l.job].team).unwrap_or(0)).collect();
     // running: live index -> (start ms, end ms, stop-at ms if preempted, placements)
-    let mut running: BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)> = BTreeMap::new();
+    let mut running: RunningJobs = BTreeMap::new();
     let mut finish: Vec<Option<i64>> = vec![None; n];
     let mut usage = Usage::default();
     let mut preemptions = 0;
@@ -361,14 +371,12 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         }
         curve.push(((now - first_submit) as f64 / 86_400_000.0, held_gpus as f64 * 100.0 / total_gpus));
         // starvation since the last tick: a team waiting with a job that fits its guarantee while below it
-        let mut min_wait: HashMap<&str, u64> = HashMap::new();
+        let mut min_wait: Vec<u64> = vec![u64::MAX; team_names.len()];
         for &k in &pending {
-            let t = jobs[live[k].job].team.as_str();
             let want = u64::from(live[k].members * live[k].per_member);
-            let e = min_wait.entry(t).or_insert(u64::MAX);
-            *e = (*e).min(want);
+            min_wait[team_ix[k]] = min_wait[team_ix[k]].min(want);
         }
-        for (&t, &want) in &min_wait {
+        for (t, &want) in team_names.iter().zip(&min_wait).filter(|(_, w)| **w != u64::MAX) {
             let held = team_held.get(t).copied().unwrap_or(0);
             let gua = guarantee.get(t).copied().unwrap_or(0);
             if held + want <= gua {
@@ -381,16 +389,21 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                 episode_ms.remove(t);
             }
         }
-        episode_ms.retain(|t, _| min_wait.contains_key(t));
+        episode_ms.retain(|t, _| team_names.iter().zip(&min_wait).any(|(n, w)| n == t && *w != u64::MAX));
         last_t = now;
         // completions and stops up to now
+        let arrivals_from = next_arrival;
         let done: Vec<usize> = running
             .iter()
             .filter(|(_, (_, end, stop, _))| *end <= now || stop.is_some_and(|s| s <= now))
             .map(|(&k, _)| k)
             .collect();
+        let done_empty = done.is_empty();
         for k in done {
             let (start, end, stop, _) = running.remove(&k).unwrap_or_default();
+            if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
+                run_list.remove(i);
+            }
             let gpus = u64::from(live[k].members * live[k].per_member);
             held_gpus -= gpus;
             let t = jobs[live[k].job].team.as_str();
@@ -398,73 +411,81 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             match stop {
                 Some(s) if s < end => {
                     live[k].remaining_ms = end - s;
-                    pending.push(k);
+                    let i = pending.partition_point(|&x| (live[x].submit_ms, x) < (live[k].submit_ms, k));
+                    pending.insert(i, k);
+                    pend_list.insert(i, pending_of(&live[k], &ids[k], team_of(k)));
                     let _ = start;
                 }
                 _ => finish[k] = Some(end),
             }
         }
         while next_arrival < n && live[next_arrival].submit_ms <= now {
-            pending.push(next_arrival);
+            let k = next_arrival;
+            let i = pending.partition_point(|&x| (live[x].submit_ms, x) < (live[k].submit_ms, k));
+            pending.insert(i, k);
+            pend_list.insert(i, pending_of(&live[k], &ids[k], team_of(k)));
             next_arrival += 1;
         }
         if pending.is_empty() && running.is_empty() && next_arrival >= n {
             break;
         }
-        // one scheduling pass
-        let run_list: Vec<Running> = running
-            .iter()
-            .map(|(&k, (start, end, stop, pl))| Running {
-                id: ids[k].clone(),
-                queue: team_of(k).to_owned(),
-                user: String::new(),
-                priority: 0,
-                started_ms: *start,
-                runtime_limit_ms: Some(end - start),
-                placements: pl.clone(),
-                preemptible: true,
-                stopping: stop.is_some(),
-            })
-            .collect();
-        if full {
-            usage.advance(&run_list, now, half_life_ms);
-            cfg.usage = usage.clone();
-        }
-        pending.sort_by_key(|&k| (live[k].submit_ms, k));
-        let index = |id: &str| id[1..].parse::<usize>().unwrap_or(usize::MAX);
-        let pend_list: Vec<Pending> = pending
-            .iter()
-            .map(|&k| Pending {
-                id: ids[k].clone(),
-                queue: team_of(k).to_owned(),
-                user: String::new(),
-                priority: 0,
-                submit_ms: live[k].submit_ms,
-                request: Request {
-                    cpu_milli: u64::from(live[k].per_member) * 4000,
-                    memory: u64::from(live[k].per_member) * (32 << 30),
-                    gpu: GpuRequest::Whole { count: live[k].per_member },
-                    ..Default::default()
-                },
-                members: live[k].members,
-                runtime_limit_ms: Some(live[k].remaining_ms),
-            })
-            .collect();
-        let dec = schedule(&c, &run_list, &pend_list, &cfg, now);
-        for s in dec.starts {
-            let k = index(&s.id);
-            live[k].first_start_ms.get_or_insert(now);
-            running.insert(k, (now, now + live[k].remaining_ms, None, s.placements));
-            let gpus = u64::from(live[k].members * live[k].per_member);
-            held_gpus += gpus;
-            *team_held.entry(jobs[live[k].job].team.as_str()).or_default() += gpus;
-            pending.retain(|&x| x != k);
-        }
-        for p in dec.preemptions {
-            let k = index(&p.id);
-            if let Some(r) = running.get_mut(&k) {
-                r.2 = Some(now + p.grace_ms);
-                preemptions += 1;
+        // one scheduling pass, unless it provably changes nothing (FIFO orders only)
+        let released = !done_empty;
+        let skip = !full
+            && quiet_last
+            && !released
+            && !fifo_may_start(d, &live[arrivals_from..next_arrival], &running, a.nodes, g);
+        if !skip {
+            if full {
+                usage.advance(&run_list, now, half_life_ms);
+                cfg.usage = usage.clone();
+            }
+            let dec = decide(&c, &run_list, &pend_list, &cfg, now);
+            quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !pend_list.is_empty();
+            let mut started_now: Vec<usize> = Vec::with_capacity(dec.starts.len());
+            for s in dec.starts {
+                let k = index(&s.id);
+                live[k].first_start_ms.get_or_insert(now);
+                let i = run_list.partition_point(|r| index(&r.id) < k);
+                run_list.insert(
+                    i,
+                    Running {
+                        id: ids[k].clone(),
+                        queue: team_of(k).to_owned(),
+                        user: String::new(),
+                        priority: 0,
+                        started_ms: now,
+                        runtime_limit_ms: Some(live[k].remaining_ms),
+                        placements: s.placements.clone(),
+                        preemptible: true,
+                        stopping: false,
+                    },
+                );
+                running.insert(k, (now, now + live[k].remaining_ms, None, s.placements));
+                let gpus = u64::from(live[k].members * live[k].per_member);
+                held_gpus += gpus;
+                *team_held.entry(jobs[live[k].job].team.as_str()).or_default() += gpus;
+                started_now.push(k);
+            }
+            if !started_now.is_empty() {
+                started_now.sort_unstable();
+                let gone = |k: &usize| started_now.binary_search(k).is_ok();
+                let mut i = 0;
+                pend_list.retain(|_| {
+                    i += 1;
+                    !gone(&pending[i - 1])
+                });
+                pending.retain(|k| !gone(k));
+            }
+            for p in dec.preemptions {
+                let k = index(&p.id);
+                if let Some(r) = running.get_mut(&k) {
+                    r.2 = Some(now + p.grace_ms);
+                    preemptions += 1;
+                    if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
+                        run_list[i].stopping = true;
+                    }
+                }
             }
         }
         // next tick with something to do
@@ -516,6 +537,50 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         seconds: started.elapsed().as_secs_f64(),
         teams,
         alloc_curve: bucket(&curve, 400),
+    }
+}
+
+/// Running jobs: live index -> (start ms, end ms, stop-at ms if preempted, placements).
+type RunningJobs = BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)>;
+
+/// Whether a pass of a FIFO discipline could start anything after the last one started nothing while
+/// jobs waited and nothing was released since, so that only `arrived` jobs are new. Strict FIFO: no
+/// (the same head is still blocked, and the new jobs come after it). FIFO with backfill: the jobs that
+/// waited fail as before (same cluster, same order, same reserved starts, and a later run-time end only
+/// meets more of them), so only a new job that fits the free GPUs could start.
+fn fifo_may_start(d: Discipline, arrived: &[Live], running: &RunningJobs, nodes: usize, g: u32) -> bool {
+    if d == Discipline::Fifo || arrived.is_empty() {
+        return false;
+    }
+    let mut held: HashMap<&str, u32> = HashMap::new();
+    for (_, _, _, pl) in running.values() {
+        for p in pl {
+            *held.entry(p.node.as_str()).or_default() += p.gpus.len() as u32;
+        }
+    }
+    // nodes nothing runs on are wholly free
+    let most_free = if held.len() < nodes { g } else { held.values().map(|&h| g.saturating_sub(h)).max().unwrap_or(g) };
+    let total_free = (nodes as u64 * u64::from(g)).saturating_sub(held.values().map(|&h| u64::from(h)).sum());
+    arrived.iter().any(|l| l.per_member <= most_free && u64::from(l.members * l.per_member) <= total_free)
+}
+
+/// What the scheduler is given for a waiting job: whole GPUs, with 4 CPUs and 32 GiB per GPU, and its
+/// remaining run time as the run-time limit.
+fn pending_of(l: &Live, id: &str, queue: &str) -> Pending {
+    Pending {
+        id: id.to_owned(),
+        queue: queue.to_owned(),
+        user: String::new(),
+        priority: 0,
+        submit_ms: l.submit_ms,
+        request: Request {
+            cpu_milli: u64::from(l.per_member) * 4000,
+            memory: u64::from(l.per_member) * (32 << 30),
+            gpu: GpuRequest::Whole { count: l.per_member },
+            ..Default::default()
+        },
+        members: l.members,
+        runtime_limit_ms: Some(l.remaining_ms),
     }
 }
 
