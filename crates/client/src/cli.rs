@@ -672,7 +672,7 @@ mod tests {
             let cli = parse(&["user", sub, want]).unwrap();
             let ClientCommand::User { command } = cli.command else { panic!("not user") };
             let got = match command {
-                UserCommand::Disable { name } | UserCommand::Enable { name } | UserCommand::Rm { name } => name,
+                UserCommand::Disable { name, .. } | UserCommand::Enable { name } | UserCommand::Rm { name, .. } => name,
                 other => panic!("{other:?}"),
             };
             assert_eq!(got, want);
