@@ -3,7 +3,9 @@
 //! need the host (symlinks of mount sources).
 
 use bollard::container::{Config, CreateContainerOptions};
-use bollard::models::{DeviceMapping, DeviceRequest, HostConfig, Mount as EngineMount, MountTypeEnum};
+use bollard::models::{
+    DeviceMapping, DeviceRequest, HostConfig, HostConfigLogConfig, Mount as EngineMount, MountTypeEnum,
+};
 use gpuhub_driver::{ContainerSpec, GpuAttach, RuntimeError};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -98,6 +100,7 @@ pub(crate) fn create_request(
         network_mode: Some(spec.network.clone().unwrap_or_else(|| "none".to_owned())),
         devices,
         device_requests,
+        log_config: spec.log_max_bytes.map(log_config),
         ..Default::default()
     };
 
@@ -113,6 +116,23 @@ pub(crate) fn create_request(
         ..Default::default()
     };
     Ok((options, config))
+}
+
+/// Log files the engine keeps per container when output is capped: the current one and one rotated.
+pub(crate) const LOG_FILES: u64 = 2;
+
+/// The engine's own log files, capped at about `max_bytes` in all: the `json-file` driver (which
+/// `docker logs` and the archive read) rotating [`LOG_FILES`] files of `max_bytes / LOG_FILES` each, so a
+/// container's output cannot fill the engine's disk, whatever the daemon's default driver.
+fn log_config(max_bytes: u64) -> HostConfigLogConfig {
+    let per_file = max_bytes.div_ceil(LOG_FILES).max(1);
+    HostConfigLogConfig {
+        typ: Some("json-file".to_owned()),
+        config: Some(HashMap::from([
+            ("max-size".to_owned(), per_file.to_string()),
+            ("max-file".to_owned(), LOG_FILES.to_string()),
+        ])),
+    }
 }
 
 fn to_i64(v: u64, what: &str) -> Result<i64, RuntimeError> {
@@ -239,6 +259,7 @@ mod tests {
             mounts: vec![Mount { source: "/srv/home/alice".into(), target: "/home/alice".into(), read_only: false }],
             network: Some("gpuhub-alice".into()),
             gpus: GpuAttach::None,
+            log_max_bytes: None,
         }
     }
 
@@ -279,6 +300,22 @@ mod tests {
         assert_eq!(m.typ, Some(MountTypeEnum::BIND));
         assert_eq!((m.source.as_deref(), m.target.as_deref()), (Some("/srv/home/alice"), Some("/home/alice")));
         assert_eq!(m.read_only, Some(false));
+    }
+
+    #[test]
+    fn output_is_capped_by_rotating_json_files() {
+        let (_, c) = create_request(&spec(), &[]).unwrap();
+        assert_eq!(host(&c).log_config, None, "no cap asked: the engine's defaults");
+        let mut s = spec();
+        s.log_max_bytes = Some(100 << 20);
+        let (_, c) = create_request(&s, &[]).unwrap();
+        let log = host(&c).log_config.clone().unwrap();
+        assert_eq!(log.typ.as_deref(), Some("json-file"));
+        let options = log.config.unwrap();
+        assert_eq!(options["max-size"], (50u64 << 20).to_string());
+        assert_eq!(options["max-file"], "2");
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["HostConfig"]["LogConfig"]["Config"]["max-file"], "2");
     }
 
     #[test]

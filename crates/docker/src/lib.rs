@@ -3,7 +3,8 @@
 //!
 //! Every container is created hardened whatever the spec says: no new privileges, every capability
 //! dropped, never privileged, an init process as PID 1, swap off (memory and memory+swap equal), a pids
-//! limit, a numeric non-root user, and no mount that reaches the engine's socket or state.
+//! limit, a numeric non-root user, and no mount that reaches the engine's socket or state. A spec's
+//! output cap becomes rotating `json-file` logs, so no container can fill the engine's disk with output.
 
 mod config;
 mod error;
@@ -159,7 +160,7 @@ impl Runtime for DockerRuntime {
         Ok(out)
     }
 
-    async fn logs(&self, id: &str, follow: bool) -> Result<LogStream, RuntimeError> {
+    async fn logs(&self, id: &str, follow: bool, tail: Option<u64>) -> Result<LogStream, RuntimeError> {
         // The log request fails only once read: make a missing container an error now.
         self.docker.inspect_container(id, None::<InspectContainerOptions>).await.map_err(|e| error::map(e, id))?;
         let options = LogsOptions {
@@ -167,7 +168,7 @@ impl Runtime for DockerRuntime {
             stdout: true,
             stderr: true,
             timestamps: false,
-            tail: "all".to_owned(),
+            tail: tail.map_or_else(|| "all".to_owned(), |n| n.to_string()),
             ..Default::default()
         };
         let id = id.to_owned();

@@ -1,5 +1,6 @@
 //! A recording, in-memory [`Runtime`]: every call is recorded; containers live in a map; tests make a
-//! container exit with [`FakeRuntime::exit`] and feed it log lines with [`FakeRuntime::push_log`].
+//! container exit with [`FakeRuntime::exit`] and feed it log lines with [`FakeRuntime::push_log`], or
+//! any amount of output made only as it is read with [`FakeRuntime::push_filler`].
 
 use crate::*;
 use futures::StreamExt;
@@ -22,7 +23,76 @@ pub enum Call {
 struct FakeContainer {
     spec: ContainerSpec,
     status: ContainerStatus,
-    logs: Vec<u8>,
+    logs: Vec<Output>,
+}
+
+/// A piece of a fake container's output.
+#[derive(Debug, Clone)]
+enum Output {
+    Text(bytes::Bytes),
+    /// This many copies of [`FILLER_LINE`], made only as they are read.
+    Filler(u64),
+}
+
+/// The line [`FakeRuntime::push_filler`] repeats: 64 bytes with its newline.
+pub const FILLER_LINE: &[u8; 64] = b"gpuhub fake output: a line of filler to make a lot of output...\n";
+/// Filler lines per chunk of the log stream (64 KiB).
+const FILLER_LINES_PER_CHUNK: u64 = 1024;
+
+/// Where the last `n` lines of `logs` begin: (piece, offset in it). A final newline ends the last line
+/// rather than starting another.
+fn tail_start(logs: &[Output], n: u64) -> (usize, u64) {
+    let mut newlines = 0; // newlines seen that begin one of the wanted lines
+    let mut last_byte = true;
+    for (i, piece) in logs.iter().enumerate().rev() {
+        match piece {
+            Output::Text(t) => {
+                for (at, b) in t.iter().enumerate().rev() {
+                    let last = std::mem::take(&mut last_byte);
+                    if *b == b'\n' && !last {
+                        newlines += 1;
+                        if newlines == n {
+                            return (i, at as u64 + 1);
+                        }
+                    }
+                }
+            }
+            Output::Filler(0) => {}
+            Output::Filler(lines) => {
+                // the newline ending each line begins the next one, but for the very last
+                let last = std::mem::take(&mut last_byte);
+                let ends = if last { lines - 1 } else { *lines };
+                let wanted = n - newlines;
+                if wanted <= ends {
+                    let first_line = if last { lines - wanted } else { lines - wanted + 1 };
+                    return (i, first_line * FILLER_LINE.len() as u64);
+                }
+                newlines += ends;
+            }
+        }
+    }
+    (0, 0)
+}
+
+/// The output from (piece, offset) on, as a stream made chunk by chunk.
+fn output_stream(logs: Vec<Output>, (first, offset): (usize, u64)) -> LogStream {
+    let chunk = bytes::Bytes::from(FILLER_LINE.repeat(FILLER_LINES_PER_CHUNK as usize));
+    let pieces = logs.into_iter().enumerate().skip(first).flat_map(move |(i, piece)| {
+        let skip = if i == first { offset } else { 0 };
+        let chunks: Box<dyn Iterator<Item = bytes::Bytes> + Send> = match piece {
+            Output::Text(t) => Box::new(std::iter::once(t.slice(skip as usize..))),
+            Output::Filler(lines) => {
+                let chunk = chunk.clone();
+                let total = lines * FILLER_LINE.len() as u64;
+                let step = chunk.len() as u64;
+                Box::new(
+                    (skip..total).step_by(step as usize).map(move |at| chunk.slice(..(total - at).min(step) as usize)),
+                )
+            }
+        };
+        chunks
+    });
+    futures::stream::iter(pieces.filter(|b| !b.is_empty()).map(Ok)).boxed()
 }
 
 #[derive(Debug, Default)]
@@ -80,7 +150,15 @@ impl FakeRuntime {
     /// Appends output to a container's log.
     pub fn push_log(&self, id: &str, text: &str) {
         if let Some(c) = self.state.lock().unwrap().containers.get_mut(id) {
-            c.logs.extend_from_slice(text.as_bytes());
+            c.logs.push(Output::Text(bytes::Bytes::copy_from_slice(text.as_bytes())));
+        }
+    }
+
+    /// Appends `lines` copies of [`FILLER_LINE`] to a container's log, without holding them: they are
+    /// made chunk by chunk (64 KiB) as the log is read.
+    pub fn push_filler(&self, id: &str, lines: u64) {
+        if let Some(c) = self.state.lock().unwrap().containers.get_mut(id) {
+            c.logs.push(Output::Filler(lines));
         }
     }
 
@@ -197,11 +275,11 @@ impl Runtime for FakeRuntime {
             .collect())
     }
 
-    async fn logs(&self, id: &str, _follow: bool) -> Result<LogStream, RuntimeError> {
+    async fn logs(&self, id: &str, _follow: bool, tail: Option<u64>) -> Result<LogStream, RuntimeError> {
         let s = self.state.lock().unwrap();
         let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
-        let chunk = bytes::Bytes::from(c.logs.clone());
-        Ok(futures::stream::iter([Ok(chunk)]).boxed())
+        let start = tail.map_or((0, 0), |n| if n == 0 { (c.logs.len(), 0) } else { tail_start(&c.logs, n) });
+        Ok(output_stream(c.logs.clone(), start))
     }
 
     /// Runs nothing: echoes the command line as output and ends with exit code 0.
@@ -265,6 +343,7 @@ mod tests {
             mounts: vec![],
             network: None,
             gpus: GpuAttach::None,
+            log_max_bytes: None,
         }
     }
 
@@ -286,5 +365,35 @@ mod tests {
         bad.image = "nope".into();
         assert!(matches!(rt.create(&bad).await, Err(RuntimeError::ImageNotFound(_))));
         assert_eq!(rt.calls().len(), 4);
+    }
+
+    async fn read(rt: &FakeRuntime, id: &str, tail: Option<u64>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut s = rt.logs(id, false, tail).await.unwrap();
+        while let Some(chunk) = s.next().await {
+            out.extend_from_slice(&chunk.unwrap());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn filler_is_made_as_read_and_tail_counts_lines() {
+        let rt = FakeRuntime::new();
+        let id = rt.create(&spec("a")).await.unwrap();
+        rt.push_log(&id, "one\ntwo\n");
+        rt.push_filler(&id, 3000);
+        rt.push_log(&id, "last\n");
+        let all = read(&rt, &id, None).await;
+        assert_eq!(all.len(), 8 + 3000 * 64 + 5);
+        let mut s = rt.logs(&id, false, None).await.unwrap();
+        assert_eq!(s.next().await.unwrap().unwrap(), "one\ntwo\n");
+        assert_eq!(s.next().await.unwrap().unwrap().len(), 1024 * 64, "filler comes in 64 KiB chunks");
+        for n in [0, 1, 2, 5, 3000, 3001, 3002, 3003, 9999] {
+            let want: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
+            let want = want[want.len().saturating_sub(n as usize)..].concat();
+            assert_eq!(read(&rt, &id, Some(n)).await, want, "tail {n}");
+        }
+        rt.push_log(&id, "no newline");
+        assert_eq!(read(&rt, &id, Some(2)).await, b"last\nno newline");
     }
 }

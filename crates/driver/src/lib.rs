@@ -87,6 +87,9 @@ pub struct ContainerSpec {
     /// The network to attach to (created with [`Runtime::ensure_network`]).
     pub network: Option<String>,
     pub gpus: GpuAttach,
+    /// About how much output the engine keeps for this container, at most (rotating older output
+    /// away); `None` leaves it to the engine's defaults, which may keep everything.
+    pub log_max_bytes: Option<u64>,
 }
 
 /// Coarse container status.
@@ -181,8 +184,9 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
     async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError>;
     /// Every container carrying the [`LABEL_WORKLOAD`] label, running or not.
     async fn list_managed(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
-    /// stdout and stderr interleaved; with `follow`, the stream ends when the container stops.
-    async fn logs(&self, id: &str, follow: bool) -> Result<LogStream, RuntimeError>;
+    /// stdout and stderr interleaved, as the engine delivers it (chunk by chunk, never collected); with
+    /// `follow`, the stream ends when the container stops; with `tail`, only the last `tail` lines.
+    async fn logs(&self, id: &str, follow: bool, tail: Option<u64>) -> Result<LogStream, RuntimeError>;
     /// Events of containers with the [`LABEL_WORKLOAD`] label, from now on.
     async fn events(&self) -> Result<EventStream, RuntimeError>;
     /// Starts a process in a running container, attached to its stdin and output.

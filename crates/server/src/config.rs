@@ -182,11 +182,20 @@ pub struct Config {
     /// Whether admins may open other users' apps and terminals in a browser. Off by default: apps share
     /// the hub's origin, so a user's app could act in the admin's name in other workspaces.
     pub admins_open_apps: bool,
+    /// The most output kept per workload run (`100MiB`, at least 1MiB): the container engine rotates
+    /// older output away beyond about this much, and the archive of a finished run stops here with a
+    /// line saying the log was truncated.
+    pub log_max_bytes: gpuhub_core::Bytes,
     /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
     pub admin_password: Option<String>,
     /// Per-user bounds on workloads and request sizes.
     pub limits: Limits,
 }
+
+/// The default of [`Config::log_max_bytes`].
+pub const DEFAULT_LOG_MAX_BYTES: u64 = 100 << 20;
+/// The least [`Config::log_max_bytes`] accepted.
+pub const MIN_LOG_MAX_BYTES: u64 = 1 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -221,6 +230,7 @@ impl Default for Config {
             priority_classes: BTreeMap::new(),
             queue_priority_classes: BTreeMap::new(),
             gpu_share_library: None,
+            log_max_bytes: gpuhub_core::Bytes(DEFAULT_LOG_MAX_BYTES),
             admin_password: None,
             limits: Limits::default(),
         }
@@ -247,6 +257,7 @@ impl fmt::Debug for Config {
             .field("queue_members", &self.queue_members)
             .field("gpu_share_library", &self.gpu_share_library)
             .field("limits", &self.limits)
+            .field("log_max_bytes", &self.log_max_bytes)
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
@@ -341,6 +352,10 @@ impl Config {
                 "MAX_ENV_BYTES" => self.limits.max_env_bytes = parse(&key, &v)?,
                 "MAX_APPS" => self.limits.max_apps = parse(&key, &v)?,
                 "GPU_SHARE_LIBRARY" => self.gpu_share_library = (!v.is_empty()).then(|| PathBuf::from(v)),
+                "LOG_MAX_BYTES" => {
+                    self.log_max_bytes = gpuhub_core::Bytes::parse(&v)
+                        .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?
+                }
                 // variables of the client and of other tools share the prefix
                 _ => {}
             }
@@ -350,6 +365,12 @@ impl Config {
         }
         self.check_auth()?;
         self.limits.check()?;
+        if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
+            return Err(ConfigError::Invalid {
+                key: "log_max_bytes".into(),
+                reason: format!("{} is less than the least accepted, 1MiB", self.log_max_bytes),
+            });
+        }
         self.check_queues()
     }
 
@@ -651,6 +672,19 @@ mod tests {
         std::fs::write(&f, "[limits]\nmax_workloads_per_user = 0\n").unwrap();
         let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
         assert!(e.contains("limits.max_workloads_per_user") && e.contains("at least 1"), "{e}");
+    }
+
+    #[test]
+    fn log_cap() {
+        assert_eq!(Config::default().log_max_bytes, gpuhub_core::Bytes(100 << 20));
+        let c = Config::from_toml("log_max_bytes = \"16MiB\"\n").unwrap();
+        assert_eq!(c.log_max_bytes, gpuhub_core::Bytes(16 << 20));
+        let c = Config::load(None, env(&[("GPUHUB_LOG_MAX_BYTES", "2GiB")])).unwrap();
+        assert_eq!(c.log_max_bytes, gpuhub_core::Bytes(2 << 30));
+        let e = Config::load(None, env(&[("GPUHUB_LOG_MAX_BYTES", "lots")])).unwrap_err().to_string();
+        assert!(e.contains("GPUHUB_LOG_MAX_BYTES"), "{e}");
+        let e = Config::load(None, env(&[("GPUHUB_LOG_MAX_BYTES", "4KiB")])).unwrap_err().to_string();
+        assert!(e.contains("log_max_bytes") && e.contains("1MiB"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::logfile;
 use crate::spec::{self, SpecContext};
 use chrono::Utc;
 use futures::StreamExt;
@@ -415,25 +416,37 @@ impl Controller {
         self.data_dir.join("logs").join(format!("{id}.log"))
     }
 
-    /// Copies a finished workload's output to the data dir, so it outlives the container.
+    /// Copies a finished workload's output to the data dir, so it outlives the container: streamed chunk
+    /// by chunk into a private (0600) file, cut at `log_max_bytes` with a line saying so, then renamed
+    /// into place. Announces the workload on the change feed once the archive is there.
     fn archive_logs(&self, w: &Workload) {
         let (Some(cid), rt, path) = (w.container_id.clone(), self.runtime.clone(), self.log_path(&w.id)) else {
             return;
         };
+        let (cap, changes, id) = (self.config.log_max_bytes.0, self.changes.clone(), w.id.clone());
         tokio::spawn(async move {
-            let mut out = Vec::new();
-            match rt.logs(&cid, false).await {
-                Ok(mut s) => {
-                    while let Some(Ok(chunk)) = s.next().await {
-                        out.extend_from_slice(&chunk);
-                    }
-                }
+            let stream = match rt.logs(&cid, false, None).await {
+                Ok(s) => s,
                 Err(e) => return tracing::warn!(error = %e, "cannot archive logs of {cid}"),
+            };
+            // a name of its own, so that two archives of one workload never write the same file
+            let tmp = path.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
+            let write = async {
+                let mut file = logfile::create_private(&tmp).await?;
+                let archived = logfile::copy_capped(stream, &mut file, cap).await?;
+                file.sync_all().await?;
+                tokio::fs::rename(&tmp, &path).await?;
+                Ok::<_, std::io::Error>(archived)
+            };
+            match write.await {
+                Ok(a) if a.truncated => tracing::info!(workload = %id, bytes = a.bytes, "log archived, truncated"),
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tokio::fs::remove_file(&tmp).await;
+                    return tracing::warn!(error = %e, "cannot write {}", path.display());
+                }
             }
-            let tmp = path.with_extension("tmp");
-            if let Err(e) = tokio::fs::write(&tmp, &out).await.and(tokio::fs::rename(&tmp, &path).await) {
-                tracing::warn!(error = %e, "cannot write {}", path.display());
-            }
+            let _ = changes.send(id);
         });
     }
 
@@ -690,6 +703,7 @@ impl Controller {
             gpu_mode: self.config.gpu_mode,
             control_devices: &self.control_devices,
             pids_limit: self.config.pids_limit,
+            log_max_bytes: self.config.log_max_bytes.0,
             share_library: share.as_ref().map(|(l, p)| (l.as_path(), p.as_path())),
         };
         let spec = spec::container_spec(w, &cx);
@@ -720,7 +734,8 @@ impl Controller {
     }
 
     /// Starts the workload's apps that have a start command, as the owner, each writing its output to
-    /// `<data>/logs/<id>.<app>.log`. An app that fails to start is logged; the workload keeps running.
+    /// `<data>/logs/<id>.<app>.log` (0600, cut at `log_max_bytes`). An app that fails to start is logged;
+    /// the workload keeps running.
     async fn start_apps(&self, w: &Workload, uid: u32, cid: &str) {
         for app in w.apps.iter().filter(|a| !a.command.is_empty()) {
             let home = format!("/home/{}", w.owner);
@@ -734,20 +749,19 @@ impl Controller {
             match self.runtime.exec(cid, &exec).await {
                 Ok(handle) => {
                     let path = self.data_dir.join("logs").join(format!("{}.{}.log", w.id, app.name));
+                    let cap = self.config.log_max_bytes.0;
                     tokio::spawn(async move {
                         let mut out = handle.output;
-                        let mut file = match tokio::fs::File::create(&path).await {
-                            Ok(f) => Some(f),
-                            Err(e) => {
-                                tracing::warn!(error = %e, "cannot write {}", path.display());
-                                None
-                            }
+                        let copy = async {
+                            let mut file = logfile::create_private(&path).await?;
+                            logfile::copy_capped(&mut out, &mut file, cap).await
                         };
-                        while let Some(Ok(chunk)) = out.next().await {
-                            if let Some(f) = file.as_mut() {
-                                let _ = tokio::io::AsyncWriteExt::write_all(f, &chunk).await;
-                            }
+                        if let Err(e) = copy.await {
+                            tracing::warn!(error = %e, "cannot write {}", path.display());
                         }
+                        // past the cap (or a failed file), keep reading and drop it: the app must not
+                        // find its output closed
+                        while out.next().await.is_some() {}
                     });
                 }
                 Err(e) => tracing::warn!(workload = %w.id, app = %app.name, error = %e, "cannot start app"),

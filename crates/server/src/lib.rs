@@ -8,6 +8,7 @@ pub mod auth;
 pub mod config;
 pub mod controller;
 pub mod error;
+pub mod logfile;
 pub mod scheduling;
 pub mod spec;
 pub mod state;

@@ -49,6 +49,8 @@ pub struct SpecContext<'a> {
     pub gpu_mode: GpuMode,
     pub control_devices: &'a [String],
     pub pids_limit: i64,
+    /// The most output the engine keeps for the container (`log_max_bytes`).
+    pub log_max_bytes: u64,
     /// The GPU-sharing library (HAMi-core `libvgpu.so`) and the host file that preloads it, for
     /// containers that hold a share of a GPU.
     pub share_library: Option<(&'a Path, &'a Path)>,
@@ -159,6 +161,7 @@ pub fn container_spec(w: &Workload, cx: &SpecContext<'_>) -> ContainerSpec {
         mounts,
         network: Some(user_network(cx.instance, &w.owner)),
         gpus,
+        log_max_bytes: Some(cx.log_max_bytes),
     }
 }
 
@@ -231,11 +234,13 @@ mod tests {
             gpu_mode: GpuMode::Devices,
             control_devices: &ctl,
             pids_limit: 100,
+            log_max_bytes: 1 << 20,
             share_library: None,
         };
         let s = container_spec(&workload(&["GPU-1"]), &cx);
         assert_eq!(s.user, "10001:10001");
         assert_eq!(s.cpu_milli, 1500);
+        assert_eq!(s.log_max_bytes, Some(1 << 20), "the engine caps the output");
         assert_eq!(s.mounts[0].source, "/data/homes/alice");
         assert_eq!(s.mounts[0].target, "/home/alice");
         assert_eq!(s.network.as_deref(), Some("gpuhub-i1-u-alice"));
@@ -260,6 +265,7 @@ mod tests {
             gpu_mode: GpuMode::Nvidia,
             control_devices: &[],
             pids_limit: 1,
+            log_max_bytes: 1 << 20,
             share_library: None,
         };
         let s = container_spec(&workload(&["GPU-0", "GPU-1"]), &cx);
@@ -283,6 +289,7 @@ mod tests {
             gpu_mode: GpuMode::Devices,
             control_devices: &[],
             pids_limit: 100,
+            log_max_bytes: 1 << 20,
             share_library: Some((lib, preload)),
         };
         let mut w = workload(&["GPU-1"]);

@@ -55,6 +55,7 @@ pub fn spec(name: &str, script: &str) -> ContainerSpec {
         mounts: vec![],
         network: None,
         gpus: GpuAttach::None,
+        log_max_bytes: None,
     }
 }
 
@@ -98,7 +99,7 @@ pub async fn run(rt: &DockerRuntime, cleanup: &mut Cleanup, spec: &ContainerSpec
 
 /// Everything the container writes, read with `follow` (so: until it ends).
 pub async fn output(rt: &DockerRuntime, id: &str) -> String {
-    let mut logs = rt.logs(id, true).await.unwrap();
+    let mut logs = rt.logs(id, true, None).await.unwrap();
     let mut out = Vec::new();
     tokio::time::timeout(PATIENCE, async {
         while let Some(chunk) = logs.next().await {

@@ -2,7 +2,9 @@
 
 use crate::common::*;
 use bollard::container::InspectContainerOptions;
+use gpuhub_docker::DockerRuntime;
 use gpuhub_driver::{ContainerStatus, LABEL_WORKLOAD, Mount, Runtime, RuntimeError};
+use std::process::Command;
 use std::time::Duration;
 
 #[tokio::test]
@@ -99,13 +101,45 @@ async fn logs_follow_ends_with_the_container() {
     let id = run(&rt, &mut cleanup, &spec(&unique("logs"), "echo one; sleep 1; echo two >&2")).await;
     // Following from the start: it must see the later line and then end by itself.
     assert_eq!(output(&rt, &id).await, "one\ntwo\n");
-    let mut again = rt.logs(&id, false).await.unwrap();
+    let mut again = rt.logs(&id, false, None).await.unwrap();
     let mut all = Vec::new();
     while let Some(chunk) = futures::StreamExt::next(&mut again).await {
         all.extend_from_slice(&chunk.unwrap());
     }
     assert_eq!(all, b"one\ntwo\n");
-    assert!(matches!(rt.logs("gpuhub-test-no-such-container", true).await, Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.logs("gpuhub-test-no-such-container", true, None).await, Err(RuntimeError::NotFound(_))));
+}
+
+/// All of a log stream.
+async fn read_all(rt: &DockerRuntime, id: &str, tail: Option<u64>) -> Vec<u8> {
+    let mut stream = rt.logs(id, false, tail).await.unwrap();
+    let mut all = Vec::new();
+    while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+        all.extend_from_slice(&chunk.unwrap());
+    }
+    all
+}
+
+#[tokio::test]
+async fn output_is_capped_by_the_engine_and_tail_reads_the_end() {
+    let rt = runtime().await;
+    let mut cleanup = Cleanup::default();
+    let mut capped = spec(&unique("logcap"), "seq 1 300000");
+    capped.log_max_bytes = Some(2 << 20);
+    let id = run(&rt, &mut cleanup, &capped).await;
+    output(&rt, &id).await; // until it ends
+    let out =
+        Command::new("docker").args(["inspect", "--format", "{{json .HostConfig.LogConfig}}", &id]).output().unwrap();
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(log["Type"], "json-file", "{log}");
+    assert_eq!(log["Config"]["max-size"], (1u64 << 20).to_string(), "{log}");
+    assert_eq!(log["Config"]["max-file"], "2", "{log}");
+    // about 2 MB of output in about 20 MB of json lines: the engine kept only the last files' worth
+    let all = read_all(&rt, &id, None).await;
+    assert!(!all.is_empty() && all.len() < 2 << 20, "kept {} bytes", all.len());
+    assert!(all.ends_with(b"299999\n300000\n"));
+    assert_eq!(read_all(&rt, &id, Some(2)).await, b"299999\n300000\n");
+    assert_eq!(read_all(&rt, &id, Some(0)).await, b"");
 }
 
 #[tokio::test]

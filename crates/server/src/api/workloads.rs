@@ -5,6 +5,7 @@ mod listing;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson};
+use crate::logfile;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
@@ -29,14 +30,23 @@ pub struct OwnerQuery {
     owner: Option<String>,
 }
 
-/// `?follow=true`: keep streaming until the workload ends.
+/// `?follow=true`: keep streaming until the workload ends; `?tail=N`: only the last N lines;
+/// `?limit_bytes=N`: at most N bytes (after `tail`).
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct LogsQuery {
+    /// Keep streaming until the workload ends.
     #[serde(default)]
     follow: bool,
+    /// Another user's workload (admins only).
     #[serde(default)]
     owner: Option<String>,
+    /// Only the last N lines of output (0: none).
+    #[serde(default)]
+    tail: Option<u64>,
+    /// At most this many bytes (at least 1), counted from the start of what is returned.
+    #[serde(default)]
+    limit_bytes: Option<u64>,
 }
 
 /// Finds a workload the caller may act on: their own, or (for admins) `owner`'s.
@@ -282,16 +292,22 @@ pub async fn delete_workload(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Output of a workload (stdout and stderr). With `follow=true` the response streams until it ends;
-/// a queued workload's stream waits for it to start.
+/// Output of a workload (stdout and stderr), streamed: from the container while it exists, else from
+/// the run's archive (at most `log_max_bytes`, ending with a line that says so when cut). With
+/// `follow=true` the response streams until it ends; a queued workload's stream waits for it to start.
 #[utoipa::path(get, path = "/api/v1/workloads/{name}/logs", tag = "workloads", params(("name" = String, Path), LogsQuery),
-    responses((status = 200, content_type = "text/plain", body = String), (status = 404, body = Problem)))]
+    responses((status = 200, content_type = "text/plain", body = String), (status = 400, body = Problem),
+        (status = 404, body = Problem)))]
 pub async fn workload_logs(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<LogsQuery>,
+    q: Result<Query<LogsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    if q.limit_bytes == Some(0) {
+        return Err(ApiError::bad_request("invalid query: limit_bytes must be at least 1"));
+    }
     let mut changes = st.controller.changes();
     let mut w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
     // wait (signalled, no polling) until the workload has a container of this run or has ended; a
@@ -310,6 +326,7 @@ pub async fn workload_logs(
         }
         w = st.store.get_workload_by_id(&w.id).await?;
     }
+    let limit = q.limit_bytes.unwrap_or(u64::MAX);
     let text_plain = |body: Body| {
         let mut r = Response::new(body);
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
@@ -318,9 +335,10 @@ pub async fn workload_logs(
     };
     if let Some(cid) = &w.container_id {
         let follow = q.follow && w.state.holds_resources();
-        match st.runtime.logs(cid, follow).await {
+        match st.runtime.logs(cid, follow, q.tail).await {
             Ok(stream) => {
-                let stream = stream.map(|r| r.map_err(std::io::Error::other));
+                // passed on chunk by chunk as the engine delivers them, never collected
+                let stream = logfile::take_bytes(stream, limit).map(|r| r.map_err(std::io::Error::other));
                 return Ok(text_plain(Body::from_stream(stream)));
             }
             Err(gpuhub_driver::RuntimeError::NotFound(_)) => {}
@@ -328,9 +346,16 @@ pub async fn workload_logs(
         }
     }
     let archived = st.data_dir.join("logs").join(format!("{}.log", w.id));
-    match tokio::fs::read(&archived).await {
-        Ok(bytes) => Ok(text_plain(Body::from(bytes))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(text_plain(Body::empty())),
-        Err(e) => Err(ApiError::internal(e)),
-    }
+    let mut file = match tokio::fs::File::open(&archived).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(text_plain(Body::empty())),
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    let len = file.metadata().await.map_err(ApiError::internal)?.len();
+    let start = match q.tail {
+        Some(n) => logfile::tail_offset(&mut file, len, n).await.map_err(ApiError::internal)?,
+        None => 0,
+    };
+    let stream = logfile::read_range(file, start, (len - start).min(limit));
+    Ok(text_plain(Body::from_stream(stream)))
 }

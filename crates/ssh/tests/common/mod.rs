@@ -119,6 +119,7 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         mounts: vec![],
         network: Some(network.clone()),
         gpus: Default::default(),
+        log_max_bytes: None,
     };
     let id = match runtime.create(&spec).await {
         Ok(id) => id,
