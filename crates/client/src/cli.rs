@@ -312,10 +312,14 @@ pub enum TokensCommand {
 #[derive(Debug, Clone, Subcommand)]
 pub enum SshKeyCommand {
     /// Register a public key (an OpenSSH `.pub` file such as `~/.ssh/id_ed25519.pub`); prints its
-    /// fingerprint.
+    /// fingerprint. The hub asks for proof that you hold the private key: `ssh-keygen -Y sign` signs its
+    /// challenge with the private key beside the `.pub` file (or the agent's), which never leaves here.
     Add {
         /// The public key file.
         file: PathBuf,
+        /// The private key to sign with (default: the public key file without `.pub`).
+        #[arg(long, value_name = "FILE")]
+        identity: Option<PathBuf>,
     },
     /// List your keys.
     List,
@@ -687,7 +691,7 @@ mod tests {
     #[test]
     fn ssh_commands() {
         let cli = parse(&["ssh-key", "add", "/k/id.pub"]).unwrap();
-        let ClientCommand::SshKey { command: SshKeyCommand::Add { file } } = cli.command else { panic!("not add") };
+        let ClientCommand::SshKey { command: SshKeyCommand::Add { file, .. } } = cli.command else { panic!("not add") };
         assert_eq!(file, PathBuf::from("/k/id.pub"));
         assert!(matches!(
             parse(&["ssh-key", "list"]).unwrap().command,

@@ -19,6 +19,8 @@ const FP: &str = "SHA256:yECmAHxBpVEy2eIlzyM+GqhrPxFEOHsBghIKjbZCmyw";
 #[derive(Default)]
 struct Keys {
     keys: Mutex<Vec<Value>>,
+    /// The public key line the test registers (a key made by ssh-keygen, so that the CLI can sign).
+    expect: Mutex<String>,
     /// Fingerprints the server was asked to delete, as the router decoded them.
     deleted: Mutex<Vec<String>>,
     /// Whether `/info` names a gateway port.
@@ -48,11 +50,21 @@ async fn start(gateway: bool) -> (String, Arc<Keys>) {
             }),
         )
         .route(
+            "/api/v1/me/ssh-keys/challenge",
+            get(|| async { axum::Json(json!({"namespace": "gpuhub-ssh-key", "message": "sign me\n"})) }),
+        )
+        .route(
             "/api/v1/me/ssh-keys",
             get(|State(k): State<Arc<Keys>>| async move { axum::Json(json!(*k.keys.lock().unwrap())) }).post(
                 |State(k): State<Arc<Keys>>, axum::Json(req): axum::Json<Value>| async move {
-                    if req != json!({"key": KEY}) {
-                        return problem(StatusCode::UNPROCESSABLE_ENTITY, &format!("not a key: {req}"));
+                    let expect = k.expect.lock().unwrap().clone();
+                    if req["key"] != json!(expect) {
+                        return problem(StatusCode::UNPROCESSABLE_ENTITY, &format!("not the key: {req}"));
+                    }
+                    let signed =
+                        req["signature"].as_str().is_some_and(|s| s.starts_with("-----BEGIN SSH SIGNATURE-----"));
+                    if !signed || req.as_object().unwrap().len() != 2 {
+                        return problem(StatusCode::UNPROCESSABLE_ENTITY, &format!("no proof of possession: {req}"));
                     }
                     let view = json!({"fingerprint": FP, "public_key": KEY.rsplit_once(' ').unwrap().0,
                         "comment": "me@laptop", "created_at": "2025-01-01T00:00:00Z"});
@@ -105,8 +117,14 @@ async fn keys_are_added_listed_and_removed() {
     let (url, keys) = start(true).await;
     let dir = tempfile::tempdir().unwrap();
     let ctx = Context::new(dir.path()).with_token(TOKEN);
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "me@laptop", "-f"])
+        .arg(dir.path().join("id"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
     let pubfile = dir.path().join("id.pub");
-    std::fs::write(&pubfile, format!("{KEY}\n")).unwrap();
+    *keys.expect.lock().unwrap() = std::fs::read_to_string(&pubfile).unwrap().trim().to_owned();
 
     let (_, out) = cli(&ctx, &url, &["ssh-key", "add", pubfile.to_str().unwrap()]).await.unwrap();
     assert_eq!(out, format!("{FP}\n"));

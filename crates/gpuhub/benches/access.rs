@@ -100,7 +100,11 @@ async fn run() -> Result<()> {
     drop(chp);
 
     let key = sshc::keygen(hub.dir.path(), "bench").await?;
-    let (status, v) = alice.api(Method::POST, "/api/v1/me/ssh-keys", Some(json!({"key": key.public_line()?}))).await?;
+    let (_, challenge) = alice.api(Method::GET, "/api/v1/me/ssh-keys/challenge", None).await?;
+    let ns = challenge["namespace"].as_str().unwrap_or_default().to_owned();
+    let signature = sshc::sign(&key, &ns, challenge["message"].as_str().unwrap_or_default()).await?;
+    let body = json!({"key": key.public_line()?, "signature": signature});
+    let (status, v) = alice.api(Method::POST, "/api/v1/me/ssh-keys", Some(body)).await?;
     ensure!(status.is_success(), "add key: {status} {v}");
     let ssh = best_of(2, || cat_ssh(hub.ssh_port, &key)).await?;
     let exec = best_of(2, || cat_exec(&cid, alice.uid)).await?;

@@ -249,3 +249,71 @@ async fn tiny_cpus_are_refused_and_files_are_private() {
         }
     }
 }
+
+/// An ed25519 key made by `ssh-keygen` in `dir`, and a signature of `message` with it.
+fn keygen_and_sign(dir: &std::path::Path, name: &str, message: &str) -> (String, String) {
+    let private = dir.join(name);
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&private)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    (std::fs::read_to_string(private.with_extension("pub")).unwrap(), sign(&private, message))
+}
+
+fn sign(private: &std::path::Path, message: &str) -> String {
+    let file = private.with_extension("msg");
+    std::fs::write(&file, message).unwrap();
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", "gpuhub-ssh-key", "-f"])
+        .arg(private)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(file.with_extension("msg.sig")).unwrap()
+}
+
+/// Finding 7: a key is registered only with proof of holding its private half, so nobody can squat
+/// another person's public key; a signature made for one account serves no other.
+#[tokio::test]
+async fn ssh_keys_need_proof_of_possession() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let (alice, mallory) = (hub.user(&admin, "alice").await, hub.user(&admin, "mallory").await);
+    let challenge = |t: String| {
+        let hub = &hub;
+        async move {
+            let (s, v) = hub.call(Method::GET, "/api/v1/me/ssh-keys/challenge", Some(&t), None).await;
+            assert_eq!(s, StatusCode::OK);
+            assert_eq!(v["namespace"], "gpuhub-ssh-key");
+            v["message"].as_str().unwrap().to_owned()
+        }
+    };
+    let (for_alice, for_mallory) = (challenge(alice.clone()).await, challenge(mallory.clone()).await);
+    assert_ne!(for_alice, for_mallory);
+    let dir = tempfile::tempdir().unwrap();
+    let (alice_pub, alice_sig) = keygen_and_sign(dir.path(), "alice", &for_alice);
+
+    // the squatter has alice's public key and even a signature alice made for her own account
+    let add = |token: String, body: Value| {
+        let hub = &hub;
+        async move { hub.call(Method::POST, "/api/v1/me/ssh-keys", Some(&token), Some(body)).await }
+    };
+    let (s, v) = add(mallory.clone(), json!({"key": alice_pub})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("signature"), "{v}");
+    let (s, v) = add(mallory.clone(), json!({"key": alice_pub, "signature": alice_sig})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "a signature for another account: {v}");
+    let (_, mallory_sig) = keygen_and_sign(dir.path(), "mallory", &for_mallory);
+    let (s, _) = add(mallory.clone(), json!({"key": alice_pub, "signature": mallory_sig})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "another key's signature");
+    let (s, _) =
+        add(mallory.clone(), json!({"key": alice_pub, "signature": "-----BEGIN SSH SIGNATURE-----\nxx"})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // the real owner registers it
+    let (s, v) = add(alice.clone(), json!({"key": alice_pub, "signature": alice_sig})).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+}

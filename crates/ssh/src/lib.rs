@@ -103,6 +103,9 @@ pub enum SshError {
     /// A public key line could not be parsed.
     #[error("invalid ssh public key: {0}")]
     InvalidKey(String),
+    /// A proof of possession (an `ssh-keygen -Y sign` signature) is malformed or not the key's.
+    #[error("invalid signature: {0}")]
+    BadSignature(String),
     /// Accepting connections failed.
     #[error("accepting ssh connections: {0}")]
     Accept(std::io::Error),
@@ -115,6 +118,18 @@ pub fn parse_public_key(line: &str) -> Result<PublicKey, SshError> {
         return Err(SshError::InvalidKey("expected one line: `<type> <base64> [comment]`".into()));
     }
     PublicKey::from_openssh(line).map_err(|e| SshError::InvalidKey(e.to_string().to_lowercase()))
+}
+
+/// The namespace (`ssh-keygen -Y sign -n …`) of the signature that proves a user holds the private half
+/// of a key they register.
+pub const REGISTRATION_NAMESPACE: &str = "gpuhub-ssh-key";
+
+/// Checks that `signature` (the armored output of `ssh-keygen -Y sign -n gpuhub-ssh-key`) was made over
+/// `message` by the private half of `key`: registering someone else's public key is thereby impossible.
+pub fn verify_possession(key: &PublicKey, message: &[u8], signature: &str) -> Result<(), SshError> {
+    let bad = |e: russh::keys::ssh_key::Error| SshError::BadSignature(e.to_string().to_lowercase());
+    let sig = russh::keys::ssh_key::SshSig::from_pem(signature.trim()).map_err(bad)?;
+    key.verify(REGISTRATION_NAMESPACE, message, &sig).map_err(bad)
 }
 
 /// The OpenSSH SHA-256 fingerprint of a key (`SHA256:…`, as `ssh-keygen -lf` prints it).

@@ -41,9 +41,29 @@ pub(crate) struct Destination {
 pub(crate) async fn key(api: &Api, json: bool, cmd: SshKeyCommand, out: Out<'_>) -> Result<(), ClientError> {
     let segs = ["me", "ssh-keys"];
     match cmd {
-        SshKeyCommand::Add { file } => {
+        SshKeyCommand::Add { file, identity } => {
             let line = read_public_key(&file)?;
-            let v = api.send_json(Method::POST, &segs, &json!({ "key": line })).await?.unwrap_or_default();
+            let challenge = api.get(&["me", "ssh-keys", "challenge"], &[]).await?;
+            let url = api.url(&["me", "ssh-keys", "challenge"], &[]);
+            let field = |k: &str| {
+                challenge[k].as_str().map(str::to_owned).ok_or_else(|| ClientError::BadResponse {
+                    url: url.to_string(),
+                    reason: format!("no {k} in the challenge"),
+                })
+            };
+            let (namespace, message) = (field("namespace")?, field("message")?);
+            let identity = match identity {
+                Some(p) => p,
+                None => file.to_str().and_then(|f| f.strip_suffix(".pub")).map(PathBuf::from).ok_or_else(|| {
+                    ClientError::BadFile {
+                        path: file.clone(),
+                        reason: "name the private key to sign with: --identity FILE".into(),
+                    }
+                })?,
+            };
+            let signature = sign(&identity, &namespace, &message).await?;
+            let body = json!({ "key": line, "signature": signature });
+            let v = api.send_json(Method::POST, &segs, &body).await?.unwrap_or_default();
             if json {
                 return print_json(out, &v);
             }
@@ -83,6 +103,33 @@ pub(crate) fn read_public_key(path: &Path) -> Result<String, ClientError> {
         [] => Err(bad("empty: expected one OpenSSH public key line (ssh-ed25519 AAAA… comment)".into())),
         _ => Err(bad(format!("{} keys: give one key per file", lines.len()))),
     }
+}
+
+/// Signs `message` with the private key `identity` (or the agent's key for it) using
+/// `ssh-keygen -Y sign`; returns the armored signature. The private key is read only by ssh-keygen.
+async fn sign(identity: &Path, namespace: &str, message: &str) -> Result<String, ClientError> {
+    let dir = tempfile::tempdir().map_err(|source| ClientError::Io { path: std::env::temp_dir(), source })?;
+    let msg = dir.path().join("challenge");
+    std::fs::write(&msg, message).map_err(|source| ClientError::Io { path: msg.clone(), source })?;
+    let out = tokio::process::Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", namespace, "-f"])
+        .arg(identity)
+        .arg(&msg)
+        .stdin(std::process::Stdio::inherit())
+        .output()
+        .await
+        .map_err(|source| ClientError::Io { path: PathBuf::from("ssh-keygen"), source })?;
+    if !out.status.success() {
+        return Err(ClientError::BadFile {
+            path: identity.to_owned(),
+            reason: format!(
+                "ssh-keygen could not sign with this private key: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    let sig = dir.path().join("challenge.sig");
+    std::fs::read_to_string(&sig).map_err(|source| ClientError::Io { path: sig, source })
 }
 
 /// `SHA256:…` as given, or with the prefix added to a bare hash.

@@ -37,6 +37,23 @@ pub async fn keygen(dir: &Path, name: &str) -> Result<Key> {
     Ok(Key { public: private.with_extension("pub"), private })
 }
 
+/// Signs `message` with the key (`ssh-keygen -Y sign -n NAMESPACE`): the proof of possession the hub
+/// asks for when a key is registered through the API.
+pub async fn sign(key: &Key, namespace: &str, message: &str) -> Result<String> {
+    let file = key.private.with_extension("challenge");
+    std::fs::write(&file, message)?;
+    let out = tokio::process::Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", namespace, "-f"])
+        .arg(&key.private)
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("run ssh-keygen -Y sign")?;
+    ensure!(out.status.success(), "ssh-keygen -Y sign: {}", describe(&out));
+    Ok(std::fs::read_to_string(file.with_extension("challenge.sig"))?)
+}
+
 /// Options for `ssh` and `scp`: the gateway's port, only this key, no agent, no prompts, no
 /// known-hosts file, no user config.
 pub fn options(port: u16, key: &Key) -> Vec<String> {

@@ -17,6 +17,37 @@ use utoipa::ToSchema;
 pub struct AddKeyRequest {
     /// One OpenSSH public-key line (`ssh-ed25519 AAAA… comment`).
     key: String,
+    /// Proof that the caller holds the private key: the armored output of
+    /// `ssh-keygen -Y sign -n gpuhub-ssh-key -f PRIVATE_KEY` over the challenge's `message`
+    /// (`GET /api/v1/me/ssh-keys/challenge`). `gpuhub ssh-key add` makes it.
+    #[serde(default)]
+    signature: Option<String>,
+}
+
+/// What to sign to register a key (`GET /api/v1/me/ssh-keys/challenge`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct KeyChallenge {
+    /// The `-n` of `ssh-keygen -Y sign`.
+    pub namespace: String,
+    /// The exact bytes to sign (names the caller and this hub, so a signature serves nowhere else).
+    pub message: String,
+}
+
+async fn challenge_message(st: &AppState, username: &str) -> Result<String, ApiError> {
+    let hub = st.store.get_setting("instance_id").await?.unwrap_or_default();
+    Ok(format!("gpuhub ssh key registration\nuser: {username}\nhub: {hub}\n"))
+}
+
+/// What the caller signs with a private key to register its public half.
+#[utoipa::path(get, path = "/api/v1/me/ssh-keys/challenge", tag = "ssh", responses((status = 200, body = KeyChallenge)))]
+pub async fn key_challenge(
+    State(st): State<AppState>,
+    Caller(user): Caller,
+) -> Result<axum::Json<KeyChallenge>, ApiError> {
+    Ok(axum::Json(KeyChallenge {
+        namespace: gpuhub_ssh::REGISTRATION_NAMESPACE.to_owned(),
+        message: challenge_message(&st, &user.username).await?,
+    }))
 }
 
 /// A registered key.
@@ -35,7 +66,8 @@ impl From<SshKeyRecord> for SshKeyView {
     }
 }
 
-/// Registers a public key for the SSH gateway.
+/// Registers a public key for the SSH gateway, given proof that the caller holds its private half (a
+/// signature over the challenge), so nobody can register, and so squat, someone else's key.
 #[utoipa::path(post, path = "/api/v1/me/ssh-keys", tag = "ssh", request_body = AddKeyRequest,
     responses((status = 201, body = SshKeyView), (status = 409, body = Problem), (status = 422, body = Problem)))]
 pub async fn add_key(
@@ -44,6 +76,16 @@ pub async fn add_key(
     ApiJson(req): ApiJson<AddKeyRequest>,
 ) -> Result<(StatusCode, axum::Json<SshKeyView>), ApiError> {
     let key = gpuhub_ssh::parse_public_key(&req.key).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let signature = req.signature.as_deref().ok_or_else(|| {
+        ApiError::unprocessable(
+            "invalid signature: missing; sign the message of GET /api/v1/me/ssh-keys/challenge with the private key \
+             (ssh-keygen -Y sign -n gpuhub-ssh-key -f KEY), or use gpuhub ssh-key add",
+        )
+    })?;
+    let message = challenge_message(&st, &user.username).await?;
+    gpuhub_ssh::verify_possession(&key, message.as_bytes(), signature).map_err(|e| {
+        ApiError::unprocessable(format!("{e}: the signature must be the key's own, over this account's challenge"))
+    })?;
     let record = SshKeyRecord {
         fingerprint: gpuhub_ssh::fingerprint(&key),
         public_key: gpuhub_ssh::openssh_line(&key),

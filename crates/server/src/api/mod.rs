@@ -53,6 +53,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(workloads::workload_logs))
         .routes(routes!(keys::add_key, keys::list_keys))
         .routes(routes!(keys::delete_key))
+        .routes(routes!(keys::key_challenge))
         .routes(routes!(keys::info))
         .routes(routes!(catalog::list_nodes))
         .routes(routes!(queues::list_queues))
