@@ -98,12 +98,24 @@ async fn shared_or_foreign_networks_are_refused() {
 /// network, while the host still reaches the container (replies pass). Without isolation it would answer.
 #[tokio::test]
 async fn containers_do_not_reach_the_hosts_services() {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let _ = s.write_all(b"HTTP/1.0 200 OK\r\ncontent-length: 9\r\n\r\nhost-here").await;
+            tokio::spawn(async move {
+                // read the request first: closing on unread bytes would reset the connection
+                let (mut buf, mut got) = (vec![0u8; 4096], Vec::new());
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                // a newline at the end: a last partial line can miss the log of a container that exits at once
+                let _ = s.write_all(b"HTTP/1.0 200 OK\r\ncontent-length: 10\r\n\r\nhost-here\n").await;
+                let _ = s.shutdown().await;
+            });
         }
     });
     let url = format!("http://$(ip route | awk '/default/ {{print $3}}'):{port}/");
