@@ -16,7 +16,7 @@ pub enum Call {
     Start(String),
     Stop(String),
     Remove(String),
-    Exec(String, Vec<String>),
+    Exec(String, Box<ExecSpec>),
 }
 
 #[derive(Debug)]
@@ -289,7 +289,7 @@ impl Runtime for FakeRuntime {
         if c.status != ContainerStatus::Running {
             return Err(RuntimeError::Rejected(format!("container {container} is not running")));
         }
-        s.calls.push(Call::Exec(container.to_owned(), spec.command.clone()));
+        s.calls.push(Call::Exec(container.to_owned(), Box::new(spec.clone())));
         s.next += 1;
         let out = bytes::Bytes::from(format!("{}\n", spec.command.join(" ")));
         Ok(ExecHandle {

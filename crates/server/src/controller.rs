@@ -742,7 +742,12 @@ impl Controller {
             let exec = gpuhub_driver::ExecSpec {
                 command: app.start_command(&w.owner, &w.name),
                 user: format!("{uid}:{uid}"),
-                env: std::collections::BTreeMap::from([("HOME".to_owned(), home.clone())]),
+                // the app learns where the hub serves it, for frameworks that need their base URL
+                env: std::collections::BTreeMap::from([
+                    ("HOME".to_owned(), home.clone()),
+                    ("GPUHUB_BASE_URL".to_owned(), app.base_url(&w.owner, &w.name)),
+                    ("GPUHUB_PORT".to_owned(), app.port.to_string()),
+                ]),
                 working_dir: Some(home),
                 tty: None,
             };

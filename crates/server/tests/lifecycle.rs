@@ -286,3 +286,32 @@ async fn servers_sharing_an_engine_leave_each_others_containers_alone() {
     b.shutdown().await;
     assert_eq!(a.get(&alice, "ws").await["state"], "running");
 }
+
+/// An app's process learns where the hub serves it (`GPUHUB_BASE_URL`) and its port.
+#[tokio::test]
+async fn apps_get_their_base_url() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut body = job("nb", 0);
+    body["kind"] = json!("workspace");
+    body["command"] = json!(["sleep", "infinity"]);
+    body["apps"] = json!([{"name": "lab", "port": 8888, "command": ["serve", "--port={port}"]}]);
+    hub.submit(&alice, body).await;
+    hub.wait_state(&alice, "nb", "running").await;
+    let execs = || {
+        hub.runtime
+            .calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Exec(_, spec) => Some(spec),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // the controller starts apps before it records the workload as running
+    let spec = execs().pop().expect("the app was started");
+    assert_eq!(spec.env["GPUHUB_BASE_URL"], "/w/alice/nb/lab/");
+    assert_eq!(spec.env["GPUHUB_PORT"], "8888");
+    assert_eq!(spec.user, "10001:10001");
+}
