@@ -149,7 +149,35 @@ pub(crate) async fn logs(
     follow: bool,
     out: Out<'_>,
 ) -> Result<(), ClientError> {
+    if follow {
+        // say on stderr why nothing comes yet: the stream starts when the workload does
+        let q: Vec<(&str, &str)> = owner.map(|o| vec![("owner", o)]).unwrap_or_default();
+        if let Ok(v) = api.get(&["workloads", name], &q).await {
+            if let Some(line) = waiting_line(&v) {
+                eprintln!("{line}");
+            }
+        }
+    }
     stream_logs(api, name, owner, follow, out).await.map(drop)
+}
+
+/// For a queued workload: `NAME is queued: REASON (position N, estimated start T); waiting for it to start`.
+pub(crate) fn waiting_line(v: &Value) -> Option<String> {
+    if v["state"] != "queued" {
+        return None;
+    }
+    let name = v["name"].as_str().unwrap_or("the workload");
+    let e = &v["explanation"];
+    let why = e["message"].as_str().or_else(|| v["message"].as_str()).unwrap_or("waiting");
+    let mut extra = Vec::new();
+    if let Some(p) = e["position"].as_u64() {
+        extra.push(format!("position {p}"));
+    }
+    if let Some(t) = e["estimated_start"].as_str() {
+        extra.push(format!("estimated start {t}"));
+    }
+    let extra = if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
+    Some(format!("{name} is queued: {why}{extra}; waiting for it to start"))
 }
 
 /// `gpuhub ps [--all]`.
@@ -250,6 +278,21 @@ pub(crate) async fn inspect(api: &Api, name: &str, owner: Option<&str>, out: Out
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queued_workload_says_why_it_waits() {
+        let v = serde_json::json!({"name": "big", "state": "queued", "message": "m",
+            "explanation": {"reason": "resources", "message": "needs 4 GPUs, 2 free", "position": 2,
+                            "estimated_start": "2026-11-22T18:00:00Z"}});
+        assert_eq!(
+            waiting_line(&v).unwrap(),
+            "big is queued: needs 4 GPUs, 2 free (position 2, estimated start 2026-11-22T18:00:00Z); waiting for it to start"
+        );
+        assert_eq!(waiting_line(&serde_json::json!({"name": "x", "state": "running"})), None);
+        let bare =
+            serde_json::json!({"name": "x", "state": "queued", "message": "held: the owner's account is disabled"});
+        assert!(waiting_line(&bare).unwrap().contains("disabled"));
+    }
     use crate::ClientCli;
     use crate::cli::ClientCommand;
     use chrono::TimeZone;
