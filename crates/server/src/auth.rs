@@ -30,6 +30,22 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
     PasswordHash::new(phc).map(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok()).unwrap_or(false)
 }
 
+/// Password hashes computed at once: each argon2id run holds 19 MiB, so logins in parallel would
+/// otherwise grow the server by that much each.
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// [`verify_password`] off the async threads, at most [`HASHING`]'s permits at a time.
+pub async fn verify_password_bounded(password: String, phc: String) -> Result<bool, ApiError> {
+    let _permit = HASHING.acquire().await.map_err(ApiError::internal)?;
+    tokio::task::spawn_blocking(move || verify_password(&password, &phc)).await.map_err(ApiError::internal)
+}
+
+/// [`hash_password`] off the async threads, at most [`HASHING`]'s permits at a time.
+pub async fn hash_password_bounded(password: String) -> Result<String, ApiError> {
+    let _permit = HASHING.acquire().await.map_err(ApiError::internal)?;
+    tokio::task::spawn_blocking(move || hash_password(&password)).await.map_err(ApiError::internal)?
+}
+
 /// Rules for a new password.
 pub fn check_password(password: &str) -> Result<(), ApiError> {
     if password.chars().count() < 8 {

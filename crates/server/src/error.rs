@@ -145,7 +145,8 @@ where
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "expected a body with content-type application/json",
             )),
-            Err(e) => Err(ApiError::bad_request(e.body_text())),
+            // the rejection's own status: a body over the limit is 413, not 400
+            Err(e) => Err(ApiError::new(e.status(), e.body_text())),
         }
     }
 }

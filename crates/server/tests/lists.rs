@@ -235,7 +235,7 @@ async fn oversized_submissions_are_refused_and_not_stored() {
     // a body larger than the server reads at all (2 MiB) is refused with a problem naming the limit
     let huge = with("command", json!(["z".repeat(3 << 20)]));
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(huge)).await;
-    assert!(s.is_client_error(), "{s}: {v}");
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("length limit"), "{v}");
     assert_eq!(count(&hub, &alice).await, 1);
     assert_eq!(count(&hub, &admin).await, 0);

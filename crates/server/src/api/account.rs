@@ -54,9 +54,7 @@ pub async fn login(
     };
     let password = req.password.clone();
     let hash = found.as_ref().map(|(_, h)| h.clone()).unwrap_or_else(|| dummy_hash().to_owned());
-    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
-        .await
-        .map_err(ApiError::internal)?;
+    let ok = auth::verify_password_bounded(password, hash).await?;
     let user = match found {
         Some((user, _)) if ok => user,
         _ => {
@@ -160,15 +158,13 @@ pub async fn change_password(
 ) -> Result<StatusCode, ApiError> {
     let (_, hash) = st.store.user_with_password_hash(&user.username).await?;
     let current = req.current_password.clone();
-    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&current, &hash))
-        .await
-        .map_err(ApiError::internal)?;
+    let ok = auth::verify_password_bounded(current, hash).await?;
     if !ok {
         return Err(ApiError::forbidden("current_password is wrong"));
     }
     auth::check_password(&req.new_password)?;
     let p = req.new_password.clone();
-    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&p)).await.map_err(ApiError::internal)??;
+    let hash = auth::hash_password_bounded(p).await?;
     st.store.set_password_hash(&user.username, &hash).await?;
     let keep = auth::bearer_token(&headers).map(|t| auth::token_hash(&t));
     st.store.delete_user_tokens_except(user.id, keep.as_deref()).await?;
@@ -200,8 +196,7 @@ pub async fn create_user(
     names::validate("user", &req.username)?;
     auth::check_password(&req.password)?;
     let password = req.password.clone();
-    let hash =
-        tokio::task::spawn_blocking(move || auth::hash_password(&password)).await.map_err(ApiError::internal)??;
+    let hash = auth::hash_password_bounded(password).await?;
     let role = if req.admin { Role::Admin } else { Role::User };
     let user = st.store.create_user(&req.username, &hash, role, Utc::now()).await?;
     Ok((StatusCode::CREATED, axum::Json(UserView::from(&user))))
@@ -250,7 +245,7 @@ pub async fn patch_user(
     if let Some(p) = &req.password {
         auth::check_password(p)?;
         let p = p.clone();
-        let hash = tokio::task::spawn_blocking(move || auth::hash_password(&p)).await.map_err(ApiError::internal)??;
+        let hash = auth::hash_password_bounded(p).await?;
         st.store.set_password_hash(&name, &hash).await?;
         let own =
             (caller.0.id == user.id).then(|| auth::bearer_token(&headers).map(|t| auth::token_hash(&t))).flatten();
