@@ -99,9 +99,9 @@ async fn every_endpoint_by_every_caller() {
             let body = json!({"name": wname, "kind": "workspace", "image": "busybox:latest", "command": ["sleep", "1d"],
                 "resources": {"cpus": 0.01, "memory": "8MiB"}});
             hub.submit(&alice, body).await;
-            if c.running || c.stopped {
-                hub.wait_state(&alice, &wname, "running").await;
-            }
+            // always settled before `before` is taken: a workload still on its way to running would change
+            // state under a refused call and look like the call's doing
+            hub.wait_state(&alice, &wname, "running").await;
             if c.stopped {
                 let (s, _) =
                     hub.call(Method::POST, &format!("/api/v1/workloads/{wname}/stop"), Some(&alice), None).await;
@@ -118,6 +118,9 @@ async fn every_endpoint_by_every_caller() {
                 .await;
             assert_eq!(s, StatusCode::CREATED);
             let before = hub.get(&alice, &wname).await;
+            if c.running {
+                assert_eq!(before["state"], "running", "{before}");
+            }
             // a fresh one-GPU booking in a window of its own
             let rname = format!("r{n}");
             let start = chrono::DateTime::from_timestamp(2_000_000_000 + n as i64 * 86_400, 0).unwrap();

@@ -46,9 +46,21 @@ async fn disabling_a_user_offboards_them() {
     assert_eq!(s, StatusCode::UNAUTHORIZED, "the token is revoked");
     let big = hub.wait_state(&admin, "big?owner=alice", "stopped").await;
     assert_eq!(big["gpus"], json!([]));
-    // the freed GPUs do not go to the disabled user's queued work
-    hub.server.as_ref().unwrap().state.controller.kick();
-    let later = hub.get(&admin, "later?owner=alice").await;
+    // the freed GPUs do not go to the disabled user's queued work: it is held, saying why (waiting on
+    // the controller's change feed for the pass that says so)
+    let server = hub.server.as_ref().unwrap();
+    let mut changes = server.state.controller.changes();
+    server.state.controller.kick();
+    let later = loop {
+        let later = hub.get(&admin, "later?owner=alice").await;
+        if later["message"].as_str().is_some_and(|m| m.contains("disabled")) || later["state"] != "queued" {
+            break later;
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(10), changes.recv())
+            .await
+            .expect("a scheduling pass")
+            .unwrap();
+    };
     assert_eq!(later["state"], "queued", "{later}");
     assert!(later["message"].as_str().unwrap().contains("disabled"), "{later}");
     assert!(hub.runtime.running().is_empty());
