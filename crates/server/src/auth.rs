@@ -3,7 +3,7 @@
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use argon2::Argon2;
+use argon2::{Algorithm, Argon2, Params, Version};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::FromRequestParts;
 use axum::http::{HeaderMap, header, request::Parts};
@@ -19,19 +19,46 @@ use std::time::{Duration, Instant};
 /// The name of the browser session cookie.
 pub const SESSION_COOKIE: &str = "gpuhub_session";
 
+/// argon2id memory per hash, in KiB: OWASP's equal-strength alternative to 19 MiB with two passes is
+/// 7 MiB with five (Password Storage Cheat Sheet), which keeps the server small while logins run.
+const ARGON2_MEMORY_KIB: u32 = 7 * 1024;
+/// argon2id passes over that memory.
+const ARGON2_PASSES: u32 = 5;
+
+/// The hasher new passwords use.
+fn argon2() -> Argon2<'static> {
+    let params = Params::new(ARGON2_MEMORY_KIB, ARGON2_PASSES, 1, None).expect("constant argon2 parameters are valid");
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
 /// Hashes a password with argon2id and a random salt (PHC string).
 pub fn hash_password(password: &str) -> Result<String, ApiError> {
     let salt = SaltString::generate(&mut rand::rngs::OsRng);
-    Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(ApiError::internal)
+    argon2().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(ApiError::internal)
 }
 
-/// Checks a password against a PHC string.
+/// Checks a password against a PHC string (with the parameters the string names).
 pub fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).map(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok()).unwrap_or(false)
+    PasswordHash::new(phc).map(|h| argon2().verify_password(password.as_bytes(), &h).is_ok()).unwrap_or(false)
 }
 
-/// Password hashes computed at once: each argon2id run holds 19 MiB, so logins in parallel would
-/// otherwise grow the server by that much each.
+/// Whether a stored hash was made with other parameters than [`hash_password`] uses now (older
+/// installations hashed with 19 MiB): a successful login then stores a new hash.
+pub fn needs_rehash(phc: &str) -> bool {
+    let Ok(h) = PasswordHash::new(phc) else { return true };
+    let current = argon2();
+    h.algorithm.as_str() != "argon2id"
+        || Params::try_from(&h)
+            .map(|p| {
+                let c = current.params();
+                (p.m_cost(), p.t_cost(), p.p_cost()) != (c.m_cost(), c.t_cost(), c.p_cost())
+            })
+            .unwrap_or(true)
+        || h.version != Some(Version::V0x13 as u32)
+}
+
+/// Password hashes computed at once: each argon2id run holds its memory (7 MiB; 19 MiB for hashes
+/// of older installations), so logins in parallel would otherwise grow the server by that much each.
 static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// [`verify_password`] off the async threads, at most [`HASHING`]'s permits at a time.
@@ -317,6 +344,21 @@ mod tests {
         assert!(verify_password("correct horse", &h));
         assert!(!verify_password("wrong horse", &h));
         assert!(!verify_password("x", "not a hash"));
+        assert!(h.contains("m=7168,t=5,p=1"), "{h}");
+        assert!(!needs_rehash(&h));
+    }
+
+    #[test]
+    fn hashes_of_older_parameters_verify_and_are_renewed() {
+        // argon2's old default (19 MiB, two passes), as installations before this change stored
+        let old = Argon2::default()
+            .hash_password(b"correct horse", &SaltString::generate(&mut rand::rngs::OsRng))
+            .unwrap()
+            .to_string();
+        assert!(old.contains("m=19456,t=2,p=1"), "{old}");
+        assert!(verify_password("correct horse", &old));
+        assert!(needs_rehash(&old));
+        assert!(needs_rehash("not a hash"));
     }
 
     #[test]

@@ -329,3 +329,26 @@ async fn ssh_keys_need_proof_of_possession() {
     let (s, v) = add(alice.clone(), json!({"key": alice_pub, "signature": alice_sig})).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
 }
+
+/// Passwords are hashed with argon2id at 7 MiB and five passes (what keeps the server small while
+/// logins run); a hash stored with older parameters still logs in, and the login replaces it.
+#[tokio::test]
+async fn older_password_hashes_log_in_and_are_renewed() {
+    use argon2::PasswordHasher;
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    hub.user(&admin, "olga").await;
+    let store = gpuhub_store::Store::open(&common::config(hub.dir.path()).effective_database_url()).await.unwrap();
+    let (_, fresh) = store.user_with_password_hash("olga").await.unwrap();
+    assert!(fresh.contains("m=7168,t=5,p=1"), "{fresh}");
+    let salt = argon2::password_hash::SaltString::generate(&mut rand::rngs::OsRng);
+    let old = argon2::Argon2::default().hash_password(b"olga-password", &salt).unwrap().to_string();
+    assert!(old.contains("m=19456,t=2,p=1"), "{old}");
+    store.set_password_hash("olga", &old).await.unwrap();
+    let (status, _) = login_from(&hub, "olga", "olga-password", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, renewed) = store.user_with_password_hash("olga").await.unwrap();
+    assert!(renewed.contains("m=7168,t=5,p=1") && renewed != fresh, "{renewed}");
+    let (status, _) = login_from(&hub, "olga", "olga-password", None).await;
+    assert_eq!(status, StatusCode::OK, "the renewed hash logs in");
+}

@@ -54,7 +54,7 @@ pub async fn login(
     };
     let password = req.password.clone();
     let hash = found.as_ref().map(|(_, h)| h.clone()).unwrap_or_else(|| dummy_hash().to_owned());
-    let ok = auth::verify_password_bounded(password, hash).await?;
+    let ok = auth::verify_password_bounded(password, hash.clone()).await?;
     let user = match found {
         Some((user, _)) if ok => user,
         _ => {
@@ -66,6 +66,11 @@ pub async fn login(
         return Err(ApiError::forbidden("account is disabled"));
     }
     st.limiter.succeed(&req.username, client);
+    if auth::needs_rehash(&hash) {
+        // a hash of older parameters: store one of the current ones while the password is at hand
+        let renewed = auth::hash_password_bounded(req.password.clone()).await?;
+        st.store.set_password_hash(&user.username, &renewed).await?;
+    }
     let now = Utc::now();
     let (token, hash) = auth::new_token(TokenKind::Api);
     let expires = now + chrono::Duration::days(st.config.token_days);
