@@ -7,6 +7,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod env;
+
 /// How GPUs reach containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -356,8 +358,14 @@ impl Config {
                     self.log_max_bytes = gpuhub_core::Bytes::parse(&v)
                         .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?
                 }
-                // variables of the client and of other tools share the prefix
-                _ => {}
+                // variables of the client, of containers and of the scripts share the prefix
+                other if env::NOT_SERVER_SETTINGS.contains(&other) => {}
+                other => {
+                    return Err(ConfigError::Invalid {
+                        key: key.clone(),
+                        reason: env::unknown_variable(other),
+                    });
+                }
             }
         }
         if self.reconcile_secs == 0 {
@@ -561,6 +569,24 @@ mod tests {
         let c = Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "spread")])).unwrap();
         assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::Spread);
         assert!(Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "magic")])).is_err());
+    }
+
+    #[test]
+    fn unknown_variables_are_refused_and_every_setting_is_read_and_documented() {
+        let e = Config::load(None, env(&[("GPUHUB_LISTN", "127.0.0.1:7000")])).unwrap_err().to_string();
+        assert!(e.contains("GPUHUB_LISTN") && e.contains("did you mean GPUHUB_LISTEN?"), "{e}");
+        // the client's, the containers' and the scripts' variables are not the server's business
+        let others: Vec<_> = env::NOT_SERVER_SETTINGS.iter().map(|v| (format!("GPUHUB_{v}"), "x".to_owned())).collect();
+        Config::load(None, others).unwrap();
+        let readme = include_str!("../../../README.md");
+        for v in env::SERVER_VARIABLES {
+            let var = format!("GPUHUB_{v}");
+            // a value no setting takes: the error, if any, is about the value, never "no such setting"
+            if let Err(e) = Config::load(None, [(var.clone(), "\u{1}not-a-value".to_owned())]) {
+                assert!(!e.to_string().contains("no such setting"), "{var} is listed but not read: {e}");
+            }
+            assert!(readme.contains(&var), "{var} is not documented in README.md");
+        }
     }
 
     #[test]

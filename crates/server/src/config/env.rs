@@ -1,0 +1,111 @@
+//! The `GPUHUB_*` variables: which are server settings, which belong to others, and the error for
+//! one that is neither.
+
+/// `GPUHUB_*` variables that are not server settings: the CLI's (`SERVER`, `TOKEN`, `SSH`), the log
+/// filter (`LOG`), what containers get (`WORKLOAD`, `NAME`, `GPU_MILLI`, `GPU_MEMORY`, `BASE_URL`,
+/// `PORT`, `SFTP_SERVERS`) and the scripts' and tests' switches. Any other unknown one is an error,
+/// like an unknown key in the file, so that a misspelt setting does not go unnoticed.
+pub(super) const NOT_SERVER_SETTINGS: &[&str] = &[
+    "SERVER",
+    "TOKEN",
+    "SSH",
+    "LOG",
+    "WORKLOAD",
+    "NAME",
+    "GPU_MILLI",
+    "GPU_MEMORY",
+    "BASE_URL",
+    "PORT",
+    "SFTP_SERVERS",
+    "SKIP_SETUP",
+    "TEST_POSTGRES_URL",
+    "BUSYBOX_IMAGE",
+    "DEBIAN_MIRROR",
+    "FORCE_APT",
+    "FORCE_BUILD",
+];
+
+/// The server settings' variable names, without the prefix (what `apply_env` reads).
+pub(super) const SERVER_VARIABLES: &[&str] = &[
+    "LISTEN",
+    "SSH_LISTEN",
+    "DATA_DIR",
+    "DATABASE_URL",
+    "GPU_MODE",
+    "GPUS",
+    "ALLOW_ANY_IMAGE",
+    "PIDS_LIMIT",
+    "ISOLATE_HOST",
+    "STOP_GRACE_SECS",
+    "RECONCILE_SECS",
+    "SESSION_HOURS",
+    "SECURE_COOKIES",
+    "LOGIN_FAILURES",
+    "LOGIN_WINDOW_SECS",
+    "TOKEN_DAYS",
+    "TRUSTED_PROXIES",
+    "SCHEDULER_POLICY",
+    "ADMINS_ENTER_WORKSPACES",
+    "ADMINS_OPEN_APPS",
+    "ADMIN_PASSWORD",
+    "MAX_WORKLOADS_PER_USER",
+    "MAX_QUEUED_PER_USER",
+    "MAX_COMMAND_BYTES",
+    "MAX_ENV_BYTES",
+    "MAX_APPS",
+    "GPU_SHARE_LIBRARY",
+    "LOG_MAX_BYTES",
+];
+
+/// The reason an unknown `GPUHUB_` variable is refused, naming the closest known one.
+pub(super) fn unknown_variable(name: &str) -> String {
+    let closest = SERVER_VARIABLES.iter().min_by_key(|known| edit_distance(name, known)).filter(|known| {
+        let d = edit_distance(name, known);
+        d <= 2 || (d <= 4 && d * 3 <= known.len())
+    });
+    match closest {
+        Some(known) => format!("no such setting; did you mean GPUHUB_{known}? (unset it, or see the README's list)"),
+        None => "no such setting (unset it, or see the README's list of GPUHUB_ variables)".to_owned(),
+    }
+}
+
+/// Levenshtein distance of two short ASCII names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        assert_eq!(edit_distance("LISTEN", "LISTEN"), 0);
+        assert_eq!(edit_distance("LISTN", "LISTEN"), 1);
+        assert_eq!(edit_distance("", "ABC"), 3);
+        assert_eq!(edit_distance("TOKEN_DAY", "TOKEN_DAYS"), 1);
+    }
+
+    #[test]
+    fn a_misspelt_variable_names_the_setting() {
+        assert!(unknown_variable("LISTN").contains("did you mean GPUHUB_LISTEN?"), "{}", unknown_variable("LISTN"));
+        assert!(unknown_variable("MAX_QUEUED_PER_USR").contains("GPUHUB_MAX_QUEUED_PER_USER"));
+        assert!(!unknown_variable("FROBNICATE").contains("did you mean"));
+    }
+
+    #[test]
+    fn the_lists_do_not_overlap() {
+        assert!(SERVER_VARIABLES.iter().all(|v| !NOT_SERVER_SETTINGS.contains(v)));
+    }
+}
