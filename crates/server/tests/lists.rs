@@ -189,9 +189,15 @@ async fn per_user_caps_on_queued_and_total_workloads() {
     let (s, _) = hub.call(Method::DELETE, "/api/v1/workloads/q1", Some(&alice), None).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     hub.submit(&alice, job("q3", 2)).await;
+    // queuing an ended workload again counts against the queued cap like a submission
+    let store = &hub.server.as_ref().unwrap().state.store;
+    store.insert_workload(&ended("alice", 1)).await.unwrap();
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/w1/start", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("max_queued_per_user"), "{v}");
+    assert_eq!(hub.get(&alice, "w1").await["state"], "failed", "nothing changed");
     // the total cap counts ended workloads too, until they are deleted
     let carol = hub.user(&admin, "carol").await;
-    let store = &hub.server.as_ref().unwrap().state.store;
     for i in 0..4 {
         store.insert_workload(&ended("carol", i)).await.unwrap();
     }

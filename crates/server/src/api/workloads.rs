@@ -17,7 +17,7 @@ use futures::StreamExt;
 use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
 use gpuhub_core::workload::{AppSpec, Workload, WorkloadState};
 use gpuhub_core::{admission, names};
-use gpuhub_store::{OwnerCaps, StoreError};
+use gpuhub_store::{CapReached, OwnerCaps, StoreError};
 use listing::ListQuery;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -273,6 +273,14 @@ pub async fn start_workload(
     Query(q): Query<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    if !caller.0.is_admin() && w.state.is_terminal() {
+        // queuing an ended workload again counts against the owner's queued cap, as a submission does
+        let counts = st.store.count_owner_workloads(&w.owner).await?;
+        let limits = &st.config.limits;
+        if counts.queued >= limits.max_queued_per_user {
+            return Err(listing::cap_error(&w.owner, limits, CapReached::Queued { count: counts.queued }));
+        }
+    }
     let w = st.controller.start(&w.id).await?;
     st.controller.kick();
     Ok(axum::Json(WorkloadView::from(&w)))
