@@ -62,6 +62,46 @@ pub(crate) async fn isolate(bridge: &str) -> Result<(), RuntimeError> {
     Ok(())
 }
 
+/// Whether `name` is an interface name [`bridge_name`] makes.
+fn is_bridge_name(name: &str) -> bool {
+    name.strip_prefix("gh-").is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The rules of `chain` in an `iptables -S` listing that belong to a gpuhub bridge for which `exists`
+/// says no, as the arguments that delete them (`-D CHAIN …`).
+pub(crate) fn stale_rules(listing: &str, chain: &str, exists: impl Fn(&str) -> bool) -> Vec<Vec<String>> {
+    let prefix = format!("-A {chain} ");
+    listing
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let args: Vec<&str> = rest.split_whitespace().collect();
+            let iface = args.windows(2).find(|w| w[0] == "-i").map(|w| w[1])?;
+            (is_bridge_name(iface) && !exists(iface)).then(|| {
+                ["-D", chain].into_iter().chain(args.iter().copied()).map(str::to_owned).collect()
+            })
+        })
+        .collect()
+}
+
+/// Removes the rules of gpuhub bridges that no longer exist (their networks were deleted, by gpuhub
+/// or by `docker network prune`), so that they do not pile up. Best effort: failures are logged.
+pub(crate) async fn sweep() {
+    for chain in ["INPUT", "DOCKER-USER"] {
+        let listing = match Command::new("iptables").args(["-w", "-S", chain]).output().await {
+            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+            _ => continue,
+        };
+        let exists = |iface: &str| std::path::Path::new("/sys/class/net").join(iface).exists();
+        for delete in stale_rules(&listing, chain, exists) {
+            match iptables(&delete).await {
+                Ok(true) => tracing::info!(rule = %delete.join(" "), "removed the rule of a deleted gpuhub bridge"),
+                _ => tracing::warn!(rule = %delete.join(" "), "could not remove the rule of a deleted gpuhub bridge"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +121,25 @@ mod tests {
         assert_eq!(r[0].1.join(" "), "-i gh-x -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT");
         assert_eq!(r[1].1.join(" "), "-i gh-x -j REJECT");
         assert_eq!(r[2].0, "DOCKER-USER");
+    }
+
+    #[test]
+    fn rules_of_vanished_bridges_are_found() {
+        let listing = "-P INPUT ACCEPT\n\
+            -A INPUT -i gh-0123456789ab -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n\
+            -A INPUT -i gh-0123456789ab -j REJECT --reject-with icmp-port-unreachable\n\
+            -A INPUT -i gh-ffffffffffff -j REJECT --reject-with icmp-port-unreachable\n\
+            -A INPUT -i docker0 -j ACCEPT\n\
+            -A INPUT -i gh-notours -j REJECT\n";
+        let stale = stale_rules(listing, "INPUT", |iface| iface == "gh-ffffffffffff");
+        let stale: Vec<String> = stale.iter().map(|r| r.join(" ")).collect();
+        assert_eq!(
+            stale,
+            [
+                "-D INPUT -i gh-0123456789ab -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+                "-D INPUT -i gh-0123456789ab -j REJECT --reject-with icmp-port-unreachable",
+            ]
+        );
+        assert!(stale_rules(listing, "DOCKER-USER", |_| false).is_empty());
     }
 }

@@ -102,7 +102,12 @@ impl DockerRuntime {
         }
         match self.docker.create_network(create_options(name, labels)).await {
             Ok(_) => match self.find_network(name).await? {
-                Some(net) => self.isolate(name, &net).await,
+                Some(net) => {
+                    if self.isolate_host {
+                        crate::firewall::sweep().await;
+                    }
+                    self.isolate(name, &net).await
+                }
                 None => Err(RuntimeError::NotFound(format!("network {name}"))),
             },
             Err(e) if error::status(&e) == Some(409) => match self.find_network(name).await? {

@@ -130,3 +130,39 @@ async fn containers_do_not_reach_the_hosts_services() {
         assert_eq!(code == 0 && out.contains("host-here"), expect_reached, "isolated={isolated}: {out:?} ({code})");
     }
 }
+
+/// The `iptables` rules of a bridge, as `iptables -S` prints them, in both chains gpuhub uses.
+fn rules_of(bridge: &str) -> Vec<String> {
+    ["INPUT", "DOCKER-USER"]
+        .iter()
+        .flat_map(|chain| {
+            let out = std::process::Command::new("iptables").args(["-w", "-S", chain]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect::<Vec<_>>()
+        })
+        .filter(|l| l.split_whitespace().any(|w| w == bridge))
+        .collect()
+}
+
+/// The rules of a deleted network's bridge do not pile up: creating the next network removes them.
+#[tokio::test]
+async fn rules_of_deleted_networks_are_swept() {
+    let rt = runtime().await.with_host_isolation(true);
+    let labels = BTreeMap::new();
+    let mut cleanup = Cleanup::default();
+    let gone = unique("swept");
+    rt.ensure_network(&gone, &labels).await.unwrap();
+    let out = std::process::Command::new("docker")
+        .args(["network", "inspect", "-f", "{{index .Options \"com.docker.network.bridge.name\"}}", &gone])
+        .output()
+        .unwrap();
+    let bridge = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(bridge.starts_with("gh-"), "{bridge:?}");
+    assert_eq!(rules_of(&bridge).len(), 3, "{:?}", rules_of(&bridge));
+    let rm = std::process::Command::new("docker").args(["network", "rm", &gone]).output().unwrap();
+    assert!(rm.status.success());
+    assert_eq!(rules_of(&bridge).len(), 3, "deleting the network leaves its rules");
+    let next = unique("sweeper");
+    cleanup.network(&next);
+    rt.ensure_network(&next, &labels).await.unwrap();
+    assert!(rules_of(&bridge).is_empty(), "{:?}", rules_of(&bridge));
+}
