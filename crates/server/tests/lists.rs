@@ -246,3 +246,70 @@ async fn oversized_submissions_are_refused_and_not_stored() {
     assert_eq!(count(&hub, &alice).await, 1);
     assert_eq!(count(&hub, &admin).await, 0);
 }
+
+/// Walks a paged list by its `X-Next-Cursor` with pages of `limit`: the items, and how many pages.
+async fn walk(hub: &Hub, token: &str, path: &str, limit: u32) -> (Vec<Value>, usize) {
+    let (mut items, mut pages, mut cursor) = (Vec::new(), 0, None::<String>);
+    loop {
+        let mut url = format!("{}{path}?limit={limit}", hub.url);
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let resp = hub.http.get(url).bearer_auth(token).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        let next = resp.headers().get("x-next-cursor").map(|v| v.to_str().unwrap().to_owned());
+        if next.is_some() {
+            let link = resp.headers()["link"].to_str().unwrap().to_owned();
+            assert!(
+                link.starts_with(&format!("<{path}?limit={limit}&cursor=")) && link.ends_with("rel=\"next\""),
+                "{link}"
+            );
+        }
+        let page: Vec<Value> = resp.json().await.unwrap();
+        assert!(page.len() <= limit as usize);
+        items.extend(page);
+        pages += 1;
+        match next {
+            Some(n) => cursor = Some(n),
+            None => return (items, pages),
+        }
+    }
+}
+
+/// Every list endpoint comes in cursor pages, not only workloads.
+#[tokio::test]
+async fn every_list_comes_in_pages() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    for name in ["erin", "bob", "dave", "carol", "alice"] {
+        hub.user(&admin, name).await;
+    }
+    let (users, pages) = walk(&hub, &admin, "/api/v1/users", 2).await;
+    let names: Vec<&str> = users.iter().map(|u| u["username"].as_str().unwrap()).collect();
+    assert_eq!(names, ["admin", "alice", "bob", "carol", "dave", "erin"]);
+    assert_eq!(pages, 3);
+    // a user's tokens: one per login, oldest first, each once
+    let mut tokens = Vec::new();
+    for _ in 0..4 {
+        tokens.push(hub.login("bob", "bob-password").await);
+    }
+    let (all, _) = walk(&hub, &tokens[0], "/api/v1/me/tokens", 100).await;
+    let (paged, pages) = walk(&hub, &tokens[0], "/api/v1/me/tokens", 3).await;
+    assert!(all.len() >= 8, "an API token and a session per login: {all:?}");
+    assert_eq!(paged, all);
+    assert_eq!(pages, all.len().div_ceil(3));
+    // the catalog, reservations and nodes answer pages too
+    for path in ["/api/v1/images", "/api/v1/reservations", "/api/v1/nodes", "/api/v1/me/ssh-keys"] {
+        let (items, pages) = walk(&hub, &admin, path, 1).await;
+        assert_eq!(pages, items.len().max(1), "{path}");
+    }
+    // bad page requests name the problem
+    for (q, what) in [("limit=0", "invalid limit"), ("limit=5000", "invalid limit"), ("cursor=zzz", "invalid cursor")] {
+        let (s, v) = hub.call(Method::GET, &format!("/api/v1/users?{q}"), Some(&admin), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{q}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains(what), "{q}: {v}");
+    }
+    let (s, v) = hub.call(Method::GET, "/api/v1/images?colour=red", Some(&admin), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("colour"), "{v}");
+}

@@ -125,6 +125,21 @@ impl Store {
         rows.iter().map(user_from_row).collect()
     }
 
+    /// At most `limit` accounts whose username sorts after `after`, ordered by username (the unique
+    /// index on it serves the query), and whether more follow.
+    pub async fn list_users_page(&self, after: Option<&str>, limit: u32) -> Result<(Vec<User>, bool)> {
+        let rows =
+            sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE username > $1 ORDER BY username LIMIT $2"))
+                .bind(after.unwrap_or(""))
+                .bind(i64::from(limit) + 1)
+                .fetch_all(&self.pool)
+                .await?;
+        let mut users = rows.iter().map(user_from_row).collect::<Result<Vec<_>>>()?;
+        let more = users.len() > limit as usize;
+        users.truncate(limit as usize);
+        Ok((users, more))
+    }
+
     /// How many accounts exist (0 on a fresh install: the server then creates the first admin).
     pub async fn count_users(&self) -> Result<i64> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(&self.pool).await?)

@@ -28,7 +28,7 @@ pub(crate) fn tokens_text(list: &[TokenView]) -> String {
 pub(crate) async fn tokens(api: &Api, json: bool, cmd: Option<TokensCommand>, out: Out<'_>) -> Result<(), ClientError> {
     match cmd {
         None => {
-            let v = api.get(&["me", "tokens"], &[]).await?;
+            let v = serde_json::Value::Array(api.get_all_pages(&["me", "tokens"], &[]).await?);
             if json {
                 return print_json(out, &v);
             }

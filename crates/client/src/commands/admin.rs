@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// `gpuhub nodes`.
 pub(crate) async fn nodes(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> {
-    let v = api.get(&["nodes"], &[]).await?;
+    let v = Value::Array(api.get_all_pages(&["nodes"], &[]).await?);
     if json {
         return print_json(out, &v);
     }
@@ -70,7 +70,7 @@ pub(crate) fn nodes_text(list: &[NodeView]) -> String {
 pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, out: Out<'_>) -> Result<(), ClientError> {
     match cmd {
         None => {
-            let v = api.get(&["images"], &[]).await?;
+            let v = Value::Array(api.get_all_pages(&["images"], &[]).await?);
             if json {
                 return print_json(out, &v);
             }
@@ -103,7 +103,7 @@ pub(crate) async fn user(
 ) -> Result<(), ClientError> {
     let (v, done) = match cmd {
         UserCommand::List => {
-            let v = api.get(&["users"], &[]).await?;
+            let v = Value::Array(api.get_all_pages(&["users"], &[]).await?);
             if json {
                 return print_json(out, &v);
             }

@@ -51,7 +51,7 @@ pub(crate) async fn reservations(
 ) -> Result<(), ClientError> {
     match cmd {
         None => {
-            let v = api.get(&["reservations"], &[]).await?;
+            let v = Value::Array(api.get_all_pages(&["reservations"], &[]).await?);
             if json {
                 return print_json(out, &v);
             }

@@ -71,7 +71,7 @@ pub(crate) async fn key(api: &Api, json: bool, cmd: SshKeyCommand, out: Out<'_>)
             writeln!(out, "{}", k.fingerprint)?;
         }
         SshKeyCommand::List => {
-            let v = api.get(&segs, &[]).await?;
+            let v = serde_json::Value::Array(api.get_all_pages(&segs, &[]).await?);
             if json {
                 return print_json(out, &v);
             }

@@ -1,8 +1,10 @@
 //! Login, sessions and accounts.
 
+use super::paging::{self, PageQuery};
 use crate::auth::{self, Caller, SESSION_COOKIE};
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -111,29 +113,32 @@ pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Re
     Ok(resp)
 }
 
-/// The caller's API tokens and browser sessions (never the secrets).
-#[utoipa::path(get, path = "/api/v1/me/tokens", tag = "auth", responses((status = 200, body = [TokenView]), (status = 401, body = Problem)))]
+/// The caller's API tokens and browser sessions (never the secrets), oldest first, in pages.
+#[utoipa::path(get, path = "/api/v1/me/tokens", tag = "auth", params(PageQuery),
+    responses((status = 200, body = [TokenView]), (status = 400, body = Problem), (status = 401, body = Problem)))]
 pub async fn list_tokens(
     State(st): State<AppState>,
     Caller(user): Caller,
     headers: HeaderMap,
-) -> Result<axum::Json<Vec<TokenView>>, ApiError> {
+    q: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let page = paging::from_query(q)?;
     let current = auth::bearer_token(&headers).map(|t| auth::token_hash(&t));
     let now = Utc::now();
     let tokens = st.store.list_user_tokens(user.id).await?;
-    Ok(axum::Json(
-        tokens
-            .into_iter()
-            .filter(|t| t.expires_at.is_none_or(|e| e > now))
-            .map(|t| TokenView {
-                id: auth::token_id(&t.hash).to_owned(),
-                kind: t.kind.as_str().to_owned(),
-                created_at: t.created_at,
-                expires_at: t.expires_at,
-                current: current.as_deref() == Some(t.hash.as_str()),
-            })
-            .collect(),
-    ))
+    let views: Vec<TokenView> = tokens
+        .into_iter()
+        .filter(|t| t.expires_at.is_none_or(|e| e > now))
+        .map(|t| TokenView {
+            id: auth::token_id(&t.hash).to_owned(),
+            kind: t.kind.as_str().to_owned(),
+            created_at: t.created_at,
+            expires_at: t.expires_at,
+            current: current.as_deref() == Some(t.hash.as_str()),
+        })
+        .collect();
+    let (views, next) = paging::slice(views, |t| paging::time_key(t.created_at, &t.id), &page);
+    Ok(paging::respond(views, next, "/api/v1/me/tokens", &page))
 }
 
 /// Revokes one of the caller's tokens or sessions by its id.
@@ -182,11 +187,20 @@ pub async fn me(Caller(user): Caller) -> axum::Json<UserView> {
     axum::Json(UserView::from(&user))
 }
 
-/// Every account (admin).
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView]), (status = 403, body = Problem)))]
-pub async fn list_users(State(st): State<AppState>, caller: Caller) -> Result<axum::Json<Vec<UserView>>, ApiError> {
+/// Every account (admin), by username, in pages (`X-Next-Cursor` names the next).
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", params(PageQuery),
+    responses((status = 200, body = [UserView]), (status = 400, body = Problem), (status = 403, body = Problem)))]
+pub async fn list_users(
+    State(st): State<AppState>,
+    caller: Caller,
+    q: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
     caller.require_admin()?;
-    Ok(axum::Json(st.store.list_users().await?.iter().map(UserView::from).collect()))
+    let page = paging::from_query(q)?;
+    let (users, more) = st.store.list_users_page(page.after.as_deref(), page.limit).await?;
+    let next = if more { users.last().map(|u| u.username.clone()) } else { None };
+    let views: Vec<UserView> = users.iter().map(UserView::from).collect();
+    Ok(paging::respond(views, next, "/api/v1/users", &page))
 }
 
 /// Creates an account (admin); it gets the next free UID from 10000 up.

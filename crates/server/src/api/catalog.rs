@@ -1,18 +1,27 @@
 //! The node's resources and the image catalog.
 
+use super::paging::{self, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView, ImageEntry, NodeView, Problem};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_core::{Bytes, CpuMilli, names};
 use gpuhub_store::WorkloadFilter;
 
 /// The node: CPUs, memory and GPUs, and who holds each GPU (whole, or shares of it).
-#[utoipa::path(get, path = "/api/v1/nodes", tag = "nodes", responses((status = 200, body = [NodeView]), (status = 401, body = Problem)))]
-pub async fn list_nodes(State(st): State<AppState>, _caller: Caller) -> Result<axum::Json<Vec<NodeView>>, ApiError> {
+#[utoipa::path(get, path = "/api/v1/nodes", tag = "nodes", params(PageQuery),
+    responses((status = 200, body = [NodeView]), (status = 400, body = Problem), (status = 401, body = Problem)))]
+pub async fn list_nodes(
+    State(st): State<AppState>,
+    _caller: Caller,
+    q: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let page = paging::from_query(q)?;
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
     let active = st.store.list_workloads(&filter).await?;
     let n = &st.node;
@@ -42,20 +51,29 @@ pub async fn list_nodes(State(st): State<AppState>, _caller: Caller) -> Result<a
                 .collect(),
         })
         .collect();
-    Ok(axum::Json(vec![NodeView {
+    let nodes = vec![NodeView {
         name: n.name.clone(),
         cpus: n.cpus.cores(),
         cpus_free: CpuMilli(n.cpus.0.saturating_sub(cpu_used)).cores(),
         memory: n.memory,
         memory_free: Bytes(n.memory.0.saturating_sub(mem_used)),
         gpus,
-    }]))
+    }];
+    let (nodes, next) = paging::slice(nodes, |n| n.name.clone(), &page);
+    Ok(paging::respond(nodes, next, "/api/v1/nodes", &page))
 }
 
-/// The image catalog.
-#[utoipa::path(get, path = "/api/v1/images", tag = "images", responses((status = 200, body = [ImageEntry]), (status = 401, body = Problem)))]
-pub async fn list_images(State(st): State<AppState>, _caller: Caller) -> Result<axum::Json<Vec<ImageEntry>>, ApiError> {
-    Ok(axum::Json(st.store.list_images().await?))
+/// The image catalog, by name, in pages.
+#[utoipa::path(get, path = "/api/v1/images", tag = "images", params(PageQuery),
+    responses((status = 200, body = [ImageEntry]), (status = 400, body = Problem), (status = 401, body = Problem)))]
+pub async fn list_images(
+    State(st): State<AppState>,
+    _caller: Caller,
+    q: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let page = paging::from_query(q)?;
+    let (images, next) = paging::slice(st.store.list_images().await?, |i| i.name.clone(), &page);
+    Ok(paging::respond(images, next, "/api/v1/images", &page))
 }
 
 /// Adds or replaces a catalog entry (admin). The image must be present in the container engine.

@@ -101,13 +101,18 @@ pub async fn add_key(
     }
 }
 
-/// The caller's keys.
-#[utoipa::path(get, path = "/api/v1/me/ssh-keys", tag = "ssh", responses((status = 200, body = [SshKeyView])))]
+/// The caller's keys, oldest first, in pages.
+#[utoipa::path(get, path = "/api/v1/me/ssh-keys", tag = "ssh", params(super::paging::PageQuery),
+    responses((status = 200, body = [SshKeyView]), (status = 400, body = Problem)))]
 pub async fn list_keys(
     State(st): State<AppState>,
     Caller(user): Caller,
-) -> Result<axum::Json<Vec<SshKeyView>>, ApiError> {
-    Ok(axum::Json(st.store.list_ssh_keys(user.id).await?.into_iter().map(SshKeyView::from).collect()))
+    q: Result<axum::extract::Query<super::paging::PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let page = super::paging::from_query(q)?;
+    let keys: Vec<SshKeyView> = st.store.list_ssh_keys(user.id).await?.into_iter().map(SshKeyView::from).collect();
+    let (keys, next) = super::paging::slice(keys, |k| super::paging::time_key(k.created_at, &k.fingerprint), &page);
+    Ok(super::paging::respond(keys, next, "/api/v1/me/ssh-keys", &page))
 }
 
 /// Removes one of the caller's keys (the fingerprint percent-encoded: `SHA256%3A…%2F…`).

@@ -3,6 +3,7 @@
 mod account;
 mod catalog;
 mod keys;
+mod paging;
 mod queues;
 pub(crate) mod reservations;
 mod workloads;

@@ -31,14 +31,18 @@ pub async fn current(st: &AppState, now: DateTime<Utc>) -> Result<Vec<Reservatio
     Ok(all)
 }
 
-/// The bookings that have not ended.
-#[utoipa::path(get, path = "/api/v1/reservations", tag = "reservations",
-    responses((status = 200, body = [ReservationView]), (status = 401, body = Problem)))]
+/// The bookings that have not ended, by start time, in pages.
+#[utoipa::path(get, path = "/api/v1/reservations", tag = "reservations", params(super::paging::PageQuery),
+    responses((status = 200, body = [ReservationView]), (status = 400, body = Problem), (status = 401, body = Problem)))]
 pub async fn list_reservations(
     State(st): State<AppState>,
     _caller: Caller,
-) -> Result<axum::Json<Vec<ReservationView>>, ApiError> {
-    Ok(axum::Json(current(&st, Utc::now()).await?))
+    q: Result<axum::extract::Query<super::paging::PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let page = super::paging::from_query(q)?;
+    let all = current(&st, Utc::now()).await?;
+    let (all, next) = super::paging::slice(all, |r| super::paging::time_key(r.start, &r.id), &page);
+    Ok(super::paging::respond(all, next, "/api/v1/reservations", &page))
 }
 
 /// Books whole GPUs (of a model) for a team queue during a window (admin). Refused when the queue is not

@@ -56,8 +56,13 @@ async fn lookups(s: Store) {
     assert!(s.get_user("amy").await.unwrap().is_admin());
     let (u, h) = s.user_with_password_hash("mia").await.unwrap();
     assert_eq!((u, h.as_str()), (mid.clone(), "hm"));
-    assert_eq!(s.list_users().await.unwrap(), vec![admin, mid, created]);
+    assert_eq!(s.list_users().await.unwrap(), vec![admin.clone(), mid.clone(), created.clone()]);
     assert_eq!(s.count_users().await.unwrap(), 3);
+    // pages by username
+    assert_eq!(s.list_users_page(None, 2).await.unwrap(), (vec![admin.clone(), mid.clone()], true));
+    assert_eq!(s.list_users_page(Some("mia"), 2).await.unwrap(), (vec![created.clone()], false));
+    assert_eq!(s.list_users_page(Some("amy"), 2).await.unwrap(), (vec![mid, created], false));
+    assert_eq!(s.list_users_page(Some("zed"), 2).await.unwrap(), (vec![], false));
 
     for e in [
         s.get_user("nobody").await.unwrap_err(),
