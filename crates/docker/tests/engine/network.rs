@@ -160,7 +160,8 @@ async fn rules_of_deleted_networks_are_swept() {
     assert_eq!(rules_of(&bridge).len(), 3, "{:?}", rules_of(&bridge));
     let rm = std::process::Command::new("docker").args(["network", "rm", &gone]).output().unwrap();
     assert!(rm.status.success());
-    assert_eq!(rules_of(&bridge).len(), 3, "deleting the network leaves its rules");
+    // deleting the network leaves its rules behind (Docker does not know them); the next creation
+    // sweeps them, ours below or a concurrent test's, so their count is not asserted in between
     let next = unique("sweeper");
     cleanup.network(&next);
     rt.ensure_network(&next, &labels).await.unwrap();
