@@ -147,11 +147,19 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
     // the engine is down: the API keeps answering from the store
     let (s, list) = hub.call(Method::GET, "/api/v1/workloads", Some(&alice), None).await;
     assert_eq!(s, StatusCode::OK, "{list}");
-    assert_eq!(list.as_array().unwrap().len(), 5);
+    assert_eq!(list.as_array().unwrap().len(), 5, "{list}");
     for (name, ..) in jobs {
         let v = hub.get(&alice, name).await;
         assert_eq!(v["state"], "running", "{v}");
     }
+    // a submission needs the engine (its image is checked): refused with a problem naming it, nothing stored
+    let body = json!({"name": "j6", "kind": "job", "image": IMAGE, "command": ["true"],
+        "resources": {"cpus": 0.5, "memory": "64MiB", "gpus": 0}});
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(body)).await;
+    assert_eq!(s, StatusCode::BAD_GATEWAY, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("container engine"), "{v}");
+    let (s, _) = hub.call(Method::GET, "/api/v1/workloads/j6", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
     // stay down long enough for j1 and j2 to end meanwhile (the fault's duration, not a wait for a signal)
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (s, v) = hub.call(Method::GET, "/api/v1/workloads/j1", Some(&alice), None).await;
