@@ -81,12 +81,31 @@ impl Drop for PrivateDockerd {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        // dockerd makes its data root a mount of its own and leaves it behind
-        for dir in ["data", "exec"] {
-            let path = self.root.join(dir);
-            let _ = Command::new("umount").arg(&path).stderr(Stdio::null()).status();
+        // containerd's shims outlive the daemon: end those of this engine (their command line names
+        // its exec root), then undo the mounts it leaves (its data root, overlays, network namespaces)
+        let root = self.root.display().to_string();
+        for pid in processes_naming(&root) {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let mut ours: Vec<&str> =
+            mounts.lines().filter_map(|l| l.split(' ').nth(1)).filter(|m| m.starts_with(&root)).collect();
+        ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in ours {
+            let _ = Command::new("umount").args(["-l", m]).stderr(Stdio::null()).status();
         }
     }
+}
+
+/// Ids of the processes whose command line contains `needle`.
+fn processes_naming(needle: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(needle))
+        })
+        .collect()
 }
 
 fn is_root() -> bool {
