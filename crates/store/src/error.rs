@@ -85,16 +85,16 @@ fn classify(e: &sqlx::Error) -> Class {
             // SQLite reports numeric (extended) result codes; the primary code is the low byte
             if let Ok(n) = code.parse::<u32>() {
                 return match n & 0xff {
-                    13 => Class::Full,         // SQLITE_FULL
+                    13 => Class::Full,           // SQLITE_FULL
                     5 | 6 => Class::Unavailable, // SQLITE_BUSY, SQLITE_LOCKED
                     _ => Class::Other,
                 };
             }
             // PostgreSQL SQLSTATEs
             match code.as_ref() {
-                "53100" => Class::Full, // disk_full
+                "53100" => Class::Full,                                      // disk_full
                 "53300" | "57P01" | "57P02" | "57P03" => Class::Unavailable, // too many connections, shutdown, starting
-                c if c.starts_with("08") => Class::Unavailable, // connection exceptions
+                c if c.starts_with("08") => Class::Unavailable,              // connection exceptions
                 _ => Class::Other,
             }
         }
@@ -112,4 +112,28 @@ impl StoreError {
 /// Whether `e` is a foreign key violation (a row names a parent that does not exist).
 pub(crate) fn is_foreign_key_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_foreign_key_violation())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn driver_errors_are_sorted_by_what_a_client_can_do() {
+        let unavailable = [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(Error::from(ErrorKind::ConnectionRefused)),
+            sqlx::Error::Io(Error::from(ErrorKind::UnexpectedEof)),
+        ];
+        for e in unavailable {
+            assert!(StoreError::from(e).is_unavailable());
+        }
+        let full = StoreError::from(sqlx::Error::Io(Error::from(ErrorKind::StorageFull)));
+        assert!(matches!(full, StoreError::StorageFull(_)), "{full:?}");
+        let other = StoreError::from(sqlx::Error::RowNotFound);
+        assert!(matches!(other, StoreError::Database(_)), "{other:?}");
+        assert!(other.to_string().starts_with("database error: "));
+    }
 }
