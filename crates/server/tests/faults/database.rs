@@ -71,9 +71,9 @@ impl Database {
     async fn create() -> Database {
         let base = postgres_url();
         let name = format!("gpuhub_faults_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = PgConnection::connect(&base)
-            .await
-            .unwrap_or_else(|e| panic!("PostgreSQL is unreachable at {base} ({e}); start it (scripts/setup-debian.sh)"));
+        let mut admin = PgConnection::connect(&base).await.unwrap_or_else(|e| {
+            panic!("PostgreSQL is unreachable at {base} ({e}); start it (scripts/setup-debian.sh)")
+        });
         admin.execute(format!("CREATE DATABASE {name}").as_str()).await.unwrap();
         admin.close().await.unwrap();
         Database { base, name }
@@ -156,8 +156,11 @@ async fn postgres_unreachable_answers_503_and_recovers_without_a_restart() {
     // the submission refused during the cut stored nothing; new work runs
     let (s, _) = hub.call(Method::GET, "/api/v1/workloads/during", Some(&alice), None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    hub.submit(&alice, json!({"name": "after", "kind": "job", "image": "busybox:latest", "command": ["true"],
-        "resources": {"cpus": 1, "memory": "1GiB", "gpus": 0}}))
+    hub.submit(
+        &alice,
+        json!({"name": "after", "kind": "job", "image": "busybox:latest", "command": ["true"],
+        "resources": {"cpus": 1, "memory": "1GiB", "gpus": 0}}),
+    )
     .await;
     let after = hub.wait_state(&alice, "after", "running").await;
     fake.exit(&hub.container(&alice, "after").await, 0);

@@ -24,7 +24,8 @@ impl Tmpfs {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         std::fs::create_dir(&path).unwrap();
-        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path).status();
+        let ok =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path).status();
         assert!(ok.is_ok_and(|s| s.success()), "cannot mount a tmpfs on {}", path.display());
         Tmpfs { path, _dir: dir }
     }

@@ -19,6 +19,7 @@ const IMAGE: &str = "gpuhub/busybox:latest";
 /// A private engine in a temp dir. Dropping it removes its containers and networks and stops it.
 struct PrivateDockerd {
     root: PathBuf,
+    daemon: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl PrivateDockerd {
@@ -35,7 +36,7 @@ impl PrivateDockerd {
         let _ = std::fs::remove_file(self.root.join("pid")); // a killed daemon leaves it behind
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.root.join("dockerd.log")).unwrap();
         let r = |p: &str| self.root.join(p).display().to_string();
-        Command::new("dockerd")
+        let child = Command::new("dockerd")
             .args(["--host", &self.host(), "--data-root", &r("data"), "--exec-root", &r("exec")])
             .args(["--pidfile", &r("pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false"])
             .args(["--live-restore", "--default-address-pool", "base=10.213.0.0/16,size=24"])
@@ -43,9 +44,14 @@ impl PrivateDockerd {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("dockerd starts");
+        *self.daemon.lock().unwrap() = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         while !self.docker(&["version"]).status().is_ok_and(|s| s.success()) {
-            assert!(Instant::now() < deadline, "private dockerd did not start; see {}/dockerd.log", self.root.display());
+            assert!(
+                Instant::now() < deadline,
+                "private dockerd did not start; see {}/dockerd.log",
+                self.root.display()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -56,12 +62,12 @@ impl PrivateDockerd {
         c
     }
 
-    fn pid(&self) -> i32 {
-        std::fs::read_to_string(self.root.join("pid")).unwrap().trim().parse().unwrap()
-    }
-
-    fn kill(&self, signal: &str) {
-        let _ = Command::new("kill").args([signal, &self.pid().to_string()]).status();
+    /// Sends `signal` to the daemon and waits for it to end.
+    fn stop(&self, signal: &str) {
+        if let Some(mut child) = self.daemon.lock().unwrap().take() {
+            let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -74,13 +80,7 @@ impl Drop for PrivateDockerd {
             }
         }
         let _ = self.docker(&["network", "prune", "-f"]).status();
-        if self.root.join("pid").exists() {
-            self.kill("-TERM");
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while self.root.join("pid").exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
+        self.stop("-TERM");
         // containerd's shims outlive the daemon: end those of this engine (their command line names
         // its exec root), then undo the mounts it leaves (its data root, overlays, network namespaces)
         let root = self.root.display().to_string();
@@ -113,7 +113,11 @@ fn is_root() -> bool {
 }
 
 fn installed(bin: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {bin}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 async fn counts_by_workload(rt: &DockerRuntime) -> BTreeMap<String, usize> {
@@ -131,7 +135,7 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
         return;
     }
     let root = tempfile::Builder::new().prefix("ghd").tempdir_in("/tmp").unwrap();
-    let engine = PrivateDockerd { root: root.path().to_path_buf() };
+    let engine = PrivateDockerd { root: root.path().to_path_buf(), daemon: Default::default() };
     engine.start();
     let load = format!("docker save {IMAGE} | docker -H {} load", engine.host());
     let loaded = Command::new("sh").args(["-c", &load]).stdout(Stdio::null()).status().unwrap();
@@ -161,7 +165,7 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
     }
     let all_running = t0.elapsed();
 
-    engine.kill("-KILL");
+    engine.stop("-KILL");
     let killed = t0.elapsed();
     // the engine is down: the API keeps answering from the store
     let (s, list) = hub.call(Method::GET, "/api/v1/workloads", Some(&alice), None).await;
