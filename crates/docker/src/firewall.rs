@@ -77,9 +77,8 @@ pub(crate) fn stale_rules(listing: &str, chain: &str, exists: impl Fn(&str) -> b
         .filter_map(|rest| {
             let args: Vec<&str> = rest.split_whitespace().collect();
             let iface = args.windows(2).find(|w| w[0] == "-i").map(|w| w[1])?;
-            (is_bridge_name(iface) && !exists(iface)).then(|| {
-                ["-D", chain].into_iter().chain(args.iter().copied()).map(str::to_owned).collect()
-            })
+            (is_bridge_name(iface) && !exists(iface))
+                .then(|| ["-D", chain].into_iter().chain(args.iter().copied()).map(str::to_owned).collect())
         })
         .collect()
 }

@@ -3,8 +3,8 @@
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use argon2::{Algorithm, Argon2, Params, Version};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
 use axum::extract::FromRequestParts;
 use axum::http::{HeaderMap, header, request::Parts};
 use base64::Engine;

@@ -361,10 +361,7 @@ impl Config {
                 // variables of the client, of containers and of the scripts share the prefix
                 other if env::NOT_SERVER_SETTINGS.contains(&other) => {}
                 other => {
-                    return Err(ConfigError::Invalid {
-                        key: key.clone(),
-                        reason: env::unknown_variable(other),
-                    });
+                    return Err(ConfigError::Invalid { key: key.clone(), reason: env::unknown_variable(other) });
                 }
             }
         }
