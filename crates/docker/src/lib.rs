@@ -57,6 +57,20 @@ impl DockerRuntime {
         Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default(), isolate_host: true })
     }
 
+    /// Connects to the engine listening on the unix socket `socket` (another engine than the default
+    /// one: tests run a private `dockerd`), which is then protected like the default socket.
+    pub async fn connect_unix(socket: &std::path::Path) -> Result<Self, RuntimeError> {
+        let path = socket.to_str().ok_or_else(|| RuntimeError::Engine(format!("{} is not UTF-8", socket.display())))?;
+        let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
+            .map_err(|e| RuntimeError::Engine(format!("cannot connect to the docker engine at {path}: {e}")))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| RuntimeError::Engine(format!("cannot reach the docker engine at {path}: {e}")))?;
+        let protected = vec![socket.to_path_buf()];
+        Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default(), isolate_host: true })
+    }
+
     /// Whether containers on gpuhub's networks may reach the host's own services (by default they may
     /// not: `iptables` rules reject what they send to the host, replies to the host's own connections
     /// aside, and the link-local range). `false` makes no rules (hosts without iptables).

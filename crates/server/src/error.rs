@@ -4,6 +4,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gpuhub_core::api::Problem;
 
+/// The `Retry-After` (seconds) of a 503 answered while the database is unavailable.
+pub const DATABASE_RETRY_AFTER_SECS: u64 = 5;
+
 /// An error answered to an HTTP client.
 #[derive(Debug, thiserror::Error)]
 #[error("{status}: {detail}")]
@@ -12,7 +15,7 @@ pub struct ApiError {
     pub status: StatusCode,
     /// What exactly is wrong, for a person.
     pub detail: String,
-    /// Seconds to wait before retrying (429).
+    /// Seconds to wait before retrying (429, 503).
     pub retry_after: Option<u64>,
 }
 
@@ -44,6 +47,10 @@ impl ApiError {
     /// 422.
     pub fn unprocessable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+    /// 507: no space left where gpuhub keeps `what`; nothing was written.
+    pub fn insufficient_storage(what: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::INSUFFICIENT_STORAGE, format!("insufficient storage: {what}; free space and retry"))
     }
     /// 500: the detail is logged, the client sees a generic one.
     pub fn internal(err: impl std::fmt::Display) -> Self {
@@ -93,6 +100,19 @@ pub async fn problem_for_bare_errors(resp: Response) -> Response {
     out
 }
 
+/// Names the data directory in every 507 when the database is the SQLite file in it, so that the
+/// person reading the error knows which disk to free.
+pub async fn name_full_data_dir(
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+    resp: Response,
+) -> Response {
+    if resp.status() != StatusCode::INSUFFICIENT_STORAGE || state.store.backend() != gpuhub_store::Backend::Sqlite {
+        return resp;
+    }
+    ApiError::insufficient_storage(format!("no space left in the data directory {}", state.data_dir.display()))
+        .into_response()
+}
+
 impl From<gpuhub_core::CoreError> for ApiError {
     fn from(e: gpuhub_core::CoreError) -> Self {
         match e {
@@ -108,6 +128,20 @@ impl From<gpuhub_store::StoreError> for ApiError {
         match e {
             S::NotFound { .. } => Self::not_found(e.to_string()),
             S::Conflict(_) => Self::conflict(e.to_string()),
+            S::Unavailable(_) => {
+                tracing::warn!(error = %e, "database unavailable");
+                Self {
+                    retry_after: Some(DATABASE_RETRY_AFTER_SECS),
+                    ..Self::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the database is unavailable (unreachable or busy); retry shortly",
+                    )
+                }
+            }
+            S::StorageFull(_) => {
+                tracing::error!(error = %e, "database storage full");
+                Self::insufficient_storage("the database's disk is full (SQLite: the data directory's)")
+            }
             other => Self::internal(other),
         }
     }

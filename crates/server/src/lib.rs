@@ -260,6 +260,7 @@ pub fn router(state: AppState) -> axum::Router {
     .route("/terminal/{owner}/{workload}/{file}", axum::routing::get(access::terminal))
     .fallback(|| async { error::ApiError::not_found("no such endpoint") })
     .layer(axum::middleware::map_response(error::problem_for_bare_errors))
+    .layer(axum::middleware::map_response_with_state(state.clone(), error::name_full_data_dir))
     .layer(tower_http::trace::TraceLayer::new_for_http())
     .with_state(state)
 }

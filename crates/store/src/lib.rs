@@ -44,6 +44,11 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 const SQLITE_PRAGMAS: &str =
     "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
 
+/// How long a query waits for a PostgreSQL connection before failing with
+/// [`StoreError::Unavailable`]: short, so that while the server is unreachable requests fail in seconds
+/// (503) instead of hanging, and the pool reconnects on its own once it is back.
+pub const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The database engine behind a [`Store`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
@@ -121,7 +126,7 @@ impl Store {
                 let options = AnyConnectOptions::from_str(url)?;
                 AnyPoolOptions::new()
                     .max_connections(16)
-                    .acquire_timeout(Duration::from_secs(30))
+                    .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
                     .connect_with(options)
                     .await?
             }

@@ -62,6 +62,34 @@ impl Hub {
         Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
     }
 
+    /// A hub on `dir` with `cfg`, any runtime and node (the `runtime` field then holds an unused fake).
+    pub async fn start_on(
+        dir: tempfile::TempDir,
+        cfg: Config,
+        runtime: Arc<dyn gpuhub_driver::Runtime>,
+        node: NodeCapacity,
+    ) -> Hub {
+        let server = start(cfg, runtime, node).await.unwrap();
+        let url = format!("http://{}", server.addr);
+        Hub { server: Some(server), url, runtime: Arc::new(FakeRuntime::new()), dir, http: reqwest::Client::new() }
+    }
+
+    /// Waits, on the controller's change feed, until `done` holds for `name`'s workload, at most `secs`.
+    pub async fn wait_for(&self, token: &str, name: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
+        let server = self.server.as_ref().unwrap();
+        let mut changes = server.state.controller.changes();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let v = self.get(token, name).await;
+            if done(&v) {
+                return v;
+            }
+            if tokio::time::timeout_at(deadline, changes.recv()).await.is_err() {
+                panic!("{name}: condition not met within {secs} s: {v}");
+            }
+        }
+    }
+
     /// Stops this server and starts another on the same data dir and runtime (a restart).
     pub async fn restart(&mut self) {
         self.server.take().unwrap().shutdown().await;

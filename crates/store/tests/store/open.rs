@@ -69,3 +69,21 @@ async fn postgres_database_must_exist() {
     assert!(matches!(e, gpuhub_store::StoreError::Database(_)), "{e:?}");
     assert!(e.to_string().starts_with("database error: "), "{e}");
 }
+
+#[tokio::test]
+async fn sqlite_locked_past_the_busy_timeout_is_unavailable_then_works() {
+    use sqlx::{Connection, Executor};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("gpuhub.db").display());
+    let s = Store::open(&url).await.unwrap();
+    // another writer holds the write lock longer than the store's 5 s busy timeout
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    let e = s.set_setting("k", "v").await.unwrap_err();
+    assert!(e.is_unavailable(), "{e:?}");
+    assert!(e.to_string().starts_with("database unavailable: "), "{e}");
+    other.execute("ROLLBACK").await.unwrap();
+    other.close().await.unwrap();
+    s.set_setting("k", "v").await.unwrap();
+    assert_eq!(s.get_setting("k").await.unwrap().as_deref(), Some("v"));
+}

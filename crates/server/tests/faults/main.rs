@@ -1,0 +1,10 @@
+//! Faults the platform must survive: the container engine killed and restarted under running jobs
+//! (`engine.rs`), the PostgreSQL server unreachable for a while (`database.rs`), the data directory's
+//! disk full (`disk.rs`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod database;
+mod disk;
+mod engine;
