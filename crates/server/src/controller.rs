@@ -5,6 +5,10 @@
 //! Every transition records its intent in the store before acting on the runtime (`queued → starting`
 //! with the GPUs assigned, then create), so a crash at any point is repaired by reconciliation.
 
+mod burst;
+
+use burst::{next_event, until};
+
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::logfile;
@@ -18,6 +22,7 @@ use gpuhub_driver::{ContainerInfo, ContainerStatus, EventStream, Runtime, Runtim
 use gpuhub_store::{Store, StoreError, WorkloadFilter};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
@@ -53,12 +58,18 @@ pub struct ControllerHandle {
     kick: Arc<Notify>,
     changes: broadcast::Sender<String>,
     explanations: Explanations,
+    passes: Arc<AtomicU64>,
 }
 
 /// The scheduler's explanation of every queued workload, by id, from its last pass.
 pub type Explanations = Arc<RwLock<HashMap<String, Explanation>>>;
 
 impl ControllerHandle {
+    /// How many scheduling passes the controller has run (for tests and metrics).
+    pub fn passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
+    }
+
     /// Asks for a scheduling pass soon (after a submit).
     pub fn kick(&self) {
         self.kick.notify_one();
@@ -119,6 +130,8 @@ pub struct Controller {
     usage: gpuhub_sched::Usage,
     /// When the next running workload reaches its run-time limit.
     next_deadline: Option<chrono::DateTime<Utc>>,
+    /// Scheduling passes run, shared with the handle.
+    passes: Arc<AtomicU64>,
 }
 
 /// Why a queued workload of a disabled account waits.
@@ -145,6 +158,7 @@ impl Controller {
             kick: kick.clone(),
             changes: changes.clone(),
             explanations: explanations.clone(),
+            passes: Arc::default(),
         };
         let c = Self {
             store,
@@ -162,6 +176,7 @@ impl Controller {
             explanations,
             usage: gpuhub_sched::Usage::default(),
             next_deadline: None,
+            passes: handle.passes.clone(),
         };
         (c, handle)
     }
@@ -196,6 +211,7 @@ impl Controller {
                     self.reconcile().await;
                 }
             }
+            self.drain(&mut events).await;
             self.schedule().await;
         }
     }
@@ -538,6 +554,7 @@ impl Controller {
 
     /// Starts what fits, in queue order, and records why the rest waits.
     pub async fn schedule(&mut self) {
+        self.passes.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.try_schedule().await {
             tracing::error!(error = %e, "scheduling pass failed");
         }
@@ -781,19 +798,4 @@ pub fn ensure_home(path: &std::path::Path, uid: u32) -> std::io::Result<()> {
     std::fs::create_dir_all(path)?;
     std::os::unix::fs::chown(path, Some(uid), Some(uid))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-}
-
-/// Resolves at `deadline`, never without one.
-async fn until(deadline: Option<chrono::DateTime<Utc>>) {
-    match deadline {
-        Some(t) => tokio::time::sleep((t - Utc::now()).to_std().unwrap_or_default()).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn next_event(events: &mut Option<EventStream>) -> Option<Result<RuntimeEvent, RuntimeError>> {
-    match events {
-        Some(s) => s.next().await,
-        None => std::future::pending().await,
-    }
 }

@@ -315,3 +315,34 @@ async fn apps_get_their_base_url() {
     assert_eq!(spec.env["GPUHUB_PORT"], "8888");
     assert_eq!(spec.user, "10001:10001");
 }
+
+/// A burst of engine events is handled before one scheduling pass, not with a pass after each: 60
+/// containers exiting at once cost a handful of passes, and every workload still ends right.
+#[tokio::test]
+async fn a_burst_of_exits_costs_a_few_passes() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let n = 60;
+    let names: Vec<String> = (0..n).map(|i| format!("b{i}")).collect();
+    for name in &names {
+        let mut j = job(name, 0);
+        j["resources"] = json!({"cpus": 0.1, "memory": "64MiB"});
+        hub.submit(&admin, j).await;
+    }
+    let mut containers = Vec::new();
+    for name in &names {
+        hub.wait_state(&admin, name, "running").await;
+        containers.push(hub.container(&admin, name).await);
+    }
+    let controller = &hub.server.as_ref().unwrap().state.controller;
+    let before = controller.passes();
+    for (i, c) in containers.iter().enumerate() {
+        hub.runtime.exit(c, i as i64 % 2);
+    }
+    for (i, name) in names.iter().enumerate() {
+        let v = hub.wait_state(&admin, name, if i % 2 == 0 { "succeeded" } else { "failed" }).await;
+        assert_eq!(v["exit_code"], i % 2, "{v}");
+    }
+    let passes = controller.passes() - before;
+    assert!(passes <= n / 6, "{passes} scheduling passes for a burst of {n} exits");
+}

@@ -1,0 +1,52 @@
+//! Bursts: the commands and engine events already waiting when the controller wakes are all handled
+//! before its one scheduling pass, so a burst of N submissions, stops or container exits costs one pass,
+//! not N. A pass reads every active workload from the store and runs the scheduler, so running one per
+//! event made a busy hub spend its time re-deciding what nothing had changed.
+
+use super::Controller;
+use chrono::Utc;
+use futures::{FutureExt, StreamExt};
+use gpuhub_driver::{EventStream, RuntimeError, RuntimeEvent};
+
+/// The most waiting items handled before a pass, so that a flood cannot hold scheduling off for long.
+const BURST_MAX: usize = 1024;
+
+impl Controller {
+    /// Handles the commands and engine events that are ready now, without waiting for more.
+    pub(super) async fn drain(&mut self, events: &mut Option<EventStream>) {
+        for _ in 0..BURST_MAX {
+            if let Ok(cmd) = self.rx.try_recv() {
+                self.command(cmd).await;
+                continue;
+            }
+            match events.as_mut().and_then(|s| s.next().now_or_never()) {
+                Some(Some(Ok(ev))) => {
+                    self.event(ev).await;
+                    continue;
+                }
+                Some(Some(Err(e))) => {
+                    tracing::warn!(error = %e, "runtime event stream failed; reconnecting at the next tick");
+                    *events = None;
+                }
+                Some(None) => *events = None,
+                None => {}
+            }
+            break;
+        }
+    }
+}
+
+/// Resolves at `deadline`, never without one.
+pub(super) async fn until(deadline: Option<chrono::DateTime<Utc>>) {
+    match deadline {
+        Some(t) => tokio::time::sleep((t - Utc::now()).to_std().unwrap_or_default()).await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) async fn next_event(events: &mut Option<EventStream>) -> Option<Result<RuntimeEvent, RuntimeError>> {
+    match events {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
