@@ -20,8 +20,19 @@ pub(crate) fn map(e: Error, missing: &str) -> RuntimeError {
         Error::DockerResponseServerError { status_code, message } => {
             RuntimeError::Engine(format!("status {status_code}: {message}"))
         }
+        other if unreachable(&other) => RuntimeError::Unavailable(lower_first(&other.to_string())),
         other => RuntimeError::Engine(lower_first(&other.to_string())),
     }
+}
+
+/// Whether an error means the engine was not reached at all (so nothing was done).
+fn unreachable(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::IOError { .. }
+            | Error::HyperLegacyError { .. }
+            | Error::SocketNotFoundError(_)
+    )
 }
 
 /// Maps an error of container creation: a 404 names the missing image or network.
@@ -64,6 +75,10 @@ mod tests {
         assert!(matches!(map(server(500, "boom"), "x"), RuntimeError::Engine(m) if m == "status 500: boom"));
         assert!(matches!(map(Error::RequestTimeoutError, "x"), RuntimeError::Engine(m) if m == "timeout error"));
         assert_eq!(status(&server(304, "")), Some(304));
+        let gone = Error::SocketNotFoundError("/var/run/docker.sock".into());
+        assert!(matches!(map(gone, "x"), RuntimeError::Unavailable(_)));
+        let refused = Error::IOError { err: std::io::Error::from(std::io::ErrorKind::ConnectionRefused) };
+        assert!(matches!(map(refused, "x"), RuntimeError::Unavailable(_)));
     }
 
     #[test]

@@ -28,9 +28,13 @@ pub enum RuntimeError {
     /// The engine refused the request as invalid.
     #[error("container engine refused the request: {0}")]
     Rejected(String),
-    /// The engine could not be reached or failed.
+    /// The engine failed a request it received.
     #[error("container engine: {0}")]
     Engine(String),
+    /// The engine could not be reached (not running, restarting, its socket gone): the request may
+    /// succeed later, and nothing was done.
+    #[error("container engine unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// How GPUs reach a container.

@@ -154,6 +154,11 @@ impl From<gpuhub_driver::RuntimeError> for ApiError {
             R::NotFound(_) => Self::not_found(e.to_string()),
             R::ImageNotFound(_) | R::Rejected(_) => Self::unprocessable(e.to_string()),
             R::Engine(_) => Self::new(StatusCode::BAD_GATEWAY, e.to_string()),
+            R::Unavailable(_) => Self {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                detail: format!("{e}; retry shortly"),
+                retry_after: Some(DATABASE_RETRY_AFTER_SECS),
+            },
         }
     }
 }
