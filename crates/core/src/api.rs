@@ -300,6 +300,9 @@ pub struct QueueView {
     /// Who may submit (admins only see this); absent: everyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<String>>,
+    /// The priority classes its users may ask for (besides those allowed for every queue).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priority_classes: Vec<String>,
 }
 
 /// `POST /api/v1/reservations` (admin): book whole GPUs for a team queue during a window.
