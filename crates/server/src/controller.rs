@@ -594,17 +594,12 @@ impl Controller {
             }
         }
         let mut config = self.config.scheduler.clone();
+        // the queues in force are the store's: an admin's edit takes effect on the next pass
+        config.queues = self.store.list_queues().await?.iter().map(crate::queues::spec).collect();
         config.usage = self.usage.clone();
-        config.reservations.extend(self.store.list_reservations(now).await?.into_iter().map(|r| {
-            gpuhub_sched::Reservation {
-                id: r.id,
-                queue: r.queue,
-                gpus: r.gpus,
-                model: r.model,
-                start_ms: r.start.timestamp_millis(),
-                end_ms: r.end.timestamp_millis(),
-            }
-        }));
+        config
+            .reservations
+            .extend(self.store.list_reservations(now).await?.into_iter().map(crate::scheduling::reservation));
         let decisions =
             gpuhub_sched::schedule(&crate::scheduling::cluster(&self.node), &running, &pending, &config, now_ms);
         let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();

@@ -9,6 +9,7 @@ pub mod config;
 pub mod controller;
 pub mod error;
 pub mod logfile;
+pub mod queues;
 pub mod scheduling;
 pub mod spec;
 pub mod state;
@@ -180,6 +181,7 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
     prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
     bootstrap_admin(&store, &config, &data_dir).await?;
+    queues::seed(&store, &config).await?;
     let instance = instance_id(&store).await?;
     let config = Arc::new(config);
     let node = Arc::new(node);

@@ -132,8 +132,8 @@ pub async fn create_workload(
             )));
         }
     }
-    let queue = st
-        .config
+    let live = st.live_config().await?; // the queues in force
+    let queue = live
         .queue_for(&caller.0.username, caller.0.is_admin(), req.queue.as_deref())
         .map_err(|e| ApiError::unprocessable(format!("invalid queue: {e}")))?;
     let constraint = match req.constraint.as_deref().map(str::trim) {
@@ -147,8 +147,7 @@ pub async fn create_workload(
     if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
         return Err(ApiError::unprocessable("invalid runtime_limit: must be from 1s to 366d"));
     }
-    let priority = st
-        .config
+    let priority = live
         .priority_for(&queue, caller.0.is_admin(), req.priority, req.priority_class.as_deref())
         .map_err(ApiError::unprocessable)?;
     gpuhub_core::env::check_user_env(&req.env)?;
@@ -190,7 +189,7 @@ pub async fn create_workload(
         started_at: None,
         finished_at: None,
     };
-    crate::scheduling::admissible(&st.node, &w, &st.config.scheduler)
+    crate::scheduling::admissible(&st.node, &w, &live.scheduler)
         .map_err(|why| ApiError::unprocessable(format!("this workload can never start here: {why}")))?;
     let limits = &st.config.limits;
     let caps = OwnerCaps { total: limits.max_workloads_per_user, queued: limits.max_queued_per_user };

@@ -1,0 +1,142 @@
+//! Team queues kept in the database and edited by admins through the API, without a restart: the
+//! configuration file seeds them once, a raised limit starts held work, and the database wins over
+//! the file on a restart.
+
+mod common;
+
+use common::{Hub, job};
+use gpuhub_sched::{QueueSpec, Quota};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+fn team(cfg: &mut gpuhub_server::config::Config) {
+    cfg.scheduler.queues =
+        vec![QueueSpec { user_limit: Some(Quota { gpu_milli: 1000, ..Quota::UNLIMITED }), ..QueueSpec::open("team") }];
+}
+
+fn in_team(name: &str) -> Value {
+    let mut j = job(name, 1);
+    j["queue"] = json!("team");
+    j
+}
+
+async fn queue(hub: &Hub, token: &str, name: &str) -> Value {
+    let (s, v) = hub.call(Method::GET, "/api/v1/queues", Some(token), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v.as_array().unwrap().iter().find(|q| q["name"] == name).cloned().unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_raised_user_limit_starts_held_work_without_a_restart() {
+    let hub = Hub::start_with(team).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, in_team("a1")).await;
+    hub.wait_state(&alice, "a1", "running").await;
+    hub.submit(&alice, in_team("a2")).await;
+    // a GPU is free, but alice's limit in the queue is one GPU: a2 waits, saying so
+    let server = hub.server.as_ref().unwrap();
+    let mut changes = server.state.controller.changes();
+    let a2 = loop {
+        let v = hub.get(&alice, "a2").await;
+        if v["explanation"].is_object() {
+            break v;
+        }
+        server.state.controller.kick();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), changes.recv()).await;
+    };
+    assert_eq!(a2["state"], "queued");
+    assert_eq!(a2["explanation"]["reason"], "queue-limit", "{a2}");
+
+    let (s, v) =
+        hub.call(Method::PATCH, "/api/v1/queues/team", Some(&admin), Some(json!({"user_limit": {"gpus": 2}}))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["user_limit"], json!({"gpus": 2.0}));
+    hub.wait_state(&alice, "a2", "running").await;
+    assert_eq!(queue(&hub, &alice, "team").await["used"]["gpus"], 2.0);
+}
+
+#[tokio::test]
+async fn the_database_wins_over_the_file_on_restart() {
+    let mut hub = Hub::start_with(team).await;
+    let admin = hub.admin().await;
+    let (s, v) = hub
+        .call(Method::PATCH, "/api/v1/queues/team", Some(&admin), Some(json!({"user_limit": null, "weight": 3})))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // a restart with the same file (which still says one GPU per user) keeps the admin's edit
+    hub.server.take().unwrap().shutdown().await;
+    let mut cfg = common::config(hub.dir.path());
+    team(&mut cfg);
+    cfg.scheduler.queues.push(QueueSpec::open("later"));
+    let server = gpuhub_server::start(cfg, hub.runtime.clone(), common::node(2)).await.unwrap();
+    hub.url = format!("http://{}", server.addr);
+    hub.server = Some(server);
+    let admin = hub.admin().await;
+    let q = queue(&hub, &admin, "team").await;
+    assert_eq!((q["weight"].as_f64(), q.get("user_limit")), (Some(3.0), None), "{q}");
+    // a queue added to the file after the first start is not created behind the admins' backs
+    assert_eq!(queue(&hub, &admin, "later").await, Value::Null);
+}
+
+#[tokio::test]
+async fn create_edit_and_delete_with_checks() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let call = |method: Method, path: &'static str, body: Option<Value>| hub.call(method, path, Some(&admin), body);
+    // no queue "vision" yet: submitting to it is refused
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(with_queue("v1", "vision"))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let body = json!({"name": "vision", "guarantee": {"gpus": 1}, "user_limit": {"gpus": 1, "memory": "4GiB"},
+        "members": ["alice"]});
+    let (s, v) = call(Method::POST, "/api/v1/queues", Some(body.clone())).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["user_limit"], json!({"gpus": 1.0, "memory": "4GiB"}));
+    let (s, v) = call(Method::POST, "/api/v1/queues", Some(body)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    // members-only: alice may use it, and does
+    assert_eq!(queue(&hub, &alice, "vision").await["open_to_you"], true);
+    hub.submit(&alice, with_queue("v1", "vision")).await;
+
+    // validation names the field; unknown fields and unknown queues are refused
+    for (body, field) in [
+        (json!({"user_limit": {"gpus": -1}}), "user_limit.gpus"),
+        (json!({"weight": 0}), "weight"),
+        (json!({"priority_classes": ["gold"]}), "priority_classes"),
+        (json!({"members": ["Bad Name"]}), "members"),
+    ] {
+        let (s, v) = call(Method::PATCH, "/api/v1/queues/vision", Some(body)).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(v["detail"].as_str().unwrap().contains(&format!("invalid {field}")), "{field}: {v}");
+    }
+    let (s, v) = call(Method::PATCH, "/api/v1/queues/vision", Some(json!({"user_limits": {}}))).await;
+    assert!(s.is_client_error(), "{s} {v}");
+    assert!(v["detail"].as_str().unwrap().contains("user_limits"), "{v}");
+    let (s, _) = call(Method::PATCH, "/api/v1/queues/nope", Some(json!({"weight": 2}))).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // a partial patch leaves the rest as it was
+    let (s, v) = call(Method::PATCH, "/api/v1/queues/vision", Some(json!({"user_limit": {"memory": null}}))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!((v["user_limit"].clone(), v["guarantee"]["gpus"].clone()), (json!({"gpus": 1.0}), json!(1.0)));
+
+    // not while it holds work
+    let (s, v) = call(Method::DELETE, "/api/v1/queues/vision", None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    hub.wait_state(&alice, "v1", "running").await;
+    let (s, _) = hub.call(Method::POST, "/api/v1/workloads/v1/stop", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::OK);
+    hub.wait_state(&alice, "v1", "stopped").await;
+    let (s, v) = call(Method::DELETE, "/api/v1/queues/vision", None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
+    let (s, _) = call(Method::DELETE, "/api/v1/queues/vision", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(with_queue("v2", "vision"))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+}
+
+fn with_queue(name: &str, q: &str) -> Value {
+    let mut j = job(name, 0);
+    j["queue"] = json!(q);
+    j
+}
