@@ -2,6 +2,7 @@
 
 mod account;
 mod admin;
+pub mod queues;
 mod sched;
 mod ssh;
 mod workloads;
@@ -51,6 +52,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Inspect(n) => workloads::inspect(&api, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
         ClientCommand::Queues => sched::queues(&api, json, out).await?,
+        ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,
         ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
