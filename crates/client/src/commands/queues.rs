@@ -7,7 +7,7 @@ use crate::http::{Api, decode};
 use clap::{Args, Subcommand};
 use gpuhub_core::Bytes;
 use gpuhub_core::api::QueueView;
-use gpuhub_core::queue::{CreateQueueRequest, LimitPatch, QueuePatch};
+use gpuhub_core::queue::{LimitPatch, QueuePatch};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -153,12 +153,6 @@ fn add_nulls(body: &Value) -> Option<String> {
     fields.iter().find(|(_, v)| v.is_null()).map(|(k, _)| k.replace('_', "-"))
 }
 
-/// Keeps [`CreateQueueRequest`] and these options in step: a test decodes an `add` body with it.
-#[cfg(test)]
-fn as_create(body: &Value) -> CreateQueueRequest {
-    serde_json::from_value(body.clone()).unwrap()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +182,8 @@ mod tests {
         let s = QueueSettings { members: Some(parse_list("alice").unwrap()), ..QueueSettings::default() };
         let mut body = serde_json::to_value(s.patch()).unwrap();
         body["name"] = "vision".into();
-        assert_eq!(as_create(&body).members, Some(vec!["alice".into()]));
+        // an `add` body is what POST /api/v1/queues takes
+        let req: gpuhub_core::queue::CreateQueueRequest = serde_json::from_value(body).unwrap();
+        assert_eq!(req.members, Some(vec!["alice".into()]));
     }
 }
