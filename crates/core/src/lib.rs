@@ -11,6 +11,7 @@ pub mod names;
 pub mod node;
 pub mod quantity;
 pub mod queue;
+pub mod stop;
 pub mod user;
 pub mod workload;
 

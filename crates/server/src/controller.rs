@@ -13,7 +13,8 @@ use chrono::Utc;
 use futures::StreamExt;
 use gpuhub_core::api::Explanation;
 use gpuhub_core::node::NodeCapacity;
-use gpuhub_core::workload::{Workload, WorkloadKind, WorkloadState};
+use gpuhub_core::stop::StopReason;
+use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_driver::{ContainerInfo, ContainerStatus, EventStream, Runtime, RuntimeError, RuntimeEvent};
 use gpuhub_store::{Store, StoreError, WorkloadFilter};
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +30,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 enum Command {
     Stop {
         id: String,
+        reason: StopReason,
         reply: Reply<Workload>,
     },
     Start {
@@ -80,9 +82,9 @@ impl ControllerHandle {
         rx.await.map_err(|_| ApiError::internal("controller dropped the request"))?
     }
 
-    /// Stops a workload; returns once its container has stopped.
-    pub async fn stop(&self, id: &str) -> Result<Workload, ApiError> {
-        self.ask(|reply| Command::Stop { id: id.to_owned(), reply }).await
+    /// Stops a workload for `reason` (kept with it); returns once its container has stopped.
+    pub async fn stop(&self, id: &str, reason: StopReason) -> Result<Workload, ApiError> {
+        self.ask(|reply| Command::Stop { id: id.to_owned(), reason, reply }).await
     }
 
     /// Queues an ended workload again.
@@ -222,7 +224,7 @@ impl Controller {
 
     async fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Stop { id, reply } => self.stop(id, reply).await,
+            Command::Stop { id, reason, reply } => self.stop(id, reason, reply).await,
             Command::Start { id, reply } => {
                 let _ = reply.send(self.start(&id).await);
             }
@@ -233,7 +235,7 @@ impl Controller {
         }
     }
 
-    async fn stop(&mut self, id: String, reply: Reply<Workload>) {
+    async fn stop(&mut self, id: String, reason: StopReason, reply: Reply<Workload>) {
         let mut w = match self.store.get_workload_by_id(&id).await {
             Ok(w) => w,
             Err(e) => return drop(reply.send(Err(e.into()))),
@@ -241,9 +243,13 @@ impl Controller {
         if let Err(e) = w.state.stop() {
             return drop(reply.send(Err(e.into())));
         }
+        w.interruption = Some(reason);
         match (&w.container_id, w.state) {
             (Some(cid), WorkloadState::Starting | WorkloadState::Running) => {
                 let cid = cid.clone();
+                if let Err(e) = self.save(&w).await {
+                    return drop(reply.send(Err(e.into())));
+                }
                 self.begin_stop(id, &cid, Duration::from_secs(self.config.stop_grace_secs), Some(reply));
             }
             _ => {
@@ -288,30 +294,7 @@ impl Controller {
                     },
                     None => None,
                 };
-                let message = w.message.take().unwrap_or_default();
-                w.exit_code = code;
-                w.gpus.clear();
-                w.finished_at = Some(Utc::now());
-                let system = message.starts_with("preempted") || message.starts_with(crate::scheduling::TIME_LIMIT);
-                if system && w.kind == WorkloadKind::Job && code == Some(0) {
-                    // it ended on its own before the stop reached it
-                    w.state = WorkloadState::Succeeded;
-                    w.message = Some("exited with code 0".into());
-                } else if message.starts_with("preempted") {
-                    // back to the queue, keeping its place (its submit time)
-                    w.state = WorkloadState::Queued;
-                    w.finished_at = None;
-                    w.message = Some(format!("{message}; queued again"));
-                } else if message.starts_with(crate::scheduling::TIME_LIMIT) {
-                    w.state = match w.kind {
-                        WorkloadKind::Job => WorkloadState::Failed,
-                        WorkloadKind::Workspace => WorkloadState::Stopped,
-                    };
-                    w.message = Some(message);
-                } else {
-                    w.state = WorkloadState::Stopped;
-                    w.message = Some("stopped".into());
-                }
+                crate::interrupt::after_stop(&mut w, code, Utc::now());
                 self.save(&w).await?;
                 self.archive_logs(&w);
             }
@@ -335,6 +318,7 @@ impl Controller {
         w.finished_at = None;
         w.queued_at = Utc::now();
         w.message = Some("queued".into());
+        w.interruption = None;
         if !self.store.update_workload_if(&w, before).await? {
             return Err(ApiError::conflict("workload changed meanwhile; try again"));
         }
@@ -408,6 +392,7 @@ impl Controller {
         w.gpus.clear();
         w.finished_at = Some(Utc::now());
         w.message = Some(why.to_owned());
+        w.interruption = Some(crate::interrupt::engine_failure(why));
         self.save(w).await
     }
 
@@ -494,6 +479,7 @@ impl Controller {
                                 w.state = WorkloadState::Failed;
                                 w.gpus.clear();
                                 w.message = Some(format!("could not start: {e}"));
+                                w.interruption = Some(crate::interrupt::engine_failure(e.to_string()));
                                 self.save(&w).await?;
                             } else {
                                 w.state = WorkloadState::Running;
@@ -567,6 +553,7 @@ impl Controller {
             tracing::info!(workload = %w.id, %limit, "run-time limit reached; stopping");
             let mut w = w.clone();
             w.message = Some(format!("{} of {limit}", crate::scheduling::TIME_LIMIT));
+            w.interruption = Some(StopReason::TimeLimit { limit, at: now });
             self.save(&w).await?;
             self.begin_stop(w.id.clone(), &cid, Duration::from_secs(self.config.stop_grace_secs), None);
         }
@@ -626,6 +613,13 @@ impl Controller {
             }
             tracing::info!(victim = %p.id, for_id = %p.for_id, reason = %p.reason, "preempting");
             let mut victim = (*w).clone();
+            let by = by_id.get(p.for_id.as_str());
+            victim.interruption = Some(StopReason::Preempted {
+                by: by.map_or_else(|| p.for_id.clone(), |b| format!("{}/{}", b.owner, b.name)),
+                queue: by.map(|b| b.queue.clone()).unwrap_or_default(),
+                at: now,
+                detail: p.reason.clone(),
+            });
             victim.message = Some(format!("preempted: {}", p.reason));
             self.save(&victim).await?;
             let grace = Duration::from_millis(u64::try_from(p.grace_ms).unwrap_or(0));
@@ -643,6 +637,7 @@ impl Controller {
         w.state = WorkloadState::Starting;
         w.gpus = gpus;
         w.message = None;
+        w.interruption = None;
         let old = w.container_id.take();
         if !self.store.update_workload_if(&w, WorkloadState::Queued).await? {
             return Ok(()); // stopped or deleted meanwhile
@@ -667,6 +662,7 @@ impl Controller {
                 w.gpus.clear();
                 w.finished_at = Some(Utc::now());
                 w.message = Some(format!("could not start: {e}"));
+                w.interruption = Some(crate::interrupt::engine_failure(e.to_string()));
             }
         }
         // a Died event may already have been handled if the container ended at once; keep its result

@@ -195,6 +195,7 @@ mod tests {
             container_id: None,
             exit_code: None,
             message: None,
+            interruption: None,
             created_at: at,
             queued_at: at,
             started_at: None,

@@ -124,8 +124,13 @@ async fn create_edit_and_delete_with_checks() {
     let (s, v) = call(Method::DELETE, "/api/v1/queues/vision", None).await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     hub.wait_state(&alice, "v1", "running").await;
-    let (s, _) = hub.call(Method::POST, "/api/v1/workloads/v1/stop", Some(&alice), None).await;
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/v1/stop", Some(&alice), None).await;
     assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (v["interruption"]["reason"].as_str(), v["interruption"]["by"].as_str()),
+        (Some("user"), Some("alice")),
+        "{v}"
+    );
     hub.wait_state(&alice, "v1", "stopped").await;
     let (s, v) = call(Method::DELETE, "/api/v1/queues/vision", None).await;
     assert_eq!(s, StatusCode::NO_CONTENT, "{v}");

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use futures::StreamExt;
 use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
+use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::{AppSpec, Workload, WorkloadState};
 use gpuhub_core::{admission, names};
 use gpuhub_store::{CapReached, OwnerCaps, StoreError};
@@ -184,6 +185,7 @@ pub async fn create_workload(
         container_id: None,
         exit_code: None,
         message: Some("queued".into()),
+        interruption: None,
         created_at: now,
         queued_at: now,
         started_at: None,
@@ -259,7 +261,9 @@ pub async fn stop_workload(
     Query(q): Query<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
-    Ok(axum::Json(WorkloadView::from(&st.controller.stop(&w.id).await?)))
+    Ok(axum::Json(WorkloadView::from(
+        &st.controller.stop(&w.id, StopReason::User { by: caller.0.username.clone(), at: Utc::now() }).await?,
+    )))
 }
 
 /// Queues an ended workload again (a workspace keeps its home).
