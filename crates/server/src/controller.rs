@@ -591,10 +591,11 @@ impl Controller {
             gpuhub_sched::schedule(&crate::scheduling::cluster(&self.node), &running, &pending, &config, now_ms);
         let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();
 
-        let explained: HashMap<String, Explanation> =
-            decisions.pending.iter().map(|e| (e.id.clone(), crate::scheduling::explanation(e))).collect();
-        for e in &decisions.pending {
-            let Some(w) = by_id.get(e.id.as_str()) else { continue };
+        let explained: HashMap<String, Explanation> = (decisions.pending.iter())
+            .map(|e| (e.id.clone(), crate::unmet::explain(e, by_id.get(e.id.as_str()).copied(), &self.node, &config)))
+            .collect();
+        for (id, e) in &explained {
+            let Some(w) = by_id.get(id.as_str()) else { continue };
             if w.message.as_deref() != Some(e.message.as_str()) {
                 let mut w = (*w).clone();
                 w.message = Some(e.message.clone());

@@ -14,6 +14,7 @@ pub mod queues;
 pub mod scheduling;
 pub mod spec;
 pub mod state;
+pub mod unmet;
 
 use crate::auth::LoginLimiter;
 use crate::config::Config;

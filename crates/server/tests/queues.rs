@@ -35,16 +35,7 @@ async fn a_raised_user_limit_starts_held_work_without_a_restart() {
     hub.wait_state(&alice, "a1", "running").await;
     hub.submit(&alice, in_team("a2")).await;
     // a GPU is free, but alice's limit in the queue is one GPU: a2 waits, saying so
-    let server = hub.server.as_ref().unwrap();
-    let mut changes = server.state.controller.changes();
-    let a2 = loop {
-        let v = hub.get(&alice, "a2").await;
-        if v["explanation"].is_object() {
-            break v;
-        }
-        server.state.controller.kick();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), changes.recv()).await;
-    };
+    let a2 = explained(&hub, &alice, "a2", |_| true).await;
     assert_eq!(a2["state"], "queued");
     assert_eq!(a2["explanation"]["reason"], "queue-limit", "{a2}");
 
@@ -54,6 +45,56 @@ async fn a_raised_user_limit_starts_held_work_without_a_restart() {
     assert_eq!(v["user_limit"], json!({"gpus": 2.0}));
     hub.wait_state(&alice, "a2", "running").await;
     assert_eq!(queue(&hub, &alice, "team").await["used"]["gpus"], 2.0);
+}
+
+/// `name` once its explanation satisfies `ok`, waiting on the change feed (kicking passes).
+async fn explained(hub: &Hub, token: &str, name: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let server = hub.server.as_ref().unwrap();
+    let mut changes = server.state.controller.changes();
+    for _ in 0..50 {
+        let v = hub.get(token, name).await;
+        if v["explanation"].is_object() && ok(&v["explanation"]) {
+            return v;
+        }
+        server.state.controller.kick();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), changes.recv()).await;
+    }
+    panic!("{name} never got the explanation expected: {}", hub.get(token, name).await)
+}
+
+#[tokio::test]
+async fn work_a_lowered_limit_makes_impossible_says_so() {
+    let hub = Hub::start_with(|c| c.scheduler.queues = vec![QueueSpec::open("team")]).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, job("hold", 1)).await;
+    hub.wait_state(&alice, "hold", "running").await;
+    let mut big = in_team("big");
+    big["resources"]["gpus"] = json!(2);
+    hub.submit(&alice, big).await;
+    explained(&hub, &alice, "big", |e| e["reason"] == "resources").await;
+    // the queue may now hold one GPU at most: big can never start, and says which part
+    let patch = json!({"guarantee": {"gpus": 1}, "borrow_limit": {"gpus": 0}});
+    let (s, v) = hub.call(Method::PATCH, "/api/v1/queues/team", Some(&admin), Some(patch)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let v = explained(&hub, &alice, "big", |e| e["reason"] == "unschedulable").await;
+    let msg = v["explanation"]["message"].as_str().unwrap();
+    assert!(msg.starts_with("can never start here: queue team may never hold this much"), "{v}");
+    assert_eq!(v["message"], msg, "ps shows the same: {v}");
+}
+
+#[tokio::test]
+async fn a_constraint_no_gpu_meets_is_named() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut j = job("h100", 1);
+    j["constraint"] = json!("gpu.model == \"H100\" && gpu.memory >= 80GiB");
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(j)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(detail.contains("no GPU here meets its constraint `gpu.model == \"H100\""), "{v}");
+    assert!(detail.contains("(GPUs here: 2× H200 141GiB)"), "{v}");
 }
 
 #[tokio::test]

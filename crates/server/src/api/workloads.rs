@@ -191,8 +191,9 @@ pub async fn create_workload(
         started_at: None,
         finished_at: None,
     };
-    crate::scheduling::admissible(&st.node, &w, &live.scheduler)
-        .map_err(|why| ApiError::unprocessable(format!("this workload can never start here: {why}")))?;
+    if let Some(why) = crate::unmet::never(&st.node, &w, &live.scheduler) {
+        return Err(ApiError::unprocessable(format!("this workload can never start here: {why}")));
+    }
     let limits = &st.config.limits;
     let caps = OwnerCaps { total: limits.max_workloads_per_user, queued: limits.max_queued_per_user };
     let inserted = if caller.0.is_admin() {
