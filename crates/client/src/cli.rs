@@ -181,6 +181,9 @@ pub struct LogsArgs {
     /// Another user's workload (admin).
     #[arg(long, value_name = "USER")]
     pub owner: Option<String>,
+    /// The output of this app of the workspace (`--app lab`) instead of the workload's own.
+    #[arg(long, value_name = "APP")]
+    pub app: Option<String>,
 }
 
 /// A command that addresses one workload by name.

@@ -69,7 +69,7 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
 async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
     let mut printed = 0;
     loop {
-        match stream_logs(api, name, None, true, &mut *out).await {
+        match stream_logs(api, name, None, None, true, &mut *out).await {
             Ok(n) => printed += n,
             // not started yet (the server may refuse logs of a queued workload)
             Err(ClientError::Api { status: 404 | 409 | 425, .. }) if printed == 0 => {}
@@ -118,15 +118,19 @@ async fn get(api: &Api, name: &str, owner: Option<&str>) -> Result<WorkloadView,
     decode(&api.get(&segs, &q).await?, api.url(&segs, &q).as_str())
 }
 
-/// Copies a workload's log to `out` chunk by chunk as it arrives; returns the number of bytes.
+/// Copies a workload's log (or its app's, with `app`) to `out` chunk by chunk as it arrives; returns the number of bytes.
 pub(crate) async fn stream_logs(
     api: &Api,
     name: &str,
     owner: Option<&str>,
+    app: Option<&str>,
     follow: bool,
     out: Out<'_>,
 ) -> Result<u64, ClientError> {
     let mut q = owner_query(owner);
+    if let Some(app) = app {
+        q.push(("app", app));
+    }
     if follow {
         q.push(("follow", "true"));
     }
@@ -146,6 +150,7 @@ pub(crate) async fn logs(
     api: &Api,
     name: &str,
     owner: Option<&str>,
+    app: Option<&str>,
     follow: bool,
     out: Out<'_>,
 ) -> Result<(), ClientError> {
@@ -158,7 +163,7 @@ pub(crate) async fn logs(
             }
         }
     }
-    stream_logs(api, name, owner, follow, out).await.map(drop)
+    stream_logs(api, name, owner, app, follow, out).await.map(drop)
 }
 
 /// For a queued workload: `NAME is queued: REASON (position N, estimated start T); waiting for it to start`.

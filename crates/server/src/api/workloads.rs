@@ -1,6 +1,7 @@
 //! Workloads: submit, list, inspect, stop, start, delete, logs. A user sees only their own workloads
 //! (another user's name answers 404); admins see all.
 
+mod app_logs;
 mod listing;
 
 use crate::auth::Caller;
@@ -48,6 +49,9 @@ pub struct LogsQuery {
     /// At most this many bytes (at least 1), counted from the start of what is returned.
     #[serde(default)]
     limit_bytes: Option<u64>,
+    /// The output of this app of the workspace instead of the workload's own.
+    #[serde(default)]
+    app: Option<String>,
 }
 
 /// Finds a workload the caller may act on: their own, or (for admins) `owner`'s.
@@ -307,6 +311,7 @@ pub async fn delete_workload(
 /// Output of a workload (stdout and stderr), streamed: from the container while it exists, else from
 /// the run's archive (at most `log_max_bytes`, ending with a line that says so when cut). With
 /// `follow=true` the response streams until it ends; a queued workload's stream waits for it to start.
+/// `app=NAME` serves that app's output instead (404 naming the apps when it has no such app).
 #[utoipa::path(get, path = "/api/v1/workloads/{name}/logs", tag = "workloads", params(("name" = String, Path), LogsQuery),
     responses((status = 200, content_type = "text/plain", body = String), (status = 400, body = Problem),
         (status = 404, body = Problem)))]
@@ -345,6 +350,11 @@ pub async fn workload_logs(
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         r
     };
+    if let Some(app) = &q.app {
+        let follow = q.follow && w.state.holds_resources();
+        let stream = app_logs::stream(&st, &w, app, q.tail, limit, follow).await?;
+        return Ok(text_plain(Body::from_stream(stream)));
+    }
     if let Some(cid) = &w.container_id {
         let follow = q.follow && w.state.holds_resources();
         match st.runtime.logs(cid, follow, q.tail).await {
