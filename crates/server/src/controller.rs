@@ -592,7 +592,10 @@ impl Controller {
         let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();
 
         let explained: HashMap<String, Explanation> = (decisions.pending.iter())
-            .map(|e| (e.id.clone(), crate::unmet::explain(e, by_id.get(e.id.as_str()).copied(), &self.node, &config)))
+            .map(|e| {
+                let w = by_id.get(e.id.as_str()).copied();
+                (e.id.clone(), crate::unmet::explain(e, w, &active, &self.node, &config, now))
+            })
             .collect();
         for (id, e) in &explained {
             let Some(w) = by_id.get(id.as_str()) else { continue };

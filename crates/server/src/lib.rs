@@ -8,6 +8,7 @@ pub mod auth;
 pub mod config;
 pub mod controller;
 pub mod error;
+pub mod estimate;
 pub mod interrupt;
 pub mod logfile;
 pub mod queues;

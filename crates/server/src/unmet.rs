@@ -61,11 +61,14 @@ pub fn never(node: &NodeCapacity, w: &Workload, config: &gpuhub_sched::Config) -
 
 /// The explanation of a queued workload: the scheduler's, except that one which can never start says
 /// so and names why (the scheduler may only see a queue limit or an empty-node misfit).
+/// One held by a queue limit gets an estimated start when the runs it waits for have run-time limits.
 pub fn explain(
     e: &gpuhub_sched::Explanation,
     w: Option<&Workload>,
+    active: &[Workload],
     node: &NodeCapacity,
     config: &gpuhub_sched::Config,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Explanation {
     let mut out = explanation(e);
     let impossible = matches!(e.reason, gpuhub_sched::Reason::Unschedulable | gpuhub_sched::Reason::QueueLimit);
@@ -75,6 +78,9 @@ pub fn explain(
             out.reason = gpuhub_sched::Reason::Unschedulable.as_str().to_owned();
             out.message = format!("can never start here: {why}");
             out.estimated_start = None;
+        } else if e.reason == gpuhub_sched::Reason::QueueLimit && out.estimated_start.is_none() {
+            let spec = config.queues.iter().find(|q| q.name == w.queue);
+            out.estimated_start = spec.and_then(|spec| crate::estimate::queue_limit_start(w, active, spec, now));
         }
     }
     out

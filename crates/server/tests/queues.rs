@@ -31,13 +31,20 @@ async fn a_raised_user_limit_starts_held_work_without_a_restart() {
     let hub = Hub::start_with(team).await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
-    hub.submit(&alice, in_team("a1")).await;
-    hub.wait_state(&alice, "a1", "running").await;
+    let mut a1 = in_team("a1");
+    a1["runtime_limit"] = json!("1h");
+    hub.submit(&alice, a1).await;
+    let a1 = hub.wait_state(&alice, "a1", "running").await;
     hub.submit(&alice, in_team("a2")).await;
     // a GPU is free, but alice's limit in the queue is one GPU: a2 waits, saying so
     let a2 = explained(&hub, &alice, "a2", |_| true).await;
     assert_eq!(a2["state"], "queued");
     assert_eq!(a2["explanation"]["reason"], "queue-limit", "{a2}");
+    // a1 ends within its 1h limit at the latest: that is when a2 can start
+    let started = chrono::DateTime::parse_from_rfc3339(a1["started_at"].as_str().unwrap()).unwrap();
+    let estimate = a2["explanation"]["estimated_start"].as_str().expect("an estimated start");
+    let estimate = chrono::DateTime::parse_from_rfc3339(estimate).unwrap();
+    assert_eq!(estimate.timestamp(), (started + chrono::Duration::hours(1)).timestamp(), "{a2}");
 
     let (s, v) =
         hub.call(Method::PATCH, "/api/v1/queues/team", Some(&admin), Some(json!({"user_limit": {"gpus": 2}}))).await;

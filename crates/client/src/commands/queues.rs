@@ -21,14 +21,14 @@ pub enum QueueCommand {
         /// The queue's name.
         name: String,
         #[command(flatten)]
-        settings: QueueSettings,
+        settings: Box<QueueSettings>,
     },
     /// Change a team queue (admin): only the options given change; `none` unsets one.
     Set {
         /// The queue's name.
         name: String,
         #[command(flatten)]
-        settings: QueueSettings,
+        settings: Box<QueueSettings>,
     },
     /// Remove a team queue (admin); refused while work in it is queued or running.
     Rm {
