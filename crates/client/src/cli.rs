@@ -67,6 +67,12 @@ pub enum ClientCommand {
     Nodes,
     /// Show the team queues: guarantees, limits, what each holds and how much waits.
     Queues,
+    /// List, create, change or remove team queues (`queue set vision --user-limit gpus=2`; admin but `ls`).
+    Queue {
+        /// What to do with queues.
+        #[command(subcommand)]
+        command: crate::commands::queues::QueueCommand,
+    },
     /// List GPU reservations, or book GPUs for a team queue (admin).
     Reservations(ReservationsArgs),
     /// List the image catalog, or add to it.
@@ -175,6 +181,9 @@ pub struct LogsArgs {
     /// Another user's workload (admin).
     #[arg(long, value_name = "USER")]
     pub owner: Option<String>,
+    /// The output of this app of the workspace (`--app lab`) instead of the workload's own.
+    #[arg(long, value_name = "APP")]
+    pub app: Option<String>,
 }
 
 /// A command that addresses one workload by name.

@@ -103,6 +103,10 @@ pub enum ClientError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The command line asks for something the command cannot do (nothing to change, an option
+    /// that makes no sense there).
+    #[error("{0}")]
+    Usage(String),
     /// Writing to standard output failed.
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),

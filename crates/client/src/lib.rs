@@ -19,6 +19,7 @@ pub use cli::{
     ClientCli, ClientCommand, GlobalOpts, ImagesArgs, ImagesCommand, LoginArgs, LogsArgs, NameArgs, PsArgs, RunArgs,
     SshArgs, SshConfigArgs, SshKeyCommand, UserCommand,
 };
+pub use commands::queues::{QueueCommand, QueueSettings};
 pub use credentials::Credentials;
 pub use error::ClientError;
 

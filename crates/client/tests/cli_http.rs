@@ -342,6 +342,9 @@ async fn other_commands() {
     let (r, out) = cli(&ctx, &["logs", "train", "--owner", "bob"]).await;
     assert_eq!((r.unwrap(), out.as_str()), (0, "so far\n"));
     assert_eq!(server.last().uri, "/api/v1/workloads/train/logs?owner=bob");
+    let (r, out) = cli(&ctx, &["logs", "nb", "--app", "lab"]).await;
+    assert_eq!((r.unwrap(), out.as_str()), (0, "so far\n"));
+    assert_eq!(server.last().uri, "/api/v1/workloads/nb/logs?app=lab");
 
     let (r, out) = cli(&ctx, &["ps", "--all"]).await;
     assert_eq!(r.unwrap(), 0);

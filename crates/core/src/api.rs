@@ -300,6 +300,9 @@ pub struct QueueView {
     /// Who may submit (admins only see this); absent: everyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<String>>,
+    /// The priority classes its users may ask for (besides those allowed for every queue).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priority_classes: Vec<String>,
 }
 
 /// `POST /api/v1/reservations` (admin): book whole GPUs for a team queue during a window.
@@ -396,6 +399,9 @@ pub struct WorkloadView {
     /// For a queued workload: why it waits, its position and estimated start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<Explanation>,
+    /// What interrupted or ended its last run from outside, and what happens next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption: Option<crate::stop::InterruptionView>,
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
@@ -424,6 +430,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             exit_code: w.exit_code,
             message: w.message.clone(),
             explanation: None,
+            interruption: w.interruption.as_ref().map(|r| r.view(w.kind, w.state)),
             created_at: w.created_at,
             started_at: w.started_at,
             finished_at: w.finished_at,

@@ -10,6 +10,8 @@ pub mod error;
 pub mod names;
 pub mod node;
 pub mod quantity;
+pub mod queue;
+pub mod stop;
 pub mod user;
 pub mod workload;
 

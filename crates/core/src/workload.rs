@@ -267,6 +267,9 @@ pub struct Workload {
     pub exit_code: Option<i64>,
     /// A short human reason for the current state (why queued, why failed).
     pub message: Option<String>,
+    /// What interrupted or ended its last run from outside (a stop, a preemption, its time limit);
+    /// cleared when it starts again.
+    pub interruption: Option<crate::stop::StopReason>,
     /// When it was submitted.
     pub created_at: DateTime<Utc>,
     /// When it last entered the queue (submit time for ordering).

@@ -274,6 +274,7 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
             container_id: None,
             exit_code: Some(143),
             message: Some("stopped".into()),
+            interruption: None,
             created_at: at,
             queued_at: at,
             started_at: Some(at),

@@ -17,7 +17,8 @@ use chrono::Utc;
 use futures::StreamExt;
 use gpuhub_core::api::Explanation;
 use gpuhub_core::node::NodeCapacity;
-use gpuhub_core::workload::{Workload, WorkloadKind, WorkloadState};
+use gpuhub_core::stop::StopReason;
+use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_driver::{ContainerInfo, ContainerStatus, EventStream, Runtime, RuntimeError, RuntimeEvent};
 use gpuhub_store::{Store, StoreError, WorkloadFilter};
 use std::collections::{BTreeMap, HashMap};
@@ -34,6 +35,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 enum Command {
     Stop {
         id: String,
+        reason: StopReason,
         reply: Reply<Workload>,
     },
     Start {
@@ -91,9 +93,9 @@ impl ControllerHandle {
         rx.await.map_err(|_| ApiError::internal("controller dropped the request"))?
     }
 
-    /// Stops a workload; returns once its container has stopped.
-    pub async fn stop(&self, id: &str) -> Result<Workload, ApiError> {
-        self.ask(|reply| Command::Stop { id: id.to_owned(), reply }).await
+    /// Stops a workload for `reason` (kept with it); returns once its container has stopped.
+    pub async fn stop(&self, id: &str, reason: StopReason) -> Result<Workload, ApiError> {
+        self.ask(|reply| Command::Stop { id: id.to_owned(), reason, reply }).await
     }
 
     /// Queues an ended workload again.
@@ -238,7 +240,7 @@ impl Controller {
 
     async fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Stop { id, reply } => self.stop(id, reply).await,
+            Command::Stop { id, reason, reply } => self.stop(id, reason, reply).await,
             Command::Start { id, reply } => {
                 let _ = reply.send(self.start(&id).await);
             }
@@ -249,7 +251,7 @@ impl Controller {
         }
     }
 
-    async fn stop(&mut self, id: String, reply: Reply<Workload>) {
+    async fn stop(&mut self, id: String, reason: StopReason, reply: Reply<Workload>) {
         let mut w = match self.store.get_workload_by_id(&id).await {
             Ok(w) => w,
             Err(e) => return drop(reply.send(Err(e.into()))),
@@ -257,9 +259,13 @@ impl Controller {
         if let Err(e) = w.state.stop() {
             return drop(reply.send(Err(e.into())));
         }
+        w.interruption = Some(reason);
         match (&w.container_id, w.state) {
             (Some(cid), WorkloadState::Starting | WorkloadState::Running) => {
                 let cid = cid.clone();
+                if let Err(e) = self.save(&w).await {
+                    return drop(reply.send(Err(e.into())));
+                }
                 self.begin_stop(id, &cid, Duration::from_secs(self.config.stop_grace_secs), Some(reply));
             }
             _ => {
@@ -304,30 +310,7 @@ impl Controller {
                     },
                     None => None,
                 };
-                let message = w.message.take().unwrap_or_default();
-                w.exit_code = code;
-                w.gpus.clear();
-                w.finished_at = Some(Utc::now());
-                let system = message.starts_with("preempted") || message.starts_with(crate::scheduling::TIME_LIMIT);
-                if system && w.kind == WorkloadKind::Job && code == Some(0) {
-                    // it ended on its own before the stop reached it
-                    w.state = WorkloadState::Succeeded;
-                    w.message = Some("exited with code 0".into());
-                } else if message.starts_with("preempted") {
-                    // back to the queue, keeping its place (its submit time)
-                    w.state = WorkloadState::Queued;
-                    w.finished_at = None;
-                    w.message = Some(format!("{message}; queued again"));
-                } else if message.starts_with(crate::scheduling::TIME_LIMIT) {
-                    w.state = match w.kind {
-                        WorkloadKind::Job => WorkloadState::Failed,
-                        WorkloadKind::Workspace => WorkloadState::Stopped,
-                    };
-                    w.message = Some(message);
-                } else {
-                    w.state = WorkloadState::Stopped;
-                    w.message = Some("stopped".into());
-                }
+                crate::interrupt::after_stop(&mut w, code, Utc::now());
                 self.save(&w).await?;
                 self.archive_logs(&w);
             }
@@ -351,6 +334,7 @@ impl Controller {
         w.finished_at = None;
         w.queued_at = Utc::now();
         w.message = Some("queued".into());
+        w.interruption = None;
         if !self.store.update_workload_if(&w, before).await? {
             return Err(ApiError::conflict("workload changed meanwhile; try again"));
         }
@@ -424,6 +408,7 @@ impl Controller {
         w.gpus.clear();
         w.finished_at = Some(Utc::now());
         w.message = Some(why.to_owned());
+        w.interruption = Some(crate::interrupt::engine_failure(why));
         self.save(w).await
     }
 
@@ -510,6 +495,7 @@ impl Controller {
                                 w.state = WorkloadState::Failed;
                                 w.gpus.clear();
                                 w.message = Some(format!("could not start: {e}"));
+                                w.interruption = Some(crate::interrupt::engine_failure(e.to_string()));
                                 self.save(&w).await?;
                             } else {
                                 w.state = WorkloadState::Running;
@@ -584,6 +570,7 @@ impl Controller {
             tracing::info!(workload = %w.id, %limit, "run-time limit reached; stopping");
             let mut w = w.clone();
             w.message = Some(format!("{} of {limit}", crate::scheduling::TIME_LIMIT));
+            w.interruption = Some(StopReason::TimeLimit { limit, at: now });
             self.save(&w).await?;
             self.begin_stop(w.id.clone(), &cid, Duration::from_secs(self.config.stop_grace_secs), None);
         }
@@ -611,25 +598,24 @@ impl Controller {
             }
         }
         let mut config = self.config.scheduler.clone();
+        // the queues in force are the store's: an admin's edit takes effect on the next pass
+        config.queues = self.store.list_queues().await?.iter().map(crate::queues::spec).collect();
         config.usage = self.usage.clone();
-        config.reservations.extend(self.store.list_reservations(now).await?.into_iter().map(|r| {
-            gpuhub_sched::Reservation {
-                id: r.id,
-                queue: r.queue,
-                gpus: r.gpus,
-                model: r.model,
-                start_ms: r.start.timestamp_millis(),
-                end_ms: r.end.timestamp_millis(),
-            }
-        }));
+        config
+            .reservations
+            .extend(self.store.list_reservations(now).await?.into_iter().map(crate::scheduling::reservation));
         let decisions =
             gpuhub_sched::schedule(&crate::scheduling::cluster(&self.node), &running, &pending, &config, now_ms);
         let by_id: HashMap<&str, &Workload> = active.iter().map(|w| (w.id.as_str(), w)).collect();
 
-        let explained: HashMap<String, Explanation> =
-            decisions.pending.iter().map(|e| (e.id.clone(), crate::scheduling::explanation(e))).collect();
-        for e in &decisions.pending {
-            let Some(w) = by_id.get(e.id.as_str()) else { continue };
+        let explained: HashMap<String, Explanation> = (decisions.pending.iter())
+            .map(|e| {
+                let w = by_id.get(e.id.as_str()).copied();
+                (e.id.clone(), crate::unmet::explain(e, w, &active, &self.node, &config, now))
+            })
+            .collect();
+        for (id, e) in &explained {
+            let Some(w) = by_id.get(id.as_str()) else { continue };
             if w.message.as_deref() != Some(e.message.as_str()) {
                 let mut w = (*w).clone();
                 w.message = Some(e.message.clone());
@@ -648,6 +634,13 @@ impl Controller {
             }
             tracing::info!(victim = %p.id, for_id = %p.for_id, reason = %p.reason, "preempting");
             let mut victim = (*w).clone();
+            let by = by_id.get(p.for_id.as_str());
+            victim.interruption = Some(StopReason::Preempted {
+                by: by.map_or_else(|| p.for_id.clone(), |b| format!("{}/{}", b.owner, b.name)),
+                queue: by.map(|b| b.queue.clone()).unwrap_or_default(),
+                at: now,
+                detail: p.reason.clone(),
+            });
             victim.message = Some(format!("preempted: {}", p.reason));
             self.save(&victim).await?;
             let grace = Duration::from_millis(u64::try_from(p.grace_ms).unwrap_or(0));
@@ -665,6 +658,7 @@ impl Controller {
         w.state = WorkloadState::Starting;
         w.gpus = gpus;
         w.message = None;
+        w.interruption = None;
         let old = w.container_id.take();
         if !self.store.update_workload_if(&w, WorkloadState::Queued).await? {
             return Ok(()); // stopped or deleted meanwhile
@@ -689,6 +683,7 @@ impl Controller {
                 w.gpus.clear();
                 w.finished_at = Some(Utc::now());
                 w.message = Some(format!("could not start: {e}"));
+                w.interruption = Some(crate::interrupt::engine_failure(e.to_string()));
             }
         }
         // a Died event may already have been handled if the container ended at once; keep its result

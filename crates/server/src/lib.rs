@@ -8,10 +8,14 @@ pub mod auth;
 pub mod config;
 pub mod controller;
 pub mod error;
+pub mod estimate;
+pub mod interrupt;
 pub mod logfile;
+pub mod queues;
 pub mod scheduling;
 pub mod spec;
 pub mod state;
+pub mod unmet;
 
 use crate::auth::LoginLimiter;
 use crate::config::Config;
@@ -180,6 +184,7 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
     prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
     bootstrap_admin(&store, &config, &data_dir).await?;
+    queues::seed(&store, &config).await?;
     let instance = instance_id(&store).await?;
     let config = Arc::new(config);
     let node = Arc::new(node);

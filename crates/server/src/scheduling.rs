@@ -128,6 +128,18 @@ pub fn over_limit<'a>(
     (over, next)
 }
 
+/// The scheduler's form of a booking made through the API.
+pub fn reservation(r: gpuhub_core::api::ReservationView) -> gpuhub_sched::Reservation {
+    gpuhub_sched::Reservation {
+        id: r.id,
+        queue: r.queue,
+        gpus: r.gpus,
+        model: r.model,
+        start_ms: r.start.timestamp_millis(),
+        end_ms: r.end.timestamp_millis(),
+    }
+}
+
 /// The API's form of an explanation.
 pub fn explanation(e: &gpuhub_sched::Explanation) -> Explanation {
     Explanation {
@@ -183,6 +195,7 @@ mod tests {
             container_id: None,
             exit_code: None,
             message: None,
+            interruption: None,
             created_at: at,
             queued_at: at,
             started_at: None,

@@ -198,6 +198,7 @@ mod tests {
             container_id: None,
             exit_code: None,
             message: None,
+            interruption: None,
             created_at: t,
             queued_at: t,
             started_at: None,

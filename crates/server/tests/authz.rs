@@ -20,7 +20,7 @@ const WHO: [Who; 4] = [Who::Admin, Who::Owner, Who::Other, Who::Anonymous];
 struct Case {
     method: Method,
     /// `{w}` is replaced by a fresh workload of the owner, `{u}` by a fresh account, `{r}` by a fresh
-    /// reservation.
+    /// reservation, `{q}` by a fresh team queue.
     path: &'static str,
     body: Option<serde_json::Value>,
     /// Expected status for admin, owner, other, anonymous.
@@ -73,6 +73,12 @@ async fn every_endpoint_by_every_caller() {
         case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
         case(Method::GET, "/api/v1/nodes", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/queues", [200, 200, 200, 401]),
+        Case { body: Some(json!({"name": "newq"})), ..case(Method::POST, "/api/v1/queues", [201, 403, 403, 401]) },
+        Case {
+            body: Some(json!({"user_limit": {"gpus": 1}, "weight": 2})),
+            ..case(Method::PATCH, "/api/v1/queues/{q}", [200, 403, 403, 401])
+        },
+        case(Method::DELETE, "/api/v1/queues/{q}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/reservations", [200, 200, 200, 401]),
         Case {
             body: Some(
@@ -129,13 +135,22 @@ async fn every_endpoint_by_every_caller() {
             let (s, v) = hub.call(Method::POST, "/api/v1/reservations", Some(&admin), Some(booking)).await;
             assert_eq!(s, StatusCode::CREATED, "{v}");
 
-            let mut path = c.path.replace("{w}", &wname).replace("{u}", &uname).replace("{r}", &rname);
+            // a fresh team queue
+            let qname = format!("q{n}");
+            let (s, v) = hub.call(Method::POST, "/api/v1/queues", Some(&admin), Some(json!({"name": qname}))).await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
+
+            let mut path =
+                c.path.replace("{w}", &wname).replace("{u}", &uname).replace("{r}", &rname).replace("{q}", &qname);
             // admins address another user's workload by naming its owner
             if who == Who::Admin && c.path.contains("{w}") && !path.contains('?') {
                 path.push_str("?owner=alice");
             }
             let mut body = c.body.clone();
             if let Some(b) = body.as_mut() {
+                if b.get("name") == Some(&json!("newq")) {
+                    b["name"] = json!(format!("newq{n}"));
+                }
                 if b.get("username").is_some() {
                     *b = new_user(n);
                 }

@@ -260,6 +260,8 @@ async fn openapi_documents_every_route() {
         "/api/v1/workloads/{name}/start",
         "/api/v1/workloads/{name}/logs",
         "/api/v1/nodes",
+        "/api/v1/queues",
+        "/api/v1/queues/{name}",
         "/api/v1/images",
     ] {
         assert!(paths.contains_key(p), "{p} missing from the OpenAPI document");

@@ -33,6 +33,7 @@ fn ended(owner: &str, i: usize) -> Workload {
         container_id: None,
         exit_code: Some(0),
         message: None,
+        interruption: None,
         created_at: at,
         queued_at: at,
         started_at: Some(at),

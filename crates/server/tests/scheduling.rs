@@ -204,6 +204,7 @@ async fn a_job_is_stopped_at_its_runtime_limit() {
     // the controller wakes at the limit (no periodic tick in between: reconcile_secs is 30)
     let t = hub.wait_state(&alice, "t", "failed").await;
     assert!(t["message"].as_str().unwrap().contains("reached its run-time limit of 1s"), "{t}");
+    assert_eq!(t["interruption"]["reason"], "time-limit", "{t}");
     assert_eq!(t["runtime_limit"], "1s");
     let nb = hub.wait_state(&alice, "nb", "stopped").await;
     assert!(nb["message"].as_str().unwrap().contains("run-time limit"), "{nb}");
@@ -255,6 +256,14 @@ async fn a_queue_below_its_guarantee_reclaims_by_preemption() {
     let a1 = hub.wait_state(&alice, "a1", "running").await;
     let b2 = hub.wait_state(&bob, "b2", "queued").await;
     assert!(b2["started_at"].is_string(), "b2 ran, was stopped and queued again: {b2}");
+    // it says why, by whom, when and what happens next: from the typed, stored reason
+    let why = &b2["interruption"];
+    assert_eq!(
+        (why["reason"].as_str(), why["by"].as_str(), why["queue"].as_str()),
+        (Some("preempted"), Some("alice/a1"), Some("vision")),
+        "{b2}"
+    );
+    assert!(why["at"].is_string() && why["next"].as_str().unwrap().starts_with("queued again"), "{b2}");
     let (b1_cid, stops) = (hub.container(&bob, "b1").await, hub.runtime.calls());
     let stopped: Vec<_> = stops.iter().filter_map(|c| if let Call::Stop(id) = c { Some(id) } else { None }).collect();
     assert_eq!(stopped.len(), 1, "one victim: {stopped:?}");
@@ -264,7 +273,8 @@ async fn a_queue_below_its_guarantee_reclaims_by_preemption() {
     assert_ne!(gpus_of(&a1), gpus_of(&b1));
     // once a GPU frees, the preempted job runs again
     hub.runtime.exit(&hub.container(&alice, "a1").await, 0);
-    hub.wait_state(&bob, "b2", "running").await;
+    let b2 = hub.wait_state(&bob, "b2", "running").await;
+    assert!(b2.get("interruption").is_none(), "running again, no longer interrupted: {b2}");
 }
 
 #[tokio::test]
@@ -322,5 +332,6 @@ async fn a_reservation_keeps_gpus_free_for_its_queue() {
     let (s, _) = hub.call(Method::DELETE, "/api/v1/reservations/deadline", Some(&admin), None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     hub.runtime.exit(&hub.container(&alice, "a1").await, 0);
-    hub.wait_state(&bob, "b2", "running").await;
+    let b2 = hub.wait_state(&bob, "b2", "running").await;
+    assert!(b2.get("interruption").is_none(), "running again, no longer interrupted: {b2}");
 }

@@ -16,6 +16,7 @@ mod codec;
 mod error;
 mod images;
 mod keys;
+mod queues;
 mod reservations;
 mod settings;
 mod tokens;

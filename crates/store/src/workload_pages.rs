@@ -189,9 +189,9 @@ impl Store {
         let queued_cap = if w.state == WorkloadState::Queued { caps.queued } else { u64::MAX };
         let sql = format!(
             "INSERT INTO workloads ({COLUMNS}) SELECT {} \
-             WHERE (SELECT COUNT(*) FROM workloads WHERE owner = $3) < $27 \
-             AND (SELECT COUNT(*) FROM workloads WHERE owner = $3 AND state = 'queued') < $28",
-            placeholders(1..=26)
+             WHERE (SELECT COUNT(*) FROM workloads WHERE owner = $3) < $28 \
+             AND (SELECT COUNT(*) FROM workloads WHERE owner = $3 AND state = 'queued') < $29",
+            placeholders(1..=27)
         );
         let cap = |c: u64| i64::try_from(c).unwrap_or(i64::MAX);
         let mut tx = self.pool.begin().await?;

@@ -21,11 +21,12 @@ pub struct WorkloadFilter {
 /// The workload columns, in the order [`workload_from_row`] reads them.
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
-                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s";
+                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption";
 
-/// Sets every mutable column from `$2`…`$10`; `$1` is the id.
+/// Sets every mutable column from `$2`…`$11`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, container_id = $4, exit_code = $5, message = $6, \
-                      priority = $7, queued_at = $8, started_at = $9, finished_at = $10 WHERE id = $1";
+                      priority = $7, queued_at = $8, started_at = $9, finished_at = $10, interruption = $11 \
+                      WHERE id = $1";
 
 pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     Ok(Workload {
@@ -57,10 +58,14 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         queued_at: get_time(row, "queued_at")?,
         started_at: get_opt_time(row, "started_at")?,
         finished_at: get_opt_time(row, "finished_at")?,
+        interruption: match row.try_get::<Option<String>, _>("interruption")? {
+            Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
+            None => None,
+        },
     })
 }
 
-/// Binds `w`'s id and mutable fields as `$1`…`$10` of [`UPDATE`].
+/// Binds `w`'s id and mutable fields as `$1`…`$11` of [`UPDATE`].
 fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -72,10 +77,11 @@ fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any,
         .bind(i64::from(w.priority))
         .bind(ms(w.queued_at))
         .bind(opt_ms(w.started_at))
-        .bind(opt_ms(w.finished_at)))
+        .bind(opt_ms(w.finished_at))
+        .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?))
 }
 
-/// Binds every column of `w` as `$1`…`$26`, in the order of [`COLUMNS`].
+/// Binds every column of `w` as `$1`…`$27`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -103,7 +109,8 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(w.resources.gpu_memory.map(|b| u64_to_db(b.0)))
         .bind(&w.queue)
         .bind(w.constraint.as_deref())
-        .bind(w.runtime_limit.map(|s| u64_to_db(s.0))))
+        .bind(w.runtime_limit.map(|s| u64_to_db(s.0)))
+        .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?))
 }
 
 /// `$a, $b, …` for the numbers in `range`.
@@ -128,7 +135,7 @@ impl Store {
     /// Stores a new workload. [`StoreError::Conflict`] if its id, or its name for that owner, is taken.
     /// Timestamps keep millisecond precision.
     pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
-        let sql = format!("INSERT INTO workloads ({COLUMNS}) VALUES ({})", placeholders(1..=26));
+        let sql = format!("INSERT INTO workloads ({COLUMNS}) VALUES ({})", placeholders(1..=27));
         bind_insert(&sql, w)?.execute(&self.pool).await.map_err(|e| insert_error(e, w))?;
         Ok(())
     }
@@ -193,7 +200,7 @@ impl Store {
     }
 
     /// Writes every mutable field of `w` (state, gpus, container id, exit code, message, priority,
-    /// queued/started/finished times) to the stored workload with `w.id`. The immutable spec (name,
+    /// queued/started/finished times, interruption) to the stored workload with `w.id`. The immutable spec (name,
     /// owner, kind, image, command, env, resources, created time) is left as stored.
     /// [`StoreError::NotFound`] if the workload is gone.
     pub async fn update_workload(&self, w: &Workload) -> Result<()> {
@@ -207,7 +214,7 @@ impl Store {
     /// Like [`Store::update_workload`], but only if the stored state is still `expected`
     /// (compare-and-set): returns whether the write happened. `false` also when the workload is gone.
     pub async fn update_workload_if(&self, w: &Workload, expected: WorkloadState) -> Result<bool> {
-        let sql = format!("{UPDATE} AND state = $11");
+        let sql = format!("{UPDATE} AND state = $12");
         let done = bind_update(&sql, w)?.bind(expected.as_str()).execute(&self.pool).await?;
         Ok(done.rows_affected() == 1)
     }

@@ -2,6 +2,7 @@
 
 mod account;
 mod admin;
+pub mod queues;
 mod sched;
 mod ssh;
 mod workloads;
@@ -43,7 +44,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Run(args) => return workloads::run(ctx, &api, json, *args, out).await,
         ClientCommand::Ps(args) => workloads::ps(&api, json, args.all, out).await?,
         ClientCommand::Logs(args) => {
-            workloads::logs(&api, &args.name, args.owner.as_deref(), args.follow, out).await?;
+            workloads::logs(&api, &args.name, args.owner.as_deref(), args.app.as_deref(), args.follow, out).await?;
         }
         ClientCommand::Stop(n) => workloads::action(&api, json, &n.name, n.owner.as_deref(), "stop", out).await?,
         ClientCommand::Start(n) => workloads::action(&api, json, &n.name, n.owner.as_deref(), "start", out).await?,
@@ -51,6 +52,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Inspect(n) => workloads::inspect(&api, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
         ClientCommand::Queues => sched::queues(&api, json, out).await?,
+        ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,
         ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,

@@ -21,22 +21,24 @@ pub(crate) async fn queues(api: &Api, json: bool, out: Out<'_>) -> Result<(), Cl
     Ok(())
 }
 
-/// One line per queue, GPUs in whole GPUs: `QUEUE GPUS USED GUARANTEE BORROW RUNNING QUEUED YOU`.
+/// One line per queue, GPUs in whole GPUs: `QUEUE GPUS USED GUARANTEE BORROW PER USER RUNNING QUEUED YOU`.
 pub(crate) fn queues_text(list: &[QueueView]) -> String {
-    let mut t = Table::new(&["QUEUE", "GPUS USED", "GUARANTEE", "MAY BORROW", "RUNNING", "QUEUED", "OPEN TO YOU"]);
+    let mut t =
+        Table::new(&["QUEUE", "GPUS USED", "GUARANTEE", "MAY BORROW", "PER USER", "RUNNING", "QUEUED", "OPEN TO YOU"]);
     for q in list {
         t.row(vec![
             q.name.clone(),
             q.used.gpus.to_string(),
             q.guarantee.gpus.to_string(),
             q.borrow_limit.and_then(|b| b.gpus).map_or_else(|| "any".to_owned(), |g| g.to_string()),
+            q.user_limit.and_then(|b| b.gpus).map_or_else(|| "any".to_owned(), |g| g.to_string()),
             q.running.to_string(),
             q.queued.to_string(),
             if q.open_to_you { "yes" } else { "no" }.to_owned(),
         ]);
     }
     if list.is_empty() {
-        return "no team queues are configured; everything runs in the default queue\n".to_owned();
+        return "no team queues; everything runs in the default queue (admins: gpuhub queue add NAME)\n".to_owned();
     }
     t.render("")
 }
@@ -126,14 +128,15 @@ mod tests {
             queued: 3,
             open_to_you: true,
             members: None,
+            priority_classes: Vec::new(),
         };
         let limit = gpuhub_core::api::LimitView { gpus: Some(0.0), ..Default::default() };
         let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(limit), open_to_you: false, ..q.clone() };
         assert_eq!(
             queues_text(&[q, nlp]),
-            "QUEUE   GPUS USED  GUARANTEE  MAY BORROW  RUNNING  QUEUED  OPEN TO YOU\n\
-             vision  1.25       2          any         2        3       yes\n\
-             nlp     1.25       2          0           2        3       no\n"
+            "QUEUE   GPUS USED  GUARANTEE  MAY BORROW  PER USER  RUNNING  QUEUED  OPEN TO YOU\n\
+             vision  1.25       2          any         any       2        3       yes\n\
+             nlp     1.25       2          0           any       2        3       no\n"
         );
         assert!(queues_text(&[]).contains("no team queues"));
     }

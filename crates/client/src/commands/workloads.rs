@@ -69,7 +69,7 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
 async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
     let mut printed = 0;
     loop {
-        match stream_logs(api, name, None, true, &mut *out).await {
+        match stream_logs(api, name, None, None, true, &mut *out).await {
             Ok(n) => printed += n,
             // not started yet (the server may refuse logs of a queued workload)
             Err(ClientError::Api { status: 404 | 409 | 425, .. }) if printed == 0 => {}
@@ -118,15 +118,19 @@ async fn get(api: &Api, name: &str, owner: Option<&str>) -> Result<WorkloadView,
     decode(&api.get(&segs, &q).await?, api.url(&segs, &q).as_str())
 }
 
-/// Copies a workload's log to `out` chunk by chunk as it arrives; returns the number of bytes.
+/// Copies a workload's log (or its app's, with `app`) to `out` chunk by chunk as it arrives; returns the number of bytes.
 pub(crate) async fn stream_logs(
     api: &Api,
     name: &str,
     owner: Option<&str>,
+    app: Option<&str>,
     follow: bool,
     out: Out<'_>,
 ) -> Result<u64, ClientError> {
     let mut q = owner_query(owner);
+    if let Some(app) = app {
+        q.push(("app", app));
+    }
     if follow {
         q.push(("follow", "true"));
     }
@@ -146,6 +150,7 @@ pub(crate) async fn logs(
     api: &Api,
     name: &str,
     owner: Option<&str>,
+    app: Option<&str>,
     follow: bool,
     out: Out<'_>,
 ) -> Result<(), ClientError> {
@@ -158,7 +163,7 @@ pub(crate) async fn logs(
             }
         }
     }
-    stream_logs(api, name, owner, follow, out).await.map(drop)
+    stream_logs(api, name, owner, app, follow, out).await.map(drop)
 }
 
 /// For a queued workload: `NAME is queued: REASON (position N, estimated start T); waiting for it to start`.
@@ -188,43 +193,110 @@ pub(crate) async fn ps(api: &Api, json: bool, all: bool, out: Out<'_>) -> Result
         return print_json(out, &v);
     }
     let list: Vec<WorkloadView> = decode(&v, api.url(&["workloads"], q).as_str())?;
-    write!(out, "{}", ps_table(&list, all, Utc::now()))?;
+    write!(out, "{}", ps_table(&list, all, Utc::now(), terminal_width()))?;
     Ok(())
 }
 
+/// The REASON of a workload: what interrupted it (`preempted by alice/train-3 3m ago`) while that is
+/// its story, else the first line of its message.
+pub(crate) fn reason(w: &WorkloadView, now: DateTime<Utc>) -> String {
+    if let Some(i) = &w.interruption
+        && w.state != WorkloadState::Running
+    {
+        let who = match (i.reason.as_str(), &i.by) {
+            ("preempted", Some(by)) => format!("preempted by {by}"),
+            ("user", Some(by)) => format!("stopped by {by}"),
+            ("time-limit", _) => "time limit reached".to_owned(),
+            ("engine-failure", _) => format!("engine failure: {}", i.detail.as_deref().unwrap_or("")),
+            ("owner-disabled", _) => "owner's account disabled".to_owned(),
+            (other, _) => other.to_owned(),
+        };
+        return format!("{who} {} ago", age(i.at, now));
+    }
+    w.message.as_deref().and_then(|m| m.lines().next()).unwrap_or("").to_owned()
+}
+
+/// The narrowest REASON column worth showing; the IMAGE column gives way to keep it.
+const REASON_MIN: usize = 16;
+/// The narrowest IMAGE column when it gives way to a whole REASON.
+const IMAGE_SOFT: usize = 10;
+/// The narrowest IMAGE column when it gives way to the narrowest REASON.
+const IMAGE_MIN: usize = 5;
+
 /// The `ps` table: NAME KIND STATE IMAGE CPUS MEMORY GPUS AGE, OWNER first with `--all`, REASON last
-/// when any workload has a message.
-pub(crate) fn ps_table(list: &[WorkloadView], all: bool, now: DateTime<Utc>) -> String {
-    let reasons = list.iter().any(|w| w.message.as_deref().is_some_and(|m| !m.is_empty()));
+/// when any workload has one. With a terminal `width`, REASON (and, when that is not enough, IMAGE) is
+/// cut so that no row is wider (the full text is in `inspect`); without one REASON is cut at
+/// [`REASON_WIDTH`].
+pub(crate) fn ps_table(list: &[WorkloadView], all: bool, now: DateTime<Utc>, width: Option<usize>) -> String {
+    let reasons: Vec<String> = list.iter().map(|w| reason(w, now)).collect();
+    let any_reason = reasons.iter().any(|r| !r.is_empty());
     let mut header = vec!["NAME", "KIND", "STATE", "IMAGE", "CPUS", "MEMORY", "GPUS", "AGE"];
     if all {
         header.insert(0, "OWNER");
     }
-    if reasons {
+    let mut rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|w| {
+            let mut row = vec![
+                w.name.clone(),
+                w.kind.as_str().to_owned(),
+                w.state.as_str().to_owned(),
+                w.image.clone(),
+                w.resources.cpu_milli.to_string(),
+                size(w.resources.memory),
+                w.resources.gpu_display(),
+                age(w.created_at, now),
+            ];
+            if all {
+                row.insert(0, w.owner.clone());
+            }
+            row
+        })
+        .collect();
+    if any_reason {
+        let image = header.iter().position(|h| *h == "IMAGE").unwrap_or(0);
+        let col = |rows: &[Vec<String>], i: usize| {
+            rows.iter().map(|r| r[i].chars().count()).chain([header[i].len()]).max().unwrap_or(0)
+        };
+        // every column but REASON, with the two spaces after each
+        let fixed = |rows: &[Vec<String>]| (0..header.len()).map(|i| col(rows, i) + 2).sum::<usize>();
+        let reason_width = match width {
+            None => REASON_WIDTH,
+            Some(width) => {
+                // IMAGE gives way to a whole reason down to IMAGE_SOFT, and further only for REASON_MIN
+                let want = reasons.iter().map(|r| r.chars().count()).max().unwrap_or(0).min(REASON_WIDTH);
+                for (need, floor) in [(want, IMAGE_SOFT), (REASON_MIN, IMAGE_MIN)] {
+                    let over = (fixed(&rows) + need).saturating_sub(width);
+                    if over > 0 {
+                        let cut = col(&rows, image).saturating_sub(over).max(floor);
+                        for r in &mut rows {
+                            r[image] = truncate(&r[image], cut);
+                        }
+                    }
+                }
+                width.saturating_sub(fixed(&rows)).max("REASON".len())
+            }
+        };
         header.push("REASON");
+        for (row, r) in rows.iter_mut().zip(&reasons) {
+            row.push(truncate(r, reason_width));
+        }
     }
     let mut t = Table::new(&header);
-    for w in list {
-        let mut row = vec![
-            w.name.clone(),
-            w.kind.as_str().to_owned(),
-            w.state.as_str().to_owned(),
-            w.image.clone(),
-            w.resources.cpu_milli.to_string(),
-            size(w.resources.memory),
-            w.resources.gpu_display(),
-            age(w.created_at, now),
-        ];
-        if all {
-            row.insert(0, w.owner.clone());
-        }
-        if reasons {
-            let m = w.message.as_deref().unwrap_or("");
-            row.push(truncate(m.lines().next().unwrap_or(""), REASON_WIDTH));
-        }
+    for row in rows {
         t.row(row);
     }
     t.render("")
+}
+
+/// The terminal's width: `COLUMNS` when set, else the width of the terminal on standard output;
+/// `None` when output is not a terminal.
+pub(crate) fn terminal_width() -> Option<usize> {
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|c| *c > 0) {
+        return Some(c);
+    }
+    let ws = rustix::termios::tcgetwinsize(std::io::stdout()).ok()?;
+    (ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 
 /// `gpuhub stop` and `gpuhub start`.
@@ -319,6 +391,7 @@ mod tests {
             gpus: vec![],
             exit_code: None,
             message: message.map(str::to_owned),
+            interruption: None,
             explanation: None,
             created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
             started_at: None,
@@ -378,14 +451,14 @@ mod tests {
         let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 5).unwrap();
         let list = [view("train", WorkloadState::Running, None), view("eval", WorkloadState::Succeeded, None)];
         assert_eq!(
-            ps_table(&list, false, now),
+            ps_table(&list, false, now, None),
             "NAME   KIND  STATE      IMAGE              CPUS  MEMORY  GPUS  AGE\n\
              train  job   running    pytorch/pytorch:2  1.5   4GiB    1     2h\n\
              eval   job   succeeded  pytorch/pytorch:2  1.5   4GiB    1     2h\n"
         );
         let long = "waiting for 2 GPUs: all 8 are held by other workloads right now";
         let list = [view("q", WorkloadState::Queued, Some(long)), view("r", WorkloadState::Running, None)];
-        let s = ps_table(&list, true, now);
+        let s = ps_table(&list, true, now, None);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[0].starts_with("OWNER  NAME") && lines[0].ends_with("AGE  REASON"), "{s}");
         assert!(
@@ -393,7 +466,44 @@ mod tests {
             "{s}"
         );
         assert!(lines[2].ends_with("2h"), "{s}");
-        assert_eq!(ps_table(&[], false, now), "NAME  KIND  STATE  IMAGE  CPUS  MEMORY  GPUS  AGE\n");
+        assert_eq!(ps_table(&[], false, now, None), "NAME  KIND  STATE  IMAGE  CPUS  MEMORY  GPUS  AGE\n");
+    }
+
+    #[test]
+    fn ps_rows_never_wrap_at_80_columns() {
+        use gpuhub_core::stop::InterruptionView;
+        let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 5).unwrap();
+        let long = "waiting for 2 GPUs: all 8 are held by other workloads right now, and more words";
+        let mut pre = view("p", WorkloadState::Queued, Some("preempted: queue vision reclaims"));
+        pre.interruption = Some(InterruptionView {
+            reason: "preempted".into(),
+            by: Some("alice/train-3".into()),
+            queue: Some("vision".into()),
+            at: now - chrono::Duration::minutes(3),
+            detail: None,
+            next: "queued again".into(),
+        });
+        let mut wide = view("w", WorkloadState::Queued, Some(long));
+        wide.image = "registry.example.com:5000/some-team/a-very-long-image-name:2025-01-01".into();
+        let list = [view("q", WorkloadState::Queued, Some(long)), pre, wide];
+        for all in [false, true] {
+            let s = ps_table(&list, all, now, Some(80));
+            for line in s.lines() {
+                assert!(line.chars().count() <= 80, "{} columns: {line}\n{s}", line.chars().count());
+            }
+            let lines: Vec<&str> = s.lines().collect();
+            assert!(lines[0].ends_with("REASON"), "{s}");
+            assert!(lines[1].ends_with('…'), "a long reason is cut, not wrapped: {s}");
+            assert!(lines[2].contains("preempted"), "{s}");
+        }
+        // the image gives way first: at 90 columns the typed reason is whole, the image cut
+        let s = ps_table(&list[..2], false, now, Some(90));
+        assert!(s.lines().all(|l| l.chars().count() <= 90), "{s}");
+        let row = s.lines().nth(2).unwrap();
+        assert!(row.ends_with("preempted by alice/train-3 3m ago") && row.contains("pytorch/p…"), "{s}");
+        // wide enough: nothing is cut, and the typed reason reads as a sentence
+        let s = ps_table(&list[1..2], false, now, Some(200));
+        assert!(s.lines().nth(1).unwrap().ends_with("preempted by alice/train-3 3m ago"), "{s}");
     }
 
     #[test]

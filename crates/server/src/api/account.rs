@@ -294,7 +294,7 @@ async fn stop_all(st: &AppState, owner: &str) -> Result<(), ApiError> {
         states: Some(vec![WorkloadState::Starting, WorkloadState::Running]),
     };
     for w in st.store.list_workloads(&filter).await? {
-        match st.controller.stop(&w.id).await {
+        match st.controller.stop(&w.id, gpuhub_core::stop::StopReason::OwnerDisabled { at: chrono::Utc::now() }).await {
             Ok(_) => {}
             // it ended meanwhile
             Err(e) if e.status == StatusCode::CONFLICT || e.status == StatusCode::NOT_FOUND => {}

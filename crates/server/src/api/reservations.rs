@@ -63,7 +63,10 @@ pub async fn create_reservation(
         }
         None => format!("r-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
     };
-    st.config.check_queue_exists(&req.queue).map_err(|e| ApiError::unprocessable(format!("invalid queue: {e}")))?;
+    st.live_config()
+        .await?
+        .check_queue_exists(&req.queue)
+        .map_err(|e| ApiError::unprocessable(format!("invalid queue: {e}")))?;
     if req.end <= req.start {
         return Err(ApiError::unprocessable("invalid end: must be after start"));
     }

@@ -1,6 +1,7 @@
 //! Workloads: submit, list, inspect, stop, start, delete, logs. A user sees only their own workloads
 //! (another user's name answers 404); admins see all.
 
+mod app_logs;
 mod listing;
 
 use crate::auth::Caller;
@@ -15,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use futures::StreamExt;
 use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
+use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::{AppSpec, Workload, WorkloadState};
 use gpuhub_core::{admission, names};
 use gpuhub_store::{CapReached, OwnerCaps, StoreError};
@@ -47,6 +49,9 @@ pub struct LogsQuery {
     /// At most this many bytes (at least 1), counted from the start of what is returned.
     #[serde(default)]
     limit_bytes: Option<u64>,
+    /// The output of this app of the workspace instead of the workload's own.
+    #[serde(default)]
+    app: Option<String>,
 }
 
 /// Finds a workload the caller may act on: their own, or (for admins) `owner`'s.
@@ -132,8 +137,8 @@ pub async fn create_workload(
             )));
         }
     }
-    let queue = st
-        .config
+    let live = st.live_config().await?; // the queues in force
+    let queue = live
         .queue_for(&caller.0.username, caller.0.is_admin(), req.queue.as_deref())
         .map_err(|e| ApiError::unprocessable(format!("invalid queue: {e}")))?;
     let constraint = match req.constraint.as_deref().map(str::trim) {
@@ -147,8 +152,7 @@ pub async fn create_workload(
     if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
         return Err(ApiError::unprocessable("invalid runtime_limit: must be from 1s to 366d"));
     }
-    let priority = st
-        .config
+    let priority = live
         .priority_for(&queue, caller.0.is_admin(), req.priority, req.priority_class.as_deref())
         .map_err(ApiError::unprocessable)?;
     gpuhub_core::env::check_user_env(&req.env)?;
@@ -185,13 +189,15 @@ pub async fn create_workload(
         container_id: None,
         exit_code: None,
         message: Some("queued".into()),
+        interruption: None,
         created_at: now,
         queued_at: now,
         started_at: None,
         finished_at: None,
     };
-    crate::scheduling::admissible(&st.node, &w, &st.config.scheduler)
-        .map_err(|why| ApiError::unprocessable(format!("this workload can never start here: {why}")))?;
+    if let Some(why) = crate::unmet::never(&st.node, &w, &live.scheduler) {
+        return Err(ApiError::unprocessable(format!("this workload can never start here: {why}")));
+    }
     let limits = &st.config.limits;
     let caps = OwnerCaps { total: limits.max_workloads_per_user, queued: limits.max_queued_per_user };
     let inserted = if caller.0.is_admin() {
@@ -260,7 +266,9 @@ pub async fn stop_workload(
     Query(q): Query<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
-    Ok(axum::Json(WorkloadView::from(&st.controller.stop(&w.id).await?)))
+    Ok(axum::Json(WorkloadView::from(
+        &st.controller.stop(&w.id, StopReason::User { by: caller.0.username.clone(), at: Utc::now() }).await?,
+    )))
 }
 
 /// Queues an ended workload again (a workspace keeps its home).
@@ -303,6 +311,7 @@ pub async fn delete_workload(
 /// Output of a workload (stdout and stderr), streamed: from the container while it exists, else from
 /// the run's archive (at most `log_max_bytes`, ending with a line that says so when cut). With
 /// `follow=true` the response streams until it ends; a queued workload's stream waits for it to start.
+/// `app=NAME` serves that app's output instead (404 naming the apps when it has no such app).
 #[utoipa::path(get, path = "/api/v1/workloads/{name}/logs", tag = "workloads", params(("name" = String, Path), LogsQuery),
     responses((status = 200, content_type = "text/plain", body = String), (status = 400, body = Problem),
         (status = 404, body = Problem)))]
@@ -341,6 +350,11 @@ pub async fn workload_logs(
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         r
     };
+    if let Some(app) = &q.app {
+        let follow = q.follow && w.state.holds_resources();
+        let stream = app_logs::stream(&st, &w, app, q.tail, limit, follow).await?;
+        return Ok(text_plain(Body::from_stream(stream)));
+    }
     if let Some(cid) = &w.container_id {
         let follow = q.follow && w.state.holds_resources();
         match st.runtime.logs(cid, follow, q.tail).await {

@@ -6,6 +6,7 @@ mod common;
 mod images_keys;
 mod open;
 mod pages;
+mod queues;
 mod tokens;
 mod users;
 mod workloads;

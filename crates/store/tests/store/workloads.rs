@@ -31,6 +31,7 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         container_id: None,
         exit_code: None,
         message: None,
+        interruption: None,
         created_at: t(0),
         queued_at: t(0),
         started_at: None,
@@ -82,6 +83,7 @@ fn full() -> Workload {
         container_id: Some("4f1e9c0b5a7d".into()),
         exit_code: Some(-137),
         message: Some("started on node a100-01 (2 GPUs)".into()),
+        interruption: Some(gpuhub_core::stop::StopReason::User { by: "root-ish \"x\"".into(), at: t(3) }),
         created_at: t(1),
         queued_at: t(2),
         started_at: Some(t(999)),
@@ -307,4 +309,23 @@ async fn many(s: Store) {
         .unwrap();
     let expected = (0..N).filter(|i| i % 3 == 1 && i % 7 == 0).count();
     assert_eq!(queued_of_bob.len(), expected);
+}
+
+both!(interruption);
+
+/// The typed reason of an interruption is stored and read back as written, and cleared with `None`.
+async fn interruption(s: Store) {
+    use gpuhub_core::stop::StopReason;
+    s.create_user("alice", "x", gpuhub_core::user::Role::User, t(0)).await.unwrap();
+    let mut w = sample("alice", "w", "w1");
+    s.insert_workload(&w).await.unwrap();
+    assert_eq!(s.get_workload_by_id("w1").await.unwrap().interruption, None);
+    let why =
+        StopReason::Preempted { by: "bob/big".into(), queue: "vision".into(), at: t(5), detail: "reclaim".into() };
+    w.interruption = Some(why.clone());
+    assert!(s.update_workload_if(&w, WorkloadState::Queued).await.unwrap());
+    assert_eq!(s.get_workload_by_id("w1").await.unwrap().interruption, Some(why));
+    w.interruption = None;
+    s.update_workload(&w).await.unwrap();
+    assert_eq!(s.get_workload_by_id("w1").await.unwrap().interruption, None);
 }

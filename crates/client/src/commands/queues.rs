@@ -1,0 +1,189 @@
+//! `gpuhub queue ls | add | set | rm`: the team queues, edited by admins without a restart.
+
+use super::sched::queues;
+use super::{Out, print_json};
+use crate::ClientError;
+use crate::http::{Api, decode};
+use clap::{Args, Subcommand};
+use gpuhub_core::Bytes;
+use gpuhub_core::api::QueueView;
+use gpuhub_core::queue::{LimitPatch, QueuePatch};
+use reqwest::Method;
+use serde_json::Value;
+
+/// Subcommands of `gpuhub queue`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum QueueCommand {
+    /// List the team queues (as `gpuhub queues`).
+    Ls,
+    /// Create a team queue (admin).
+    Add {
+        /// The queue's name.
+        name: String,
+        #[command(flatten)]
+        settings: Box<QueueSettings>,
+    },
+    /// Change a team queue (admin): only the options given change; `none` unsets one.
+    Set {
+        /// The queue's name.
+        name: String,
+        #[command(flatten)]
+        settings: Box<QueueSettings>,
+    },
+    /// Remove a team queue (admin); refused while work in it is queued or running.
+    Rm {
+        /// The queue's name.
+        name: String,
+    },
+}
+
+/// A queue's settings as options. A limit is `gpus=2,cpus=16,memory=64GiB`: the resources it names
+/// change (`gpus=none`: no longer limited), the others stay; `none` alone removes the whole limit.
+#[derive(Debug, Clone, Default, Args)]
+pub struct QueueSettings {
+    /// What the team is guaranteed (`gpus=2,cpus=16,memory=64GiB`; `none`: nothing).
+    #[arg(long, value_name = "LIMIT", value_parser = parse_limit)]
+    pub guarantee: Option<Limit>,
+    /// How much beyond its guarantee it may borrow (`none`: no limit).
+    #[arg(long, value_name = "LIMIT", value_parser = parse_limit)]
+    pub borrow_limit: Option<Limit>,
+    /// The most one user may hold in it (`gpus=2`; `none`: no limit).
+    #[arg(long, value_name = "LIMIT", value_parser = parse_limit)]
+    pub user_limit: Option<Limit>,
+    /// Fair-share weight relative to the other queues.
+    #[arg(long, value_name = "W")]
+    pub weight: Option<f64>,
+    /// Who may submit, comma-separated (`none`: everyone).
+    #[arg(long, value_name = "USERS", value_parser = parse_list)]
+    pub members: Option<List>,
+    /// The priority classes its users may ask for, comma-separated (`none`: none).
+    #[arg(long, value_name = "CLASSES", value_parser = parse_list)]
+    pub priority_classes: Option<List>,
+}
+
+/// A limit option: `None` is `none`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit(pub Option<LimitPatch>);
+
+/// A list option: `None` is `none`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List(pub Option<Vec<String>>);
+
+fn parse_limit(s: &str) -> Result<Limit, String> {
+    if s.trim() == "none" {
+        return Ok(Limit(None));
+    }
+    let mut p = LimitPatch::default();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part.split_once('=').ok_or_else(|| format!("{part:?}: expected RESOURCE=AMOUNT"))?;
+        let v = v.trim();
+        let none = v == "none";
+        let num = || v.parse::<f64>().map_err(|_| format!("{part:?}: {v:?} is not a number"));
+        match k.trim() {
+            "gpus" => p.gpus = Some(if none { None } else { Some(num()?) }),
+            "cpus" => p.cpus = Some(if none { None } else { Some(num()?) }),
+            "memory" => p.memory = Some(if none { None } else { Some(Bytes::parse(v).map_err(|e| e.to_string())?) }),
+            other => return Err(format!("unknown resource {other:?} (gpus, cpus, memory)")),
+        }
+    }
+    Ok(Limit(Some(p)))
+}
+
+fn parse_list(s: &str) -> Result<List, String> {
+    if s.trim() == "none" {
+        return Ok(List(None));
+    }
+    Ok(List(Some(s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_owned).collect())))
+}
+
+impl QueueSettings {
+    /// The merge patch these options make.
+    pub fn patch(&self) -> QueuePatch {
+        QueuePatch {
+            guarantee: self.guarantee.clone().map(|l| l.0),
+            borrow_limit: self.borrow_limit.clone().map(|l| l.0),
+            user_limit: self.user_limit.clone().map(|l| l.0),
+            weight: self.weight.map(Some),
+            members: self.members.clone().map(|l| l.0),
+            priority_classes: self.priority_classes.clone().map(|l| l.0),
+        }
+    }
+}
+
+/// `gpuhub queue …`.
+pub(crate) async fn queue(api: &Api, json: bool, cmd: QueueCommand, out: Out<'_>) -> Result<(), ClientError> {
+    let (method, segments, body): (Method, Vec<&str>, Value) = match &cmd {
+        QueueCommand::Ls => return queues(api, json, out).await,
+        QueueCommand::Rm { name } => {
+            api.call(Method::DELETE, &["queues", name], &[], None).await?;
+            if !json {
+                writeln!(out, "removed queue {name}")?;
+            }
+            return Ok(());
+        }
+        QueueCommand::Add { name, settings } => {
+            let mut body = serde_json::to_value(settings.patch()).map_err(|e| ClientError::Usage(e.to_string()))?;
+            body["name"] = Value::String(name.clone());
+            (Method::POST, vec!["queues"], body)
+        }
+        QueueCommand::Set { name, settings } => {
+            let patch = settings.patch();
+            if patch == QueuePatch::default() {
+                return Err(ClientError::Usage("nothing to change: give at least one option".into()));
+            }
+            let body = serde_json::to_value(patch).map_err(|e| ClientError::Usage(e.to_string()))?;
+            (Method::PATCH, vec!["queues", name.as_str()], body)
+        }
+    };
+    if let (QueueCommand::Add { .. }, Some(bad)) = (&cmd, add_nulls(&body)) {
+        return Err(ClientError::Usage(format!("--{bad} none: a new queue has nothing to unset; leave it out")));
+    }
+    let v = api.send_json(method, &segments, &body).await?.unwrap_or(Value::Null);
+    if json {
+        return print_json(out, &v);
+    }
+    let q: QueueView = decode(&v, api.url(&segments, &[]).as_str())?;
+    write!(out, "{}", super::sched::queues_text(std::slice::from_ref(&q)))?;
+    Ok(())
+}
+
+/// `POST /api/v1/queues` takes no `null`s: the option a `none` was given to, if any.
+fn add_nulls(body: &Value) -> Option<String> {
+    let fields = body.as_object()?;
+    fields.iter().find(|(_, v)| v.is_null()).map(|(k, _)| k.replace('_', "-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_lists_parse() {
+        let l = parse_limit("gpus=2, memory=8GiB,cpus=none").unwrap().0.unwrap();
+        assert_eq!((l.gpus, l.cpus, l.memory), (Some(Some(2.0)), Some(None), Some(Some(Bytes(8 << 30)))));
+        assert_eq!(parse_limit("none").unwrap(), Limit(None));
+        assert!(parse_limit("gpu=2").unwrap_err().contains("unknown resource"));
+        assert!(parse_limit("gpus=two").is_err());
+        assert_eq!(parse_list("alice, bob").unwrap(), List(Some(vec!["alice".into(), "bob".into()])));
+        assert_eq!(parse_list("none").unwrap(), List(None));
+    }
+
+    #[test]
+    fn options_make_a_merge_patch() {
+        let s = QueueSettings {
+            user_limit: Some(parse_limit("gpus=2").unwrap()),
+            borrow_limit: Some(Limit(None)),
+            weight: Some(2.0),
+            ..QueueSettings::default()
+        };
+        let body = serde_json::to_value(s.patch()).unwrap();
+        assert_eq!(body, serde_json::json!({"user_limit": {"gpus": 2.0}, "borrow_limit": null, "weight": 2.0}));
+        assert_eq!(add_nulls(&body).as_deref(), Some("borrow-limit"));
+        let s = QueueSettings { members: Some(parse_list("alice").unwrap()), ..QueueSettings::default() };
+        let mut body = serde_json::to_value(s.patch()).unwrap();
+        body["name"] = "vision".into();
+        // an `add` body is what POST /api/v1/queues takes
+        let req: gpuhub_core::queue::CreateQueueRequest = serde_json::from_value(body).unwrap();
+        assert_eq!(req.members, Some(vec!["alice".into()]));
+    }
+}

@@ -1,0 +1,167 @@
+//! Naming what a workload that can never start asks for that nothing here meets: the part of its
+//! constraint no GPU satisfies, the resource the node does not have, or the queue's most. Used at
+//! submission (a 422) and for queued work that became impossible (a queue limit lowered, a GPU gone).
+
+use crate::scheduling::{admissible, explanation};
+use gpuhub_core::api::Explanation;
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::workload::Workload;
+use std::collections::BTreeMap;
+
+/// The GPUs of `node` as people read them: `2× H200 141GiB`.
+fn inventory(node: &NodeCapacity) -> String {
+    let mut kinds: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for g in &node.gpus {
+        *kinds.entry((g.model.clone(), g.memory.0)).or_default() += 1;
+    }
+    if kinds.is_empty() {
+        return "none".to_owned();
+    }
+    let list: Vec<String> =
+        kinds.iter().map(|((m, mem), n)| format!("{n}× {m} {}", gpuhub_core::Bytes(*mem))).collect();
+    list.join(", ")
+}
+
+/// Why `w` can never start on `node` under `config`, naming the part that no GPU, node or queue meets;
+/// `None` when it could start on the empty node.
+pub fn never(node: &NodeCapacity, w: &Workload, config: &gpuhub_sched::Config) -> Option<String> {
+    let why = admissible(node, w, config).err()?;
+    if let Some(c) = &w.constraint {
+        let free = Workload { constraint: None, ..w.clone() };
+        if admissible(node, &free, config).is_ok() {
+            return Some(format!("no GPU here meets its constraint `{c}` (GPUs here: {})", inventory(node)));
+        }
+    }
+    let r = &w.resources;
+    let mut over = Vec::new();
+    if r.cpu_milli.0 > node.cpus.0 {
+        over.push(format!("{} CPUs (the node has {})", r.cpu_milli, node.cpus));
+    }
+    if r.memory.0 > node.memory.0 {
+        over.push(format!("{} of memory (the node has {})", r.memory, node.memory));
+    }
+    if r.gpus as usize > node.gpus.len() {
+        over.push(format!("{} GPUs (the node has {})", r.gpus, node.gpus.len()));
+    }
+    if let Some(m) = r.gpu_memory.filter(|m| node.gpus.iter().all(|g| g.memory.0 < m.0)) {
+        over.push(format!("{m} of GPU memory (GPUs here: {})", inventory(node)));
+    }
+    if !over.is_empty() {
+        return Some(format!("it asks for more than this node has: {}", over.join(", ")));
+    }
+    if !w.queue.is_empty() {
+        let mut open = config.clone();
+        open.queues.retain(|q| q.name != w.queue);
+        if admissible(node, w, &open).is_ok() {
+            return Some(format!("queue {} may never hold this much: {why}", w.queue));
+        }
+    }
+    Some(why)
+}
+
+/// The explanation of a queued workload: the scheduler's, except that one which can never start says
+/// so and names why (the scheduler may only see a queue limit or an empty-node misfit).
+/// One held by a queue limit gets an estimated start when the runs it waits for have run-time limits.
+pub fn explain(
+    e: &gpuhub_sched::Explanation,
+    w: Option<&Workload>,
+    active: &[Workload],
+    node: &NodeCapacity,
+    config: &gpuhub_sched::Config,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Explanation {
+    let mut out = explanation(e);
+    let impossible = matches!(e.reason, gpuhub_sched::Reason::Unschedulable | gpuhub_sched::Reason::QueueLimit);
+    if let (true, Some(w)) = (impossible, w) {
+        let plain = gpuhub_sched::Config { usage: Default::default(), ..config.clone() };
+        if let Some(why) = never(node, w, &plain) {
+            out.reason = gpuhub_sched::Reason::Unschedulable.as_str().to_owned();
+            out.message = format!("can never start here: {why}");
+            out.estimated_start = None;
+        } else if e.reason == gpuhub_sched::Reason::QueueLimit && out.estimated_start.is_none() {
+            let spec = config.queues.iter().find(|q| q.name == w.queue);
+            out.estimated_start = spec.and_then(|spec| crate::estimate::queue_limit_start(w, active, spec, now));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuhub_core::node::GpuDevice;
+    use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
+    use gpuhub_core::{Bytes, CpuMilli};
+
+    fn node() -> NodeCapacity {
+        NodeCapacity {
+            name: "n".into(),
+            cpus: CpuMilli(8000),
+            memory: Bytes(32 << 30),
+            gpus: (0..2)
+                .map(|i| GpuDevice {
+                    uuid: format!("G{i}"),
+                    index: i,
+                    model: "A100".into(),
+                    memory: Bytes(80 << 30),
+                    device: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn job(gpus: u32) -> Workload {
+        let at = chrono::DateTime::from_timestamp(0, 0).unwrap();
+        Workload {
+            id: "x".into(),
+            name: "x".into(),
+            owner: "alice".into(),
+            kind: WorkloadKind::Job,
+            image: "i".into(),
+            command: vec![],
+            env: Default::default(),
+            resources: Resources { gpus, ..Resources::default() },
+            priority: 0,
+            queue: String::new(),
+            constraint: None,
+            runtime_limit: None,
+            apps: vec![],
+            state: WorkloadState::Queued,
+            gpus: vec![],
+            container_id: None,
+            exit_code: None,
+            message: None,
+            interruption: None,
+            created_at: at,
+            queued_at: at,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn names_the_part_nothing_meets() {
+        let (n, cfg) = (node(), gpuhub_sched::Config::default());
+        assert_eq!(never(&n, &job(1), &cfg), None);
+        let h100 = Workload { constraint: Some("gpu.model == \"H100\"".into()), ..job(1) };
+        let why = never(&n, &h100, &cfg).unwrap();
+        assert_eq!(why, "no GPU here meets its constraint `gpu.model == \"H100\"` (GPUs here: 2× A100 80GiB)");
+        let why = never(&n, &job(4), &cfg).unwrap();
+        assert_eq!(why, "it asks for more than this node has: 4 GPUs (the node has 2)");
+        let mut big = job(0);
+        big.resources.memory = Bytes(64 << 30);
+        assert!(never(&n, &big, &cfg).unwrap().contains("64GiB of memory (the node has 32GiB)"));
+        // a queue that may hold one GPU at most
+        let mut two = job(2);
+        two.queue = "q".into();
+        let limited = gpuhub_sched::Config {
+            queues: vec![gpuhub_sched::QueueSpec {
+                borrow_limit: Some(Default::default()),
+                guarantee: gpuhub_sched::Quota { gpu_milli: 1000, cpu_milli: 8000, memory: 32 << 30 },
+                ..gpuhub_sched::QueueSpec::open("q")
+            }],
+            ..Default::default()
+        };
+        assert!(never(&n, &two, &limited).unwrap().starts_with("queue q may never hold this much: "));
+    }
+}
