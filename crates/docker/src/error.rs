@@ -27,12 +27,7 @@ pub(crate) fn map(e: Error, missing: &str) -> RuntimeError {
 
 /// Whether an error means the engine was not reached at all (so nothing was done).
 fn unreachable(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::IOError { .. }
-            | Error::HyperLegacyError { .. }
-            | Error::SocketNotFoundError(_)
-    )
+    matches!(e, Error::IOError { .. } | Error::HyperLegacyError { .. } | Error::SocketNotFoundError(_))
 }
 
 /// Maps an error of container creation: a 404 names the missing image or network.

@@ -102,6 +102,8 @@ struct State {
     images: BTreeSet<String>,
     networks: BTreeSet<String>,
     calls: Vec<Call>,
+    /// The engine is "down": requests fail with [`RuntimeError::Unavailable`] and reach nothing.
+    down: bool,
 }
 
 /// The fake runtime.
@@ -124,6 +126,12 @@ impl FakeRuntime {
         let fake = Self { state: Mutex::new(State::default()), events };
         fake.add_image("busybox:latest");
         fake
+    }
+
+    /// Takes the engine down (`true`: every request fails with [`RuntimeError::Unavailable`], as a
+    /// stopped dockerd's would) or brings it back.
+    pub fn set_down(&self, down: bool) {
+        self.state.lock().unwrap().down = down;
     }
 
     /// Makes an image known.
@@ -193,14 +201,22 @@ impl FakeRuntime {
     }
 }
 
+/// Fails as an unreachable engine does while the fake is down.
+fn up(s: &State) -> Result<(), RuntimeError> {
+    if s.down { Err(RuntimeError::Unavailable("the fake engine is down".into())) } else { Ok(()) }
+}
+
 #[async_trait]
 impl Runtime for FakeRuntime {
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
-        Ok(self.state.lock().unwrap().images.contains(image))
+        let s = self.state.lock().unwrap();
+        up(&s)?;
+        Ok(s.images.contains(image))
     }
 
     async fn ensure_network(&self, name: &str, _labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
         let mut s = self.state.lock().unwrap();
+        up(&s)?;
         s.calls.push(Call::EnsureNetwork(name.to_owned()));
         s.networks.insert(name.to_owned());
         Ok(())
@@ -208,6 +224,7 @@ impl Runtime for FakeRuntime {
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         let mut s = self.state.lock().unwrap();
+        up(&s)?;
         s.calls.push(Call::Create(Box::new(spec.clone())));
         if !s.images.contains(&spec.image) {
             return Err(RuntimeError::ImageNotFound(spec.image.clone()));
@@ -227,6 +244,7 @@ impl Runtime for FakeRuntime {
     async fn start(&self, id: &str) -> Result<(), RuntimeError> {
         let workload = {
             let mut s = self.state.lock().unwrap();
+            up(&s)?;
             s.calls.push(Call::Start(id.to_owned()));
             let c = s.containers.get_mut(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
             c.status = ContainerStatus::Running;
@@ -268,6 +286,7 @@ impl Runtime for FakeRuntime {
 
     async fn list_managed(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let s = self.state.lock().unwrap();
+        up(&s)?;
         Ok(s.containers
             .iter()
             .filter(|(_, c)| c.spec.labels.contains_key(LABEL_WORKLOAD))

@@ -6,8 +6,10 @@
 //! with the GPUs assigned, then create), so a crash at any point is repaired by reconciliation.
 
 mod burst;
+mod start_error;
 
 use burst::{next_event, until};
+use start_error::StartError;
 
 use crate::config::Config;
 use crate::error::ApiError;
@@ -677,7 +679,14 @@ impl Controller {
                 w.started_at = Some(Utc::now());
                 w.message = None;
             }
-            Err(e) => {
+            Err(StartError::Retry(e)) => {
+                // nothing ran: it waits in the queue again and starts once the engine answers
+                tracing::warn!(workload = %w.id, error = %e, "cannot reach the engine to start workload; queued again");
+                w.state = WorkloadState::Queued;
+                w.gpus.clear();
+                w.message = Some(format!("queued again: {e}"));
+            }
+            Err(StartError::Failed(e)) => {
                 tracing::warn!(workload = %w.id, error = %e, "cannot start workload");
                 w.state = WorkloadState::Failed;
                 w.gpus.clear();
@@ -696,15 +705,15 @@ impl Controller {
         Ok(())
     }
 
-    async fn create_and_start(&self, w: &mut Workload) -> Result<(), String> {
-        let user = self.store.get_user(&w.owner).await.map_err(|e| e.to_string())?;
+    async fn create_and_start(&self, w: &mut Workload) -> Result<(), StartError> {
+        let user = self.store.get_user(&w.owner).await?;
         ensure_home(&spec::home_on_host(&self.data_dir, &w.owner), user.uid)
-            .map_err(|e| format!("home directory: {e}"))?;
+            .map_err(|e| StartError::Failed(format!("home directory: {e}")))?;
         let network = spec::user_network(&self.instance, &w.owner);
         let labels = spec::network_labels(&self.instance, &w.owner);
-        self.runtime.ensure_network(&network, &labels).await.map_err(|e| e.to_string())?;
+        self.runtime.ensure_network(&network, &labels).await?;
         let share = match (&self.config.gpu_share_library, w.resources.gpu_milli > 0) {
-            (Some(lib), true) => Some((lib.clone(), self.share_preload(lib)?)),
+            (Some(lib), true) => Some((lib.clone(), self.share_preload(lib).map_err(StartError::Failed)?)),
             _ => None,
         };
         let cx = SpecContext {
@@ -719,10 +728,10 @@ impl Controller {
             share_library: share.as_ref().map(|(l, p)| (l.as_path(), p.as_path())),
         };
         let spec = spec::container_spec(w, &cx);
-        let cid = self.runtime.create(&spec).await.map_err(|e| e.to_string())?;
+        let cid = self.runtime.create(&spec).await?;
         w.container_id = Some(cid.clone());
-        self.store.update_workload(w).await.map_err(|e| e.to_string())?;
-        self.runtime.start(&cid).await.map_err(|e| e.to_string())?;
+        self.store.update_workload(w).await?;
+        self.runtime.start(&cid).await?;
         self.start_apps(w, user.uid, &cid).await;
         Ok(())
     }

@@ -348,3 +348,35 @@ async fn a_burst_of_exits_costs_a_few_passes() {
     let passes = controller.passes() - before;
     assert!(passes <= n / 6, "{passes} scheduling passes for a burst of {n} exits");
 }
+
+/// A workload whose start finds the engine unreachable (a dockerd restart) is not failed: nothing ran,
+/// so it waits in the queue again and starts, once, when the engine answers.
+#[tokio::test]
+async fn a_start_while_the_engine_is_down_waits_in_the_queue() {
+    let hub = Hub::start_with(|c| c.reconcile_secs = 1).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, job("big", 2)).await;
+    hub.wait_state(&alice, "big", "running").await;
+    hub.submit(&alice, job("next", 2)).await;
+    let big = hub.container(&alice, "big").await;
+    hub.runtime.set_down(true);
+    let mut changes = hub.server.as_ref().unwrap().state.controller.changes();
+    hub.runtime.exit(&big, 0);
+    // big's end frees the GPUs; the pass that follows cannot reach the engine to start next
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v = hub.get(&alice, "next").await;
+        if v["message"].as_str().unwrap_or_default().contains("queued again: container engine unavailable") {
+            assert_eq!(v["state"], "queued", "{v}");
+            break;
+        }
+        tokio::time::timeout_at(deadline, changes.recv()).await.expect("next was not queued again").unwrap();
+    }
+    assert_eq!(hub.get(&alice, "big").await["state"], "succeeded");
+    hub.runtime.set_down(false);
+    hub.wait_state(&alice, "next", "running").await;
+    let creates =
+        hub.runtime.calls().iter().filter(|c| matches!(c, Call::Create(s) if s.name.contains("next"))).count();
+    assert_eq!(creates, 1, "started once");
+}

@@ -300,7 +300,7 @@ async fn every_list_comes_in_pages() {
     assert_eq!(paged, all);
     assert_eq!(pages, all.len().div_ceil(3));
     // the catalog, reservations and nodes answer pages too
-    for path in ["/api/v1/images", "/api/v1/reservations", "/api/v1/nodes", "/api/v1/me/ssh-keys"] {
+    for path in ["/api/v1/images", "/api/v1/reservations", "/api/v1/nodes", "/api/v1/me/ssh-keys", "/api/v1/queues"] {
         let (items, pages) = walk(&hub, &admin, path, 1).await;
         assert_eq!(pages, items.len().max(1), "{path}");
     }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// `gpuhub queues`.
 pub(crate) async fn queues(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> {
-    let v = api.get(&["queues"], &[]).await?;
+    let v = Value::Array(api.get_all_pages(&["queues"], &[]).await?);
     if json {
         return print_json(out, &v);
     }

@@ -71,11 +71,20 @@ fn patched(st: &AppState, q: &QueueDef, patch: &QueuePatch) -> Result<QueueDef, 
 
 /// The team queues, with what each holds and how much waits. Everyone sees the queues and whether they
 /// may use them; only admins see the member lists.
-#[utoipa::path(get, path = "/api/v1/queues", tag = "queues", responses((status = 200, body = [QueueView]), (status = 401, body = Problem)))]
-pub async fn list_queues(State(st): State<AppState>, caller: Caller) -> Result<axum::Json<Vec<QueueView>>, ApiError> {
+/// By name, in pages.
+#[utoipa::path(get, path = "/api/v1/queues", tag = "queues", params(super::paging::PageQuery),
+    responses((status = 200, body = [QueueView]), (status = 400, body = Problem), (status = 401, body = Problem)))]
+pub async fn list_queues(
+    State(st): State<AppState>,
+    caller: Caller,
+    q: Result<axum::extract::Query<super::paging::PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let page = super::paging::from_query(q)?;
     let active = active(&st, None).await?;
     let queues = st.store.list_queues().await?;
-    Ok(axum::Json(queues.iter().map(|q| view(q, &active, &caller)).collect()))
+    let views: Vec<QueueView> = queues.iter().map(|q| view(q, &active, &caller)).collect();
+    let (views, next) = super::paging::slice(views, |q| q.name.clone(), &page);
+    Ok(super::paging::respond(views, next, "/api/v1/queues", &page))
 }
 
 /// Creates a team queue (admin); it is in force from the scheduler's next pass.

@@ -179,8 +179,8 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
     let body = json!({"name": "j6", "kind": "job", "image": IMAGE, "command": ["true"],
         "resources": {"cpus": 0.5, "memory": "64MiB", "gpus": 0}});
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(body)).await;
-    assert_eq!(s, StatusCode::BAD_GATEWAY, "{v}");
-    assert!(v["detail"].as_str().unwrap().starts_with("container engine"), "{v}");
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("container engine unavailable"), "{v}");
     let (s, _) = hub.call(Method::GET, "/api/v1/workloads/j6", Some(&alice), None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     // stay down long enough for j1 and j2 to end meanwhile (the fault's duration, not a wait for a signal)
