@@ -35,9 +35,33 @@ fn arb_json() -> impl Strategy<Value = Value> {
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
             prop::collection::btree_map(
                 prop::sample::select(vec![
-                    "name", "kind", "image", "command", "env", "resources", "cpus", "memory", "gpus", "gpu_milli",
-                    "gpu_memory", "priority", "queue", "constraint", "runtime_limit", "members", "apps", "port",
-                    "username", "password", "admin", "disabled", "start", "end", "id", "model", "x",
+                    "name",
+                    "kind",
+                    "image",
+                    "command",
+                    "env",
+                    "resources",
+                    "cpus",
+                    "memory",
+                    "gpus",
+                    "gpu_milli",
+                    "gpu_memory",
+                    "priority",
+                    "queue",
+                    "constraint",
+                    "runtime_limit",
+                    "members",
+                    "apps",
+                    "port",
+                    "username",
+                    "password",
+                    "admin",
+                    "disabled",
+                    "start",
+                    "end",
+                    "id",
+                    "model",
+                    "x",
                 ])
                 .prop_map(str::to_owned),
                 inner,
@@ -108,10 +132,10 @@ proptest! {
     fn cpus_from_any_float(c in any::<f64>()) {
         match CpuMilli::from_cores(c) {
             Ok(m) => {
-                prop_assert!(c.is_finite() && c >= 0.0 && c <= 1_000_000.0);
+                prop_assert!((0.0..=1_000_000.0).contains(&c));
                 prop_assert!((m.cores() - c).abs() <= 0.0005 + 1e-9 * c);
             }
-            Err(_) => prop_assert!(!c.is_finite() || c < 0.0 || c > 1_000_000.0),
+            Err(_) => prop_assert!(!(0.0..=1_000_000.0).contains(&c)),
         }
     }
 
