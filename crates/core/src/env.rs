@@ -53,15 +53,13 @@ pub fn check_user_env(env: &BTreeMap<String, String>) -> Result<(), CoreError> {
         return Err(CoreError::invalid("env", format!("at most {MAX_VARIABLES} variables, got {}", env.len())));
     }
     for (k, v) in env {
-        let bad_name = k.is_empty()
-            || k.len() > MAX_NAME_BYTES
-            || k.contains('=')
-            || k.chars().any(|c| c.is_control() || c.is_whitespace());
+        let bad_name =
+            k.is_empty() || k.len() > MAX_NAME_BYTES || k.contains('=') || !k.chars().all(|c| c.is_ascii_graphic());
         if bad_name {
             return Err(CoreError::invalid(
                 "env",
                 format!(
-                    "{k:?} is not a valid variable name (1 to {MAX_NAME_BYTES} bytes, no '=', spaces or control characters)"
+                    "{k:?} is not a valid variable name (1 to {MAX_NAME_BYTES} bytes of printable ASCII, no '=' or spaces)"
                 ),
             ));
         }

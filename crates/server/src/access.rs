@@ -19,6 +19,7 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use gpuhub_core::names;
 use gpuhub_core::user::User;
 use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_ssh::{Denied, GatewayBackend, PublicKey, Target};
@@ -238,10 +239,10 @@ impl GatewayBackend for SshBackend {
         if user.disabled {
             return Err(denied());
         }
-        let (owner, name) = match ssh_user.split_once('.') {
-            Some((o, n)) if o == user.username || (user.is_admin() && self.admins_enter_workspaces) => (o, n),
-            Some(_) => return Err(denied()),
-            None => (user.username.as_str(), ssh_user),
+        let (owner, name) = match parse_ssh_user(ssh_user).ok_or_else(denied)? {
+            (Some(o), n) if o == user.username || (user.is_admin() && self.admins_enter_workspaces) => (o, n),
+            (Some(_), _) => return Err(denied()),
+            (None, n) => (user.username.as_str(), n),
         };
         let w = match self.store.get_workload(owner, name).await {
             Ok(w) => w,
@@ -266,6 +267,20 @@ impl GatewayBackend for SshBackend {
     fn revocations(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         Some(self.revocations.subscribe())
     }
+}
+
+/// The SSH login name of the gateway: `workspace` (the caller's own) or `owner.workspace`, each part a
+/// valid name ([`gpuhub_core::names`]); anything else (path tricks, unicode, control characters, more
+/// dots) is `None` and refused before any lookup.
+pub fn parse_ssh_user(ssh_user: &str) -> Option<(Option<&str>, &str)> {
+    let (owner, name) = match ssh_user.split_once('.') {
+        Some((o, n)) => (Some(o), n),
+        None => (None, ssh_user),
+    };
+    if owner.is_some_and(|o| names::validate("user", o).is_err()) || names::validate("workload", name).is_err() {
+        return None;
+    }
+    Some((owner, name))
 }
 
 /// A proxy client that never forwards the hub's session cookie.

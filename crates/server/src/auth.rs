@@ -81,6 +81,11 @@ pub fn check_password(password: &str) -> Result<(), ApiError> {
     if password.len() > 1024 {
         return Err(ApiError::unprocessable("invalid password: must be at most 1024 bytes"));
     }
+    if password.chars().any(char::is_control) {
+        return Err(ApiError::unprocessable(
+            "invalid password: must not contain control characters (NUL, newline, escape…)",
+        ));
+    }
     Ok(())
 }
 

@@ -199,6 +199,32 @@ fn body_error(text: &str) -> String {
     format!("invalid request body: {msg}")
 }
 
+/// A query-string extractor whose rejections are 400 problem documents naming the parameter at fault
+/// (`invalid query: unknown field `bogus`…`), not axum's bare text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Self(v)),
+            Err(e) => Err(query_error(&e.body_text())),
+        }
+    }
+}
+
+/// A 400 naming what is wrong with a query string.
+pub fn query_error(text: &str) -> ApiError {
+    let msg = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(text);
+    ApiError::bad_request(format!("invalid query: {msg}"))
+}
+
 impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
     fn into_response(self) -> Response {
         axum::Json(self.0).into_response()

@@ -334,7 +334,7 @@ pub async fn delete_user(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<DeleteUserQuery>,
+    crate::error::ApiQuery(q): crate::error::ApiQuery<DeleteUserQuery>,
 ) -> Result<StatusCode, ApiError> {
     caller.require_admin()?;
     let user = st.store.get_user(&name).await?;

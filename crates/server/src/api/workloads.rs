@@ -5,7 +5,7 @@ mod app_logs;
 mod listing;
 
 use crate::auth::Caller;
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, ApiQuery};
 use crate::logfile;
 use crate::state::AppState;
 use axum::body::Body;
@@ -221,10 +221,20 @@ pub async fn create_workload(
     Ok(resp)
 }
 
+/// Longest image reference accepted (Docker's own limit on a repository name is 255 bytes, plus tag
+/// and digest).
+const MAX_IMAGE_BYTES: usize = 512;
+
 /// A catalog name becomes its image reference and apps; a reference must be allowed by policy and present.
 async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>), ApiError> {
     if image.trim().is_empty() {
         return Err(ApiError::unprocessable("invalid image: must not be empty"));
+    }
+    if image.len() > MAX_IMAGE_BYTES || !image.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(ApiError::unprocessable(format!(
+            "invalid image: {:?} is not an image reference (at most {MAX_IMAGE_BYTES} bytes of printable ASCII, no spaces)",
+            image.chars().take(80).collect::<String>()
+        )));
     }
     let (reference, apps) = match st.store.get_image(image).await {
         Ok(entry) => (entry.image, entry.apps),
@@ -251,7 +261,7 @@ pub async fn get_workload(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<OwnerQuery>,
+    ApiQuery(q): ApiQuery<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     Ok(axum::Json(view(&st, &lookup(&st, &caller, &name, q.owner.as_deref()).await?)))
 }
@@ -263,7 +273,7 @@ pub async fn stop_workload(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<OwnerQuery>,
+    ApiQuery(q): ApiQuery<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
     Ok(axum::Json(WorkloadView::from(
@@ -278,7 +288,7 @@ pub async fn start_workload(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<OwnerQuery>,
+    ApiQuery(q): ApiQuery<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
     if !caller.0.is_admin() && w.state.is_terminal() {
@@ -301,7 +311,7 @@ pub async fn delete_workload(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<OwnerQuery>,
+    ApiQuery(q): ApiQuery<OwnerQuery>,
 ) -> Result<StatusCode, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
     st.controller.delete(&w.id).await?;
@@ -321,7 +331,7 @@ pub async fn workload_logs(
     Path(name): Path<String>,
     q: Result<Query<LogsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let Query(q) = q.map_err(|e| crate::error::query_error(&e.body_text()))?;
     if q.limit_bytes == Some(0) {
         return Err(ApiError::bad_request("invalid query: limit_bytes must be at least 1"));
     }
