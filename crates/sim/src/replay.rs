@@ -51,6 +51,10 @@ pub struct ReplayArgs {
     /// Print a JSON array, one object per policy.
     #[arg(long)]
     pub json: bool,
+    /// Disciplines replayed at once, on threads of their own (default: the CPUs available). Each
+    /// replay is single-threaded and deterministic; the report keeps the order of `--policy`.
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Draw GPU allocation over time to this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -209,10 +213,7 @@ pub fn report(a: &ReplayArgs) -> Result<String, SimError> {
     for j in &mut jobs {
         j.submit_s = t0 + ((j.submit_s - t0) as f64 / a.rate).round() as i64;
     }
-    let mut reports = Vec::new();
-    for d in disciplines {
-        reports.push(replay(&jobs, a, d));
-    }
+    let reports = replay_all(&jobs, a, &disciplines);
     if let Some(path) = &a.plot {
         let lines: Vec<(String, Vec<[f64; 2]>)> =
             reports.iter().map(|r| (r.policy.clone(), r.alloc_curve.clone())).collect();
@@ -274,6 +275,30 @@ fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
         }
     }
     s
+}
+
+/// Replays each discipline, up to `--threads` at once, and returns the reports in the order given.
+fn replay_all(jobs: &[Job], a: &ReplayArgs, disciplines: &[Discipline]) -> Vec<ReplayReport> {
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+        .clamp(1, disciplines.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<Option<ReplayReport>>> =
+        std::sync::Mutex::new(disciplines.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&d) = disciplines.get(i) else { break };
+                    let report = replay(jobs, a, d);
+                    done.lock().expect("no replay panics while holding the lock")[i] = Some(report);
+                }
+            });
+        }
+    });
+    done.into_inner().expect("replays ended").into_iter().flatten().collect()
 }
 
 /// Replays `jobs` under one discipline.

@@ -117,6 +117,7 @@ fn replay_args(trace: &str) -> ReplayArgs {
         seed: 1,
         json: true,
         plot: None,
+        threads: None,
     }
 }
 
@@ -158,4 +159,24 @@ fn throughput_runs_small() {
         assert!(o["p99_decision_ms"].is_number());
         assert!(o["default"].is_boolean());
     }
+}
+
+/// Replaying the disciplines on threads changes nothing but the time taken: the same reports, in the
+/// order of `--policy`.
+#[test]
+fn threads_change_no_figure() {
+    let run = |threads: usize| {
+        let mut a = replay_args("philly_small.csv");
+        a.policy = "fgd+,fifo,bestfit,fifo-backfill".into();
+        a.threads = Some(threads);
+        let mut v: serde_json::Value = serde_json::from_str(&gpuhub_sim::replay::report(&a).unwrap()).unwrap();
+        for o in v.as_array_mut().unwrap() {
+            o.as_object_mut().unwrap().remove("seconds");
+        }
+        v
+    };
+    let one = run(1);
+    let names: Vec<&str> = one.as_array().unwrap().iter().map(|o| o["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fgd+", "fifo", "bestfit", "fifo-backfill"]);
+    assert_eq!(run(3), one);
 }
