@@ -106,6 +106,8 @@ fn json_routes() -> Vec<(&'static str, &'static str, Who, Value)> {
         ("POST", "/api/v1/workloads", Who::User, job("j1", 0)),
         ("POST", "/api/v1/me/ssh-keys", Who::User, json!({"key": "ssh-ed25519 AAAA"})),
         ("POST", "/api/v1/images", Who::Admin, json!({"name": "bb", "image": "busybox:latest"})),
+        ("POST", "/api/v1/queues", Who::Admin, json!({"name": "newq"})),
+        ("PATCH", "/api/v1/queues/team", Who::Admin, json!({"weight": 2})),
         (
             "POST",
             "/api/v1/reservations",
@@ -463,6 +465,7 @@ fn cases() -> Vec<Case> {
             ("DELETE", format!("/api/v1/me/tokens/{seg}"), Who::User),
             ("DELETE", format!("/api/v1/me/ssh-keys/{seg}"), Who::User),
             ("DELETE", format!("/api/v1/reservations/{seg}"), Who::Admin),
+            ("DELETE", format!("/api/v1/queues/{seg}"), Who::Admin),
         ] {
             v.push(case(method, path, who, None, 0, ""));
         }
@@ -496,12 +499,29 @@ fn cases() -> Vec<Case> {
         v.push(case("GET", path, Who::User, None, 0, ""));
     }
 
+    // queues: numbers and names no queue may have
+    for body in [
+        json!({"name": "q1", "weight": -1}),
+        json!({"name": "q2", "weight": 1e300}),
+        json!({"name": "q3", "weight": "NaN"}),
+        json!({"name": "q4", "guarantee": {"gpus": -2}}),
+        json!({"name": "q5", "user_limit": {"memory": "-1GiB"}}),
+        json!({"name": "Q\u{202e}x"}),
+        json!({"name": "q\nx"}),
+        json!({"name": "q7", "members": ["\u{0}"]}),
+    ] {
+        v.push(case("POST", "/api/v1/queues", Who::Admin, Some(body), 0, ""));
+    }
+    v.push(case("PATCH", "/api/v1/queues/team", Who::Admin, Some(json!({"weight": -3})), 0, ""));
+    v.push(case("PATCH", "/api/v1/queues/team", Who::Admin, Some(json!({"colour": "red"})), 0, "colour"));
+
     // wrong methods
     for (method, path) in [
         ("PUT", "/api/v1/workloads"),
         ("PATCH", "/api/v1/login"),
         ("DELETE", "/api/v1/health"),
-        ("POST", "/api/v1/queues"),
+        ("PUT", "/api/v1/queues"),
+        ("POST", "/api/v1/queues/team"),
         ("POST", "/api/v1/nodes"),
         ("PUT", "/api/v1/users/alice"),
         ("GET", "/api/v1/workloads/ws/stop"),
