@@ -83,9 +83,16 @@ fn running_container(w: &Workload) -> Result<String, ApiError> {
     }
 }
 
-/// `/w/{owner}/{workload}/{app}` → the same with a trailing slash (apps live under their prefix).
-pub async fn app_root(Path((owner, name, app)): Path<(String, String, String)>) -> Redirect {
-    Redirect::permanent(&format!("/w/{owner}/{name}/{app}/"))
+/// `/w/{owner}/{workload}/{app}` → the same with a trailing slash (apps live under their prefix). A
+/// segment that is no valid name is no app (404): decoded, it could hold what no `Location` can carry.
+pub async fn app_root(Path((owner, name, app)): Path<(String, String, String)>) -> Response {
+    let valid = [("user", &owner), ("workload", &name), ("app", &app)]
+        .iter()
+        .all(|(what, n)| gpuhub_core::names::validate(what, n).is_ok());
+    if !valid {
+        return ApiError::not_found("no such app").into_response();
+    }
+    Redirect::permanent(&format!("/w/{owner}/{name}/{app}/")).into_response()
 }
 
 /// `/w/{owner}/{workload}/{app}/…`: forwards HTTP and WebSockets to the app's port in the container.

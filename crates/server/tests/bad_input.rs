@@ -484,6 +484,10 @@ fn cases() -> Vec<Case> {
             v.push(case("GET", path, Who::User, None, 0, ""));
         }
     }
+    // an app root without its slash redirects only for valid names (a decoded NUL once gave a 500)
+    for path in ["/w/alice/ws/%00", "/w/alice/%0a/lab", "/w/%E2%80%AE/ws/lab", "/w/alice/ws/..%2F"] {
+        v.push(case("GET", path, Who::User, None, 404, "no such app"));
+    }
     // (what follows a user's own app prefix goes to that app unchanged: it is the app's to judge)
     for path in [
         "/w/bob/ws/lab/",
