@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-mod env;
+pub mod env;
 
 /// How GPUs reach containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

@@ -22,37 +22,12 @@ fn config() -> ProptestConfig {
     ProptestConfig { cases: cases(256), failure_persistence: None, ..ProptestConfig::default() }
 }
 
-const KEYS: &[&str] = &[
-    "LISTEN",
-    "SSH_LISTEN",
-    "DATA_DIR",
-    "DATABASE_URL",
-    "GPU_MODE",
-    "GPUS",
-    "ALLOW_ANY_IMAGE",
-    "PIDS_LIMIT",
-    "ISOLATE_HOST",
-    "STOP_GRACE_SECS",
-    "RECONCILE_SECS",
-    "SESSION_HOURS",
-    "SECURE_COOKIES",
-    "LOGIN_FAILURES",
-    "LOGIN_WINDOW_SECS",
-    "TOKEN_DAYS",
-    "TRUSTED_PROXIES",
-    "SCHEDULER_POLICY",
-    "ADMINS_ENTER_WORKSPACES",
-    "ADMINS_OPEN_APPS",
-    "ADMIN_PASSWORD",
-    "MAX_WORKLOADS_PER_USER",
-    "MAX_QUEUED_PER_USER",
-    "MAX_COMMAND_BYTES",
-    "MAX_ENV_BYTES",
-    "MAX_APPS",
-    "GPU_SHARE_LIBRARY",
-    "LOG_MAX_BYTES",
-    "NO_SUCH_KEY",
-];
+/// Every server variable, and one no setting has.
+fn keys() -> Vec<&'static str> {
+    let mut keys = gpuhub_server::config::env::SERVER_VARIABLES.to_vec();
+    keys.push("NO_SUCH_KEY");
+    keys
+}
 
 fn arb_value() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -140,7 +115,7 @@ proptest! {
 
     #[test]
     fn gpuhub_variables_load_or_name_the_key(
-        vars in prop::collection::vec((prop::sample::select(KEYS.to_vec()), arb_value()), 0..4),
+        vars in prop::collection::vec((prop::sample::select(keys()), arb_value()), 0..4),
     ) {
         let env: Vec<(String, String)> = vars.iter().map(|(k, v)| (format!("GPUHUB_{k}"), v.clone())).collect();
         match Config::load(None, env.clone()) {

@@ -5,7 +5,7 @@
 /// filter (`LOG`), what containers get (`WORKLOAD`, `NAME`, `GPU_MILLI`, `GPU_MEMORY`, `BASE_URL`,
 /// `PORT`, `SFTP_SERVERS`) and the scripts' and tests' switches. Any other unknown one is an error,
 /// like an unknown key in the file, so that a misspelt setting does not go unnoticed.
-pub(super) const NOT_SERVER_SETTINGS: &[&str] = &[
+pub const NOT_SERVER_SETTINGS: &[&str] = &[
     "SERVER",
     "TOKEN",
     "SSH",
@@ -26,7 +26,7 @@ pub(super) const NOT_SERVER_SETTINGS: &[&str] = &[
 ];
 
 /// The server settings' variable names, without the prefix (what `apply_env` reads).
-pub(super) const SERVER_VARIABLES: &[&str] = &[
+pub const SERVER_VARIABLES: &[&str] = &[
     "LISTEN",
     "SSH_LISTEN",
     "DATA_DIR",
