@@ -176,7 +176,22 @@ where
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
         use axum::extract::rejection::JsonRejection;
-        match axum::Json::<T>::from_request(req, state).await {
+        if !json_content_type(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a body with content-type application/json",
+            ));
+        }
+        let bytes = match bytes::Bytes::from_request(req, state).await {
+            Ok(b) => b,
+            // the rejection's own status: a body over the limit is 413, not 400
+            Err(e) => return Err(ApiError::new(e.status(), e.body_text())),
+        };
+        // every request body is an object: serde would also read a struct from a positional array
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()).is_some_and(|&b| b == b'[') {
+            return Err(ApiError::unprocessable("invalid request body: expected a JSON object, not an array"));
+        }
+        match axum::Json::<T>::from_bytes(&bytes) {
             Ok(axum::Json(v)) => Ok(Self(v)),
             Err(JsonRejection::JsonDataError(e)) => Err(ApiError::unprocessable(body_error(&e.body_text()))),
             Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::bad_request(body_error(&e.body_text()))),
@@ -188,6 +203,15 @@ where
             Err(e) => Err(ApiError::new(e.status(), e.body_text())),
         }
     }
+}
+
+/// Whether the request says its body is JSON (`application/json`, or a `+json` type).
+fn json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(ct) = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// axum's text with serde's path (`resources.cpus: invalid type…`), which names the field.
