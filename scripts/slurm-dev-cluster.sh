@@ -326,6 +326,8 @@ write_configs() {
         echo "SlurmdDebug=info"
         echo "PlugStackConfig=$DIR/plugstack.conf"
         echo "MailProg=/bin/true"
+        echo "# Gives every task SLURM_CONF, so srun in a job finds this cluster even with --export=NONE."
+        echo "TaskProlog=$DIR/bin/task-prolog"
         echo "# No cgroups: processes are tracked by parent pid; nothing is confined."
         echo "ProctrackType=proctrack/linuxproc"
         echo "TaskPlugin=task/none"
@@ -394,16 +396,21 @@ write_configs() {
 
     # --container: the runtime runs as the job's user. %n.%u.%j.%s.%t is unique per node, job, step
     # and task; run/oci is each node's runtime state (all nodes share it here; ids carry the node).
+    # slurmstepd runs each pattern with /bin/sh -c. RunTimeRun must `exec`: the runtime has to be the
+    # task itself, or scancel kills only the shell, the orphaned runtime keeps the step's output open
+    # and the job hangs in COMPLETING. RunTimeKill only runs once the task has ended (leftovers).
     local rt="$OCI_RUNTIME --rootless=true --root=$DIR/run/oci"
     {
         echo "# Written by scripts/slurm-dev-cluster.sh. Containers run rootless as the job's user."
         echo "RunTimeQuery=\"$DIR/bin/oci-run state %n.%u.%j.%s.%t\""
-        echo "RunTimeKill=\"$rt kill -a %n.%u.%j.%s.%t SIGTERM\""
+        echo "RunTimeKill=\"$rt kill -a %n.%u.%j.%s.%t SIGKILL\""
         echo "RunTimeDelete=\"$rt delete --force %n.%u.%j.%s.%t\""
-        echo "RunTimeRun=\"$DIR/bin/oci-run run %b %n.%u.%j.%s.%t\""
+        echo "RunTimeRun=\"exec $DIR/bin/oci-run run %b %n.%u.%j.%s.%t\""
     } | write_file "$DIR/oci.conf" 0644 || true
     # oci.conf and the wrapper are read per step by slurmstepd: no restart for them.
     write_oci_wrapper || true
+    printf '#!/bin/sh\n# Written by scripts/slurm-dev-cluster.sh: slurm.conf TaskProlog.\necho "export SLURM_CONF=%s"\n' \
+        "$SLURM_CONF" | write_file "$DIR/bin/task-prolog" 0755 || true
 
     if [ "$ACCOUNTING" = slurmdbd ]; then
         {
