@@ -65,9 +65,12 @@
 # node, e.g. `mount -t nfs fileserver:/export/gpuhub-bundles /var/lib/gpuhub-slurm-dev/bundles`, readable
 # (not writable) by the job users; the runtime's state (run/oci) must stay node-local.
 #
+# Needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN (a CI container must be --privileged): it creates
+# network namespaces, a bridge, mount and UTS namespaces and device nodes.
+#
 # Environment: GPUHUB_SLURM_DIR, GPUHUB_SLURM_NODES (1-9), GPUHUB_SLURM_NET (first three octets of a free
-# /24, default 10.250.77), GPUHUB_SLURM_ACCOUNTING (slurmdbd|none), GPUHUB_SLURM_OCI_RUNTIME
-# (crun|runc), GPUHUB_BUSYBOX_IMAGE (default gpuhub/busybox:latest).
+# /24, default 10.250.77), GPUHUB_SLURM_SHARDS_PER_GPU (default 4), GPUHUB_SLURM_ACCOUNTING
+# (slurmdbd|none), GPUHUB_SLURM_OCI_RUNTIME (crun|runc), GPUHUB_BUSYBOX_IMAGE (gpuhub/busybox:latest).
 set -euo pipefail
 
 for d in /usr/local/sbin /usr/sbin /sbin; do
@@ -217,7 +220,7 @@ ensure_munge() {
     chown munge:munge /etc/munge/munge.key
     chmod 0600 /etc/munge/munge.key
     # A stale socket or pid file from a munged that died makes the new one refuse to start.
-    if ! pgrep -u munge -x munged >/dev/null; then
+    if ! pid_of /run/munge/munged.pid munged >/dev/null; then
         rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock /run/munge/munged.pid
     fi
     log "munged: starting"
@@ -225,7 +228,7 @@ ensure_munge() {
     local i
     for ((i = 0; i < 50; i++)); do munge_works && break; sleep 0.1; done
     munge_works || die "munged started but munge -n | unmunge fails (see /var/log/munge/munged.log)"
-    cat /run/munge/munged.pid >"$DIR/run/munged.ours" 2>/dev/null || pgrep -u munge -x munged >"$DIR/run/munged.ours"
+    cat /run/munge/munged.pid >"$DIR/run/munged.ours"
     CHANGED=1
 }
 
@@ -238,7 +241,8 @@ ensure_network() {
     local did=0
     # The /24 must be ours: refuse one that another interface (Docker's networks, say) already routes.
     local other
-    other="$(ip -o -4 route show to "$NET.0/24" | grep -v "dev $BRIDGE " || true)"
+    other="$({ ip -o -4 route show match "$NET.0/24"; ip -o -4 route show root "$NET.0/24"; } |
+        grep -v -e '^default ' -e "dev $BRIDGE " || true)"
     [ -z "$other" ] || die "$NET.0/24 is already routed elsewhere ($other); pick another GPUHUB_SLURM_NET"
     if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
         ip link add "$BRIDGE" type bridge
@@ -347,6 +351,8 @@ write_configs() {
         if [ "$ACCOUNTING" = slurmdbd ]; then echo "MinJobAge=3600"; else echo "MinJobAge=86400"; fi
         echo "KillWait=10"
         echo "InactiveLimit=0"
+        echo "# Backfill every 5s instead of 30s: jobs queued behind a blocked one start sooner in tests."
+        echo "SchedulerParameters=bf_interval=5"
         echo "SlurmdTimeout=120"
         echo "GresTypes=gpu,shard"
         if [ "$ACCOUNTING" = slurmdbd ]; then
@@ -650,9 +656,27 @@ ensure_slurmctld() {
     CHANGED=1
 }
 
+# slurmd_pid N: the pid of node N's slurmd, if it runs in the namespace that is now gpuhub-slurm-nN (a
+# slurmd left in a namespace that was deleted and made again is unreachable).
+slurmd_pid() {
+    local pid
+    pid="$(pid_of "$DIR/run/slurmd-node$1.pid" slurmd)" || return 1
+    if [ "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" != "$(stat -L -c %i "/run/netns/$NS_PREFIX$1" 2>/dev/null)" ]; then
+        echo "$pid"
+        return 2
+    fi
+    echo "$pid"
+}
+
 ensure_slurmd() {
-    local n=$1 pid
-    if pid="$(pid_of "$DIR/run/slurmd-node$n.pid" slurmd)" && [ "${RESTART_SLURM:-0}" = 0 ]; then
+    local n=$1 pid rc=0
+    pid="$(slurmd_pid "$n")" || rc=$?
+    if [ "$rc" = 2 ]; then
+        log "slurmd node$n: pid $pid is not in $NS_PREFIX$n any more; restarting it"
+        stop_pid "$pid"
+        pid=""
+    fi
+    if [ "$rc" = 0 ] && [ "${RESTART_SLURM:-0}" = 0 ]; then
         log "slurmd node$n: running (pid $pid, $(node_addr "$n"))"
         return
     fi
@@ -899,7 +923,9 @@ cmd_status() {
         else
             show "netns $NS_PREFIX$n" 0 "(no eth0 $(node_addr "$n") on $BRIDGE)"
         fi
-        if pid="$(pid_of "$DIR/run/slurmd-node$n.pid" slurmd)"; then show "slurmd node$n" 1 "pid $pid"; else show "slurmd node$n" 0 ""; fi
+        if pid="$(slurmd_pid "$n")"; then show "slurmd node$n" 1 "pid $pid"
+        elif [ -n "$pid" ]; then show "slurmd node$n" 0 "(pid $pid runs outside $NS_PREFIX$n)"
+        else show "slurmd node$n" 0 ""; fi
     done
     if [ -f "$SLURM_CONF" ] && ctld_up; then
         echo
