@@ -17,26 +17,33 @@
 #    already running; stop only stops it when start started it.
 #  * Network, all on this machine (nothing routes off it: the namespaces have no default route):
 #
-#        root network namespace                        network namespace gpuhub-slurm-n1
-#       +-------------------------------------+       +--------------------------------------+
-#       | slurmctld, slurmdbd  10.250.77.1:6817/6819 | eth0 10.250.77.11  slurmd -N node1    |
-#       | bridge gpuhub-slurm0 10.250.77.1/24 +--veth-+ lo   (UTS name node1)                |
-#       |   (gpuhub's server, sbatch, squeue  |       +--------------------------------------+
-#       |    ... run here)                    |       network namespace gpuhub-slurm-n2
-#       | mariadbd: unix socket only          +--veth-+ eth0 10.250.77.12  slurmd -N node2     |
-#       +-------------------------------------+       +--------------------------------------+
+#      root network namespace                      network namespace gpuhub-slurm-n1
+#     +------------------------------------+       +-----------------------------------+
+#     | slurmctld 10.250.77.1:6817         |       | eth0 10.250.77.11, lo             |
+#     | slurmdbd  10.250.77.1:6819         |  veth | slurmd -N node1 (hostname node1)  |
+#     | bridge gpuhub-slurm0 10.250.77.1/24+-------+ jobs, slurmstepd, containers      |
+#     |   gpuhub-n1, gpuhub-n2 (veth ends) |       +-----------------------------------+
+#     | mariadbd: unix socket only         |       network namespace gpuhub-slurm-n2
+#     | gpuhub's server, sbatch, squeue,   |  veth +-----------------------------------+
+#     | sacct ... run here                 +-------+ eth0 10.250.77.12: slurmd node2   |
+#     +------------------------------------+       +-----------------------------------+
 #
-#    Each node is a network namespace (veth onto the bridge, loopback up) and its own mount and UTS
-#    namespace (hostname nodeN). slurmctld and slurmdbd run in the root network namespace but in a mount
-#    and UTS namespace of their own, named gpuhub-ctl, which resolves to the bridge address, so that
-#    CommunicationParameters=NoCtldInAddrAny (slurmctld) and NoInAddrAny (slurmdbd) make them listen on
-#    10.250.77.1 only, not on every interface. When bridged traffic goes through iptables
-#    (br_netfilter, as Docker sets it up, with FORWARD policy DROP) an ACCEPT rule for traffic between
-#    the bridge's own ports is added, and removed by stop.
+#    Each node is a network namespace (veth onto the bridge, loopback up) plus a mount and UTS
+#    namespace of its own (hostname nodeN, /etc/hosts naming the cluster); slurmd enters the network
+#    namespace with `nsenter --net` rather than `ip netns exec`, which remounts /sys and so loses the
+#    cgroup mounts the OCI runtimes need. Otherwise nodes share the machine: one file system, one user
+#    database, the same CPUs, and one process table (`ps` in a job shows every node's processes).
+#    slurmctld and slurmdbd run in the root network namespace but in a mount and UTS namespace named
+#    gpuhub-ctl, a name that resolves to the bridge address, so CommunicationParameters=NoCtldInAddrAny
+#    (slurmctld) and NoInAddrAny (slurmdbd) make them listen on 10.250.77.1 only, not on every
+#    interface. When bridged traffic goes through iptables (br_netfilter, as Docker sets it up, with
+#    FORWARD policy DROP) an ACCEPT rule for traffic between the bridge's own ports is added, and
+#    removed by stop. Daemons start with a clean environment.
 #  * A directory of its own, $GPUHUB_SLURM_DIR (default /var/lib/gpuhub-slurm-dev); nothing under
 #    /etc/slurm is read or written. Every Slurm command needs SLURM_CONF=<dir>/slurm.conf.
 #        slurm.conf gres.conf cgroup.conf oci.conf plugstack.conf slurmdbd.conf hosts
-#        bin/oci-run          the OCI runtime wrapper that oci.conf's RunTimeRun calls (see below)
+#        bin/oci-run          the OCI runtime wrapper that oci.conf calls (see write_oci_wrapper)
+#        bin/task-prolog      TaskProlog: gives every task SLURM_CONF (srun inside jobs needs it)
 #        dev/nodeN/nvidia0,1  fake GPUs: character devices 195:0 and 195:1, like NVIDIA's
 #        state/ctld state/nodeN   StateSaveLocation and each slurmd's SlurmdSpoolDir (%n)
 #        log/  run/ (pid files, mariadb socket, run/oci: the OCI runtime's state, mode 1777)
@@ -44,20 +51,26 @@
 #        images/ bundles/     OCI image layout and unpacked bundles (bundles/busybox from gpuhub/busybox)
 #  * Slurm: one partition "gpu" (default) with nodes node1..nodeN (GPUHUB_SLURM_NODES, default 2), each
 #    CPUs=4, RealMemory=4000 (declared, not detected: SlurmdParameters=config_overrides, so a 2-core CI
-#    machine can run it; CPUs are oversubscribed), Gres=gpu:fake:2,shard:8 (4 shards per GPU, so two
-#    jobs can share one GPU). select/cons_tres with CR_Core_Memory, proctrack/linuxproc, task/none: no
-#    cgroups needed. Accounting (GPUHUB_SLURM_ACCOUNTING=slurmdbd, the default): slurmdbd on a private
-#    MariaDB, so `sacct --json` reports finished jobs and their exit codes; with =none there is no
-#    slurmdbd and finished jobs stay visible in `squeue --json`/`scontrol show job` for MinJobAge
-#    (1 day here) only.
+#    machine can run it; CPUs are oversubscribed), Gres=gpu:fake:2,shard:fake:8 (4 shards per GPU:
+#    `--gres=shard:2` jobs share a GPU two by two). select/cons_tres with CR_Core_Memory,
+#    DefMemPerCPU=250, proctrack/linuxproc, task/none: no cgroups, nothing confined.
+#    Accounting (GPUHUB_SLURM_ACCOUNTING=slurmdbd, the default): slurmdbd on a private MariaDB, so
+#    `sacct` keeps finished jobs for good (their exit codes: `sacct -P -o ExitCode`; 22.05's
+#    `sacct --json` reports every normal exit as 0), and `squeue --json`/`scontrol show job` show them
+#    for MinJobAge=1h. With =none there is no slurmdbd and MinJobAge is 1 day.
 #  * OCI containers (`srun/sbatch --container=<bundle>`): oci.conf runs crun (GPUHUB_SLURM_OCI_RUNTIME,
 #    or runc) rootless, as the job's user, through bin/oci-run, which maps the job's UID/GID onto
 #    themselves in the container's user namespace (crun; runc needs root mapped, so with runc the job
-#    is UID 0 inside, the user outside). Bundles made by `bundle` share the node's network and hostname,
-#    have a read-only root and a private tmpfs /tmp. On nodes where cgroup v2 is mounted next to v1 with
-#    a controller in it ("hybrid", as in this sandbox, where hugetlb sits on cgroup2) crun refuses to run
-#    ("cgroups in hybrid mode not supported"), so each node's mount namespace hides
-#    /sys/fs/cgroup/unified; the host's mounts are untouched.
+#    is UID 0 inside, the user outside), and gives the container the GPU variables and /dev/nvidiaN of
+#    the job's GPUs, which Slurm 22.05 leaves out. Bundles made by `bundle` share the node's network and
+#    hostname, have a read-only root and a private tmpfs /tmp. A shell in a running container (the
+#    container id is <node>.<user>.<job>.<step>.<task>; run it as the job's user):
+#      srun --jobid=J --overlap -w node2 --pty crun --rootless=true --root=<dir>/run/oci \
+#           exec -t --user UID:GID node2.alice.J.0.0 sh
+#    On nodes where cgroup v2 is mounted next to v1 with a controller in it ("hybrid", as in this
+#    sandbox, where hugetlb sits on cgroup2) crun refuses to run ("cgroups in hybrid mode not
+#    supported"), so each node's mount namespace hides /sys/fs/cgroup/unified (the host's mounts are
+#    untouched) and the node looks like a plain cgroup v1 machine.
 #
 # Bundles and shared storage: a bundle must be readable at the same path on every node. Here the nodes
 # share this machine's file system. On a real cluster point GPUHUB_SLURM_DIR's bundles/ (or gpuhub's
@@ -896,8 +909,15 @@ cmd_stop() {
 }
 
 cmd_status() {
+    need_root
     check_settings
     local down=0 up=0 pid n
+    # Report the accounting the cluster was started with, whatever this shell's environment says.
+    if grep -q '^AccountingStorageType=accounting_storage/none' "$SLURM_CONF" 2>/dev/null; then
+        ACCOUNTING=none
+    elif grep -q '^AccountingStorageType=accounting_storage/slurmdbd' "$SLURM_CONF" 2>/dev/null; then
+        ACCOUNTING=slurmdbd
+    fi
     show() { # NAME OK DETAIL
         if [ "$2" = 1 ]; then up=$((up + 1)); printf '  %-22s running  %s\n' "$1" "$3"
         else down=$((down + 1)); printf '  %-22s STOPPED  %s\n' "$1" "$3"; fi
