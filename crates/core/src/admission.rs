@@ -142,6 +142,7 @@ mod tests {
                     device: None,
                 })
                 .collect(),
+            labels: Default::default(),
         }
     }
     fn res(cpu: u64, gpus: u32) -> Resources {

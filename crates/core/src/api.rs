@@ -206,7 +206,8 @@ pub struct CreateWorkloadRequest {
     /// larger waiting work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_limit: Option<Seconds>,
-    /// Gang size: this many members start together or none does. Only 1 on a single-node engine.
+    /// Gang size: this many members start together or none does, each with `resources`, its own
+    /// hostname and the rank variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<u32>,
 }
@@ -389,8 +390,14 @@ pub struct WorkloadView {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppSpec>,
     pub state: WorkloadState,
-    /// GPU UUIDs held while starting or running.
+    /// Gang size: how many members its run has; `resources` are per member.
+    #[serde(default = "one")]
+    pub size: u32,
+    /// GPU UUIDs its run holds, or, once ended, held.
     pub gpus: Vec<String>,
+    /// The members of its current (or last) run: where each runs, its state, GPUs and exit code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<crate::workload::Member>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
     /// Why it is in its state (for a queued workload: what it waits for).
@@ -426,7 +433,9 @@ impl From<&crate::workload::Workload> for WorkloadView {
             runtime_limit: w.runtime_limit,
             apps: w.apps.clone(),
             state: w.state,
+            size: w.size,
             gpus: w.gpus.clone(),
+            members: w.members.clone(),
             exit_code: w.exit_code,
             message: w.message.clone(),
             explanation: None,
@@ -436,6 +445,10 @@ impl From<&crate::workload::Workload> for WorkloadView {
             finished_at: w.finished_at,
         }
     }
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// How many workloads a page of `GET /api/v1/workloads` holds when the request names no `limit`.

@@ -32,4 +32,7 @@ pub struct NodeCapacity {
     pub memory: Bytes,
     /// GPUs, ordered by index.
     pub gpus: Vec<GpuDevice>,
+    /// Labels constraints can test (`node.labels.rack`), from the engine or the configuration.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }

@@ -88,33 +88,6 @@ impl WorkloadState {
         matches!(self, Self::Succeeded | Self::Failed | Self::Stopped | Self::Lost)
     }
 
-    /// The state after a user's stop request.
-    pub fn stop(self) -> Result<Self, CoreError> {
-        match self {
-            Self::Queued | Self::Starting | Self::Running => Ok(Self::Stopped),
-            from => Err(CoreError::Transition { from, action: "stop" }),
-        }
-    }
-
-    /// The state after a user's start request: ended workspaces (and jobs) go back to the queue.
-    pub fn start(self) -> Result<Self, CoreError> {
-        match self {
-            Self::Stopped | Self::Failed | Self::Succeeded | Self::Lost => Ok(Self::Queued),
-            from => Err(CoreError::Transition { from, action: "start" }),
-        }
-    }
-
-    /// The state after the container exited with `code`, for a workload of `kind`.
-    pub fn exited(self, kind: WorkloadKind, code: i64) -> Self {
-        match (self, kind) {
-            (Self::Stopped, _) => Self::Stopped,
-            (_, WorkloadKind::Job) if code == 0 => Self::Succeeded,
-            (_, WorkloadKind::Job) => Self::Failed,
-            // a workspace whose main process ends on its own is stopped with code 0, failed otherwise
-            (_, WorkloadKind::Workspace) if code == 0 => Self::Stopped,
-            (_, WorkloadKind::Workspace) => Self::Failed,
-        }
-    }
 }
 
 impl fmt::Display for WorkloadState {
@@ -259,10 +232,14 @@ pub struct Workload {
     pub apps: Vec<AppSpec>,
     /// Where it is.
     pub state: WorkloadState,
-    /// GPU UUIDs assigned while it holds resources.
+    /// Gang size: how many members its run has (1 for most work). `resources` are per member.
+    pub size: u32,
+    /// GPU UUIDs its run holds (or, once ended, held): the members' GPUs together.
     pub gpus: Vec<String>,
-    /// The runtime's container id, once created.
-    pub container_id: Option<String>,
+    /// The engine's id of its current (or last) run, once submitted.
+    pub run_id: Option<String>,
+    /// The members of its current (or last) run: node, GPUs, state and exit code each.
+    pub members: Vec<Member>,
     /// Exit code, once ended.
     pub exit_code: Option<i64>,
     /// A short human reason for the current state (why queued, why failed).
@@ -278,6 +255,44 @@ pub struct Workload {
     pub started_at: Option<DateTime<Utc>>,
     /// When it last ended.
     pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Where a member of a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberPhase {
+    /// Placed or submitted, not running yet.
+    Pending,
+    /// Its main process runs.
+    Running,
+    /// Its main process ended.
+    Exited,
+}
+
+/// A member of a workload's run, as the store keeps it and the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Member {
+    /// 0-based; also its `RANK`.
+    pub index: u32,
+    /// The node it runs (or ran) on, once placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub state: MemberPhase,
+    /// The GPUs it holds (or held).
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// The engine's id of it (a container id; `<job>.<step>` on Slurm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_id: Option<String>,
+}
+
+impl Member {
+    /// Member `index`, pending, nowhere yet.
+    pub fn pending(index: u32) -> Self {
+        Self { index, node: None, state: MemberPhase::Pending, gpus: Vec::new(), exit_code: None, engine_id: None }
+    }
 }
 
 #[cfg(test)]
@@ -300,17 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn transitions() {
-        use WorkloadState::*;
-        assert_eq!(Running.stop().unwrap(), Stopped);
-        assert_eq!(Queued.stop().unwrap(), Stopped);
-        assert!(Succeeded.stop().is_err());
-        assert_eq!(Stopped.start().unwrap(), Queued);
-        assert!(Running.start().is_err());
-        assert_eq!(Running.exited(WorkloadKind::Job, 0), Succeeded);
-        assert_eq!(Running.exited(WorkloadKind::Job, 3), Failed);
-        assert_eq!(Stopped.exited(WorkloadKind::Job, 137), Stopped);
-        assert_eq!(Running.exited(WorkloadKind::Workspace, 0), Stopped);
+    fn states_round_trip() {
         for s in WorkloadState::ALL {
             assert_eq!(s.as_str().parse::<WorkloadState>().unwrap(), s);
             assert!(!(s.holds_resources() && s.is_terminal()));

@@ -2,11 +2,12 @@
 //! system), so every rule is unit-tested here; [`crate::DockerRuntime::create`] adds the checks that
 //! need the host (symlinks of mount sources).
 
-use bollard::container::{Config, CreateContainerOptions};
+use bollard::container::{Config, CreateContainerOptions, NetworkingConfig};
 use bollard::models::{
-    DeviceMapping, DeviceRequest, HostConfig, HostConfigLogConfig, Mount as EngineMount, MountTypeEnum,
+    DeviceMapping, DeviceRequest, EndpointSettings, HostConfig, HostConfigLogConfig, Mount as EngineMount, MountTypeEnum,
 };
-use gpuhub_driver::{ContainerSpec, GpuAttach, RuntimeError};
+use crate::container::{ContainerSpec, GpuAttach};
+use gpuhub_driver::EngineError;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
@@ -32,11 +33,11 @@ const ENGINE_SOCKET_NAMES: &[&str] =
     &["docker.sock", "containerd.sock", "containerd.sock.ttrpc", "docker-containerd.sock"];
 
 /// The create request for `spec`: its options (the name) and its configuration. Refuses, with
-/// [`RuntimeError::Rejected`], a spec that is not complete or not safe to run (see [`validate`]).
+/// [`EngineError::Rejected`], a spec that is not complete or not safe to run (see [`validate`]).
 pub(crate) fn create_request(
     spec: &ContainerSpec,
     protected: &[PathBuf],
-) -> Result<(CreateContainerOptions<String>, Config<String>), RuntimeError> {
+) -> Result<(CreateContainerOptions<String>, Config<String>), EngineError> {
     validate(spec, protected)?;
     let options = CreateContainerOptions { name: spec.name.clone(), platform: None };
 
@@ -113,9 +114,17 @@ pub(crate) fn create_request(
         hostname: spec.hostname.clone(),
         working_dir: spec.working_dir.clone(),
         host_config: Some(host_config),
+        networking_config: networking(spec),
         ..Default::default()
     };
     Ok((options, config))
+}
+
+/// The aliases a container answers to on its own network (a gang member's hostname), when it has any.
+fn networking(spec: &ContainerSpec) -> Option<NetworkingConfig<String>> {
+    let net = spec.network.as_ref().filter(|_| !spec.aliases.is_empty())?;
+    let endpoint = EndpointSettings { aliases: Some(spec.aliases.clone()), ..Default::default() };
+    Some(NetworkingConfig { endpoints_config: HashMap::from([(net.clone(), endpoint)]) })
 }
 
 /// Log files the engine keeps per container when output is capped: the current one and one rotated.
@@ -135,14 +144,14 @@ fn log_config(max_bytes: u64) -> HostConfigLogConfig {
     }
 }
 
-fn to_i64(v: u64, what: &str) -> Result<i64, RuntimeError> {
-    i64::try_from(v).map_err(|_| RuntimeError::Rejected(format!("{what} {v} is too large")))
+fn to_i64(v: u64, what: &str) -> Result<i64, EngineError> {
+    i64::try_from(v).map_err(|_| EngineError::Rejected(format!("{what} {v} is too large")))
 }
 
 /// Checks that a spec is complete and safe: a name and an image; a numeric non-root `uid:gid`; positive
 /// CPU, memory and pids limits; absolute mount and device paths; no mount that exposes the engine.
-pub(crate) fn validate(spec: &ContainerSpec, protected: &[PathBuf]) -> Result<(), RuntimeError> {
-    let reject = |m: String| Err(RuntimeError::Rejected(m));
+pub(crate) fn validate(spec: &ContainerSpec, protected: &[PathBuf]) -> Result<(), EngineError> {
+    let reject = |m: String| Err(EngineError::Rejected(m));
     if spec.name.is_empty() {
         return reject("container name is empty".into());
     }
@@ -189,29 +198,29 @@ pub(crate) fn shared_network(name: &str) -> bool {
 
 /// Checks a `uid:gid` user: both numeric and neither root's. `allow_empty` lets an exec inherit the
 /// container's user.
-pub(crate) fn validate_user(user: &str, allow_empty: bool) -> Result<(), RuntimeError> {
+pub(crate) fn validate_user(user: &str, allow_empty: bool) -> Result<(), EngineError> {
     if user.is_empty() && allow_empty {
         return Ok(());
     }
     let ids = user.split_once(':').and_then(|(u, g)| Some((u.parse::<u32>().ok()?, g.parse::<u32>().ok()?)));
     match ids {
-        None => Err(RuntimeError::Rejected(format!("user {user:?} is not a numeric uid:gid"))),
-        Some((0, _)) | Some((_, 0)) => Err(RuntimeError::Rejected(format!("user {user} is root's"))),
+        None => Err(EngineError::Rejected(format!("user {user:?} is not a numeric uid:gid"))),
+        Some((0, _)) | Some((_, 0)) => Err(EngineError::Rejected(format!("user {user} is root's"))),
         Some(_) => Ok(()),
     }
 }
 
 /// Refuses a bind-mount source that is not absolute or that exposes the container engine: an engine
 /// path (or one of `protected`), something inside one, a directory above one, or an engine socket by name.
-pub(crate) fn check_mount_source(source: &Path, protected: &[PathBuf]) -> Result<(), RuntimeError> {
+pub(crate) fn check_mount_source(source: &Path, protected: &[PathBuf]) -> Result<(), EngineError> {
     if !source.is_absolute() {
-        return Err(RuntimeError::Rejected(format!("mount source {} is not an absolute path", source.display())));
+        return Err(EngineError::Rejected(format!("mount source {} is not an absolute path", source.display())));
     }
     let path = normalize(source);
     let exposes = |engine: &Path| path.starts_with(engine) || engine.starts_with(&path);
     let named_socket = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| ENGINE_SOCKET_NAMES.contains(&n));
     if named_socket || ENGINE_PATHS.iter().map(Path::new).chain(protected.iter().map(PathBuf::as_path)).any(exposes) {
-        return Err(RuntimeError::Rejected(format!(
+        return Err(EngineError::Rejected(format!(
             "mount source {} would expose the container engine",
             source.display()
         )));
@@ -237,7 +246,8 @@ fn normalize(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuhub_driver::{DeviceMap, LABEL_OWNER, LABEL_WORKLOAD, Mount};
+    use crate::container::DeviceMap;
+    use gpuhub_driver::{LABEL_OWNER, LABEL_WORKLOAD, Mount};
     use std::collections::BTreeMap;
 
     fn spec() -> ContainerSpec {
@@ -258,9 +268,19 @@ mod tests {
             pids_limit: 256,
             mounts: vec![Mount { source: "/srv/home/alice".into(), target: "/home/alice".into(), read_only: false }],
             network: Some("gpuhub-alice".into()),
+            aliases: vec![],
             gpus: GpuAttach::None,
             log_max_bytes: None,
         }
+    }
+
+    #[test]
+    fn a_gang_member_answers_to_its_hostname_on_its_network() {
+        let (_, c) = create_request(&spec(), &[]).unwrap();
+        assert!(c.networking_config.is_none());
+        let (_, c) = create_request(&ContainerSpec { aliases: vec!["train-1".into()], ..spec() }, &[]).unwrap();
+        let endpoints = c.networking_config.unwrap().endpoints_config;
+        assert_eq!(endpoints["gpuhub-alice"].aliases, Some(vec!["train-1".to_owned()]));
     }
 
     fn host(c: &Config<String>) -> &HostConfig {
@@ -406,7 +426,7 @@ mod tests {
     }
 
     fn rejected(s: &ContainerSpec) -> bool {
-        matches!(create_request(s, &[]), Err(RuntimeError::Rejected(_)))
+        matches!(create_request(s, &[]), Err(EngineError::Rejected(_)))
     }
 
     #[test]
@@ -433,7 +453,7 @@ mod tests {
         let mut s = spec();
         s.mounts = vec![Mount { source: "/srv/sock/engine".into(), target: "/x".into(), read_only: true }];
         assert!(create_request(&s, &[]).is_ok());
-        assert!(matches!(create_request(&s, &[PathBuf::from("/srv/sock/engine")]), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(create_request(&s, &[PathBuf::from("/srv/sock/engine")]), Err(EngineError::Rejected(_))));
         assert!(create_request(&spec(), &[PathBuf::from("/srv/sock/engine")]).is_ok());
     }
 

@@ -1,11 +1,13 @@
-//! The engine's event feed, narrowed to gpuhub's containers and mapped onto [`RuntimeEvent`].
+//! The engine's event feed, narrowed to gpuhub's containers and mapped onto member events
+//! ([`EngineEvent`]): a container is member [`LABEL_MEMBER`] of run [`LABEL_RUN`] (a container made
+//! before runs had labels is a one-member run named by its id).
 
 use crate::error;
 use bollard::Docker;
 use bollard::models::{EventMessage, EventMessageTypeEnum};
 use bollard::system::EventsOptions;
 use futures::StreamExt;
-use gpuhub_driver::{EventStream, LABEL_WORKLOAD, RuntimeError, RuntimeEvent};
+use gpuhub_driver::{EngineError, EngineEvent, EventStream, LABEL_MEMBER, LABEL_RUN, LABEL_WORKLOAD};
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
@@ -27,7 +29,7 @@ pub(crate) fn options(since: SystemTime) -> EventsOptions<String> {
 }
 
 /// The gpuhub event an engine event stands for, if any.
-pub(crate) fn to_event(msg: EventMessage) -> Option<RuntimeEvent> {
+pub(crate) fn to_event(msg: EventMessage) -> Option<EngineEvent> {
     if msg.typ != Some(EventMessageTypeEnum::CONTAINER) {
         return None;
     }
@@ -35,16 +37,18 @@ pub(crate) fn to_event(msg: EventMessage) -> Option<RuntimeEvent> {
     let id = actor.id?;
     let attributes = actor.attributes.unwrap_or_default();
     let workload = attributes.get(LABEL_WORKLOAD)?.clone();
+    let run = attributes.get(LABEL_RUN).cloned().unwrap_or_else(|| id.clone());
+    let member = attributes.get(LABEL_MEMBER).and_then(|m| m.parse().ok()).unwrap_or(0);
     match msg.action.as_deref()? {
-        "start" => Some(RuntimeEvent::Started { id, workload }),
+        "start" => Some(EngineEvent::Started { run, workload, member }),
         "die" => {
             let exit_code = attributes.get("exitCode").and_then(|c| c.parse().ok()).unwrap_or_else(|| {
                 tracing::warn!(container = %id, "die event without an exit code");
                 -1
             });
-            Some(RuntimeEvent::Died { id, workload, exit_code })
+            Some(EngineEvent::Exited { run, workload, member, exit_code })
         }
-        "destroy" => Some(RuntimeEvent::Destroyed { id, workload }),
+        "destroy" => Some(EngineEvent::Removed { run, workload, member }),
         _ => None,
     }
 }
@@ -53,7 +57,7 @@ pub(crate) fn to_event(msg: EventMessage) -> Option<RuntimeEvent> {
 /// reader) and hands them over until the returned stream is dropped. The stream ends, after an error,
 /// when the engine's feed breaks (an engine restart, say); subscribe again then.
 pub(crate) fn subscribe(docker: &Docker) -> EventStream {
-    let (tx, rx) = mpsc::unbounded_channel::<Result<RuntimeEvent, RuntimeError>>();
+    let (tx, rx) = mpsc::unbounded_channel::<Result<EngineEvent, EngineError>>();
     let mut feed = Box::pin(docker.events(Some(options(SystemTime::now()))));
     tokio::spawn(async move {
         loop {
@@ -62,7 +66,7 @@ pub(crate) fn subscribe(docker: &Docker) -> EventStream {
                 item = feed.next() => item,
             };
             let out = match item {
-                None => Err(RuntimeError::Engine("event stream ended".to_owned())),
+                None => Err(EngineError::Engine("event stream ended".to_owned())),
                 Some(Err(e)) => Err(error::map(e, "event stream")),
                 Some(Ok(msg)) => match to_event(msg) {
                     Some(ev) => Ok(ev),
@@ -98,16 +102,22 @@ mod tests {
     #[test]
     fn maps_start_die_destroy() {
         let w = (LABEL_WORKLOAD, "w1");
-        let (id, workload) = ("c1".to_owned(), "w1".to_owned());
+        // a container of before runs had labels is member 0 of a run named by its id
+        let (run, workload) = ("c1".to_owned(), "w1".to_owned());
         assert_eq!(
             to_event(msg("start", &[w])),
-            Some(RuntimeEvent::Started { id: id.clone(), workload: workload.clone() })
+            Some(EngineEvent::Started { run: run.clone(), workload: workload.clone(), member: 0 })
         );
         assert_eq!(
             to_event(msg("die", &[w, ("exitCode", "3")])),
-            Some(RuntimeEvent::Died { id: id.clone(), workload: workload.clone(), exit_code: 3 })
+            Some(EngineEvent::Exited { run: run.clone(), workload: workload.clone(), member: 0, exit_code: 3 })
         );
-        assert_eq!(to_event(msg("destroy", &[w])), Some(RuntimeEvent::Destroyed { id, workload }));
+        assert_eq!(to_event(msg("destroy", &[w])), Some(EngineEvent::Removed { run, workload: workload.clone(), member: 0 }));
+        let gang = [w, (LABEL_RUN, "r1"), (LABEL_MEMBER, "1"), ("exitCode", "7")];
+        assert_eq!(
+            to_event(msg("die", &gang)),
+            Some(EngineEvent::Exited { run: "r1".into(), workload, member: 1, exit_code: 7 })
+        );
     }
 
     #[test]

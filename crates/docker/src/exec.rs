@@ -4,16 +4,16 @@ use crate::{DockerRuntime, config, error};
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use futures::{StreamExt, TryStreamExt};
-use gpuhub_driver::{ExecHandle, ExecSpec, RuntimeError};
+use gpuhub_driver::{ExecHandle, ExecSpec, EngineError};
 
 /// The create request for `spec`: attached to stdin, stdout and stderr, with a TTY when asked.
-pub(crate) fn create_options(spec: &ExecSpec) -> Result<CreateExecOptions<String>, RuntimeError> {
+pub(crate) fn create_options(spec: &ExecSpec) -> Result<CreateExecOptions<String>, EngineError> {
     if spec.command.is_empty() {
-        return Err(RuntimeError::Rejected("exec command is empty".to_owned()));
+        return Err(EngineError::Rejected("exec command is empty".to_owned()));
     }
     config::validate_user(&spec.user, true)?;
     if let Some(k) = spec.env.keys().find(|k| k.is_empty() || k.contains('=')) {
-        return Err(RuntimeError::Rejected(format!("invalid environment variable name {k:?}")));
+        return Err(EngineError::Rejected(format!("invalid environment variable name {k:?}")));
     }
     Ok(CreateExecOptions {
         attach_stdin: Some(true),
@@ -30,14 +30,14 @@ pub(crate) fn create_options(spec: &ExecSpec) -> Result<CreateExecOptions<String
 }
 
 impl DockerRuntime {
-    pub(crate) async fn exec_impl(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, RuntimeError> {
+    pub(crate) async fn exec_impl(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
         let options = create_options(spec)?;
         let created = self.docker.create_exec(container, options).await.map_err(|e| error::map(e, container))?;
         let id = created.id;
         let start = StartExecOptions { detach: false, tty: spec.tty.is_some(), output_capacity: None };
         let started = self.docker.start_exec(&id, Some(start)).await.map_err(|e| error::map(e, &id))?;
         let StartExecResults::Attached { output, input } = started else {
-            return Err(RuntimeError::Engine("exec started detached".to_owned()));
+            return Err(EngineError::Engine("exec started detached".to_owned()));
         };
         if let Some((cols, rows)) = spec.tty {
             // API 1.41 has no size at creation: size it now that it runs. A process that is already
@@ -50,12 +50,12 @@ impl DockerRuntime {
         Ok(ExecHandle { id, input, output })
     }
 
-    pub(crate) async fn exec_resize_impl(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), RuntimeError> {
+    pub(crate) async fn exec_resize_impl(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
         let options = ResizeExecOptions { height: rows, width: cols };
         self.docker.resize_exec(exec_id, options).await.map_err(|e| error::map(e, exec_id))
     }
 
-    pub(crate) async fn exec_exit_code_impl(&self, exec_id: &str) -> Result<Option<i64>, RuntimeError> {
+    pub(crate) async fn exec_exit_code_impl(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
         let inspect = self.docker.inspect_exec(exec_id).await.map_err(|e| error::map(e, exec_id))?;
         if inspect.running == Some(true) {
             return Ok(None);
@@ -96,8 +96,8 @@ mod tests {
         let spec = ExecSpec { command: vec!["sh".into()], ..Default::default() };
         let o = create_options(&spec).unwrap();
         assert_eq!((o.tty, o.user, o.env), (Some(false), None, None));
-        assert!(matches!(create_options(&ExecSpec::default()), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(create_options(&ExecSpec::default()), Err(EngineError::Rejected(_))));
         let root = ExecSpec { command: vec!["sh".into()], user: "0:0".into(), ..Default::default() };
-        assert!(matches!(create_options(&root), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(create_options(&root), Err(EngineError::Rejected(_))));
     }
 }

@@ -7,7 +7,7 @@
 //! to the host is rejected. A rule in `DOCKER-USER` rejects the link-local range (cloud metadata services)
 //! too. Traffic to the outside world is left to Docker's own rules and the admin's policy.
 
-use gpuhub_driver::RuntimeError;
+use gpuhub_driver::EngineError;
 use tokio::process::Command;
 
 /// The Linux interface name of a gpuhub network's bridge: `gh-` and 12 hex digits of a hash of the
@@ -32,9 +32,9 @@ pub(crate) fn rules(bridge: &str) -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
-async fn iptables(args: &[String]) -> Result<bool, RuntimeError> {
+async fn iptables(args: &[String]) -> Result<bool, EngineError> {
     let out = Command::new("iptables").arg("-w").args(args).output().await.map_err(|e| {
-        RuntimeError::Engine(format!(
+        EngineError::Engine(format!(
             "cannot run iptables to keep containers off the host's services: {e} (set isolate_host = false to run without)"
         ))
     })?;
@@ -42,7 +42,7 @@ async fn iptables(args: &[String]) -> Result<bool, RuntimeError> {
 }
 
 /// Adds the rules of `bridge` that are missing (idempotent; a restart or another server adds nothing).
-pub(crate) async fn isolate(bridge: &str) -> Result<(), RuntimeError> {
+pub(crate) async fn isolate(bridge: &str) -> Result<(), EngineError> {
     // inserted bottom-up at position 1, so that the list ends in its own order above other rules
     for (chain, rule) in rules(bridge).into_iter().rev() {
         let mut check = vec!["-C".to_owned(), chain.to_owned()];
@@ -53,7 +53,7 @@ pub(crate) async fn isolate(bridge: &str) -> Result<(), RuntimeError> {
         let mut insert = vec!["-I".to_owned(), chain.to_owned(), "1".to_owned()];
         insert.extend(rule);
         if !iptables(&insert).await? {
-            return Err(RuntimeError::Engine(format!(
+            return Err(EngineError::Engine(format!(
                 "iptables refused a rule keeping containers on {bridge} off the host: {}",
                 insert.join(" ")
             )));

@@ -1,5 +1,8 @@
-//! [`DockerRuntime`]: gpuhub's [`Runtime`] on a Docker engine (API 1.41, Docker 20.10, and newer),
-//! through bollard. Only this crate knows the Docker API.
+//! gpuhub's engine on one Docker host (API 1.41, Docker 20.10, and newer), through bollard. Only this
+//! crate knows the Docker API.
+//!
+//! [`DockerEngine`] is the [`gpuhub_driver::Engine`]: one container per member of a run, a gang's members
+//! on a network private to the run. [`DockerRuntime`] below it does single containers.
 //!
 //! Every container is created hardened whatever the spec says: no new privileges, every capability
 //! dropped, never privileged, an init process as PID 1, swap off (memory and memory+swap equal), a pids
@@ -7,6 +10,8 @@
 //! output cap becomes rotating `json-file` logs, so no container can fill the engine's disk with output.
 
 mod config;
+pub mod container;
+mod engine;
 mod error;
 mod events;
 mod exec;
@@ -14,16 +19,15 @@ mod firewall;
 mod info;
 mod network;
 
-use async_trait::async_trait;
 use bollard::Docker;
 use bollard::container::{
     InspectContainerOptions, ListContainersOptions, LogsOptions, RemoveContainerOptions, StartContainerOptions,
     StopContainerOptions,
 };
 use futures::{StreamExt, TryStreamExt};
-use gpuhub_driver::{
-    ContainerInfo, ContainerSpec, EventStream, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream, Runtime, RuntimeError,
-};
+pub use container::{ContainerInfo, ContainerSpec, ContainerStatus, DeviceMap, GpuAttach};
+pub use engine::{DockerEngine, GpuMode};
+use gpuhub_driver::{EngineError, EventStream, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,13 +47,13 @@ pub struct DockerRuntime {
 impl DockerRuntime {
     /// Connects to the engine `DOCKER_HOST` names (`unix://…`, `tcp://…`), or to the local socket
     /// `/var/run/docker.sock`, and settles on the newest API version both sides speak.
-    pub async fn connect() -> Result<Self, RuntimeError> {
+    pub async fn connect() -> Result<Self, EngineError> {
         let docker = Docker::connect_with_defaults()
-            .map_err(|e| RuntimeError::Engine(format!("cannot connect to the docker engine: {e}")))?;
+            .map_err(|e| EngineError::Engine(format!("cannot connect to the docker engine: {e}")))?;
         let docker = docker
             .negotiate_version()
             .await
-            .map_err(|e| RuntimeError::Engine(format!("cannot reach the docker engine: {e}")))?;
+            .map_err(|e| EngineError::Engine(format!("cannot reach the docker engine: {e}")))?;
         let mut protected = Vec::new();
         if let Some(path) = std::env::var("DOCKER_HOST").ok().as_deref().and_then(|h| h.strip_prefix("unix://")) {
             protected.push(PathBuf::from(path));
@@ -59,14 +63,14 @@ impl DockerRuntime {
 
     /// Connects to the engine listening on the unix socket `socket` (another engine than the default
     /// one: tests run a private `dockerd`), which is then protected like the default socket.
-    pub async fn connect_unix(socket: &std::path::Path) -> Result<Self, RuntimeError> {
-        let path = socket.to_str().ok_or_else(|| RuntimeError::Engine(format!("{} is not UTF-8", socket.display())))?;
+    pub async fn connect_unix(socket: &std::path::Path) -> Result<Self, EngineError> {
+        let path = socket.to_str().ok_or_else(|| EngineError::Engine(format!("{} is not UTF-8", socket.display())))?;
         let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
-            .map_err(|e| RuntimeError::Engine(format!("cannot connect to the docker engine at {path}: {e}")))?;
+            .map_err(|e| EngineError::Engine(format!("cannot connect to the docker engine at {path}: {e}")))?;
         let docker = docker
             .negotiate_version()
             .await
-            .map_err(|e| RuntimeError::Engine(format!("cannot reach the docker engine at {path}: {e}")))?;
+            .map_err(|e| EngineError::Engine(format!("cannot reach the docker engine at {path}: {e}")))?;
         let protected = vec![socket.to_path_buf()];
         Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default(), isolate_host: true })
     }
@@ -85,9 +89,10 @@ impl DockerRuntime {
     }
 }
 
-#[async_trait]
-impl Runtime for DockerRuntime {
-    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+/// Single containers. Every method speaks for gpuhub's containers only (those it labels).
+impl DockerRuntime {
+    /// Whether the engine has this image locally.
+    pub async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
         match self.docker.inspect_image(image).await {
             Ok(_) => Ok(true),
             Err(e) if error::status(&e) == Some(404) => Ok(false),
@@ -95,11 +100,15 @@ impl Runtime for DockerRuntime {
         }
     }
 
-    async fn ensure_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
+    /// Creates (or finds) a bridge network of this name, isolated from others' networks, carrying
+    /// `labels` (gpuhub's own: the owner, the installation id). An existing network is joined only
+    /// when it is a gpuhub bridge whose labels include these.
+    pub async fn ensure_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
         self.ensure_network_impl(name, labels).await
     }
 
-    async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+    /// Creates a container; returns its id.
+    pub async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         let (options, config) = config::create_request(spec, &self.protected)?;
         // A symlink must not smuggle the engine's socket in: check where each source really leads.
         for m in &spec.mounts {
@@ -121,11 +130,13 @@ impl Runtime for DockerRuntime {
         Ok(created.id)
     }
 
-    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+    /// Starts a created container.
+    pub async fn start(&self, id: &str) -> Result<(), EngineError> {
         self.docker.start_container(id, None::<StartContainerOptions<String>>).await.map_err(|e| error::map(e, id))
     }
 
-    async fn stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+    /// Stops with SIGTERM, then SIGKILL after `grace`. Stopping a stopped container is fine.
+    pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
         let secs = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
         let options = StopContainerOptions { t: i64::try_from(secs).unwrap_or(i64::MAX) };
         // The engine answers only once the container is down: give the request the grace and more.
@@ -140,21 +151,29 @@ impl Runtime for DockerRuntime {
         docker.stop_container(id, Some(options)).await.map_err(|e| error::map(e, id))
     }
 
-    async fn remove(&self, id: &str) -> Result<(), RuntimeError> {
+    /// Removes a container (forcibly). Removing a missing one is `NotFound`.
+    pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
         let options = RemoveContainerOptions { force: true, v: true, link: false };
         self.docker.remove_container(id, Some(options)).await.map_err(|e| error::map(e, id))
     }
 
-    async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
+    /// One container, now.
+    pub async fn inspect(&self, id: &str) -> Result<ContainerInfo, EngineError> {
         let c =
             self.docker.inspect_container(id, None::<InspectContainerOptions>).await.map_err(|e| error::map(e, id))?;
         Ok(info::from_inspect(c))
     }
 
-    async fn list_managed(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+    /// Every container carrying the workload label, running or not.
+    pub async fn list_managed(&self) -> Result<Vec<ContainerInfo>, EngineError> {
+        self.list_labelled(LABEL_WORKLOAD).await
+    }
+
+    /// Every container matching a label filter (`key` or `key=value`), running or not.
+    pub async fn list_labelled(&self, label: &str) -> Result<Vec<ContainerInfo>, EngineError> {
         let options = ListContainersOptions {
             all: true,
-            filters: HashMap::from([("label".to_owned(), vec![LABEL_WORKLOAD.to_owned()])]),
+            filters: HashMap::from([("label".to_owned(), vec![label.to_owned()])]),
             ..Default::default()
         };
         let summaries = self.docker.list_containers(Some(options)).await.map_err(|e| error::map(e, "containers"))?;
@@ -166,7 +185,7 @@ impl Runtime for DockerRuntime {
                 // The listing does not say how it ended: ask (it may be gone meanwhile).
                 None => match self.inspect(&id).await {
                     Ok(i) => out.push(i),
-                    Err(RuntimeError::NotFound(_)) => {}
+                    Err(EngineError::NotFound(_)) => {}
                     Err(e) => return Err(e),
                 },
             }
@@ -174,7 +193,9 @@ impl Runtime for DockerRuntime {
         Ok(out)
     }
 
-    async fn logs(&self, id: &str, follow: bool, tail: Option<u64>) -> Result<LogStream, RuntimeError> {
+    /// stdout and stderr interleaved, as the engine delivers it (chunk by chunk, never collected); with
+    /// `follow`, the stream ends when the container stops; with `tail`, only the last `tail` lines.
+    pub async fn logs(&self, id: &str, follow: bool, tail: Option<u64>) -> Result<LogStream, EngineError> {
         // The log request fails only once read: make a missing container an error now.
         self.docker.inspect_container(id, None::<InspectContainerOptions>).await.map_err(|e| error::map(e, id))?;
         let options = LogsOptions {
@@ -194,19 +215,23 @@ impl Runtime for DockerRuntime {
             .boxed())
     }
 
-    async fn events(&self) -> Result<EventStream, RuntimeError> {
+    /// Member events of containers with the workload label, from now on.
+    pub async fn events(&self) -> Result<EventStream, EngineError> {
         Ok(events::subscribe(&self.docker))
     }
 
-    async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, RuntimeError> {
+    /// Starts a process in a running container, attached to its stdin and output.
+    pub async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
         self.exec_impl(container, spec).await
     }
 
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), RuntimeError> {
+    /// Resizes an exec's pseudo-terminal.
+    pub async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
         self.exec_resize_impl(exec_id, cols, rows).await
     }
 
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, RuntimeError> {
+    /// The exit code of an exec once its process has ended (`None` while it runs).
+    pub async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
         self.exec_exit_code_impl(exec_id).await
     }
 }

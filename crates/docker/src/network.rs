@@ -3,7 +3,7 @@
 use crate::{DockerRuntime, config, error};
 use bollard::models::Network;
 use bollard::network::{CreateNetworkOptions, InspectNetworkOptions};
-use gpuhub_driver::{LABEL_OWNER, RuntimeError};
+use gpuhub_driver::{LABEL_OWNER, EngineError};
 use std::collections::{BTreeMap, HashMap};
 
 /// The create request for a user's network: its own bridge (Docker's isolation rules drop traffic
@@ -25,25 +25,25 @@ pub(crate) fn create_options(name: &str, labels: &BTreeMap<String, String>) -> C
 /// Whether an existing network is one gpuhub made for these labels: a bridge of that exact name with the
 /// owner label and every label asked for (so a network another installation made is never joined).
 /// Anything else (Docker's shared `bridge`, a network someone made by hand) must not be joined.
-fn check_existing(name: &str, net: &Network, labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
+fn check_existing(name: &str, net: &Network, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
     let have = net.labels.clone().unwrap_or_default();
     let labelled = have.contains_key(LABEL_OWNER);
     if net.driver.as_deref() != Some("bridge") || !labelled {
-        return Err(RuntimeError::Rejected(format!("network {name} exists and is not a gpuhub bridge")));
+        return Err(EngineError::Rejected(format!("network {name} exists and is not a gpuhub bridge")));
     }
     match labels.iter().find(|(k, v)| have.get(*k) != Some(*v)) {
         None => Ok(()),
-        Some((k, _)) => Err(RuntimeError::Rejected(format!(
+        Some((k, _)) => Err(EngineError::Rejected(format!(
             "network {name} exists but was made for another owner or installation (label {k} differs)"
         ))),
     }
 }
 
 /// Docker's error when no address pool has room for another bridge, made into advice for the admin.
-fn pool_exhausted(e: &bollard::errors::Error) -> Option<RuntimeError> {
+fn pool_exhausted(e: &bollard::errors::Error) -> Option<EngineError> {
     let text = e.to_string();
     (text.contains("non-overlapping") || text.contains("address pool")).then(|| {
-        RuntimeError::Rejected(
+        EngineError::Rejected(
             "the container engine has no free address pool for another user network (each user gets one); \
              give dockerd more or smaller pools with \"default-address-pools\" in /etc/docker/daemon.json \
              (see the README), or remove unused gpuhub networks"
@@ -55,15 +55,15 @@ fn pool_exhausted(e: &bollard::errors::Error) -> Option<RuntimeError> {
 impl DockerRuntime {
     /// Checks, before a container joins it, that a network exists and is a gpuhub bridge (engines
     /// before API 1.44 accept a missing network at creation and fail only at start).
-    pub(crate) async fn check_network(&self, name: &str) -> Result<(), RuntimeError> {
+    pub(crate) async fn check_network(&self, name: &str) -> Result<(), EngineError> {
         match self.find_network(name).await? {
             Some(net) => check_existing(name, &net, &BTreeMap::new()),
-            None => Err(RuntimeError::NotFound(format!("network {name}"))),
+            None => Err(EngineError::NotFound(format!("network {name}"))),
         }
     }
 
     /// The network of exactly this name (Docker also resolves id prefixes, which must not count).
-    async fn find_network(&self, name: &str) -> Result<Option<Network>, RuntimeError> {
+    async fn find_network(&self, name: &str) -> Result<Option<Network>, EngineError> {
         match self.docker.inspect_network(name, None::<InspectNetworkOptions<String>>).await {
             Ok(net) if net.name.as_deref() == Some(name) => Ok(Some(net)),
             Ok(_) => Ok(None),
@@ -73,7 +73,7 @@ impl DockerRuntime {
     }
 
     /// Keeps the network's bridge off the host's services (when asked to), by its interface name.
-    async fn isolate(&self, name: &str, net: &Network) -> Result<(), RuntimeError> {
+    async fn isolate(&self, name: &str, net: &Network) -> Result<(), EngineError> {
         if !self.isolate_host {
             return Ok(());
         }
@@ -82,17 +82,26 @@ impl DockerRuntime {
             .as_ref()
             .and_then(|o| o.get("com.docker.network.bridge.name").cloned())
             .or_else(|| net.id.as_deref().map(|id| format!("br-{}", &id[..12.min(id.len())])))
-            .ok_or_else(|| RuntimeError::Engine(format!("network {name} has no bridge interface")))?;
+            .ok_or_else(|| EngineError::Engine(format!("network {name} has no bridge interface")))?;
         crate::firewall::isolate(&bridge).await
+    }
+
+    /// Removes a network gpuhub made (a gang's private one); a missing one is fine.
+    pub async fn remove_network(&self, name: &str) -> Result<(), EngineError> {
+        match self.docker.remove_network(name).await {
+            Ok(()) => Ok(()),
+            Err(e) if error::status(&e) == Some(404) => Ok(()),
+            Err(e) => Err(error::map(e, name)),
+        }
     }
 
     pub(crate) async fn ensure_network_impl(
         &self,
         name: &str,
         labels: &BTreeMap<String, String>,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<(), EngineError> {
         if name == "none" || config::shared_network(name) {
-            return Err(RuntimeError::Rejected(format!("{name:?} cannot be a user's network")));
+            return Err(EngineError::Rejected(format!("{name:?} cannot be a user's network")));
         }
         // One creation at a time in this process; the engine's duplicate check covers other processes.
         let _guard = self.network_lock.lock().await;
@@ -108,7 +117,7 @@ impl DockerRuntime {
                     }
                     self.isolate(name, &net).await
                 }
-                None => Err(RuntimeError::NotFound(format!("network {name}"))),
+                None => Err(EngineError::NotFound(format!("network {name}"))),
             },
             Err(e) if error::status(&e) == Some(409) => match self.find_network(name).await? {
                 Some(net) => check_existing(name, &net, labels),
@@ -148,10 +157,10 @@ mod tests {
         assert!(check_existing("x", &ours, &none).is_ok());
         // another installation's network of the same name is not joined
         let mine = BTreeMap::from([("gpuhub.instance".to_owned(), "i1".to_owned())]);
-        assert!(matches!(check_existing("x", &ours, &mine), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(check_existing("x", &ours, &mine), Err(EngineError::Rejected(_))));
         let shared = Network { driver: Some("bridge".into()), labels: Some(HashMap::new()), ..Default::default() };
-        assert!(matches!(check_existing("x", &shared, &none), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(check_existing("x", &shared, &none), Err(EngineError::Rejected(_))));
         let overlay = Network { driver: Some("overlay".into()), ..ours };
-        assert!(matches!(check_existing("x", &overlay, &none), Err(RuntimeError::Rejected(_))));
+        assert!(matches!(check_existing("x", &overlay, &none), Err(EngineError::Rejected(_))));
     }
 }

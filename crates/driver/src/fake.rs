@@ -1,134 +1,108 @@
-//! A recording, in-memory [`Runtime`]: every call is recorded; containers live in a map; tests make a
-//! container exit with [`FakeRuntime::exit`] and feed it log lines with [`FakeRuntime::push_log`], or
-//! any amount of output made only as it is read with [`FakeRuntime::push_filler`].
+//! A recording, in-memory [`Engine`]: every call is recorded; runs and their members live in a map;
+//! tests make a member exit with [`FakeEngine::exit`] / [`FakeEngine::exit_member`] and feed it output with
+//! [`FakeEngine::push_log`], or any amount of output made only as it is read with
+//! [`FakeEngine::push_filler`].
+//!
+//! It places like Docker by default ([`Placement::Hub`]: a submitted run starts at once, on the nodes
+//! gpuhub chose) or, made with [`FakeEngine::engine_placed`], like Slurm: a submitted run waits with a
+//! pending reason until the test starts it ([`FakeEngine::start_pending`]).
+
+mod output;
 
 use crate::*;
 use futures::StreamExt;
+use output::{FILLER_LINES_PER_CHUNK, Output, output_stream, tail_start};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use tokio::sync::broadcast;
 
+pub use output::FILLER_LINE;
+
 /// One recorded call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
-    EnsureNetwork(String),
-    Create(Box<ContainerSpec>),
-    Start(String),
-    Stop(String),
+    Submit(Box<RunSpec>),
+    Cancel(String),
     Remove(String),
-    Exec(String, Box<ExecSpec>),
+    Exec(MemberRef, Box<ExecSpec>),
 }
 
 #[derive(Debug)]
-struct FakeContainer {
-    spec: ContainerSpec,
-    status: ContainerStatus,
+struct FakeMember {
+    engine_id: String,
+    node: Option<String>,
+    state: MemberState,
+    gpus: Vec<String>,
     logs: Vec<Output>,
 }
 
-/// A piece of a fake container's output.
-#[derive(Debug, Clone)]
-enum Output {
-    Text(bytes::Bytes),
-    /// This many copies of [`FILLER_LINE`], made only as they are read.
-    Filler(u64),
-}
-
-/// The line [`FakeRuntime::push_filler`] repeats: 64 bytes with its newline.
-pub const FILLER_LINE: &[u8; 64] = b"gpuhub fake output: a line of filler to make a lot of output...\n";
-/// Filler lines per chunk of the log stream (64 KiB).
-const FILLER_LINES_PER_CHUNK: u64 = 1024;
-
-/// Where the last `n` lines of `logs` begin: (piece, offset in it). A final newline ends the last line
-/// rather than starting another.
-fn tail_start(logs: &[Output], n: u64) -> (usize, u64) {
-    let mut newlines = 0; // newlines seen that begin one of the wanted lines
-    let mut last_byte = true;
-    for (i, piece) in logs.iter().enumerate().rev() {
-        match piece {
-            Output::Text(t) => {
-                for (at, b) in t.iter().enumerate().rev() {
-                    let last = std::mem::take(&mut last_byte);
-                    if *b == b'\n' && !last {
-                        newlines += 1;
-                        if newlines == n {
-                            return (i, at as u64 + 1);
-                        }
-                    }
-                }
-            }
-            Output::Filler(0) => {}
-            Output::Filler(lines) => {
-                // the newline ending each line begins the next one, but for the very last
-                let last = std::mem::take(&mut last_byte);
-                let ends = if last { lines - 1 } else { *lines };
-                let wanted = n - newlines;
-                if wanted <= ends {
-                    let first_line = if last { lines - wanted } else { lines - wanted + 1 };
-                    return (i, first_line * FILLER_LINE.len() as u64);
-                }
-                newlines += ends;
-            }
-        }
-    }
-    (0, 0)
-}
-
-/// The output from (piece, offset) on, as a stream made chunk by chunk.
-fn output_stream(logs: Vec<Output>, (first, offset): (usize, u64)) -> LogStream {
-    let chunk = bytes::Bytes::from(FILLER_LINE.repeat(FILLER_LINES_PER_CHUNK as usize));
-    let pieces = logs.into_iter().enumerate().skip(first).flat_map(move |(i, piece)| {
-        let skip = if i == first { offset } else { 0 };
-        let chunks: Box<dyn Iterator<Item = bytes::Bytes> + Send> = match piece {
-            Output::Text(t) => Box::new(std::iter::once(t.slice(skip as usize..))),
-            Output::Filler(lines) => {
-                let chunk = chunk.clone();
-                let total = lines * FILLER_LINE.len() as u64;
-                let step = chunk.len() as u64;
-                Box::new(
-                    (skip..total).step_by(step as usize).map(move |at| chunk.slice(..(total - at).min(step) as usize)),
-                )
-            }
-        };
-        chunks
-    });
-    futures::stream::iter(pieces.filter(|b| !b.is_empty()).map(Ok)).boxed()
+#[derive(Debug)]
+struct FakeRun {
+    spec: RunSpec,
+    members: Vec<FakeMember>,
+    pending: Option<PendingInfo>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     next: u64,
-    containers: BTreeMap<String, FakeContainer>,
+    runs: BTreeMap<String, FakeRun>,
     images: BTreeSet<String>,
-    networks: BTreeSet<String>,
     calls: Vec<Call>,
-    /// The engine is "down": requests fail with [`RuntimeError::Unavailable`] and reach nothing.
+    /// The engine is "down": requests fail with [`EngineError::Unavailable`] and reach nothing.
     down: bool,
+    nodes: Vec<NodeCapacity>,
+    endpoint: Option<std::net::IpAddr>,
 }
 
-/// The fake runtime.
+/// The fake engine.
 #[derive(Debug)]
-pub struct FakeRuntime {
+pub struct FakeEngine {
     state: Mutex<State>,
-    events: broadcast::Sender<RuntimeEvent>,
+    events: broadcast::Sender<EngineEvent>,
+    placement: Placement,
 }
 
-impl Default for FakeRuntime {
+impl Default for FakeEngine {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl FakeRuntime {
-    /// An empty fake that has the image `busybox:latest`.
+/// The pending reason an engine-placed fake run shows until it is started.
+pub const FAKE_PENDING: &str = "waiting in the fake engine";
+
+impl FakeEngine {
+    /// An empty fake that places like Docker and has the image `busybox:latest`, with no nodes.
     pub fn new() -> Self {
+        Self::with_placement(Placement::Hub)
+    }
+
+    /// An empty fake that queues and places itself, like Slurm.
+    pub fn engine_placed() -> Self {
+        Self::with_placement(Placement::Engine)
+    }
+
+    fn with_placement(placement: Placement) -> Self {
         let (events, _) = broadcast::channel(1024);
-        let fake = Self { state: Mutex::new(State::default()), events };
+        let fake = Self { state: Mutex::new(State::default()), events, placement };
         fake.add_image("busybox:latest");
         fake
     }
 
-    /// Takes the engine down (`true`: every request fails with [`RuntimeError::Unavailable`], as a
+    /// The nodes [`Engine::inventory`] reports.
+    pub fn with_nodes(self, nodes: Vec<NodeCapacity>) -> Self {
+        self.state.lock().unwrap().nodes = nodes;
+        self
+    }
+
+    /// The address [`Engine::endpoint`] answers for every member (a test's local listener); by default
+    /// `172.30.0.<2 + member>`, which nothing answers.
+    pub fn set_endpoint(&self, ip: std::net::IpAddr) {
+        self.state.lock().unwrap().endpoint = Some(ip);
+    }
+
+    /// Takes the engine down (`true`: every request fails with [`EngineError::Unavailable`], as a
     /// stopped dockerd's would) or brings it back.
     pub fn set_down(&self, down: bool) {
         self.state.lock().unwrap().down = down;
@@ -144,189 +118,282 @@ impl FakeRuntime {
         self.state.lock().unwrap().calls.clone()
     }
 
-    /// The spec a container was created with.
-    pub fn spec(&self, id: &str) -> Option<ContainerSpec> {
-        self.state.lock().unwrap().containers.get(id).map(|c| c.spec.clone())
+    /// The specs of the runs submitted so far, oldest first.
+    pub fn submitted(&self) -> Vec<RunSpec> {
+        let calls = self.calls();
+        calls
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Submit(s) => Some(*s),
+                _ => None,
+            })
+            .collect()
     }
 
-    /// Ids of containers that are running now.
+    /// The spec a run was submitted with.
+    pub fn spec(&self, run: &str) -> Option<RunSpec> {
+        self.state.lock().unwrap().runs.get(run).map(|r| r.spec.clone())
+    }
+
+    /// Ids of runs with a member running now.
     pub fn running(&self) -> Vec<String> {
         let s = self.state.lock().unwrap();
-        s.containers.iter().filter(|(_, c)| c.status == ContainerStatus::Running).map(|(id, _)| id.clone()).collect()
+        s.runs
+            .iter()
+            .filter(|(_, r)| r.members.iter().any(|m| m.state == MemberState::Running))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
-    /// Appends output to a container's log.
-    pub fn push_log(&self, id: &str, text: &str) {
-        if let Some(c) = self.state.lock().unwrap().containers.get_mut(id) {
-            c.logs.push(Output::Text(bytes::Bytes::copy_from_slice(text.as_bytes())));
+    /// Appends output to member 0's log.
+    pub fn push_log(&self, run: &str, text: &str) {
+        self.push_member_log(run, 0, text);
+    }
+
+    /// Appends output to a member's log.
+    pub fn push_member_log(&self, run: &str, member: u32, text: &str) {
+        if let Some(m) = self.state.lock().unwrap().runs.get_mut(run).and_then(|r| r.members.get_mut(member as usize)) {
+            m.logs.push(Output::Text(bytes::Bytes::copy_from_slice(text.as_bytes())));
         }
     }
 
-    /// Appends `lines` copies of [`FILLER_LINE`] to a container's log, without holding them: they are
-    /// made chunk by chunk (64 KiB) as the log is read.
-    pub fn push_filler(&self, id: &str, lines: u64) {
-        if let Some(c) = self.state.lock().unwrap().containers.get_mut(id) {
-            c.logs.push(Output::Filler(lines));
+    /// Appends `lines` copies of [`FILLER_LINE`] to member 0's log, without holding them: they are made
+    /// chunk by chunk (64 KiB) as the log is read.
+    pub fn push_filler(&self, run: &str, lines: u64) {
+        if let Some(m) = self.state.lock().unwrap().runs.get_mut(run).and_then(|r| r.members.first_mut()) {
+            m.logs.push(Output::Filler(lines));
         }
     }
 
-    /// Makes a running container exit with `code`, as if its main process ended.
-    pub fn exit(&self, id: &str, code: i64) {
+    /// Makes member 0 of a running run exit with `code`, as if its main process ended.
+    pub fn exit(&self, run: &str, code: i64) {
+        self.exit_member(run, 0, code);
+    }
+
+    /// Makes a running member exit with `code`.
+    pub fn exit_member(&self, run: &str, member: u32, code: i64) {
         let workload = {
             let mut s = self.state.lock().unwrap();
-            let Some(c) = s.containers.get_mut(id) else { return };
-            c.status = ContainerStatus::Exited(code);
-            c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default()
+            let Some(r) = s.runs.get_mut(run) else { return };
+            let workload = r.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+            let Some(m) = r.members.get_mut(member as usize) else { return };
+            if matches!(m.state, MemberState::Exited(_)) {
+                return;
+            }
+            m.state = MemberState::Exited(code);
+            workload
         };
-        let _ = self.events.send(RuntimeEvent::Died { id: id.to_owned(), workload, exit_code: code });
+        let _ = self.events.send(EngineEvent::Exited { run: run.to_owned(), workload, member, exit_code: code });
     }
 
-    /// Removes a container behind the platform's back (no event), as `docker rm -f` by hand would… with one.
-    pub fn vanish(&self, id: &str) {
-        let removed = self.state.lock().unwrap().containers.remove(id);
-        if let Some(c) = removed {
-            let workload = c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
-            let _ = self.events.send(RuntimeEvent::Destroyed { id: id.to_owned(), workload });
+    /// An engine-placed run waiting in the fake starts now on `node`, its members holding `gpus` (one
+    /// list per member; missing lists hold none).
+    pub fn start_pending(&self, run: &str, node: &str, gpus: &[&[&str]]) {
+        let (workload, size) = {
+            let mut s = self.state.lock().unwrap();
+            let Some(r) = s.runs.get_mut(run) else { return };
+            r.pending = None;
+            for (i, m) in r.members.iter_mut().enumerate() {
+                m.state = MemberState::Running;
+                m.node = Some(node.to_owned());
+                m.gpus = gpus.get(i).map(|g| g.iter().map(|s| s.to_string()).collect()).unwrap_or_default();
+            }
+            (r.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default(), r.members.len() as u32)
+        };
+        for member in 0..size {
+            let _ = self.events.send(EngineEvent::Started { run: run.to_owned(), workload: workload.clone(), member });
         }
     }
 
-    fn info(id: &str, c: &FakeContainer) -> ContainerInfo {
-        ContainerInfo {
+    /// Changes why an engine-placed run waits.
+    pub fn set_pending(&self, run: &str, info: PendingInfo) {
+        if let Some(r) = self.state.lock().unwrap().runs.get_mut(run) {
+            r.pending = Some(info);
+        }
+    }
+
+    /// Removes a run behind the platform's back, as `docker rm -f` by hand would (one event per member).
+    pub fn vanish(&self, run: &str) {
+        let removed = self.state.lock().unwrap().runs.remove(run);
+        if let Some(r) = removed {
+            let workload = r.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+            for member in 0..r.members.len() as u32 {
+                let _ = self.events.send(EngineEvent::Removed { run: run.to_owned(), workload: workload.clone(), member });
+            }
+        }
+    }
+
+    fn status(id: &str, r: &FakeRun) -> RunStatus {
+        RunStatus {
             id: id.to_owned(),
-            name: c.spec.name.clone(),
-            labels: c.spec.labels.clone(),
-            status: c.status,
-            ip: (c.status == ContainerStatus::Running).then(|| "172.30.0.2".to_owned()),
+            labels: r.spec.labels.clone(),
+            size: r.spec.members.len() as u32,
+            members: r
+                .members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| MemberStatus {
+                    index: i as u32,
+                    engine_id: m.engine_id.clone(),
+                    node: m.node.clone(),
+                    state: m.state,
+                    gpus: m.gpus.clone(),
+                })
+                .collect(),
+            pending: r.pending.clone(),
         }
     }
 }
 
 /// Fails as an unreachable engine does while the fake is down.
-fn up(s: &State) -> Result<(), RuntimeError> {
-    if s.down { Err(RuntimeError::Unavailable("the fake engine is down".into())) } else { Ok(()) }
+fn up(s: &State) -> Result<(), EngineError> {
+    if s.down { Err(EngineError::Unavailable("the fake engine is down".into())) } else { Ok(()) }
+}
+
+fn member<'a>(s: &'a State, m: &MemberRef) -> Result<&'a FakeMember, EngineError> {
+    s.runs.get(&m.run).and_then(|r| r.members.get(m.member as usize)).ok_or_else(|| {
+        EngineError::NotFound(format!("member {} of run {}", m.member, m.run))
+    })
 }
 
 #[async_trait]
-impl Runtime for FakeRuntime {
-    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+impl Engine for FakeEngine {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            placement: self.placement,
+            multi_node: self.placement == Placement::Engine,
+            max_members: 64,
+            exec: true,
+            ingress: true,
+            volumes: true,
+            gpu_shares: true,
+        }
+    }
+
+    async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
+        let s = self.state.lock().unwrap();
+        up(&s)?;
+        Ok(s.nodes
+            .iter()
+            .map(|n| EngineNode { capacity: n.clone(), up: true, state: "idle".into() })
+            .collect())
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
         let s = self.state.lock().unwrap();
         up(&s)?;
         Ok(s.images.contains(image))
     }
 
-    async fn ensure_network(&self, name: &str, _labels: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
-        let mut s = self.state.lock().unwrap();
-        up(&s)?;
-        s.calls.push(Call::EnsureNetwork(name.to_owned()));
-        s.networks.insert(name.to_owned());
-        Ok(())
-    }
-
-    async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
-        let mut s = self.state.lock().unwrap();
-        up(&s)?;
-        s.calls.push(Call::Create(Box::new(spec.clone())));
-        if !s.images.contains(&spec.image) {
-            return Err(RuntimeError::ImageNotFound(spec.image.clone()));
-        }
-        if s.containers.values().any(|c| c.spec.name == spec.name) {
-            return Err(RuntimeError::Rejected(format!("name {} in use", spec.name)));
-        }
-        s.next += 1;
-        let id = format!("fake{:012}", s.next);
-        s.containers.insert(
-            id.clone(),
-            FakeContainer { spec: spec.clone(), status: ContainerStatus::Created, logs: Vec::new() },
-        );
-        Ok(id)
-    }
-
-    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
-        let workload = {
+    async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError> {
+        let (id, status) = {
             let mut s = self.state.lock().unwrap();
             up(&s)?;
-            s.calls.push(Call::Start(id.to_owned()));
-            let c = s.containers.get_mut(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
-            c.status = ContainerStatus::Running;
-            c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default()
+            s.calls.push(Call::Submit(Box::new(spec.clone())));
+            if !s.images.contains(&spec.image) {
+                return Err(EngineError::ImageNotFound(spec.image.clone()));
+            }
+            if spec.members.is_empty() {
+                return Err(EngineError::Rejected("a run needs at least one member".into()));
+            }
+            s.next += 1;
+            let id = match self.placement {
+                Placement::Hub => spec.name.clone(),
+                Placement::Engine => format!("{}", 1000 + s.next),
+            };
+            if s.runs.contains_key(&id) {
+                return Err(EngineError::Rejected(format!("name {id} in use")));
+            }
+            let hub = self.placement == Placement::Hub;
+            let members = (spec.members.iter())
+                .map(|m| FakeMember {
+                    engine_id: format!("fake{:08}-{}", s.next, m.index),
+                    node: if hub { m.node.clone() } else { None },
+                    state: if hub { MemberState::Running } else { MemberState::Pending },
+                    gpus: if hub { m.gpus.uuids() } else { Vec::new() },
+                    logs: Vec::new(),
+                })
+                .collect();
+            let pending = (!hub).then(|| PendingInfo {
+                reason: "resources".into(),
+                message: FAKE_PENDING.into(),
+                position: Some(1),
+                estimated_start: None,
+            });
+            let run = FakeRun { spec: spec.clone(), members, pending };
+            let status = Self::status(&id, &run);
+            s.runs.insert(id.clone(), run);
+            (id, status)
         };
-        let _ = self.events.send(RuntimeEvent::Started { id: id.to_owned(), workload });
-        Ok(())
+        if self.placement == Placement::Hub {
+            let workload = spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+            for m in &spec.members {
+                let ev = EngineEvent::Started { run: id.clone(), workload: workload.clone(), member: m.index };
+                let _ = self.events.send(ev);
+            }
+        }
+        Ok(status)
     }
 
-    async fn stop(&self, id: &str, _grace: Duration) -> Result<(), RuntimeError> {
-        let running = {
+    async fn cancel(&self, run: &str, _grace: Duration) -> Result<(), EngineError> {
+        let running: Vec<u32> = {
             let mut s = self.state.lock().unwrap();
-            s.calls.push(Call::Stop(id.to_owned()));
-            let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
-            c.status == ContainerStatus::Running
+            up(&s)?;
+            s.calls.push(Call::Cancel(run.to_owned()));
+            let r = s.runs.get_mut(run).ok_or_else(|| EngineError::NotFound(format!("run {run}")))?;
+            r.pending = None;
+            let mut running = Vec::new();
+            for (i, m) in r.members.iter_mut().enumerate() {
+                match m.state {
+                    MemberState::Running => running.push(i as u32),
+                    MemberState::Pending => m.state = MemberState::Exited(0),
+                    MemberState::Exited(_) => {}
+                }
+            }
+            running
         };
-        if running {
-            self.exit(id, 137);
+        for member in running {
+            self.exit_member(run, member, 137);
         }
         Ok(())
     }
 
-    async fn remove(&self, id: &str) -> Result<(), RuntimeError> {
-        let c = {
+    async fn remove(&self, run: &str) -> Result<(), EngineError> {
+        let r = {
             let mut s = self.state.lock().unwrap();
-            s.calls.push(Call::Remove(id.to_owned()));
-            s.containers.remove(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?
+            up(&s)?;
+            s.calls.push(Call::Remove(run.to_owned()));
+            s.runs.remove(run).ok_or_else(|| EngineError::NotFound(format!("run {run}")))?
         };
-        let workload = c.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
-        let _ = self.events.send(RuntimeEvent::Destroyed { id: id.to_owned(), workload });
+        let workload = r.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+        for member in 0..r.members.len() as u32 {
+            let _ = self.events.send(EngineEvent::Removed { run: run.to_owned(), workload: workload.clone(), member });
+        }
         Ok(())
     }
 
-    async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
-        let s = self.state.lock().unwrap();
-        let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
-        Ok(Self::info(id, c))
-    }
-
-    async fn list_managed(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+    async fn observe(&self, run: &str) -> Result<RunStatus, EngineError> {
         let s = self.state.lock().unwrap();
         up(&s)?;
-        Ok(s.containers
+        let r = s.runs.get(run).ok_or_else(|| EngineError::NotFound(format!("run {run}")))?;
+        Ok(Self::status(run, r))
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunStatus>, EngineError> {
+        let s = self.state.lock().unwrap();
+        up(&s)?;
+        Ok(s.runs
             .iter()
-            .filter(|(_, c)| c.spec.labels.contains_key(LABEL_WORKLOAD))
-            .map(|(id, c)| Self::info(id, c))
+            .filter(|(_, r)| r.spec.labels.contains_key(LABEL_WORKLOAD))
+            .map(|(id, r)| Self::status(id, r))
             .collect())
     }
 
-    async fn logs(&self, id: &str, _follow: bool, tail: Option<u64>) -> Result<LogStream, RuntimeError> {
-        let s = self.state.lock().unwrap();
-        let c = s.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
-        let start = tail.map_or((0, 0), |n| if n == 0 { (c.logs.len(), 0) } else { tail_start(&c.logs, n) });
-        Ok(output_stream(c.logs.clone(), start))
-    }
-
-    /// Runs nothing: echoes the command line as output and ends with exit code 0.
-    async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, RuntimeError> {
-        let mut s = self.state.lock().unwrap();
-        let c = s.containers.get(container).ok_or_else(|| RuntimeError::NotFound(container.to_owned()))?;
-        if c.status != ContainerStatus::Running {
-            return Err(RuntimeError::Rejected(format!("container {container} is not running")));
-        }
-        s.calls.push(Call::Exec(container.to_owned(), Box::new(spec.clone())));
-        s.next += 1;
-        let out = bytes::Bytes::from(format!("{}\n", spec.command.join(" ")));
-        Ok(ExecHandle {
-            id: format!("exec{}", s.next),
-            input: Box::pin(tokio::io::sink()),
-            output: futures::stream::iter([Ok(out)]).boxed(),
-        })
-    }
-
-    async fn exec_resize(&self, _exec_id: &str, _cols: u16, _rows: u16) -> Result<(), RuntimeError> {
-        Ok(())
-    }
-
-    async fn exec_exit_code(&self, _exec_id: &str) -> Result<Option<i64>, RuntimeError> {
-        Ok(Some(0))
-    }
-
-    async fn events(&self) -> Result<EventStream, RuntimeError> {
+    async fn events(&self) -> Result<EventStream, EngineError> {
         let rx = self.events.subscribe();
         Ok(futures::stream::unfold(rx, |mut rx| async move {
             loop {
@@ -339,80 +406,50 @@ impl Runtime for FakeRuntime {
         })
         .boxed())
     }
+
+    async fn logs(&self, m: &MemberRef, _follow: bool, tail: Option<u64>) -> Result<LogStream, EngineError> {
+        let s = self.state.lock().unwrap();
+        let m = member(&s, m)?;
+        let start = tail.map_or((0, 0), |n| if n == 0 { (m.logs.len(), 0) } else { tail_start(&m.logs, n) });
+        Ok(output_stream(m.logs.clone(), start))
+    }
+
+    /// Runs nothing: echoes the command line as output and ends with exit code 0.
+    async fn exec(&self, target: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
+        let mut s = self.state.lock().unwrap();
+        if member(&s, target)?.state != MemberState::Running {
+            return Err(EngineError::Rejected(format!("member {} of run {} is not running", target.member, target.run)));
+        }
+        s.calls.push(Call::Exec(target.clone(), Box::new(spec.clone())));
+        s.next += 1;
+        let out = bytes::Bytes::from(format!("{}\n", spec.command.join(" ")));
+        Ok(ExecHandle {
+            id: format!("exec{}", s.next),
+            input: Box::pin(tokio::io::sink()),
+            output: futures::stream::iter([Ok(out)]).boxed(),
+        })
+    }
+
+    async fn exec_resize(&self, _exec_id: &str, _cols: u16, _rows: u16) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    async fn exec_exit_code(&self, _exec_id: &str) -> Result<Option<i64>, EngineError> {
+        Ok(Some(0))
+    }
+
+    async fn endpoint(&self, target: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
+        let s = self.state.lock().unwrap();
+        if member(&s, target)?.state != MemberState::Running {
+            return Err(EngineError::Rejected(format!("member {} of run {} is not running", target.member, target.run)));
+        }
+        let ip = s.endpoint.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::new(172, 30, 0, 2 + target.member as u8)));
+        Ok(SocketAddr::new(ip, port))
+    }
 }
+
+/// Filler lines per chunk of the log stream, re-exported for tests that count chunks.
+pub const FILLER_CHUNK_LINES: u64 = FILLER_LINES_PER_CHUNK;
 
 #[cfg(test)]
-mod tests {
-
-    use super::*;
-
-    fn spec(name: &str) -> ContainerSpec {
-        ContainerSpec {
-            name: name.into(),
-            image: "busybox:latest".into(),
-            command: vec!["true".into()],
-            env: BTreeMap::new(),
-            labels: BTreeMap::from([(LABEL_WORKLOAD.to_owned(), "w1".to_owned())]),
-            user: "10000:10000".into(),
-            hostname: None,
-            working_dir: None,
-            cpu_milli: 1000,
-            memory_bytes: 1 << 30,
-            pids_limit: 512,
-            mounts: vec![],
-            network: None,
-            gpus: GpuAttach::None,
-            log_max_bytes: None,
-        }
-    }
-
-    #[tokio::test]
-    async fn records_and_emits() {
-        let rt = FakeRuntime::new();
-        let mut ev = rt.events().await.unwrap();
-        let id = rt.create(&spec("a")).await.unwrap();
-        assert!(matches!(rt.create(&spec("a")).await, Err(RuntimeError::Rejected(_))));
-        rt.start(&id).await.unwrap();
-        assert_eq!(ev.next().await.unwrap().unwrap(), RuntimeEvent::Started { id: id.clone(), workload: "w1".into() });
-        rt.exit(&id, 3);
-        assert_eq!(
-            ev.next().await.unwrap().unwrap(),
-            RuntimeEvent::Died { id: id.clone(), workload: "w1".into(), exit_code: 3 }
-        );
-        assert_eq!(rt.inspect(&id).await.unwrap().status, ContainerStatus::Exited(3));
-        let mut bad = spec("b");
-        bad.image = "nope".into();
-        assert!(matches!(rt.create(&bad).await, Err(RuntimeError::ImageNotFound(_))));
-        assert_eq!(rt.calls().len(), 4);
-    }
-
-    async fn read(rt: &FakeRuntime, id: &str, tail: Option<u64>) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut s = rt.logs(id, false, tail).await.unwrap();
-        while let Some(chunk) = s.next().await {
-            out.extend_from_slice(&chunk.unwrap());
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn filler_is_made_as_read_and_tail_counts_lines() {
-        let rt = FakeRuntime::new();
-        let id = rt.create(&spec("a")).await.unwrap();
-        rt.push_log(&id, "one\ntwo\n");
-        rt.push_filler(&id, 3000);
-        rt.push_log(&id, "last\n");
-        let all = read(&rt, &id, None).await;
-        assert_eq!(all.len(), 8 + 3000 * 64 + 5);
-        let mut s = rt.logs(&id, false, None).await.unwrap();
-        assert_eq!(s.next().await.unwrap().unwrap(), "one\ntwo\n");
-        assert_eq!(s.next().await.unwrap().unwrap().len(), 1024 * 64, "filler comes in 64 KiB chunks");
-        for n in [0, 1, 2, 5, 3000, 3001, 3002, 3003, 9999] {
-            let want: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
-            let want = want[want.len().saturating_sub(n as usize)..].concat();
-            assert_eq!(read(&rt, &id, Some(n)).await, want, "tail {n}");
-        }
-        rt.push_log(&id, "no newline");
-        assert_eq!(read(&rt, &id, Some(2)).await, b"last\nno newline");
-    }
-}
+mod tests;

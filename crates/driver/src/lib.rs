@@ -1,28 +1,52 @@
-//! The narrow interface gpuhub needs from a container runtime, and [`fake::FakeRuntime`], a recording
-//! fake that keeps containers in memory for tests of everything above the driver.
+//! The engine interface: what gpuhub needs from whatever runs its workloads — one Docker host, a Slurm
+//! cluster, (next) Kubernetes — and [`fake::FakeEngine`], a recording fake for tests of everything above.
 //!
-//! The trait speaks in gpuhub's terms (a [`ContainerSpec`] with limits, user, mounts and GPUs), never in
-//! an engine's; each engine crate (Docker today) translates.
+//! The interface speaks in gpuhub's terms at the level of **runs** and their **members**, never of one
+//! engine's objects: a workload's run is one or more members started together (a gang), each with its
+//! resources, GPUs, hostname and rank. An engine says what it can do ([`Capabilities`]): whether gpuhub's
+//! scheduler places members on nodes ([`Placement::Hub`], Docker) or the engine does ([`Placement::Engine`],
+//! Slurm), whether it can exec into a member, reach a member's port, mount volumes. Each engine crate
+//! translates: Docker makes one container per member, Slurm one job with a step per member, Kubernetes
+//! would make one pod per member.
+//!
+//! Contract every engine keeps:
+//! - [`Engine::submit`] starts all members or none (a failed submit leaves nothing behind);
+//! - every member gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT` (the PyTorch DDP /
+//!   torchrun conventions) and `GPUHUB_MEMBER`, filled in by the engine, which knows the topology;
+//! - runs are found again by their labels ([`LABEL_WORKLOAD`], [`LABEL_INSTANCE`]) after gpuhub restarts
+//!   ([`Engine::list_runs`]), and a run that ended meanwhile still reports its members' exit codes;
+//! - members run as the spec's [`Identity`], never root, with exactly the resources and GPUs granted.
 
 pub mod fake;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use gpuhub_core::node::NodeCapacity;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Label naming the owner's username on every container gpuhub makes.
+/// Label naming the owner's username on everything gpuhub makes in an engine.
 pub const LABEL_OWNER: &str = "gpuhub.owner";
-/// Label naming the workload id on every container gpuhub makes.
+/// Label naming the workload id.
 pub const LABEL_WORKLOAD: &str = "gpuhub.workload";
+/// Label naming the gpuhub installation: a server adopts, stops or removes only runs carrying its own
+/// instance id, so several servers can share one engine.
+pub const LABEL_INSTANCE: &str = "gpuhub.instance";
+/// Label naming the run a member belongs to.
+pub const LABEL_RUN: &str = "gpuhub.run";
+/// Label naming a member's index in its run.
+pub const LABEL_MEMBER: &str = "gpuhub.member";
+/// Label naming how many members the run has.
+pub const LABEL_MEMBERS: &str = "gpuhub.members";
 
-/// What can go wrong talking to a runtime.
+/// What can go wrong talking to an engine.
 #[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    /// The container (or network) does not exist.
-    #[error("container {0} not found")]
+pub enum EngineError {
+    /// The run, member or exec does not exist (any more).
+    #[error("{0} not found")]
     NotFound(String),
-    /// The image is not present in the engine.
+    /// The image is not present in (or reachable by) the engine.
     #[error("image {0} not found in the container engine")]
     ImageNotFound(String),
     /// The engine refused the request as invalid.
@@ -31,116 +55,273 @@ pub enum RuntimeError {
     /// The engine failed a request it received.
     #[error("container engine: {0}")]
     Engine(String),
-    /// The engine could not be reached (not running, restarting, its socket gone): the request may
-    /// succeed later, and nothing was done.
+    /// The engine could not be reached (not running, restarting, its socket gone, its controller down):
+    /// the request may succeed later, and nothing was done.
     #[error("container engine unavailable: {0}")]
     Unavailable(String),
+    /// The engine cannot do this at all (see [`Capabilities`]).
+    #[error("not supported by the {engine} engine: {what}")]
+    Unsupported {
+        /// The engine's name.
+        engine: &'static str,
+        /// What was asked.
+        what: String,
+    },
 }
 
-/// How GPUs reach a container.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum GpuAttach {
-    /// No GPU.
-    #[default]
-    None,
-    /// A device request for these GPU UUIDs (NVIDIA Container Toolkit, `--gpus device=…`).
-    Nvidia { uuids: Vec<String> },
-    /// Bind exactly these device nodes (the GPUs' own, plus the control nodes that exist).
-    Devices { devices: Vec<DeviceMap> },
+/// Who places members on nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// gpuhub's scheduler decides node and GPUs; the engine runs exactly there (Docker).
+    Hub,
+    /// The engine queues and places (Slurm): gpuhub submits, follows, and explains with the engine's
+    /// own pending reason.
+    Engine,
 }
 
-/// A host device node handed to a container.
+/// What an engine can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Who places members.
+    pub placement: Placement,
+    /// Whether one run's members may span nodes.
+    pub multi_node: bool,
+    /// The most members one run may have.
+    pub max_members: u32,
+    /// Whether [`Engine::exec`] works (terminals, SSH, apps started inside a member).
+    pub exec: bool,
+    /// Whether [`Engine::endpoint`] reaches a member's port (the proxy and SSH port forwarding).
+    pub ingress: bool,
+    /// Whether [`RunSpec::mounts`] are honoured.
+    pub volumes: bool,
+    /// Whether a member may hold a share of a GPU.
+    pub gpu_shares: bool,
+}
+
+/// A node as an engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceMap {
-    /// Path of the character device on the host (`/dev/nvidia3`, or a test's `mknod` node).
-    pub host: String,
-    /// Path inside the container (`/dev/nvidia3`).
-    pub container: String,
+pub struct EngineNode {
+    /// Its capacity and GPUs (an engine that does not know GPU UUIDs names them `<node>/gpu<i>`).
+    pub capacity: NodeCapacity,
+    /// Whether it takes work now.
+    pub up: bool,
+    /// The engine's word on its state (`idle`, `mixed`, `drained: maintenance`).
+    pub state: String,
 }
 
-/// A bind mount.
+/// The user a run's members run as.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    /// The gpuhub username.
+    pub username: String,
+    /// The account on the engine's nodes (a Slurm cluster account; the username on Docker).
+    pub account: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// The home directory inside a member (`/home/alice`).
+    pub home: String,
+}
+
+impl Identity {
+    /// `uid:gid`, as engines take it.
+    pub fn user(&self) -> String {
+        format!("{}:{}", self.uid, self.gid)
+    }
+}
+
+/// A bind mount (a volume, in engine-neutral terms: each engine maps it to its own mounts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
-    /// Host path.
+    /// Path on the node (host).
     pub source: String,
-    /// Path in the container.
+    /// Path in the member.
     pub target: String,
     pub read_only: bool,
 }
 
-/// Everything needed to create one container. The runtime applies all of it or fails.
+/// The GPUs one member is granted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum GpuGrant {
+    /// None: the member sees no GPU.
+    #[default]
+    None,
+    /// Whole GPUs, exclusive: `uuids` when gpuhub placed them ([`Placement::Hub`]), empty when the
+    /// engine picks `count`.
+    Whole { count: u32, uuids: Vec<String> },
+    /// A share of one GPU in milli-GPU, with the GPU memory it may use: `uuid` when gpuhub placed it.
+    Share { milli: u32, memory: Option<u64>, uuid: Option<String> },
+}
+
+impl GpuGrant {
+    /// The GPU UUIDs placed by gpuhub (empty when the engine places).
+    pub fn uuids(&self) -> Vec<String> {
+        match self {
+            GpuGrant::None => Vec::new(),
+            GpuGrant::Whole { uuids, .. } => uuids.clone(),
+            GpuGrant::Share { uuid, .. } => uuid.iter().cloned().collect(),
+        }
+    }
+}
+
+/// One member of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerSpec {
-    /// Container name (unique in the engine).
+pub struct MemberSpec {
+    /// 0-based; also its `RANK`.
+    pub index: u32,
+    /// Its hostname (`train-0`); other members reach it by this name where the engine gives names.
+    pub hostname: String,
+    /// The node gpuhub placed it on ([`Placement::Hub`]); `None` when the engine places.
+    pub node: Option<String>,
+    /// CPU quota in milli-CPUs.
+    pub cpu_milli: u64,
+    /// Memory limit in bytes; swap equal (none).
+    pub memory_bytes: u64,
+    pub gpus: GpuGrant,
+    /// Variables for this member only (a share's limits); the engine adds the rank variables.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Everything needed to start a run. The engine applies all of it or fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSpec {
+    /// A name for the run, unique in the engine (`gpuhub-alice-train-0123abcd`).
     pub name: String,
     pub image: String,
     /// Command; empty for the image's default.
     pub command: Vec<String>,
+    /// Variables every member gets.
     pub env: BTreeMap<String, String>,
+    /// gpuhub's labels ([`LABEL_OWNER`], [`LABEL_WORKLOAD`], [`LABEL_INSTANCE`], kind, name).
     pub labels: BTreeMap<String, String>,
-    /// `uid:gid`; never root for users' work.
-    pub user: String,
-    pub hostname: Option<String>,
+    pub identity: Identity,
     pub working_dir: Option<String>,
-    /// CPU quota in milli-CPUs.
-    pub cpu_milli: u64,
-    /// Memory limit in bytes; swap is set equal (no swap).
-    pub memory_bytes: u64,
-    pub pids_limit: i64,
     pub mounts: Vec<Mount>,
-    /// The network to attach to (created with [`Runtime::ensure_network`]).
+    /// The network a single-host engine attaches a one-member run to (the owner's own); a run of
+    /// several members gets a network private to the run instead.
     pub network: Option<String>,
-    pub gpus: GpuAttach,
-    /// About how much output the engine keeps for this container, at most (rotating older output
-    /// away); `None` leaves it to the engine's defaults, which may keep everything.
+    pub members: Vec<MemberSpec>,
+    /// Processes per member.
+    pub pids_limit: i64,
+    /// About how much output the engine keeps per member, at most; `None`: the engine's default.
     pub log_max_bytes: Option<u64>,
+    /// The run-time limit, for engines that enforce one themselves (Slurm's `--time`).
+    pub time_limit: Option<Duration>,
+    /// The gpuhub queue it is charged to (engines map queues to partitions, accounts, QOS).
+    pub queue: String,
+    /// Container ports the run's apps listen on.
+    pub ports: Vec<u16>,
 }
 
-/// Coarse container status.
+/// A member of a run, as addressed by logs, exec and endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberRef {
+    /// The engine's id of the run ([`RunStatus::id`]).
+    pub run: String,
+    pub member: u32,
+}
+
+impl MemberRef {
+    /// Member `member` of run `run`.
+    pub fn new(run: impl Into<String>, member: u32) -> Self {
+        Self { run: run.into(), member }
+    }
+}
+
+/// Where a member is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerStatus {
-    Created,
+pub enum MemberState {
+    /// Waiting in the engine (not placed, or being created).
+    Pending,
+    /// Its main process runs.
     Running,
-    /// Exited with this code.
+    /// Its main process ended with this code.
     Exited(i64),
 }
 
-/// A container the runtime has, as seen by inspect/list.
+/// A member as the engine sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerInfo {
+pub struct MemberStatus {
+    pub index: u32,
+    /// The engine's own id (a container id; `<jobid>.<step>` on Slurm).
+    pub engine_id: String,
+    /// The node it runs on, once placed.
+    pub node: Option<String>,
+    pub state: MemberState,
+    /// The GPUs it actually holds (UUIDs, or `<node>/gpu<i>` where the engine knows no UUIDs).
+    pub gpus: Vec<String>,
+}
+
+/// Why an engine-placed run waits, in the engine's words translated to gpuhub's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingInfo {
+    /// The kind of obstacle, in gpuhub's vocabulary (`resources`, `priority`, `queue-limit`,
+    /// `unschedulable`, `held`, `dependency`) or the engine's own word.
+    pub reason: String,
+    /// One line for people, naming the engine's reason.
+    pub message: String,
+    /// 1-based position among the engine's pending work of its partition, when known.
+    pub position: Option<u32>,
+    /// When the engine expects it to start, when it says.
+    pub estimated_start: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// A run as the engine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunStatus {
+    /// The engine's id of the run (Docker: the run's name; Slurm: the job id).
     pub id: String,
-    pub name: String,
+    /// gpuhub's labels given at submit.
     pub labels: BTreeMap<String, String>,
-    pub status: ContainerStatus,
-    /// The container's IP address on its network, when running.
-    pub ip: Option<String>,
+    /// How many members the run was submitted with.
+    pub size: u32,
+    /// The members the engine has (fewer than `size` only for a run cut short, e.g. a crash mid-submit).
+    pub members: Vec<MemberStatus>,
+    /// Why it waits, while the engine has not started it.
+    pub pending: Option<PendingInfo>,
 }
 
-/// Something that happened to a gpuhub container.
+impl RunStatus {
+    /// The workload id it carries.
+    pub fn workload(&self) -> Option<&str> {
+        self.labels.get(LABEL_WORKLOAD).map(String::as_str)
+    }
+
+    /// Whether every member exists and has ended.
+    pub fn ended(&self) -> bool {
+        self.members.len() as u32 == self.size && self.members.iter().all(|m| matches!(m.state, MemberState::Exited(_)))
+    }
+}
+
+/// Something that happened to a member of a gpuhub run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RuntimeEvent {
-    Started {
-        id: String,
-        workload: String,
-    },
-    /// The main process ended.
-    Died {
-        id: String,
-        workload: String,
-        exit_code: i64,
-    },
-    /// The container was removed.
-    Destroyed {
-        id: String,
-        workload: String,
-    },
+pub enum EngineEvent {
+    /// Its main process started.
+    Started { run: String, workload: String, member: u32 },
+    /// Its main process ended.
+    Exited { run: String, workload: String, member: u32, exit_code: i64 },
+    /// It was removed (behind gpuhub's back when gpuhub did not ask).
+    Removed { run: String, workload: String, member: u32 },
 }
 
-/// A chunk of log output.
-pub type LogStream = BoxStream<'static, Result<bytes::Bytes, RuntimeError>>;
-/// A process started inside a running container.
+impl EngineEvent {
+    /// The run and workload it concerns.
+    pub fn run(&self) -> (&str, &str) {
+        match self {
+            EngineEvent::Started { run, workload, .. }
+            | EngineEvent::Exited { run, workload, .. }
+            | EngineEvent::Removed { run, workload, .. } => (run, workload),
+        }
+    }
+}
+
+/// A chunk of output.
+pub type LogStream = BoxStream<'static, Result<bytes::Bytes, EngineError>>;
+/// The engine's event feed.
+pub type EventStream = BoxStream<'static, Result<EngineEvent, EngineError>>;
+
+/// A process started inside a running member.
 pub struct ExecHandle {
-    /// The runtime's id of this exec (for [`Runtime::exec_resize`] and [`Runtime::exec_exit_code`]).
+    /// The engine's id of this exec (for [`Engine::exec_resize`] and [`Engine::exec_exit_code`]).
     pub id: String,
     /// The process's stdin.
     pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
@@ -154,7 +335,7 @@ impl std::fmt::Debug for ExecHandle {
     }
 }
 
-/// What to run with [`Runtime::exec`].
+/// What to run with [`Engine::exec`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExecSpec {
     pub command: Vec<String>,
@@ -166,37 +347,86 @@ pub struct ExecSpec {
     pub tty: Option<(u16, u16)>,
 }
 
-/// The runtime's event feed.
-pub type EventStream = BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
-
-/// A container runtime: Docker today, others later. Implementations must be cheap to clone behind an `Arc`.
+/// An engine: Docker on one host, a Slurm cluster, … Implementations are shared behind an `Arc`.
 #[async_trait]
-pub trait Runtime: Send + Sync + std::fmt::Debug {
-    /// Whether the engine has this image locally.
-    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError>;
-    /// Creates (or finds) a bridge network of this name, isolated from others' networks, carrying
-    /// `labels` (gpuhub's own: [`LABEL_OWNER`], the installation id). An existing network is joined only
-    /// when it is a gpuhub bridge whose labels include these.
-    async fn ensure_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<(), RuntimeError>;
-    /// Creates a container; returns its id.
-    async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError>;
-    async fn start(&self, id: &str) -> Result<(), RuntimeError>;
-    /// Stops with SIGTERM, then SIGKILL after `grace`. Stopping a stopped container is fine.
-    async fn stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError>;
-    /// Removes a container (forcibly). Removing a missing one is `NotFound`.
-    async fn remove(&self, id: &str) -> Result<(), RuntimeError>;
-    async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError>;
-    /// Every container carrying the [`LABEL_WORKLOAD`] label, running or not.
-    async fn list_managed(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
-    /// stdout and stderr interleaved, as the engine delivers it (chunk by chunk, never collected); with
-    /// `follow`, the stream ends when the container stops; with `tail`, only the last `tail` lines.
-    async fn logs(&self, id: &str, follow: bool, tail: Option<u64>) -> Result<LogStream, RuntimeError>;
-    /// Events of containers with the [`LABEL_WORKLOAD`] label, from now on.
-    async fn events(&self) -> Result<EventStream, RuntimeError>;
-    /// Starts a process in a running container, attached to its stdin and output.
-    async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, RuntimeError>;
+pub trait Engine: Send + Sync + std::fmt::Debug {
+    /// Its name (`docker`, `slurm`, `fake`).
+    fn name(&self) -> &'static str;
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+    /// Its nodes, their GPUs and labels.
+    async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError>;
+    /// Whether members can run this image (present, or preparable, on the engine's nodes).
+    async fn image_exists(&self, image: &str) -> Result<bool, EngineError>;
+    /// Starts a run: every member or none. Returns the run as it stands (members may still be
+    /// pending where the engine places).
+    async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError>;
+    /// Stops every member (SIGTERM, then SIGKILL after `grace`) or takes a waiting run out of the
+    /// engine's queue; returns once it has. Cancelling an ended run is fine.
+    async fn cancel(&self, run: &str, grace: Duration) -> Result<(), EngineError>;
+    /// Removes what the run left in the engine (containers, networks, job records gpuhub owns).
+    /// Removing a missing run is `NotFound`.
+    async fn remove(&self, run: &str) -> Result<(), EngineError>;
+    /// One run, now.
+    async fn observe(&self, run: &str) -> Result<RunStatus, EngineError>;
+    /// Every run carrying [`LABEL_WORKLOAD`] the engine has, running, waiting or ended (not removed).
+    async fn list_runs(&self) -> Result<Vec<RunStatus>, EngineError>;
+    /// Member events of gpuhub's runs, from now on.
+    async fn events(&self) -> Result<EventStream, EngineError>;
+    /// A member's stdout and stderr, chunk by chunk as the engine delivers them (never collected); with
+    /// `follow`, until it ends; with `tail`, only the last `tail` lines.
+    async fn logs(&self, member: &MemberRef, follow: bool, tail: Option<u64>) -> Result<LogStream, EngineError>;
+    /// Starts a process in a running member, attached to its stdin and output.
+    async fn exec(&self, member: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError>;
     /// Resizes an exec's pseudo-terminal.
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), RuntimeError>;
+    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError>;
     /// The exit code of an exec once its process has ended (`None` while it runs).
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, RuntimeError>;
+    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError>;
+    /// The address the hub connects to for `port` of a running member (the proxy, SSH forwarding).
+    async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError>;
+}
+
+/// The rank variables of member `index` of a run of `size`, with `master` the address of member 0
+/// (PyTorch DDP / torchrun conventions; `LOCAL_RANK` 0 since each member is its own container or step).
+pub fn rank_env(index: u32, size: u32, master: &str, master_port: u16) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("RANK".to_owned(), index.to_string()),
+        ("WORLD_SIZE".to_owned(), size.to_string()),
+        ("LOCAL_RANK".to_owned(), "0".to_owned()),
+        ("MASTER_ADDR".to_owned(), master.to_owned()),
+        ("MASTER_PORT".to_owned(), master_port.to_string()),
+        ("GPUHUB_MEMBER".to_owned(), index.to_string()),
+    ])
+}
+
+/// The port members rendezvous on unless the run's environment names another (`MASTER_PORT`).
+pub const DEFAULT_MASTER_PORT: u16 = 29500;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_and_grants() {
+        let env = rank_env(1, 2, "train-0", 29500);
+        assert_eq!((env["RANK"].as_str(), env["WORLD_SIZE"].as_str()), ("1", "2"));
+        assert_eq!(env["MASTER_ADDR"], "train-0");
+        assert_eq!(GpuGrant::Whole { count: 2, uuids: vec!["a".into(), "b".into()] }.uuids(), ["a", "b"]);
+        assert!(GpuGrant::Share { milli: 500, memory: None, uuid: None }.uuids().is_empty());
+        let run = RunStatus {
+            id: "r".into(),
+            labels: BTreeMap::from([(LABEL_WORKLOAD.to_owned(), "w".to_owned())]),
+            size: 2,
+            members: vec![MemberStatus {
+                index: 0,
+                engine_id: "c".into(),
+                node: None,
+                state: MemberState::Exited(0),
+                gpus: vec![],
+            }],
+            pending: None,
+        };
+        assert_eq!(run.workload(), Some("w"));
+        assert!(!run.ended(), "a member is missing");
+    }
 }

@@ -1,7 +1,7 @@
 //! Lists that scale: keyset pages of workloads in `(created_at, id)` order with filters, and the
 //! per-owner caps on how many workloads a submission may add to.
 
-use crate::workloads::{COLUMNS, bind_insert, insert_error, placeholders, workload_from_row};
+use crate::workloads::{COLUMN_COUNT, COLUMNS, bind_insert, insert_error, placeholders, workload_from_row};
 use crate::{Backend, Result, Store};
 use futures::TryStreamExt;
 use gpuhub_core::workload::{Workload, WorkloadKind, WorkloadState};
@@ -189,9 +189,11 @@ impl Store {
         let queued_cap = if w.state == WorkloadState::Queued { caps.queued } else { u64::MAX };
         let sql = format!(
             "INSERT INTO workloads ({COLUMNS}) SELECT {} \
-             WHERE (SELECT COUNT(*) FROM workloads WHERE owner = $3) < $28 \
-             AND (SELECT COUNT(*) FROM workloads WHERE owner = $3 AND state = 'queued') < $29",
-            placeholders(1..=27)
+             WHERE (SELECT COUNT(*) FROM workloads WHERE owner = $3) < ${} \
+             AND (SELECT COUNT(*) FROM workloads WHERE owner = $3 AND state = 'queued') < ${}",
+            placeholders(1..=COLUMN_COUNT),
+            COLUMN_COUNT + 1,
+            COLUMN_COUNT + 2
         );
         let cap = |c: u64| i64::try_from(c).unwrap_or(i64::MAX);
         let mut tx = self.pool.begin().await?;

@@ -20,13 +20,16 @@ pub struct WorkloadFilter {
 
 /// The workload columns, in the order [`workload_from_row`] reads them.
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
-                       gpus, container_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
-                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption";
+                       gpus, run_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
+                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members";
 
-/// Sets every mutable column from `$2`…`$11`; `$1` is the id.
-const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, container_id = $4, exit_code = $5, message = $6, \
-                      priority = $7, queued_at = $8, started_at = $9, finished_at = $10, interruption = $11 \
-                      WHERE id = $1";
+/// How many columns [`COLUMNS`] names.
+pub(crate) const COLUMN_COUNT: usize = 29;
+
+/// Sets every mutable column from `$2`…`$12`; `$1` is the id.
+const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
+                      priority = $7, queued_at = $8, started_at = $9, finished_at = $10, interruption = $11, \
+                      members = $12 WHERE id = $1";
 
 pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     Ok(Workload {
@@ -51,7 +54,9 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         apps: get_json(row, "apps")?,
         state: get_parsed(row, "state")?,
         gpus: get_json(row, "gpus")?,
-        container_id: row.try_get("container_id")?,
+        size: get_int(row, "size")?,
+        run_id: row.try_get("run_id")?,
+        members: get_json(row, "members")?,
         exit_code: row.try_get("exit_code")?,
         message: row.try_get("message")?,
         created_at: get_time(row, "created_at")?,
@@ -65,23 +70,24 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     })
 }
 
-/// Binds `w`'s id and mutable fields as `$1`…`$11` of [`UPDATE`].
+/// Binds `w`'s id and mutable fields as `$1`…`$12` of [`UPDATE`].
 fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
         .bind(w.state.as_str())
         .bind(to_json("gpus", &w.gpus)?)
-        .bind(w.container_id.as_deref())
+        .bind(w.run_id.as_deref())
         .bind(w.exit_code)
         .bind(w.message.as_deref())
         .bind(i64::from(w.priority))
         .bind(ms(w.queued_at))
         .bind(opt_ms(w.started_at))
         .bind(opt_ms(w.finished_at))
-        .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?))
+        .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?)
+        .bind(to_json("members", &w.members)?))
 }
 
-/// Binds every column of `w` as `$1`…`$27`, in the order of [`COLUMNS`].
+/// Binds every column of `w` as `$1`…`$29`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -97,7 +103,7 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(i64::from(w.priority))
         .bind(w.state.as_str())
         .bind(to_json("gpus", &w.gpus)?)
-        .bind(w.container_id.as_deref())
+        .bind(w.run_id.as_deref())
         .bind(w.exit_code)
         .bind(w.message.as_deref())
         .bind(ms(w.created_at))
@@ -110,7 +116,9 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(&w.queue)
         .bind(w.constraint.as_deref())
         .bind(w.runtime_limit.map(|s| u64_to_db(s.0)))
-        .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?))
+        .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?)
+        .bind(i64::from(w.size))
+        .bind(to_json("members", &w.members)?))
 }
 
 /// `$a, $b, …` for the numbers in `range`.
@@ -135,7 +143,7 @@ impl Store {
     /// Stores a new workload. [`StoreError::Conflict`] if its id, or its name for that owner, is taken.
     /// Timestamps keep millisecond precision.
     pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
-        let sql = format!("INSERT INTO workloads ({COLUMNS}) VALUES ({})", placeholders(1..=27));
+        let sql = format!("INSERT INTO workloads ({COLUMNS}) VALUES ({})", placeholders(1..=COLUMN_COUNT));
         bind_insert(&sql, w)?.execute(&self.pool).await.map_err(|e| insert_error(e, w))?;
         Ok(())
     }

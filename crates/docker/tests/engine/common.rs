@@ -2,7 +2,8 @@
 
 use futures::StreamExt;
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{ContainerSpec, ContainerStatus, GpuAttach, LABEL_OWNER, LABEL_WORKLOAD, Runtime};
+use gpuhub_docker::{ContainerSpec, ContainerStatus, GpuAttach};
+use gpuhub_driver::{LABEL_OWNER, LABEL_WORKLOAD};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Once;
@@ -54,6 +55,7 @@ pub fn spec(name: &str, script: &str) -> ContainerSpec {
         pids_limit: 64,
         mounts: vec![],
         network: None,
+        aliases: vec![],
         gpus: GpuAttach::None,
         log_max_bytes: None,
     }

@@ -2,16 +2,16 @@
 
 use crate::common::*;
 use futures::StreamExt;
-use gpuhub_driver::{ContainerStatus, EventStream, Runtime, RuntimeEvent};
+use gpuhub_docker::ContainerStatus;
+use gpuhub_driver::{EngineEvent, EventStream};
 
-/// The next event about container `id`, skipping other tests' events.
-async fn next_for(events: &mut EventStream, id: &str, unwanted: &str) -> RuntimeEvent {
+/// The next event about container `id` (a container without a run label is a run of its own, named by
+/// its id), skipping other tests' events.
+async fn next_for(events: &mut EventStream, id: &str, unwanted: &str) -> EngineEvent {
     tokio::time::timeout(PATIENCE, async {
         loop {
             let ev = events.next().await.expect("the feed stays open").unwrap();
-            let (RuntimeEvent::Started { id: of, .. }
-            | RuntimeEvent::Died { id: of, .. }
-            | RuntimeEvent::Destroyed { id: of, .. }) = &ev;
+            let (of, _) = ev.run();
             assert_ne!(of, unwanted, "an unlabelled container's event came through: {ev:?}");
             if of == id {
                 return ev;
@@ -40,14 +40,14 @@ async fn started_died_destroyed_for_labelled_containers() {
     let id = run(&rt, &mut cleanup, &s).await;
     assert_eq!(
         next_for(&mut events, &id, &plain_id).await,
-        RuntimeEvent::Started { id: id.clone(), workload: workload.clone() }
+        EngineEvent::Started { run: id.clone(), workload: workload.clone(), member: 0 }
     );
     assert_eq!(
         next_for(&mut events, &id, &plain_id).await,
-        RuntimeEvent::Died { id: id.clone(), workload: workload.clone(), exit_code: 3 }
+        EngineEvent::Exited { run: id.clone(), workload: workload.clone(), member: 0, exit_code: 3 }
     );
     rt.remove(&id).await.unwrap();
-    assert_eq!(next_for(&mut events, &id, &plain_id).await, RuntimeEvent::Destroyed { id, workload });
+    assert_eq!(next_for(&mut events, &id, &plain_id).await, EngineEvent::Removed { run: id, workload, member: 0 });
 }
 
 #[tokio::test]
@@ -59,6 +59,6 @@ async fn events_between_subscribing_and_reading_are_kept() {
     let id = run(&rt, &mut cleanup, &spec(&unique("evearly"), "exit 5")).await;
     output(&rt, &id).await;
     assert_eq!(rt.inspect(&id).await.unwrap().status, ContainerStatus::Exited(5));
-    assert!(matches!(next_for(&mut events, &id, "").await, RuntimeEvent::Started { .. }));
-    assert!(matches!(next_for(&mut events, &id, "").await, RuntimeEvent::Died { exit_code: 5, .. }));
+    assert!(matches!(next_for(&mut events, &id, "").await, EngineEvent::Started { .. }));
+    assert!(matches!(next_for(&mut events, &id, "").await, EngineEvent::Exited { exit_code: 5, .. }));
 }

@@ -3,7 +3,7 @@
 use crate::common::*;
 use futures::StreamExt;
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{ExecHandle, ExecSpec, Runtime, RuntimeError};
+use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
@@ -64,12 +64,12 @@ async fn exec_with_tty_runs_as_the_user_and_reports_its_exit() {
     let mut h = rt.exec(&id, &env).await.unwrap();
     assert_eq!(read_all(&mut h).await, "alice in /tmp\n");
 
-    assert!(matches!(rt.exec_exit_code("no-such-exec").await, Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.exec_exit_code("no-such-exec").await, Err(EngineError::NotFound(_))));
     rt.stop(&id, Duration::ZERO).await.unwrap();
-    assert!(matches!(rt.exec(&id, &exec(&["true"], None)).await, Err(RuntimeError::Rejected(_))));
+    assert!(matches!(rt.exec(&id, &exec(&["true"], None)).await, Err(EngineError::Rejected(_))));
     assert!(matches!(
         rt.exec("gpuhub-test-no-such-container", &exec(&["true"], None)).await,
-        Err(RuntimeError::NotFound(_))
+        Err(EngineError::NotFound(_))
     ));
 }
 

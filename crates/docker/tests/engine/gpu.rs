@@ -2,7 +2,8 @@
 //! needs the NVIDIA Container Toolkit and a GPU; its translation is unit-tested in `src/config.rs`.)
 
 use crate::common::*;
-use gpuhub_driver::{DeviceMap, GpuAttach, Runtime, RuntimeError};
+use gpuhub_docker::{DeviceMap, GpuAttach};
+use gpuhub_driver::EngineError;
 use std::path::Path;
 use std::process::Command;
 
@@ -69,5 +70,5 @@ async fn a_given_node_is_usable_and_others_are_not() {
     let mut bad = spec(&unique("gpurel"), "true");
     bad.gpus =
         GpuAttach::Devices { devices: vec![DeviceMap { host: "nvidia0".into(), container: "/dev/nvidia0".into() }] };
-    assert!(matches!(rt.create(&bad).await, Err(RuntimeError::Rejected(_))));
+    assert!(matches!(rt.create(&bad).await, Err(EngineError::Rejected(_))));
 }

@@ -3,7 +3,8 @@
 use crate::common::*;
 use bollard::container::InspectContainerOptions;
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{ContainerStatus, LABEL_WORKLOAD, Mount, Runtime, RuntimeError};
+use gpuhub_docker::ContainerStatus;
+use gpuhub_driver::{EngineError, LABEL_WORKLOAD, Mount};
 use std::process::Command;
 use std::time::Duration;
 
@@ -67,14 +68,14 @@ async fn refuses_the_engine_socket_and_missing_images() {
         let mut s = spec(&unique("sock"), "true");
         cleanup.container(&s.name);
         s.mounts.push(Mount { source: source.to_owned(), target: "/engine".into(), read_only: true });
-        assert!(matches!(rt.create(&s).await, Err(RuntimeError::Rejected(_))), "{source} must be refused");
-        assert!(matches!(rt.inspect(&s.name).await, Err(RuntimeError::NotFound(_))), "nothing was created");
+        assert!(matches!(rt.create(&s).await, Err(EngineError::Rejected(_))), "{source} must be refused");
+        assert!(matches!(rt.inspect(&s.name).await, Err(EngineError::NotFound(_))), "nothing was created");
     }
     let mut s = spec(&unique("noimage"), "true");
     cleanup.container(&s.name);
     s.image = "gpuhub/does-not-exist:latest".into();
     assert!(!rt.image_exists(&s.image).await.unwrap());
-    assert!(matches!(rt.create(&s).await, Err(RuntimeError::ImageNotFound(i)) if i == s.image));
+    assert!(matches!(rt.create(&s).await, Err(EngineError::ImageNotFound(i)) if i == s.image));
 }
 
 #[tokio::test]
@@ -87,11 +88,11 @@ async fn bind_mounts_and_name_conflicts() {
     s.mounts.push(Mount { source: dir.path().to_str().unwrap().to_owned(), target: "/data".into(), read_only: true });
     let (out, _) = run_to_end(&rt, &mut cleanup, &s).await;
     assert_eq!(out, "from the host\nread-only\n");
-    assert!(matches!(rt.create(&s).await, Err(RuntimeError::Rejected(_))), "the name is taken");
+    assert!(matches!(rt.create(&s).await, Err(EngineError::Rejected(_))), "the name is taken");
     let mut missing = spec(&unique("nosrc"), "true");
     cleanup.container(&missing.name);
     missing.mounts.push(Mount { source: "/nonexistent/gpuhub".into(), target: "/data".into(), read_only: false });
-    assert!(matches!(rt.create(&missing).await, Err(RuntimeError::Rejected(_))), "a missing source is refused");
+    assert!(matches!(rt.create(&missing).await, Err(EngineError::Rejected(_))), "a missing source is refused");
 }
 
 #[tokio::test]
@@ -107,7 +108,7 @@ async fn logs_follow_ends_with_the_container() {
         all.extend_from_slice(&chunk.unwrap());
     }
     assert_eq!(all, b"one\ntwo\n");
-    assert!(matches!(rt.logs("gpuhub-test-no-such-container", true, None).await, Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.logs("gpuhub-test-no-such-container", true, None).await, Err(EngineError::NotFound(_))));
 }
 
 /// All of a log stream.
@@ -180,13 +181,13 @@ async fn stop_remove_and_not_found() {
     assert_eq!(rt.inspect(&id).await.unwrap().status, ContainerStatus::Exited(143));
     rt.stop(&id, Duration::from_secs(10)).await.expect("stopping a stopped container is fine");
     rt.remove(&id).await.unwrap();
-    assert!(matches!(rt.remove(&id).await, Err(RuntimeError::NotFound(_))));
-    assert!(matches!(rt.inspect(&id).await, Err(RuntimeError::NotFound(_))));
-    assert!(matches!(rt.stop(&id, Duration::ZERO).await, Err(RuntimeError::NotFound(_))));
-    assert!(matches!(rt.start(&id).await, Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.remove(&id).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(rt.inspect(&id).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(rt.stop(&id, Duration::ZERO).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(rt.start(&id).await, Err(EngineError::NotFound(_))));
 
     // A running container is removed by force.
     let id = run(&rt, &mut cleanup, &spec(&unique("force"), "sleep 300")).await;
     rt.remove(&id).await.unwrap();
-    assert!(matches!(rt.inspect(&id).await, Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.inspect(&id).await, Err(EngineError::NotFound(_))));
 }

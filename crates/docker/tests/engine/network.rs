@@ -2,7 +2,8 @@
 
 use crate::common::*;
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{ContainerStatus, Runtime, RuntimeError};
+use gpuhub_docker::ContainerStatus;
+use gpuhub_driver::EngineError;
 use std::collections::BTreeMap;
 
 /// A client on `network` fetching `url` (2-second timeouts: `wget -T` crashes in Debian 12's busybox, so `timeout 2`): its output and exit code.
@@ -55,14 +56,14 @@ async fn shared_or_foreign_networks_are_refused() {
     let rt = runtime().await;
     let mut cleanup = Cleanup::default();
     for name in ["bridge", "host", "none", ""] {
-        assert!(matches!(rt.ensure_network(name, &BTreeMap::new()).await, Err(RuntimeError::Rejected(_))), "{name:?}");
+        assert!(matches!(rt.ensure_network(name, &BTreeMap::new()).await, Err(EngineError::Rejected(_))), "{name:?}");
     }
     let foreign = unique("foreign");
     cleanup.network(&foreign);
     let made = std::process::Command::new("docker").args(["network", "create", &foreign]).output().unwrap();
     assert!(made.status.success());
     assert!(
-        matches!(rt.ensure_network(&foreign, &BTreeMap::new()).await, Err(RuntimeError::Rejected(_))),
+        matches!(rt.ensure_network(&foreign, &BTreeMap::new()).await, Err(EngineError::Rejected(_))),
         "not made by gpuhub"
     );
 
@@ -75,7 +76,7 @@ async fn shared_or_foreign_networks_are_refused() {
     rt.ensure_network(&shared_name, &install("first")).await.unwrap();
     rt.ensure_network(&shared_name, &install("first")).await.expect("the same installation joins again");
     match rt.ensure_network(&shared_name, &install("second")).await {
-        Err(RuntimeError::Rejected(why)) => assert!(why.contains("gpuhub.instance"), "{why}"),
+        Err(EngineError::Rejected(why)) => assert!(why.contains("gpuhub.instance"), "{why}"),
         other => panic!("a second installation joined the first one's network: {other:?}"),
     }
 
@@ -87,8 +88,8 @@ async fn shared_or_foreign_networks_are_refused() {
     {
         s.network = Some(net.to_owned());
         match rt.create(&s).await {
-            Err(RuntimeError::Rejected(_)) if refused => {}
-            Err(RuntimeError::NotFound(_)) if !refused => {}
+            Err(EngineError::Rejected(_)) if refused => {}
+            Err(EngineError::NotFound(_)) if !refused => {}
             other => panic!("network {net}: {other:?}"),
         }
     }

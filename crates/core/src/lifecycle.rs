@@ -1,0 +1,366 @@
+//! The workload state machine: [`Workload::apply`] is the one function through which a workload's
+//! state changes. Every event names what happened (a placement, a member's exit, a stop for a typed
+//! reason); `apply` checks that it may happen now and sets state, members, GPUs, exit code, message and
+//! times together, so no caller can leave a workload half-moved.
+//!
+//! ```text
+//!            Placed            all members Running
+//! queued ───────────▶ starting ─────────────────▶ running ──▶ succeeded | failed | stopped
+//!   ▲ │ Submitted (engine queues; stays queued with a run)        │
+//!   │ └──────────────── MemberRunning … ──────────────────────────┘
+//!   └── Requeue, a preemption's RunStopped, StartDeferred, Orphaned          Lost: the run vanished
+//! ```
+
+use crate::stop::StopReason;
+use crate::workload::{Member, MemberPhase, Workload, WorkloadKind, WorkloadState};
+use crate::{CoreError, Seconds};
+use chrono::{DateTime, Utc};
+
+/// The message of a workload stopped at its run-time limit.
+pub const TIME_LIMIT: &str = "reached its run-time limit";
+
+/// Something that happened to a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Its owner or an admin queues an ended workload again.
+    Requeue,
+    /// The scheduler says why it waits (a message only; no state changes).
+    Waiting {
+        /// One line for people.
+        message: String,
+    },
+    /// gpuhub placed it: the members with their nodes and GPUs, recorded before the engine is asked.
+    Placed {
+        /// One per member, pending.
+        members: Vec<Member>,
+    },
+    /// The engine took its run: `members` as the engine reports them. Where gpuhub placed, the run
+    /// starts (`starting`); where the engine places, the workload waits in the engine's queue (stays
+    /// `queued`, now with a run).
+    Submitted {
+        /// The engine's id of the run.
+        run: String,
+        /// The members as the engine reports them.
+        members: Vec<Member>,
+    },
+    /// Starting it could not reach the engine or the database: nothing ran; it waits again.
+    StartDeferred {
+        /// The error.
+        why: String,
+    },
+    /// The engine refused to start it.
+    StartFailed {
+        /// The engine's words.
+        why: String,
+    },
+    /// A member runs (on `node`, holding `gpus`, when the engine says).
+    MemberRunning {
+        /// Its index.
+        index: u32,
+        /// Where, when the engine placed it.
+        node: Option<String>,
+        /// The GPUs it holds, when the engine says.
+        gpus: Option<Vec<String>>,
+    },
+    /// A member's main process ended.
+    MemberExited {
+        /// Its index.
+        index: u32,
+        /// Its exit code.
+        code: i64,
+    },
+    /// A stop was asked for `reason`. A workload without a run ends at once; one with a run keeps its
+    /// state until [`Event::RunStopped`].
+    StopRequested {
+        /// Why.
+        reason: StopReason,
+    },
+    /// The run asked to stop has ended; `code` is member 0's exit code when known.
+    RunStopped {
+        /// Member 0's exit code.
+        code: Option<i64>,
+    },
+    /// The run vanished behind gpuhub's back (removed by hand, its node gone).
+    Lost {
+        /// What was seen.
+        why: String,
+    },
+    /// After a restart: the intent to start was recorded but the engine has no run. Nothing ran.
+    Orphaned,
+}
+
+impl Event {
+    fn name(&self) -> &'static str {
+        match self {
+            Event::Requeue => "start",
+            Event::Waiting { .. } => "wait",
+            Event::Placed { .. } => "be placed",
+            Event::Submitted { .. } => "be submitted",
+            Event::StartDeferred { .. } => "be queued again",
+            Event::StartFailed { .. } => "fail to start",
+            Event::MemberRunning { .. } => "run",
+            Event::MemberExited { .. } => "exit",
+            Event::StopRequested { .. } => "stop",
+            Event::RunStopped { .. } => "end its stop",
+            Event::Lost { .. } => "be lost",
+            Event::Orphaned => "be queued again after a restart",
+        }
+    }
+}
+
+impl Workload {
+    /// Applies `event` at `now`: the only way a workload's state changes. An event that cannot happen
+    /// in the current state is a [`CoreError::Transition`] and changes nothing.
+    pub fn apply(&mut self, event: Event, now: DateTime<Utc>) -> Result<(), CoreError> {
+        use WorkloadState::*;
+        let refuse = |w: &Workload, e: &Event| Err(CoreError::Transition { from: w.state, action: e.name() });
+        match (&event, self.state) {
+            (Event::Requeue, Succeeded | Failed | Stopped | Lost) => {
+                self.state = Queued;
+                self.exit_code = None;
+                self.gpus.clear();
+                self.members.clear(); // the run id stays: the next launch removes that run first
+                self.finished_at = None;
+                self.queued_at = now;
+                self.message = Some("queued".into());
+                self.interruption = None;
+            }
+            (Event::Waiting { message }, Queued) => self.message = Some(message.clone()),
+            (Event::Placed { members }, Queued) if !self.waits_in_engine() => {
+                self.state = Starting;
+                self.gpus = members.iter().flat_map(|m| m.gpus.iter().cloned()).collect();
+                self.members = members.clone();
+                self.run_id = None;
+                self.message = None;
+                self.interruption = None;
+            }
+            (Event::Submitted { run, members }, Queued | Starting) => {
+                self.run_id = Some(run.clone());
+                self.merge_members(members);
+                // members that already ran (and perhaps ended) count as events of their own
+                for m in members.iter().filter(|m| m.state != MemberPhase::Pending) {
+                    let (node, gpus) = (m.node.clone(), Some(m.gpus.clone()).filter(|g| !g.is_empty()));
+                    self.apply(Event::MemberRunning { index: m.index, node, gpus }, now)?;
+                }
+                for m in members.iter().filter(|m| m.state == MemberPhase::Exited) {
+                    self.apply(Event::MemberExited { index: m.index, code: m.exit_code.unwrap_or(-1) }, now)?;
+                }
+            }
+            (Event::StartDeferred { why }, Queued | Starting) => {
+                self.state = Queued;
+                self.gpus.clear();
+                self.members.clear();
+                self.run_id = None;
+                self.message = Some(format!("queued again: {why}"));
+            }
+            (Event::StartFailed { why }, Queued | Starting) => {
+                self.state = Failed;
+                self.gpus.clear();
+                self.finished_at = Some(now);
+                self.message = Some(format!("could not start: {why}"));
+                self.interruption = Some(StopReason::EngineFailure { detail: why.clone(), at: now });
+            }
+            (Event::MemberRunning { index, node, gpus }, Starting | Running | Queued) if self.has_live_run() => {
+                let m = self.member_mut(*index);
+                if m.state == MemberPhase::Pending {
+                    m.state = MemberPhase::Running;
+                }
+                if node.is_some() {
+                    m.node = node.clone();
+                }
+                if let Some(g) = gpus {
+                    m.gpus = g.clone();
+                }
+                self.gpus = self.members.iter().flat_map(|m| m.gpus.iter().cloned()).collect();
+                let size = self.size.max(1) as usize;
+                let all = self.members.len() >= size && self.members.iter().all(|m| m.state != MemberPhase::Pending);
+                if all && self.state != Running {
+                    self.state = Running;
+                    self.started_at = Some(now);
+                    self.message = None;
+                }
+            }
+            (Event::MemberExited { index, code }, Starting | Running | Queued) if self.has_live_run() => {
+                let m = self.member_mut(*index);
+                if m.state == MemberPhase::Exited {
+                    return Ok(());
+                }
+                m.state = MemberPhase::Exited;
+                m.exit_code = Some(*code);
+                let (index, code) = (*index, *code);
+                self.started_at.get_or_insert(now);
+                if self.interruption.is_some() {
+                    // a stop is under way: its RunStopped decides once every member has ended
+                    if self.all_exited() {
+                        self.end_stopped(self.members.first().and_then(|m| m.exit_code), now);
+                    }
+                } else if code != 0 && self.exit_code.is_none() && !self.all_exited() {
+                    // a member failing fails the run: the others are stopped (the controller sees
+                    // `failing`) and the run ends failed with this member's code
+                    self.exit_code = Some(code);
+                    self.message = Some(format!("member {index} exited with code {code}; stopping the others"));
+                } else if self.all_exited() {
+                    let code = self.exit_code.unwrap_or_else(|| {
+                        self.members.iter().filter_map(|m| m.exit_code).find(|c| *c != 0).unwrap_or(0)
+                    });
+                    self.end(code, now);
+                }
+            }
+            (Event::StopRequested { reason }, Queued | Starting | Running) => {
+                self.interruption = Some(reason.clone());
+                if let StopReason::TimeLimit { limit, .. } = reason {
+                    self.message = Some(format!("{TIME_LIMIT} of {limit}"));
+                } else if let StopReason::Preempted { detail, .. } = reason {
+                    self.message = Some(format!("preempted: {detail}"));
+                }
+                if self.run_id.is_none() && self.state == Queued {
+                    self.state = Stopped;
+                    self.gpus.clear();
+                    self.finished_at = Some(now);
+                    self.message = Some("stopped before it started".into());
+                }
+            }
+            (Event::RunStopped { code }, Queued | Starting | Running) => self.end_stopped(*code, now),
+            (Event::Lost { why }, Queued | Starting | Running) => {
+                self.state = Lost;
+                self.finished_at = Some(now);
+                self.message = Some(why.clone());
+                self.interruption = Some(StopReason::EngineFailure { detail: why.clone(), at: now });
+            }
+            (Event::Orphaned, Starting | Queued) => {
+                self.state = Queued;
+                self.gpus.clear();
+                self.members.clear();
+                self.run_id = None;
+                self.message = Some("queued again after a restart".into());
+            }
+            (e, _) => return refuse(self, e),
+        }
+        Ok(())
+    }
+
+    /// Whether a member failed and the others are still being stopped.
+    pub fn failing(&self) -> bool {
+        self.state.holds_resources()
+            && self.interruption.is_none()
+            && self.exit_code.is_some_and(|c| c != 0)
+            && !self.all_exited()
+    }
+
+    /// The run of an earlier attempt a queued workload still names (ended, not yet removed from the
+    /// engine): the next launch removes it first.
+    pub fn stale_run(&self) -> Option<&str> {
+        (self.state == WorkloadState::Queued && self.members.is_empty()).then_some(self.run_id.as_deref()).flatten()
+    }
+
+    /// Whether it waits in the queue of an engine that places itself (submitted, not yet running).
+    pub fn waits_in_engine(&self) -> bool {
+        self.state == WorkloadState::Queued && self.run_id.is_some() && !self.members.is_empty()
+    }
+
+    /// Whether its run is the current one: it holds resources, or waits in the engine.
+    pub fn has_live_run(&self) -> bool {
+        self.run_id.is_some() && (self.state.holds_resources() || self.waits_in_engine())
+    }
+
+    fn all_exited(&self) -> bool {
+        self.members.len() >= self.size.max(1) as usize && self.members.iter().all(|m| m.state == MemberPhase::Exited)
+    }
+
+    fn member_mut(&mut self, index: u32) -> &mut Member {
+        if let Some(i) = self.members.iter().position(|m| m.index == index) {
+            return &mut self.members[i];
+        }
+        self.members.push(Member::pending(index));
+        self.members.sort_by_key(|m| m.index);
+        let i = self.members.iter().position(|m| m.index == index).unwrap_or(0);
+        &mut self.members[i]
+    }
+
+    fn merge_members(&mut self, seen: &[Member]) {
+        for s in seen {
+            let m = self.member_mut(s.index);
+            m.engine_id = s.engine_id.clone().or(m.engine_id.take());
+            if s.node.is_some() {
+                m.node = s.node.clone();
+            }
+            if !s.gpus.is_empty() {
+                m.gpus = s.gpus.clone();
+            }
+        }
+        self.gpus = self.members.iter().flat_map(|m| m.gpus.iter().cloned()).collect();
+    }
+
+    /// The run ended by itself with `code`.
+    fn end(&mut self, code: i64, now: DateTime<Utc>) {
+        self.state = match (self.kind, code) {
+            (WorkloadKind::Job, 0) => WorkloadState::Succeeded,
+            (WorkloadKind::Job, _) => WorkloadState::Failed,
+            // a workspace whose main process ends on its own is stopped with code 0, failed otherwise
+            (WorkloadKind::Workspace, 0) => WorkloadState::Stopped,
+            (WorkloadKind::Workspace, _) => WorkloadState::Failed,
+        };
+        self.exit_code = Some(code);
+        self.finished_at = Some(now);
+        let failed_member = self.members.iter().find(|m| m.exit_code == Some(code) && code != 0 && self.size > 1);
+        self.message = Some(match (self.state, code, failed_member) {
+            (WorkloadState::Succeeded, _, _) => "exited with code 0".into(),
+            (_, c, Some(m)) => format!("member {} exited with code {c}; the run failed", m.index),
+            (_, 137, None) => "killed (exit code 137; out of memory or SIGKILL)".into(),
+            (_, c, None) => format!("exited with code {c}"),
+        });
+    }
+
+    /// The run stopped from outside ended, member 0 with `code` (if known): what it becomes follows its
+    /// typed reason, never its message. A preempted workload goes back to the queue in its old place
+    /// (its submit time); one at its time limit ends (a job as failed); one stopped by a person or for a
+    /// disabled owner is stopped; a job that exited 0 by itself before a preemption or its time limit
+    /// reached it succeeded.
+    fn end_stopped(&mut self, code: Option<i64>, now: DateTime<Utc>) {
+        self.exit_code = code;
+        self.finished_at = Some(now);
+        for m in self.members.iter_mut().filter(|m| m.state != MemberPhase::Exited) {
+            m.state = MemberPhase::Exited;
+        }
+        let by_system = matches!(self.interruption, Some(StopReason::Preempted { .. } | StopReason::TimeLimit { .. }));
+        if by_system && self.kind == WorkloadKind::Job && code == Some(0) {
+            self.state = WorkloadState::Succeeded;
+            self.message = Some("exited with code 0".into());
+            self.interruption = None;
+            return;
+        }
+        let why = self.interruption.as_ref().map(StopReason::summary);
+        match &self.interruption {
+            Some(StopReason::Preempted { detail, .. }) => {
+                self.state = WorkloadState::Queued;
+                self.finished_at = None;
+                self.gpus.clear();
+                self.members.clear(); // the run id stays: the next launch removes that run first
+                self.message = Some(format!("{}: {detail}; queued again", why.unwrap_or_default()));
+            }
+            Some(StopReason::TimeLimit { limit, .. }) => {
+                self.state = match self.kind {
+                    WorkloadKind::Job => WorkloadState::Failed,
+                    WorkloadKind::Workspace => WorkloadState::Stopped,
+                };
+                self.message = Some(format!("{TIME_LIMIT} of {limit}"));
+            }
+            Some(_) => {
+                self.state = WorkloadState::Stopped;
+                self.message = why;
+            }
+            None => {
+                self.state = WorkloadState::Stopped;
+                self.message = Some("stopped".into());
+            }
+        }
+    }
+}
+
+/// Seconds as the interruption of a time limit carries them (for callers building one).
+pub fn time_limit(limit: Seconds, at: DateTime<Utc>) -> StopReason {
+    StopReason::TimeLimit { limit, at }
+}
+
+#[cfg(test)]
+mod tests;

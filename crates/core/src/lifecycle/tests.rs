@@ -1,0 +1,231 @@
+use super::*;
+use crate::workload::Resources;
+
+fn at(s: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(s, 0).unwrap()
+}
+
+fn queued(kind: WorkloadKind, size: u32) -> Workload {
+    Workload {
+        id: "i".into(),
+        name: "n".into(),
+        owner: "o".into(),
+        kind,
+        image: "x".into(),
+        command: vec![],
+        env: Default::default(),
+        resources: Resources::default(),
+        priority: 0,
+        queue: String::new(),
+        constraint: None,
+        runtime_limit: None,
+        apps: vec![],
+        state: WorkloadState::Queued,
+        size,
+        gpus: vec![],
+        run_id: None,
+        members: vec![],
+        exit_code: None,
+        // a message that looks like a preemption must not be taken for one
+        message: Some("preempted: not really".into()),
+        interruption: None,
+        created_at: at(0),
+        queued_at: at(0),
+        started_at: None,
+        finished_at: None,
+    }
+}
+
+fn placed(size: u32) -> Vec<Member> {
+    (0..size).map(|i| Member { node: Some("n".into()), gpus: vec![format!("G{i}")], ..Member::pending(i) }).collect()
+}
+
+fn running(m: &[Member]) -> Vec<Member> {
+    m.iter().map(|m| Member { state: MemberPhase::Running, engine_id: Some(format!("c{}", m.index)), ..m.clone() }).collect()
+}
+
+/// A workload placed by gpuhub and running on the engine as run `r`.
+fn started(kind: WorkloadKind, size: u32) -> Workload {
+    let mut w = queued(kind, size);
+    w.apply(Event::Placed { members: placed(size) }, at(1)).unwrap();
+    assert_eq!(w.state, WorkloadState::Starting);
+    w.apply(Event::Submitted { run: "r".into(), members: running(&w.members) }, at(2)).unwrap();
+    assert_eq!((w.state, w.started_at), (WorkloadState::Running, Some(at(2))));
+    w
+}
+
+#[test]
+fn a_job_runs_and_keeps_what_it_held() {
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::MemberExited { index: 0, code: 0 }, at(5)).unwrap();
+    assert_eq!((w.state, w.exit_code, w.finished_at), (WorkloadState::Succeeded, Some(0), Some(at(5))));
+    assert_eq!(w.gpus, ["G0"], "a finished workload shows the GPUs it held");
+    assert_eq!(w.members[0].state, MemberPhase::Exited);
+    // an ended workload cannot end again, and a stop of it is refused without changing it
+    let before = w.clone();
+    assert!(w.apply(Event::StopRequested { reason: StopReason::User { by: "o".into(), at: at(6) } }, at(6)).is_err());
+    assert!(w.apply(Event::MemberExited { index: 0, code: 3 }, at(6)).is_err());
+    assert_eq!(w, before);
+    // started again: queued, the old run kept only to be removed at the next launch
+    w.apply(Event::Requeue, at(7)).unwrap();
+    assert_eq!((w.state, w.queued_at, w.stale_run()), (WorkloadState::Queued, at(7), Some("r")));
+    assert!(w.gpus.is_empty() && w.members.is_empty() && w.exit_code.is_none());
+    assert!(Workload { state: WorkloadState::Running, ..w.clone() }.apply(Event::Requeue, at(8)).is_err());
+}
+
+#[test]
+fn exit_codes_decide_by_kind() {
+    for (kind, code, want) in [
+        (WorkloadKind::Job, 3, WorkloadState::Failed),
+        (WorkloadKind::Workspace, 0, WorkloadState::Stopped),
+        (WorkloadKind::Workspace, 1, WorkloadState::Failed),
+    ] {
+        let mut w = started(kind, 1);
+        w.apply(Event::MemberExited { index: 0, code }, at(5)).unwrap();
+        assert_eq!(w.state, want, "{kind:?} {code}");
+    }
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::MemberExited { index: 0, code: 137 }, at(5)).unwrap();
+    assert!(w.message.as_deref().unwrap().contains("out of memory or SIGKILL"));
+}
+
+#[test]
+fn a_member_failing_fails_the_gang_with_its_code() {
+    let mut w = started(WorkloadKind::Job, 2);
+    w.apply(Event::MemberExited { index: 1, code: 7 }, at(5)).unwrap();
+    assert!(w.failing(), "member 0 still runs and must be stopped");
+    assert_eq!(w.state, WorkloadState::Running);
+    // member 0 is killed by the controller's stop
+    w.apply(Event::MemberExited { index: 0, code: 137 }, at(6)).unwrap();
+    assert!(!w.failing());
+    assert_eq!((w.state, w.exit_code), (WorkloadState::Failed, Some(7)));
+    assert_eq!(w.message.as_deref(), Some("member 1 exited with code 7; the run failed"));
+    // a gang whose members all succeed succeeds, whatever order they end in
+    let mut w = started(WorkloadKind::Job, 2);
+    w.apply(Event::MemberExited { index: 1, code: 0 }, at(5)).unwrap();
+    assert!(!w.failing() && w.state == WorkloadState::Running);
+    w.apply(Event::MemberExited { index: 0, code: 0 }, at(6)).unwrap();
+    assert_eq!(w.state, WorkloadState::Succeeded);
+}
+
+#[test]
+fn a_gang_runs_once_every_member_does() {
+    let mut w = queued(WorkloadKind::Job, 2);
+    w.apply(Event::Placed { members: placed(2) }, at(1)).unwrap();
+    let mut half = running(&w.members);
+    half[1].state = MemberPhase::Pending;
+    w.apply(Event::Submitted { run: "r".into(), members: half }, at(2)).unwrap();
+    assert_eq!(w.state, WorkloadState::Starting);
+    w.apply(Event::MemberRunning { index: 1, node: None, gpus: None }, at(3)).unwrap();
+    assert_eq!((w.state, w.started_at), (WorkloadState::Running, Some(at(3))));
+    assert_eq!(w.gpus, ["G0", "G1"]);
+}
+
+#[test]
+fn a_run_that_ended_before_it_was_recorded_still_ends() {
+    let mut w = queued(WorkloadKind::Job, 1);
+    w.apply(Event::Placed { members: placed(1) }, at(1)).unwrap();
+    let mut done = running(&w.members);
+    done[0].state = MemberPhase::Exited;
+    done[0].exit_code = Some(0);
+    w.apply(Event::Submitted { run: "r".into(), members: done }, at(2)).unwrap();
+    assert_eq!((w.state, w.started_at.is_some()), (WorkloadState::Succeeded, true));
+}
+
+#[test]
+fn an_engine_that_queues_keeps_the_workload_queued_with_its_run() {
+    let mut w = queued(WorkloadKind::Job, 2);
+    let pending: Vec<Member> = (0..2).map(Member::pending).collect();
+    w.apply(Event::Submitted { run: "1001".into(), members: pending }, at(1)).unwrap();
+    assert!(w.waits_in_engine());
+    assert_eq!((w.state, w.run_id.as_deref()), (WorkloadState::Queued, Some("1001")));
+    assert!(w.apply(Event::Placed { members: placed(2) }, at(2)).is_err(), "the engine places it, not gpuhub");
+    w.apply(Event::Waiting { message: "slurm: Resources".into() }, at(2)).unwrap();
+    for i in 0..2 {
+        let gpus = Some(vec![format!("node{i}/gpu0")]);
+        w.apply(Event::MemberRunning { index: i, node: Some(format!("node{i}")), gpus }, at(3)).unwrap();
+    }
+    assert_eq!(w.state, WorkloadState::Running);
+    assert_eq!(w.members[1].node.as_deref(), Some("node1"));
+    // a stop of a run waiting in the engine keeps the workload until the engine has cancelled it
+    let mut q = queued(WorkloadKind::Job, 1);
+    q.apply(Event::Submitted { run: "1002".into(), members: vec![Member::pending(0)] }, at(1)).unwrap();
+    q.apply(Event::StopRequested { reason: StopReason::User { by: "o".into(), at: at(2) } }, at(2)).unwrap();
+    assert_eq!(q.state, WorkloadState::Queued);
+    q.apply(Event::RunStopped { code: None }, at(3)).unwrap();
+    assert_eq!((q.state, q.message.as_deref()), (WorkloadState::Stopped, Some("stopped by o")));
+}
+
+#[test]
+fn the_typed_reason_decides_not_the_message() {
+    let pre = StopReason::Preempted { by: "alice/t3".into(), queue: "vision".into(), at: at(2), detail: "reclaim".into() };
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::StopRequested { reason: pre.clone() }, at(3)).unwrap();
+    assert_eq!(w.state, WorkloadState::Running, "it runs until the stop lands");
+    w.apply(Event::RunStopped { code: Some(143) }, at(4)).unwrap();
+    assert_eq!((w.state, w.finished_at, w.gpus.len()), (WorkloadState::Queued, None, 0));
+    assert_eq!(w.interruption, Some(pre));
+    assert_eq!(w.message.as_deref(), Some("preempted by alice/t3: reclaim; queued again"));
+    assert_eq!(w.stale_run(), Some("r"));
+
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::RunStopped { code: Some(143) }, at(4)).unwrap();
+    assert_eq!(w.state, WorkloadState::Stopped, "no reason is a plain stop, whatever the message says");
+
+    let limit = StopReason::TimeLimit { limit: Seconds(60), at: at(3) };
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::StopRequested { reason: limit.clone() }, at(3)).unwrap();
+    w.apply(Event::RunStopped { code: Some(143) }, at(4)).unwrap();
+    assert_eq!(w.state, WorkloadState::Failed);
+    assert_eq!(w.message.as_deref(), Some("reached its run-time limit of 1m"));
+    let mut w = started(WorkloadKind::Workspace, 1);
+    w.apply(Event::StopRequested { reason: limit.clone() }, at(3)).unwrap();
+    w.apply(Event::RunStopped { code: None }, at(4)).unwrap();
+    assert_eq!(w.state, WorkloadState::Stopped);
+    // a job that finished by itself before the stop landed succeeded
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::StopRequested { reason: limit }, at(3)).unwrap();
+    w.apply(Event::MemberExited { index: 0, code: 0 }, at(4)).unwrap();
+    assert_eq!((w.state, w.interruption), (WorkloadState::Succeeded, None));
+
+    let mut w = started(WorkloadKind::Workspace, 1);
+    w.apply(Event::StopRequested { reason: StopReason::User { by: "bob".into(), at: at(3) } }, at(3)).unwrap();
+    w.apply(Event::RunStopped { code: Some(0) }, at(4)).unwrap();
+    assert_eq!((w.state, w.message.as_deref()), (WorkloadState::Stopped, Some("stopped by bob")));
+}
+
+#[test]
+fn stops_before_a_start_and_failures_to_start() {
+    let mut w = queued(WorkloadKind::Job, 1);
+    w.apply(Event::StopRequested { reason: StopReason::User { by: "o".into(), at: at(1) } }, at(1)).unwrap();
+    assert_eq!((w.state, w.message.as_deref()), (WorkloadState::Stopped, Some("stopped before it started")));
+
+    let mut w = queued(WorkloadKind::Job, 1);
+    w.apply(Event::Placed { members: placed(1) }, at(1)).unwrap();
+    w.apply(Event::StartDeferred { why: "engine unavailable".into() }, at(2)).unwrap();
+    assert_eq!((w.state, w.gpus.len(), w.run_id.as_ref()), (WorkloadState::Queued, 0, None));
+    w.apply(Event::Placed { members: placed(1) }, at(3)).unwrap();
+    w.apply(Event::StartFailed { why: "image gone".into() }, at(4)).unwrap();
+    assert_eq!(w.state, WorkloadState::Failed);
+    assert!(matches!(w.interruption, Some(StopReason::EngineFailure { .. })));
+
+    let mut w = queued(WorkloadKind::Job, 1);
+    w.apply(Event::Placed { members: placed(1) }, at(1)).unwrap();
+    w.apply(Event::Orphaned, at(2)).unwrap();
+    assert_eq!((w.state, w.message.as_deref()), (WorkloadState::Queued, Some("queued again after a restart")));
+
+    let mut w = started(WorkloadKind::Workspace, 1);
+    w.apply(Event::Lost { why: "container was removed outside gpuhub".into() }, at(5)).unwrap();
+    assert_eq!((w.state, w.finished_at), (WorkloadState::Lost, Some(at(5))));
+}
+
+#[test]
+fn late_events_of_an_old_run_change_nothing() {
+    let mut w = started(WorkloadKind::Job, 1);
+    w.apply(Event::MemberExited { index: 0, code: 0 }, at(5)).unwrap();
+    w.apply(Event::Requeue, at(6)).unwrap();
+    let before = w.clone();
+    assert!(w.apply(Event::MemberExited { index: 0, code: 9 }, at(7)).is_err());
+    assert!(w.apply(Event::MemberRunning { index: 0, node: None, gpus: None }, at(7)).is_err());
+    assert_eq!(w, before);
+}

@@ -1,0 +1,106 @@
+use super::*;
+
+fn spec(name: &str, members: u32) -> RunSpec {
+    RunSpec {
+        name: name.into(),
+        image: "busybox:latest".into(),
+        command: vec!["true".into()],
+        env: BTreeMap::new(),
+        labels: BTreeMap::from([(LABEL_WORKLOAD.to_owned(), "w1".to_owned())]),
+        identity: Identity { username: "alice".into(), account: "alice".into(), uid: 10000, gid: 10000, home: "/h".into() },
+        working_dir: None,
+        mounts: vec![],
+        network: None,
+        members: (0..members)
+            .map(|index| MemberSpec {
+                index,
+                hostname: format!("{name}-{index}"),
+                node: Some("n".into()),
+                cpu_milli: 1000,
+                memory_bytes: 1 << 30,
+                gpus: GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{index}")] },
+                env: BTreeMap::new(),
+            })
+            .collect(),
+        pids_limit: 512,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![],
+    }
+}
+
+#[tokio::test]
+async fn records_and_emits_per_member() {
+    let e = FakeEngine::new();
+    let mut ev = e.events().await.unwrap();
+    let run = e.submit(&spec("a", 2)).await.unwrap();
+    assert_eq!(run.id, "a");
+    assert_eq!(run.members[1].gpus, ["GPU-1"]);
+    assert!(matches!(e.submit(&spec("a", 1)).await, Err(EngineError::Rejected(_))));
+    for member in 0..2 {
+        let want = EngineEvent::Started { run: "a".into(), workload: "w1".into(), member };
+        assert_eq!(ev.next().await.unwrap().unwrap(), want);
+    }
+    e.exit_member("a", 1, 3);
+    let want = EngineEvent::Exited { run: "a".into(), workload: "w1".into(), member: 1, exit_code: 3 };
+    assert_eq!(ev.next().await.unwrap().unwrap(), want);
+    let seen = e.observe("a").await.unwrap();
+    assert_eq!(seen.members[1].state, MemberState::Exited(3));
+    assert!(!seen.ended());
+    e.cancel("a", Duration::ZERO).await.unwrap();
+    assert!(e.observe("a").await.unwrap().ended());
+    let mut bad = spec("b", 1);
+    bad.image = "nope".into();
+    assert!(matches!(e.submit(&bad).await, Err(EngineError::ImageNotFound(_))));
+    assert_eq!(e.calls().len(), 4);
+    e.set_down(true);
+    assert!(matches!(e.list_runs().await, Err(EngineError::Unavailable(_))));
+}
+
+#[tokio::test]
+async fn engine_placed_runs_wait_until_started() {
+    let e = FakeEngine::engine_placed();
+    let run = e.submit(&spec("a", 2)).await.unwrap();
+    assert_ne!(run.id, "a", "the engine names its runs");
+    assert_eq!(run.pending.as_ref().unwrap().message, FAKE_PENDING);
+    assert!(run.members.iter().all(|m| m.state == MemberState::Pending && m.gpus.is_empty()));
+    let target = MemberRef::new(&run.id, 0);
+    assert!(e.endpoint(&target, 80).await.is_err(), "a waiting member has no endpoint");
+    e.start_pending(&run.id, "node1", &[&["node1/gpu0"], &["node1/gpu1"]]);
+    let seen = e.observe(&run.id).await.unwrap();
+    assert!(seen.pending.is_none());
+    assert_eq!(seen.members[1].node.as_deref(), Some("node1"));
+    assert_eq!(seen.members[1].gpus, ["node1/gpu1"]);
+    assert_eq!(e.endpoint(&target, 80).await.unwrap().port(), 80);
+}
+
+async fn read(e: &FakeEngine, run: &str, tail: Option<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut s = e.logs(&MemberRef::new(run, 0), false, tail).await.unwrap();
+    while let Some(chunk) = s.next().await {
+        out.extend_from_slice(&chunk.unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn filler_is_made_as_read_and_tail_counts_lines() {
+    let e = FakeEngine::new();
+    let id = e.submit(&spec("a", 1)).await.unwrap().id;
+    e.push_log(&id, "one\ntwo\n");
+    e.push_filler(&id, 3000);
+    e.push_log(&id, "last\n");
+    let all = read(&e, &id, None).await;
+    assert_eq!(all.len(), 8 + 3000 * 64 + 5);
+    let mut s = e.logs(&MemberRef::new(&id, 0), false, None).await.unwrap();
+    assert_eq!(s.next().await.unwrap().unwrap(), "one\ntwo\n");
+    assert_eq!(s.next().await.unwrap().unwrap().len() as u64, FILLER_CHUNK_LINES * 64, "filler comes in 64 KiB chunks");
+    for n in [0, 1, 2, 5, 3000, 3001, 3002, 3003, 9999] {
+        let want: Vec<&[u8]> = all.split_inclusive(|b| *b == b'\n').collect();
+        let want = want[want.len().saturating_sub(n as usize)..].concat();
+        assert_eq!(read(&e, &id, Some(n)).await, want, "tail {n}");
+    }
+    e.push_log(&id, "no newline");
+    assert_eq!(read(&e, &id, Some(2)).await, b"last\nno newline");
+}
