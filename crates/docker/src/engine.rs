@@ -191,6 +191,7 @@ impl Engine for DockerEngine {
             ingress: true,
             volumes: true,
             gpu_shares: true,
+            shared_ports: false,
         }
     }
 

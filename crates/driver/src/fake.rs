@@ -271,6 +271,7 @@ impl Engine for FakeEngine {
             ingress: true,
             volumes: true,
             gpu_shares: true,
+            shared_ports: false,
         }
     }
 

@@ -96,6 +96,10 @@ pub struct Capabilities {
     pub volumes: bool,
     /// Whether a member may hold a share of a GPU.
     pub gpu_shares: bool,
+    /// Whether members share their node's network (Slurm, where a container has no address of its
+    /// own): then the ports apps listen on must differ between runs that may meet on a node, and
+    /// gpuhub assigns them ([`RunSpec::ports`], `GPUHUB_PORT`); else each member has its own address.
+    pub shared_ports: bool,
 }
 
 /// A node as an engine reports it.

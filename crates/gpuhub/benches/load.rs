@@ -67,7 +67,7 @@ async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
     config.limits.max_workloads_per_user = 1_000_000;
     config.limits.max_queued_per_user = 1_000_000;
     let node =
-        NodeCapacity { name: "load".into(), cpus: CpuMilli(100_000_000), memory: Bytes(1 << 50), gpus: Vec::new() };
+        NodeCapacity { name: "load".into(), cpus: CpuMilli(100_000_000), memory: Bytes(1 << 50), gpus: Vec::new(), labels: Default::default() };
     let server = gpuhub_server::start(config, runtime.clone(), node).await?;
     println!("listening {}", server.addr);
     let finisher = tokio::spawn(async move {

@@ -113,5 +113,6 @@ fn node_capacity(config: &Config) -> anyhow::Result<NodeCapacity> {
         cpus: CpuMilli(cpus.0.saturating_sub(config.reserved_cpu_milli)),
         memory: Bytes(memory.0.saturating_sub(config.reserved_memory.0)),
         gpus,
+        labels: Default::default(),
     })
 }

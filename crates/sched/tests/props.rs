@@ -326,6 +326,7 @@ proptest! {
             gpus: (0..gpus)
                 .map(|i| GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None })
                 .collect(),
+            labels: Default::default(),
         };
         let cluster = Cluster { nodes: vec![Node {
             name: "local".into(),

@@ -171,6 +171,7 @@ mod tests {
                     device: None,
                 })
                 .collect(),
+            labels: Default::default(),
         }
     }
 

@@ -220,6 +220,7 @@ mod tests {
                     device: Some(format!("/tmp/dev/nvidia{i}")),
                 })
                 .collect(),
+            labels: Default::default(),
         }
     }
 

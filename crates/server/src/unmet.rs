@@ -107,6 +107,7 @@ mod tests {
                     device: None,
                 })
                 .collect(),
+            labels: Default::default(),
         }
     }
 

@@ -34,6 +34,7 @@ pub fn node(gpus: u32) -> NodeCapacity {
                 device: None,
             })
             .collect(),
+        labels: Default::default(),
     }
 }
 
