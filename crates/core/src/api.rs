@@ -250,6 +250,9 @@ pub struct GpuView {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NodeView {
     pub name: String,
+    /// The engine's word on its state (`docker`; Slurm's `idle`, `mixed`, `allocated`, `drained: …`).
+    #[serde(default)]
+    pub state: String,
     /// Cores in all.
     pub cpus: f64,
     /// Cores not held by a workload.

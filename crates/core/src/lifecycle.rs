@@ -42,6 +42,9 @@ pub enum Event {
         run: String,
         /// The members as the engine reports them.
         members: Vec<Member>,
+        /// The ports gpuhub gave its apps (engines whose members share their node's network), kept
+        /// with member 0.
+        ports: std::collections::BTreeMap<String, u16>,
     },
     /// Starting it could not reach the engine or the database: nothing ran; it waits again.
     StartDeferred {
@@ -128,15 +131,22 @@ impl Workload {
             (Event::Waiting { message }, Queued) => self.message = Some(message.clone()),
             (Event::Placed { members }, Queued) if !self.waits_in_engine() => {
                 self.state = Starting;
+                self.exit_code = None; // an earlier run's (a preempted one's) is not this run's
                 self.gpus = members.iter().flat_map(|m| m.gpus.iter().cloned()).collect();
                 self.members = members.clone();
                 self.run_id = None;
                 self.message = None;
                 self.interruption = None;
             }
-            (Event::Submitted { run, members }, Queued | Starting) => {
+            (Event::Submitted { run, members, ports }, Queued | Starting) => {
+                if self.state == Queued {
+                    self.exit_code = None; // an earlier run's (a preempted one's) is not this run's
+                }
                 self.run_id = Some(run.clone());
                 self.merge_members(members);
+                if !ports.is_empty() {
+                    self.member_mut(0).ports = ports.clone();
+                }
                 // members that already ran (and perhaps ended) count as events of their own
                 for m in members.iter().filter(|m| m.state != MemberPhase::Pending) {
                     let (node, gpus) = (m.node.clone(), Some(m.gpus.clone()).filter(|g| !g.is_empty()));

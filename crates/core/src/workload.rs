@@ -87,7 +87,6 @@ impl WorkloadState {
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed | Self::Stopped | Self::Lost)
     }
-
 }
 
 impl fmt::Display for WorkloadState {
@@ -286,12 +285,24 @@ pub struct Member {
     /// The engine's id of it (a container id; `<job>.<step>` on Slurm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_id: Option<String>,
+    /// The port each app listens on, where gpuhub assigned one (engines whose members share their
+    /// node's network); an app not named listens on its declared port.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ports: BTreeMap<String, u16>,
 }
 
 impl Member {
     /// Member `index`, pending, nowhere yet.
     pub fn pending(index: u32) -> Self {
-        Self { index, node: None, state: MemberPhase::Pending, gpus: Vec::new(), exit_code: None, engine_id: None }
+        Self {
+            index,
+            node: None,
+            state: MemberPhase::Pending,
+            gpus: Vec::new(),
+            exit_code: None,
+            engine_id: None,
+            ports: BTreeMap::new(),
+        }
     }
 }
 

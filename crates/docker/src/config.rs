@@ -2,11 +2,12 @@
 //! system), so every rule is unit-tested here; [`crate::DockerRuntime::create`] adds the checks that
 //! need the host (symlinks of mount sources).
 
+use crate::container::{ContainerSpec, GpuAttach};
 use bollard::container::{Config, CreateContainerOptions, NetworkingConfig};
 use bollard::models::{
-    DeviceMapping, DeviceRequest, EndpointSettings, HostConfig, HostConfigLogConfig, Mount as EngineMount, MountTypeEnum,
+    DeviceMapping, DeviceRequest, EndpointSettings, HostConfig, HostConfigLogConfig, Mount as EngineMount,
+    MountTypeEnum,
 };
-use crate::container::{ContainerSpec, GpuAttach};
 use gpuhub_driver::EngineError;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};

@@ -5,8 +5,8 @@
 
 mod gpus;
 
-use crate::container::{ContainerInfo, ContainerSpec, ContainerStatus};
 use crate::DockerRuntime;
+use crate::container::{ContainerInfo, ContainerSpec, ContainerStatus};
 use async_trait::async_trait;
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_driver::{
@@ -60,9 +60,10 @@ impl DockerEngine {
     /// The containers of `member`'s run, or `NotFound`.
     async fn container(&self, member: &MemberRef) -> Result<ContainerInfo, EngineError> {
         let found = self.containers_of(&member.run).await?;
-        found.into_iter().find(|c| member_index(c) == member.member).ok_or_else(|| {
-            EngineError::NotFound(format!("member {} of run {}", member.member, member.run))
-        })
+        found
+            .into_iter()
+            .find(|c| member_index(c) == member.member)
+            .ok_or_else(|| EngineError::NotFound(format!("member {} of run {}", member.member, member.run)))
     }
 
     /// The containers of a run: those labelled with it, or (a container made before runs had labels) the
@@ -98,10 +99,7 @@ impl DockerEngine {
             })
             .collect();
         // the run's own labels, without the per-member ones
-        let labels = labels
-            .into_iter()
-            .filter(|(k, _)| ![LABEL_MEMBER, LABEL_GPUS].contains(&k.as_str()))
-            .collect();
+        let labels = labels.into_iter().filter(|(k, _)| ![LABEL_MEMBER, LABEL_GPUS].contains(&k.as_str())).collect();
         RunStatus { id: run.to_owned(), labels, size, members, pending: None }
     }
 
@@ -109,8 +107,7 @@ impl DockerEngine {
     fn container_specs(&self, spec: &RunSpec, network: Option<&str>) -> Result<Vec<ContainerSpec>, EngineError> {
         let size = spec.members.len() as u32;
         let master = spec.members.first().map(|m| m.hostname.clone()).unwrap_or_default();
-        let master_port =
-            spec.env.get("MASTER_PORT").and_then(|p| p.parse().ok()).unwrap_or(DEFAULT_MASTER_PORT);
+        let master_port = spec.env.get("MASTER_PORT").and_then(|p| p.parse().ok()).unwrap_or(DEFAULT_MASTER_PORT);
         let mut out = Vec::with_capacity(spec.members.len());
         for m in &spec.members {
             if let Some(node) = m.node.as_deref().filter(|n| *n != self.node.name) {
@@ -316,7 +313,10 @@ impl Engine for DockerEngine {
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         let c = self.container(member).await?;
         let ip = c.ip.ok_or_else(|| {
-            EngineError::Rejected(format!("member {} of run {} has no address on its network", member.member, member.run))
+            EngineError::Rejected(format!(
+                "member {} of run {} has no address on its network",
+                member.member, member.run
+            ))
         })?;
         let ip = ip.parse().map_err(|e| EngineError::Engine(format!("container address {ip:?}: {e}")))?;
         Ok(SocketAddr::new(ip, port))

@@ -112,7 +112,10 @@ mod tests {
             to_event(msg("die", &[w, ("exitCode", "3")])),
             Some(EngineEvent::Exited { run: run.clone(), workload: workload.clone(), member: 0, exit_code: 3 })
         );
-        assert_eq!(to_event(msg("destroy", &[w])), Some(EngineEvent::Removed { run, workload: workload.clone(), member: 0 }));
+        assert_eq!(
+            to_event(msg("destroy", &[w])),
+            Some(EngineEvent::Removed { run, workload: workload.clone(), member: 0 })
+        );
         let gang = [w, (LABEL_RUN, "r1"), (LABEL_MEMBER, "1"), ("exitCode", "7")];
         assert_eq!(
             to_event(msg("die", &gang)),

@@ -4,7 +4,7 @@ use crate::{DockerRuntime, config, error};
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use futures::{StreamExt, TryStreamExt};
-use gpuhub_driver::{ExecHandle, ExecSpec, EngineError};
+use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
 
 /// The create request for `spec`: attached to stdin, stdout and stderr, with a TTY when asked.
 pub(crate) fn create_options(spec: &ExecSpec) -> Result<CreateExecOptions<String>, EngineError> {

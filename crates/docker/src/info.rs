@@ -1,7 +1,7 @@
 //! Mapping of the engine's container descriptions (inspect and list) onto [`ContainerInfo`].
 
-use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary, EndpointSettings};
 use crate::container::{ContainerInfo, ContainerStatus};
+use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary, EndpointSettings};
 use std::collections::{BTreeMap, HashMap};
 
 /// The description `docker inspect` gives.

@@ -24,9 +24,9 @@ use bollard::container::{
     InspectContainerOptions, ListContainersOptions, LogsOptions, RemoveContainerOptions, StartContainerOptions,
     StopContainerOptions,
 };
-use futures::{StreamExt, TryStreamExt};
 pub use container::{ContainerInfo, ContainerSpec, ContainerStatus, DeviceMap, GpuAttach};
 pub use engine::{DockerEngine, GpuMode};
+use futures::{StreamExt, TryStreamExt};
 use gpuhub_driver::{EngineError, EventStream, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

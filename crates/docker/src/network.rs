@@ -3,7 +3,7 @@
 use crate::{DockerRuntime, config, error};
 use bollard::models::Network;
 use bollard::network::{CreateNetworkOptions, InspectNetworkOptions};
-use gpuhub_driver::{LABEL_OWNER, EngineError};
+use gpuhub_driver::{EngineError, LABEL_OWNER};
 use std::collections::{BTreeMap, HashMap};
 
 /// The create request for a user's network: its own bridge (Docker's isolation rules drop traffic

@@ -218,7 +218,8 @@ impl FakeEngine {
         if let Some(r) = removed {
             let workload = r.spec.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
             for member in 0..r.members.len() as u32 {
-                let _ = self.events.send(EngineEvent::Removed { run: run.to_owned(), workload: workload.clone(), member });
+                let _ =
+                    self.events.send(EngineEvent::Removed { run: run.to_owned(), workload: workload.clone(), member });
             }
         }
     }
@@ -251,9 +252,10 @@ fn up(s: &State) -> Result<(), EngineError> {
 }
 
 fn member<'a>(s: &'a State, m: &MemberRef) -> Result<&'a FakeMember, EngineError> {
-    s.runs.get(&m.run).and_then(|r| r.members.get(m.member as usize)).ok_or_else(|| {
-        EngineError::NotFound(format!("member {} of run {}", m.member, m.run))
-    })
+    s.runs
+        .get(&m.run)
+        .and_then(|r| r.members.get(m.member as usize))
+        .ok_or_else(|| EngineError::NotFound(format!("member {} of run {}", m.member, m.run)))
 }
 
 #[async_trait]
@@ -278,10 +280,7 @@ impl Engine for FakeEngine {
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
         let s = self.state.lock().unwrap();
         up(&s)?;
-        Ok(s.nodes
-            .iter()
-            .map(|n| EngineNode { capacity: n.clone(), up: true, state: "idle".into() })
-            .collect())
+        Ok(s.nodes.iter().map(|n| EngineNode { capacity: n.clone(), up: true, state: "idle".into() }).collect())
     }
 
     async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
@@ -419,7 +418,10 @@ impl Engine for FakeEngine {
     async fn exec(&self, target: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
         let mut s = self.state.lock().unwrap();
         if member(&s, target)?.state != MemberState::Running {
-            return Err(EngineError::Rejected(format!("member {} of run {} is not running", target.member, target.run)));
+            return Err(EngineError::Rejected(format!(
+                "member {} of run {} is not running",
+                target.member, target.run
+            )));
         }
         s.calls.push(Call::Exec(target.clone(), Box::new(spec.clone())));
         s.next += 1;
@@ -442,9 +444,13 @@ impl Engine for FakeEngine {
     async fn endpoint(&self, target: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         let s = self.state.lock().unwrap();
         if member(&s, target)?.state != MemberState::Running {
-            return Err(EngineError::Rejected(format!("member {} of run {} is not running", target.member, target.run)));
+            return Err(EngineError::Rejected(format!(
+                "member {} of run {} is not running",
+                target.member, target.run
+            )));
         }
-        let ip = s.endpoint.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::new(172, 30, 0, 2 + target.member as u8)));
+        let ip =
+            s.endpoint.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::new(172, 30, 0, 2 + target.member as u8)));
         Ok(SocketAddr::new(ip, port))
     }
 }

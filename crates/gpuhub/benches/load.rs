@@ -16,7 +16,7 @@
 use anyhow::{Context as _, Result, bail};
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::{Bytes, CpuMilli};
-use gpuhub_driver::fake::FakeRuntime;
+use gpuhub_driver::fake::FakeEngine;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -54,7 +54,14 @@ fn main() -> Result<()> {
 /// The server: in-process `gpuhub_server::start` with the fake runtime, printing its address; containers
 /// write a line and exit shortly after they start. Runs until stdin closes.
 async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
-    let runtime = Arc::new(FakeRuntime::new());
+    let node = NodeCapacity {
+        name: "load".into(),
+        cpus: CpuMilli(100_000_000),
+        memory: Bytes(1 << 50),
+        gpus: Vec::new(),
+        labels: Default::default(),
+    };
+    let runtime = Arc::new(FakeEngine::new().with_nodes(vec![node]));
     runtime.add_image("busybox:latest");
     let mut config = gpuhub_server::config::Config {
         listen: "127.0.0.1:0".parse()?,
@@ -66,9 +73,7 @@ async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
     };
     config.limits.max_workloads_per_user = 1_000_000;
     config.limits.max_queued_per_user = 1_000_000;
-    let node =
-        NodeCapacity { name: "load".into(), cpus: CpuMilli(100_000_000), memory: Bytes(1 << 50), gpus: Vec::new(), labels: Default::default() };
-    let server = gpuhub_server::start(config, runtime.clone(), node).await?;
+    let server = gpuhub_server::start(config, runtime.clone()).await?;
     println!("listening {}", server.addr);
     let finisher = tokio::spawn(async move {
         loop {

@@ -86,7 +86,13 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
         .context("container engine")?
         .with_host_isolation(config.isolate_host);
     tracing::info!(api = %runtime.api_version(), "docker engine");
-    let server = gpuhub_server::start(config, Arc::new(runtime), node).await?;
+    let gpu_mode = match config.gpu_mode {
+        gpuhub_server::config::GpuMode::Nvidia => gpuhub_docker::GpuMode::Nvidia,
+        gpuhub_server::config::GpuMode::Devices => gpuhub_docker::GpuMode::Devices,
+        gpuhub_server::config::GpuMode::None => gpuhub_docker::GpuMode::None,
+    };
+    let engine = gpuhub_docker::DockerEngine::new(runtime, node, gpu_mode);
+    let server = gpuhub_server::start(config, Arc::new(engine)).await?;
     println!("gpuhub serving on http://{}", server.addr);
     let stop = server.shutdown_handle();
     tokio::spawn(async move {

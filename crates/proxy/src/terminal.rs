@@ -10,7 +10,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
-use gpuhub_driver::{ExecSpec, Runtime};
+use gpuhub_driver::{Engine, ExecSpec, MemberRef};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -69,13 +69,13 @@ struct Control {
     resize: Option<(u16, u16)>,
 }
 
-/// Bridges `ws` to a process started in `container` per `exec` (given a TTY of 80×24 when it has
-/// none) until either side ends. The caller has already decided the user may do this.
-pub async fn terminal(mut ws: WebSocket, runtime: Arc<dyn Runtime>, container: &str, mut exec: ExecSpec) {
+/// Bridges `ws` to a process started in `member` per `exec` (given a TTY of 80×24 when it has none)
+/// until either side ends. The caller has already decided the user may do this.
+pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &MemberRef, mut exec: ExecSpec) {
     if exec.tty.is_none() {
         exec.tty = Some((80, 24));
     }
-    let handle = match runtime.exec(container, &exec).await {
+    let handle = match engine.exec(member, &exec).await {
         Ok(h) => h,
         Err(e) => {
             let text = serde_json::json!({ "error": format!("cannot start the terminal: {e}") }).to_string();
@@ -88,7 +88,7 @@ pub async fn terminal(mut ws: WebSocket, runtime: Arc<dyn Runtime>, container: &
     let (mut sender, mut receiver) = ws.split();
 
     let exec_id = id.clone();
-    let runtime_in = runtime.clone();
+    let engine_in = engine.clone();
     // Browser → process. Ends when the browser goes away or the process's stdin closes.
     let mut upstream = tokio::spawn(async move {
         while let Some(Ok(msg)) = receiver.next().await {
@@ -96,7 +96,7 @@ pub async fn terminal(mut ws: WebSocket, runtime: Arc<dyn Runtime>, container: &
                 Message::Binary(b) => b,
                 Message::Text(t) => match serde_json::from_str::<Control>(t.as_str()) {
                     Ok(Control { resize: Some((cols, rows)) }) => {
-                        if let Err(e) = runtime_in.exec_resize(&exec_id, cols.max(1), rows.max(1)).await {
+                        if let Err(e) = engine_in.exec_resize(&exec_id, cols.max(1), rows.max(1)).await {
                             tracing::debug!(error = %e, "terminal resize failed");
                         }
                         continue;
@@ -134,7 +134,7 @@ pub async fn terminal(mut ws: WebSocket, runtime: Arc<dyn Runtime>, container: &
     };
     upstream.abort();
     if ended {
-        let code = exit_code(runtime.as_ref(), &id).await;
+        let code = exit_code(engine.as_ref(), &id).await;
         let text = serde_json::json!({ "exit": code }).to_string();
         let _ = sender.send(Message::Text(text.into())).await;
         let _ = sender.send(Message::Close(Some(close(1000, "process exited")))).await;
@@ -145,9 +145,9 @@ fn close(code: u16, reason: &'static str) -> CloseFrame {
     CloseFrame { code, reason: Utf8Bytes::from_static(reason) }
 }
 
-async fn exit_code(runtime: &dyn Runtime, exec_id: &str) -> Option<i64> {
+async fn exit_code(engine: &dyn Engine, exec_id: &str) -> Option<i64> {
     for _ in 0..100 {
-        match runtime.exec_exit_code(exec_id).await {
+        match engine.exec_exit_code(exec_id).await {
             Ok(Some(code)) => return Some(code),
             Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
             Err(_) => return None,

@@ -14,7 +14,6 @@ use common::cdp::Browser;
 use common::docker::*;
 use common::*;
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::Runtime;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,7 +79,7 @@ async fn terminal_page_runs_a_shell_in_headless_chromium() -> Result<()> {
     build_image("build-busybox-image.sh")?;
     let runtime = Arc::new(DockerRuntime::connect().await?);
     let c = container(&runtime, "gpuhub/busybox:latest", &["sleep", "100000"]).await?;
-    let (dyn_runtime, id) = (runtime.clone() as Arc<dyn Runtime>, c.id.clone());
+    let (dyn_runtime, id) = (common::docker::engine(&runtime), gpuhub_driver::MemberRef::new(&c.id, 0));
     let app = Router::new()
         .route("/t/", get(|| async { gpuhub_proxy::asset("").unwrap() }))
         .route(

@@ -10,7 +10,6 @@ use common::docker::*;
 use common::*;
 use futures::{SinkExt, StreamExt};
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::Runtime;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
@@ -41,7 +40,7 @@ async fn terminal_runs_a_shell_in_the_workspace() -> Result<()> {
     build_image("build-busybox-image.sh")?;
     let runtime = Arc::new(DockerRuntime::connect().await?);
     let c = container(&runtime, "gpuhub/busybox:latest", &["sleep", "100000"]).await?;
-    let (dyn_runtime, id) = (runtime.clone() as Arc<dyn Runtime>, c.id.clone());
+    let (dyn_runtime, id) = (common::docker::engine(&runtime), gpuhub_driver::MemberRef::new(&c.id, 0));
     let app = Router::new().route(
         "/term/ws",
         get(move |ws: WebSocketUpgrade| {

@@ -13,6 +13,7 @@
 
 use crate::auth::{self, SESSION_COOKIE};
 use crate::error::ApiError;
+use crate::service::{self, Way};
 use crate::state::AppState;
 use async_trait::async_trait;
 use axum::extract::ws::WebSocketUpgrade;
@@ -21,10 +22,8 @@ use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use gpuhub_core::names;
 use gpuhub_core::user::User;
-use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_core::workload::Workload;
 use gpuhub_ssh::{Denied, GatewayBackend, PublicKey, Target};
-use gpuhub_store::{Store, StoreError};
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Whether a request comes from a browser page load (sent to the login page) rather than an API client.
@@ -60,27 +59,7 @@ fn encode(s: &str) -> String {
 
 /// The workload `owner/name` if `user` may open it in a browser; 404 otherwise (also for another user's).
 pub async fn enterable(st: &AppState, user: &User, owner: &str, name: &str) -> Result<Workload, ApiError> {
-    let allowed = user.username == owner || (user.is_admin() && st.config.admins_open_apps);
-    let not_found = || ApiError::not_found(format!("no workspace named {name:?}"));
-    if !allowed {
-        return Err(not_found());
-    }
-    match st.store.get_workload(owner, name).await {
-        Ok(w) => Ok(w),
-        Err(StoreError::NotFound { .. }) => Err(not_found()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The running container of a workload, or a clear 503.
-fn running_container(w: &Workload) -> Result<String, ApiError> {
-    match (&w.container_id, w.state) {
-        (Some(cid), WorkloadState::Running) => Ok(cid.clone()),
-        (_, state) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("workspace {} is {state}, not running: start it with `gpuhub start {}`", w.name, w.name),
-        )),
-    }
+    Ok(service::enterable(st, user, owner, name, Way::Browser).await?)
 }
 
 /// `/w/{owner}/{workload}/{app}` → the same with a trailing slash (apps live under their prefix). A
@@ -113,12 +92,14 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
             .iter()
             .find(|a| &a.name == app)
             .ok_or_else(|| ApiError::not_found(format!("workspace {name} has no app named {app:?}")))?;
-        let cid = running_container(&w)?;
-        let ip = st.runtime.inspect(&cid).await?.ip.ok_or_else(|| {
-            ApiError::new(StatusCode::BAD_GATEWAY, format!("workspace {name} has no address on its network"))
-        })?;
-        let ip = ip.parse().map_err(ApiError::internal)?;
-        Ok::<_, ApiError>((SocketAddr::new(ip, spec.port), spec.base_url(owner, name)))
+        let member = service::running_member(&w)?;
+        // the port the app listens on: its own, or the one gpuhub gave it where members share a node
+        let port = w.members.first().and_then(|m| m.ports.get(&spec.name)).copied().unwrap_or(spec.port);
+        let upstream =
+            st.engine.endpoint(&member, port).await.map_err(|e| {
+                ApiError::new(StatusCode::BAD_GATEWAY, format!("workspace {name} cannot be reached: {e}"))
+            })?;
+        Ok::<_, ApiError>((upstream, spec.base_url(owner, name)))
     }
     .await;
     match target {
@@ -159,9 +140,9 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     if !same_origin(&parts.headers) {
         return ApiError::forbidden("cross-origin terminal connections are refused").into_response();
     }
-    let cid = match running_container(&w) {
-        Ok(c) => c,
-        Err(e) => return e.into_response(),
+    let member = match service::running_member(&w) {
+        Ok(m) => m,
+        Err(e) => return ApiError::from(e).into_response(),
     };
     let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &st).await {
         Ok(u) => u,
@@ -172,7 +153,7 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
         Err(e) => return ApiError::from(e).into_response(),
     };
     let exec = gpuhub_proxy::shell_exec(&format!("{uid}:{uid}"), &format!("/home/{}", w.owner), 80, 24);
-    let runtime = st.runtime.clone();
+    let engine = st.engine.clone();
     // the terminal closes as soon as the viewer's or the owner's access is revoked
     let mut revoked = st.revocations.subscribe();
     let names = [user.username.clone(), w.owner.clone()];
@@ -188,8 +169,8 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
             }
         };
         tokio::select! {
-            () = gpuhub_proxy::terminal(socket, runtime, &cid, exec) => {}
-            () = until_revoked => tracing::info!(workspace = %cid, "terminal closed: access revoked"),
+            () = gpuhub_proxy::terminal(socket, engine, &member, exec) => {}
+            () = until_revoked => tracing::info!(run = %member.run, "terminal closed: access revoked"),
         }
     })
 }
@@ -227,52 +208,43 @@ f.addEventListener("submit", async (e) => {
 });
 </script></body></html>"#;
 
-/// The SSH gateway's view of the hub: keys registered through the API, workspaces in the store.
+/// The SSH gateway's view of the hub: keys registered through the API, workspaces found and entered
+/// through the service layer (the same rules as the browser's, with `admins_enter_workspaces`).
 #[derive(Debug)]
 pub struct SshBackend {
-    pub store: Store,
-    pub admins_enter_workspaces: bool,
-    /// Accounts whose access ended: their open connections close.
-    pub revocations: crate::state::Revocations,
+    pub st: AppState,
 }
 
 #[async_trait]
 impl GatewayBackend for SshBackend {
     async fn authorize(&self, ssh_user: &str, key: &PublicKey) -> Result<Target, Denied> {
         let denied = || Denied::NotAuthorized(ssh_user.to_owned());
-        let backend = |e: StoreError| Denied::Backend(e.to_string());
         let fp = gpuhub_ssh::fingerprint(key);
-        let user = self.store.user_by_ssh_fingerprint(&fp).await.map_err(backend)?.ok_or_else(denied)?;
-        if user.disabled {
-            return Err(denied());
-        }
+        let user = (self.st.store.user_by_ssh_fingerprint(&fp).await)
+            .map_err(|e| Denied::Backend(e.to_string()))?
+            .ok_or_else(denied)?;
         let (owner, name) = match parse_ssh_user(ssh_user).ok_or_else(denied)? {
-            (Some(o), n) if o == user.username || (user.is_admin() && self.admins_enter_workspaces) => (o, n),
-            (Some(_), _) => return Err(denied()),
+            (Some(o), n) => (o, n),
             (None, n) => (user.username.as_str(), n),
         };
-        let w = match self.store.get_workload(owner, name).await {
+        let w = match service::enterable(&self.st, &user, owner, name, Way::Ssh).await {
             Ok(w) => w,
-            Err(StoreError::NotFound { .. }) => return Err(denied()),
-            Err(e) => return Err(backend(e)),
+            Err(e) if e.kind == service::Kind::NotFound => return Err(denied()),
+            Err(e) => return Err(Denied::Backend(e.detail)),
         };
-        let owner_account = self.store.get_user(owner).await.map_err(backend)?;
-        if owner_account.disabled {
-            return Err(denied());
-        }
-        let uid = owner_account.uid;
+        let uid = self.st.store.get_user(owner).await.map_err(|e| Denied::Backend(e.to_string()))?.uid;
         Ok(Target {
             login: user.username.clone(),
             owner: owner.to_owned(),
             workspace: name.to_owned(),
             user: format!("{uid}:{uid}"),
             home: format!("/home/{owner}"),
-            container_id: (w.state == WorkloadState::Running).then(|| w.container_id.clone()).flatten(),
+            member: service::running_member(&w).ok(),
         })
     }
 
     fn revocations(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        Some(self.revocations.subscribe())
+        Some(self.st.revocations.subscribe())
     }
 }
 
@@ -297,9 +269,5 @@ pub fn http_client() -> gpuhub_proxy::HttpClient {
 
 /// The backend as the gateway takes it.
 pub fn ssh_backend(st: &AppState) -> Arc<dyn GatewayBackend> {
-    Arc::new(SshBackend {
-        store: st.store.clone(),
-        admins_enter_workspaces: st.config.admins_enter_workspaces,
-        revocations: st.revocations.clone(),
-    })
+    Arc::new(SshBackend { st: st.clone() })
 }

@@ -526,6 +526,21 @@ impl Config {
             None => format!("sqlite://{}", self.data_dir.join("gpuhub.db").display()),
         }
     }
+
+    /// What the controller takes from this configuration.
+    pub fn controller_settings(&self) -> gpuhub_controller::Settings {
+        gpuhub_controller::Settings {
+            data_dir: self.data_dir.clone(),
+            stop_grace: std::time::Duration::from_secs(self.stop_grace_secs),
+            reconcile: std::time::Duration::from_secs(self.reconcile_secs.max(1)),
+            scheduler: self.scheduler.clone(),
+            fair_share_half_life_hours: self.fair_share_half_life_hours,
+            log_max_bytes: self.log_max_bytes.0,
+            pids_limit: self.pids_limit,
+            gpu_share_library: self.gpu_share_library.clone(),
+            ..gpuhub_controller::Settings::default()
+        }
+    }
 }
 
 #[cfg(test)]

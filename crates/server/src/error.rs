@@ -147,19 +147,53 @@ impl From<gpuhub_store::StoreError> for ApiError {
     }
 }
 
-impl From<gpuhub_driver::RuntimeError> for ApiError {
-    fn from(e: gpuhub_driver::RuntimeError) -> Self {
-        use gpuhub_driver::RuntimeError as R;
+impl From<gpuhub_driver::EngineError> for ApiError {
+    fn from(e: gpuhub_driver::EngineError) -> Self {
+        use gpuhub_driver::EngineError as E;
         match e {
-            R::NotFound(_) => Self::not_found(e.to_string()),
-            R::ImageNotFound(_) | R::Rejected(_) => Self::unprocessable(e.to_string()),
-            R::Engine(_) => Self::new(StatusCode::BAD_GATEWAY, e.to_string()),
-            R::Unavailable(_) => Self {
+            E::NotFound(_) => Self::not_found(e.to_string()),
+            E::ImageNotFound(_) | E::Rejected(_) | E::Unsupported { .. } => Self::unprocessable(e.to_string()),
+            E::Engine(_) => Self::new(StatusCode::BAD_GATEWAY, e.to_string()),
+            E::Unavailable(_) => Self {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 detail: format!("{e}; retry shortly"),
                 retry_after: Some(DATABASE_RETRY_AFTER_SECS),
             },
         }
+    }
+}
+
+impl From<gpuhub_controller::ControlError> for ApiError {
+    fn from(e: gpuhub_controller::ControlError) -> Self {
+        use gpuhub_controller::ControlError as C;
+        match e {
+            C::NotFound(d) => Self::not_found(d),
+            C::Conflict(d) => Self::conflict(d),
+            C::Engine(e) => e.into(),
+            C::Store(e) => e.into(),
+            C::Gone => Self::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down; retry shortly"),
+        }
+    }
+}
+
+impl From<crate::service::ServiceError> for ApiError {
+    fn from(e: crate::service::ServiceError) -> Self {
+        use crate::service::Kind;
+        if let Some(api) = e.api {
+            return api;
+        }
+        let status = match e.kind {
+            Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::Forbidden => StatusCode::FORBIDDEN,
+            Kind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            Kind::Conflict => StatusCode::CONFLICT,
+            Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
+            Kind::NotRunning | Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::Upstream => StatusCode::BAD_GATEWAY,
+            Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
+            Kind::Internal => return Self::internal(e.detail),
+        };
+        Self::new(status, e.detail)
     }
 }
 

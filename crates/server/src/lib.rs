@@ -1,29 +1,24 @@
-//! The gpuhub server: HTTP API, authentication and the controller that drives workloads through a
-//! container runtime. Only this crate knows HTTP; it reaches the runtime only through
-//! [`gpuhub_driver::Runtime`] and the database only through [`gpuhub_store::Store`].
+//! The gpuhub server: the HTTP API, authentication, the service layer the API and the SSH gateway
+//! share, and the wiring of the controller (`gpuhub-controller`) that drives workloads through an
+//! engine. Only this crate knows HTTP; it reaches engines only through [`gpuhub_driver::Engine`] and
+//! the database only through [`gpuhub_store::Store`].
 
 pub mod access;
 pub mod api;
 pub mod auth;
 pub mod config;
-pub mod controller;
 pub mod error;
-pub mod estimate;
-pub mod interrupt;
-pub mod logfile;
 pub mod queues;
-pub mod scheduling;
-pub mod spec;
+pub mod service;
 pub mod state;
-pub mod unmet;
 
 use crate::auth::LoginLimiter;
 use crate::config::Config;
-use crate::controller::Controller;
 use crate::state::AppState;
-use gpuhub_core::node::NodeCapacity;
+use gpuhub_controller::clock::{Clock, SystemClock};
+use gpuhub_controller::{Controller, Inventory};
 use gpuhub_core::user::Role;
-use gpuhub_driver::Runtime;
+use gpuhub_driver::Engine;
 use gpuhub_store::Store;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -176,9 +171,18 @@ pub async fn instance_id(store: &Store) -> Result<String, ServeError> {
     Ok(id)
 }
 
-/// Opens the store, creates the first admin, starts the controller and serves the API on `config.listen`
-/// (port 0 picks a free one; see [`Server::addr`]).
-pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity) -> Result<Server, ServeError> {
+/// Opens the store, creates the first admin, starts the controller over `engine` and serves the API
+/// on `config.listen` (port 0 picks a free one; see [`Server::addr`]).
+pub async fn start(config: Config, engine: Arc<dyn Engine>) -> Result<Server, ServeError> {
+    start_with_clock(config, engine, Arc::new(SystemClock)).await
+}
+
+/// [`start`] with the time read from `clock`.
+pub async fn start_with_clock(
+    config: Config,
+    engine: Arc<dyn Engine>,
+    clock: Arc<dyn Clock>,
+) -> Result<Server, ServeError> {
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     prepare_sqlite_file(&config.effective_database_url())?;
@@ -186,30 +190,34 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
     bootstrap_admin(&store, &config, &data_dir).await?;
     queues::seed(&store, &config).await?;
     let instance = instance_id(&store).await?;
+    let inventory = Inventory::default();
+    match engine.inventory().await {
+        Ok(nodes) => inventory.set(nodes, clock.now()),
+        Err(e) => {
+            // the server still serves (lists, logs of ended runs); workloads stay queued until the
+            // engine answers, and GET /api/v1/nodes says why
+            tracing::error!(engine = engine.name(), error = %e, "cannot read the engine's nodes");
+            eprintln!("gpuhub: the {} engine is not usable yet: {e}", engine.name());
+            inventory.fail(e.to_string());
+        }
+    }
     let config = Arc::new(config);
-    let node = Arc::new(node);
+    let settings = Arc::new(config.controller_settings());
     let (controller, handle) =
-        Controller::new(store.clone(), runtime.clone(), config.clone(), node.clone(), data_dir.clone(), instance);
+        Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
     let revocations = state::Revocations::default();
-    let ssh_backend = Arc::new(access::SshBackend {
-        store: store.clone(),
-        admins_enter_workspaces: config.admins_enter_workspaces,
-        revocations: revocations.clone(),
-    });
-    let gateway = gpuhub_ssh::SshGateway::bind(
-        config.ssh_listen,
-        &data_dir.join("ssh_host_ed25519_key"),
-        ssh_backend,
-        runtime.clone(),
-    )
-    .await?;
-    let ssh_addr = gateway.local_addr();
+    let ssh_listener = tokio::net::TcpListener::bind(config.ssh_listen).await.map_err(|source| {
+        ServeError::Ssh(gpuhub_ssh::SshError::Bind { addr: config.ssh_listen.to_string(), source })
+    })?;
+    let ssh_addr = ssh_listener.local_addr().map_err(|source| ServeError::Bind { addr: config.ssh_listen, source })?;
+    let host_key = data_dir.join("ssh_host_ed25519_key");
+    let gateway_engine = engine.clone();
     let state = AppState {
         store,
-        runtime,
+        engine,
         config: config.clone(),
-        node,
+        clock,
         controller: handle,
         limiter,
         data_dir,
@@ -217,6 +225,13 @@ pub async fn start(config: Config, runtime: Arc<dyn Runtime>, node: NodeCapacity
         ssh_addr: Some(ssh_addr),
         revocations,
     };
+    let gateway = gpuhub_ssh::SshGateway::on_listener(
+        ssh_listener,
+        &host_key,
+        access::ssh_backend(&state),
+        gateway_engine,
+        gpuhub_ssh::GatewayOptions::default(),
+    )?;
     let (shutdown, rx) = watch::channel(false);
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;

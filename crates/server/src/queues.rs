@@ -3,7 +3,6 @@
 //! every reader (the controller on each pass, submissions, `GET /api/v1/queues`) reads them there.
 
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::state::AppState;
 use gpuhub_core::queue::{Amounts, Limit, QueueDef};
 use gpuhub_sched::{QueueSpec, Quota};
@@ -12,14 +11,6 @@ use gpuhub_store::Store;
 fn limit_of(q: Quota) -> Limit {
     let set = |v: u64| (v != u64::MAX).then_some(v);
     Limit { gpu_milli: set(q.gpu_milli), cpu_milli: set(q.cpu_milli), memory: set(q.memory) }
-}
-
-fn quota_of(l: Limit) -> Quota {
-    Quota {
-        gpu_milli: l.gpu_milli.unwrap_or(u64::MAX),
-        cpu_milli: l.cpu_milli.unwrap_or(u64::MAX),
-        memory: l.memory.unwrap_or(u64::MAX),
-    }
 }
 
 /// The queues of the configuration file (`[[scheduler.queues]]` with their `queue_members` and their
@@ -47,17 +38,7 @@ pub fn from_config(config: &Config) -> Vec<QueueDef> {
 
 /// The scheduler's form of a queue.
 pub fn spec(q: &QueueDef) -> QueueSpec {
-    QueueSpec {
-        name: q.name.clone(),
-        guarantee: Quota {
-            gpu_milli: q.guarantee.gpu_milli,
-            cpu_milli: q.guarantee.cpu_milli,
-            memory: q.guarantee.memory,
-        },
-        borrow_limit: q.borrow_limit.map(quota_of),
-        weight: q.weight,
-        user_limit: q.user_limit.map(quota_of),
-    }
+    gpuhub_controller::scheduling::queue_spec(q)
 }
 
 /// `config` with the queues in force: `queues` replace the file's queues, members and per-queue
@@ -104,7 +85,7 @@ pub async fn seed(store: &Store, config: &Config) -> Result<(), gpuhub_store::St
 
 impl AppState {
     /// The configuration with the queues in force now (read from the store).
-    pub async fn live_config(&self) -> Result<Config, ApiError> {
+    pub async fn live_config(&self) -> Result<Config, gpuhub_store::StoreError> {
         Ok(with_queues(&self.config, &self.store.list_queues().await?))
     }
 }

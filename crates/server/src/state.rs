@@ -2,9 +2,10 @@
 
 use crate::auth::LoginLimiter;
 use crate::config::Config;
-use crate::controller::ControllerHandle;
+use gpuhub_controller::ControllerHandle;
+use gpuhub_controller::clock::Clock;
 use gpuhub_core::node::NodeCapacity;
-use gpuhub_driver::Runtime;
+use gpuhub_driver::Engine;
 use gpuhub_store::Store;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,10 +14,11 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub store: Store,
-    pub runtime: Arc<dyn Runtime>,
+    /// The engine workloads run on.
+    pub engine: Arc<dyn Engine>,
     pub config: Arc<Config>,
-    /// What this node offers (CPUs and memory after the host's reserve, GPUs from NVML or config).
-    pub node: Arc<NodeCapacity>,
+    /// Where the time comes from.
+    pub clock: Arc<dyn Clock>,
     pub controller: ControllerHandle,
     pub limiter: Arc<LoginLimiter>,
     /// Absolute data directory.
@@ -27,6 +29,14 @@ pub struct AppState {
     pub ssh_addr: Option<std::net::SocketAddr>,
     /// Accounts whose access just ended: open SSH connections and browser terminals of them close.
     pub revocations: Revocations,
+}
+
+impl AppState {
+    /// The engine's nodes that take work, as last seen (CPUs and memory after the host's reserve,
+    /// GPUs from NVML, the configuration or the engine).
+    pub fn nodes(&self) -> Vec<NodeCapacity> {
+        self.controller.inventory().capacities()
+    }
 }
 
 /// The names of accounts whose access ended (disabled, deleted), for everything that holds a

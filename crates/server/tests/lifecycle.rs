@@ -43,7 +43,7 @@ async fn third_gpu_job_queues_until_one_finishes() {
         nodes[0]["gpus"].as_array().unwrap().iter().map(|g| g["holder"]["workload"].clone()).collect();
     assert!(holders.contains(&json!("a")) && holders.contains(&json!("b")), "{nodes}");
 
-    let cid = hub.container(&alice, "a").await;
+    let cid = hub.run(&alice, "a").await;
     hub.runtime.push_log(&cid, "done\n");
     hub.runtime.exit(&cid, 0);
     let a = hub.wait_state(&alice, "a", "succeeded").await;
@@ -74,18 +74,19 @@ async fn container_spec_carries_limits_user_and_labels() {
         .calls()
         .into_iter()
         .find_map(|c| match c {
-            Call::Create(s) => Some(s),
+            Call::Submit(s) => Some(s),
             _ => None,
         })
         .unwrap();
-    assert_eq!(spec.user, "10001:10001");
-    assert_eq!(spec.cpu_milli, 1500);
-    assert_eq!(spec.memory_bytes, 512 << 20);
+    assert_eq!(spec.identity.user(), "10001:10001");
+    let [member] = spec.members.as_slice() else { panic!("one member: {:?}", spec.members) };
+    assert_eq!(member.cpu_milli, 1500);
+    assert_eq!(member.memory_bytes, 512 << 20);
     assert_eq!(spec.env["K"], "V");
     assert_eq!(spec.labels["gpuhub.owner"], "alice");
     let network = spec.network.as_deref().unwrap();
     assert!(network.starts_with("gpuhub-") && network.ends_with("-u-alice") && network.len() > 20, "{network}");
-    assert!(matches!(&spec.gpus, gpuhub_driver::GpuAttach::Devices { devices } if devices.len() == 1));
+    assert!(matches!(&member.gpus, gpuhub_driver::GpuGrant::Whole { count: 1, uuids } if uuids.len() == 1));
     let home = hub.dir.path().join("data/homes/alice");
     let meta = std::fs::metadata(&home).unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -104,8 +105,8 @@ async fn restart_keeps_everything_and_adopts_running_containers() {
     hub.submit(&alice, job("q", 2)).await;
     let ws = hub.wait_state(&alice, "ws", "running").await;
     hub.wait_state(&alice, "j", "running").await;
-    let ws_cid = hub.container(&alice, "ws").await;
-    let j_cid = hub.container(&alice, "j").await;
+    let ws_cid = hub.run(&alice, "ws").await;
+    let j_cid = hub.run(&alice, "j").await;
     hub.runtime.push_log(&j_cid, "before\nafter\n");
 
     // the server goes away; meanwhile the job ends
@@ -121,7 +122,7 @@ async fn restart_keeps_everything_and_adopts_running_containers() {
     let ws2 = hub.get(&alice, "ws").await;
     assert_eq!(ws2["state"], "running");
     assert_eq!(ws2["gpus"], ws["gpus"]);
-    assert_eq!(hub.container(&alice, "ws").await, ws_cid, "adopted, not recreated");
+    assert_eq!(hub.run(&alice, "ws").await, ws_cid, "adopted, not recreated");
     let text = hub.http.get(format!("{}/api/v1/workloads/j/logs", hub.url)).bearer_auth(&alice).send().await.unwrap();
     assert_eq!(text.text().await.unwrap(), "before\nafter\n");
     // q needs both GPUs: it stays queued while ws holds one, then runs
@@ -138,14 +139,14 @@ async fn vanished_container_is_lost_and_workspace_restarts_with_new_container() 
     let alice = hub.user(&admin, "alice").await;
     hub.submit(&alice, json!({"name": "ws", "kind": "workspace", "image": "busybox:latest"})).await;
     hub.wait_state(&alice, "ws", "running").await;
-    let cid = hub.container(&alice, "ws").await;
+    let cid = hub.run(&alice, "ws").await;
     hub.runtime.vanish(&cid);
     let w = hub.wait_state(&alice, "ws", "lost").await;
     assert!(w["message"].as_str().unwrap().contains("removed"), "{w}");
     let (s, _) = hub.call(Method::POST, "/api/v1/workloads/ws/start", Some(&alice), None).await;
     assert_eq!(s, StatusCode::OK);
     hub.wait_state(&alice, "ws", "running").await;
-    assert_ne!(hub.container(&alice, "ws").await, cid);
+    assert_ne!(hub.run(&alice, "ws").await, cid);
     // a running workload cannot be started again; an ended one cannot be stopped
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads/ws/start", Some(&alice), None).await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
@@ -276,15 +277,15 @@ async fn servers_sharing_an_engine_leave_each_others_containers_alone() {
     let alice = a.user(&admin, "alice").await;
     a.submit(&alice, json!({"name": "ws", "kind": "workspace", "image": "busybox:latest"})).await;
     a.wait_state(&alice, "ws", "running").await;
-    let cid = a.container(&alice, "ws").await;
+    let cid = a.run(&alice, "ws").await;
 
     // a second installation on the same engine, with its own database
     let dir = tempfile::tempdir().unwrap();
-    let b = gpuhub_server::start(common::config(dir.path()), a.runtime.clone(), common::node(2)).await.unwrap();
+    let b = gpuhub_server::start(common::config(dir.path()), a.runtime.clone()).await.unwrap();
     // a command is answered only after the controller's first reconciliation has run
     assert!(b.state.controller.start("no-such-id").await.is_err());
     assert!(a.runtime.running().contains(&cid), "the other server removed or stopped our container");
-    assert!(!a.runtime.calls().iter().any(|c| matches!(c, Call::Remove(id) | Call::Stop(id) if id == &cid)));
+    assert!(!a.runtime.calls().iter().any(|c| matches!(c, Call::Remove(id) | Call::Cancel(id) if id == &cid)));
     b.shutdown().await;
     assert_eq!(a.get(&alice, "ws").await["state"], "running");
 }
@@ -334,7 +335,7 @@ async fn a_burst_of_exits_costs_a_few_passes() {
     let mut containers = Vec::new();
     for name in &names {
         hub.wait_state(&admin, name, "running").await;
-        containers.push(hub.container(&admin, name).await);
+        containers.push(hub.run(&admin, name).await);
     }
     let controller = &hub.server.as_ref().unwrap().state.controller;
     let before = controller.passes();
@@ -359,7 +360,7 @@ async fn a_start_while_the_engine_is_down_waits_in_the_queue() {
     hub.submit(&alice, job("big", 2)).await;
     hub.wait_state(&alice, "big", "running").await;
     hub.submit(&alice, job("next", 2)).await;
-    let big = hub.container(&alice, "big").await;
+    let big = hub.run(&alice, "big").await;
     hub.runtime.set_down(true);
     let mut changes = hub.server.as_ref().unwrap().state.controller.changes();
     hub.runtime.exit(&big, 0);
@@ -377,6 +378,6 @@ async fn a_start_while_the_engine_is_down_waits_in_the_queue() {
     hub.runtime.set_down(false);
     hub.wait_state(&alice, "next", "running").await;
     let creates =
-        hub.runtime.calls().iter().filter(|c| matches!(c, Call::Create(s) if s.name.contains("next"))).count();
+        hub.runtime.calls().iter().filter(|c| matches!(c, Call::Submit(s) if s.name.contains("next"))).count();
     assert_eq!(creates, 1, "started once");
 }

@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
+use gpuhub_controller::logfile::truncation_note;
 use gpuhub_driver::fake::FILLER_LINE;
-use gpuhub_server::logfile::truncation_note;
 use reqwest::{Method, StatusCode};
 use std::time::Duration;
 
@@ -67,7 +67,7 @@ async fn a_flood_of_output_is_capped_and_streamed_in_bounded_memory() {
     let w = hub.submit(&alice, job("big", 0)).await;
     let id = w["id"].as_str().unwrap().to_owned();
     hub.wait_state(&alice, "big", "running").await;
-    let cid = hub.container(&alice, "big").await;
+    let cid = hub.run(&alice, "big").await;
     assert_eq!(hub.runtime.spec(&cid).unwrap().log_max_bytes, Some(CAP), "the engine caps the output too");
     hub.runtime.push_filler(&cid, OUTPUT / FILLER_LINE.len() as u64);
 

@@ -117,7 +117,7 @@ async fn the_database_wins_over_the_file_on_restart() {
     let mut cfg = common::config(hub.dir.path());
     team(&mut cfg);
     cfg.scheduler.queues.push(QueueSpec::open("later"));
-    let server = gpuhub_server::start(cfg, hub.runtime.clone(), common::node(2)).await.unwrap();
+    let server = gpuhub_server::start(cfg, hub.runtime.clone()).await.unwrap();
     hub.url = format!("http://{}", server.addr);
     hub.server = Some(server);
     let admin = hub.admin().await;

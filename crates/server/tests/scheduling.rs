@@ -76,13 +76,14 @@ async fn gpu_shares_pack_and_never_mix_with_whole_gpus() {
     assert!(shared["holder"].is_null(), "{nodes}");
     assert!(gpus.iter().any(|g| g["holder"]["workload"] == "w1"), "{nodes}");
     // the container of a share gets its GPU's device and its limits
-    let cid = hub.container(&alice, "s2").await;
+    let cid = hub.run(&alice, "s2").await;
     let spec = hub.runtime.spec(&cid).unwrap();
-    assert_eq!(spec.env["GPUHUB_GPU_MILLI"], "500");
-    assert_eq!(spec.env["CUDA_DEVICE_MEMORY_LIMIT"], "40960m");
-    assert_eq!(spec.env["CUDA_VISIBLE_DEVICES"], gpus_of(&s2)[0]);
+    let member = &spec.members[0];
+    assert_eq!(member.env["GPUHUB_GPU_MILLI"], "500");
+    assert_eq!(member.env["CUDA_DEVICE_MEMORY_LIMIT"], "40960m");
+    assert_eq!(member.gpus.uuids(), [gpus_of(&s2)[0].as_str()]);
     // a freed half goes to the waiting share, not to the whole-GPU job
-    hub.runtime.exit(&hub.container(&alice, "s1").await, 0);
+    hub.runtime.exit(&hub.run(&alice, "s1").await, 0);
     let s3 = hub.wait_state(&alice, "s3", "running").await;
     assert_eq!(gpus_of(&s3), gpus_of(&s2));
     assert_eq!(hub.get(&alice, "w2").await["state"], "queued");
@@ -171,7 +172,9 @@ async fn scheduling_input_is_checked() {
         (with(job("c", 1), "constraint", json!("gpu.model == ")), "at position 12: expected a number"),
         (with(job("c", 1), "constraint", json!("gpu.model == \"A100\"")), "can never start"),
         (with(job("c", 1), "constraint", json!("gpu.memory >= 200GiB")), "can never start"),
-        (with(job("c", 1), "members", json!(2)), "multi-node engine"),
+        (with(job("c", 1), "members", json!(3)), "can never start"),
+        (with(job("c", 1), "members", json!(0)), "at least 1 member"),
+        (with(job("c", 1), "members", json!(65)), "at most 64 members"),
         (with(job("c", 1), "runtime_limit", json!("0s")), "runtime_limit"),
         (with(job("c", 1), "runtime_limit", json!("2 weeks")), "unknown unit"),
         (with(job("c", 0), "resources", json!({"gpus": 1, "gpu_milli": 500})), "not both"),
@@ -264,15 +267,15 @@ async fn a_queue_below_its_guarantee_reclaims_by_preemption() {
         "{b2}"
     );
     assert!(why["at"].is_string() && why["next"].as_str().unwrap().starts_with("queued again"), "{b2}");
-    let (b1_cid, stops) = (hub.container(&bob, "b1").await, hub.runtime.calls());
-    let stopped: Vec<_> = stops.iter().filter_map(|c| if let Call::Stop(id) = c { Some(id) } else { None }).collect();
+    let (b1_cid, stops) = (hub.run(&bob, "b1").await, hub.runtime.calls());
+    let stopped: Vec<_> = stops.iter().filter_map(|c| if let Call::Cancel(id) = c { Some(id) } else { None }).collect();
     assert_eq!(stopped.len(), 1, "one victim: {stopped:?}");
     assert_ne!(stopped[0], &b1_cid);
     let b1 = hub.get(&bob, "b1").await;
     assert_eq!(b1["state"], "running", "the job within nlp's guarantee keeps running");
     assert_ne!(gpus_of(&a1), gpus_of(&b1));
     // once a GPU frees, the preempted job runs again
-    hub.runtime.exit(&hub.container(&alice, "a1").await, 0);
+    hub.runtime.exit(&hub.run(&alice, "a1").await, 0);
     let b2 = hub.wait_state(&bob, "b2", "running").await;
     assert!(b2.get("interruption").is_none(), "running again, no longer interrupted: {b2}");
 }
@@ -331,7 +334,7 @@ async fn a_reservation_keeps_gpus_free_for_its_queue() {
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, _) = hub.call(Method::DELETE, "/api/v1/reservations/deadline", Some(&admin), None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    hub.runtime.exit(&hub.container(&alice, "a1").await, 0);
+    hub.runtime.exit(&hub.run(&alice, "a1").await, 0);
     let b2 = hub.wait_state(&bob, "b2", "running").await;
     assert!(b2.get("interruption").is_none(), "running again, no longer interrupted: {b2}");
 }

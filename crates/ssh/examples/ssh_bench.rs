@@ -23,7 +23,7 @@ impl GatewayBackend for Backend {
             workspace: "bench".into(),
             user: "10000:10000".into(),
             home: "/tmp".into(),
-            container_id: Some(self.container.clone()),
+            member: Some(gpuhub_driver::MemberRef::new(&self.container, 0)),
         })
     }
 }
@@ -48,16 +48,25 @@ async fn main() {
     let ok = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&key).status().unwrap();
     assert!(ok.success());
     let out = Command::new("docker")
-        .args(["run", "-d", "--rm", "--user", "10000:10000", "gpuhub/busybox:latest", "sleep", "100000"])
+        .args(["run", "-d", "--rm", "--label", "gpuhub.workload=bench", "--user", "10000:10000"])
+        .args(["gpuhub/busybox:latest", "sleep", "100000"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let container = String::from_utf8(out.stdout).unwrap().trim().to_string();
     sh(&format!("docker exec {container} sh -c 'head -c 1073741824 /dev/zero > /tmp/1g'"));
 
-    let runtime = Arc::new(DockerRuntime::connect().await.unwrap());
+    let runtime = DockerRuntime::connect().await.unwrap();
+    let node = gpuhub_core::node::NodeCapacity {
+        name: "bench".into(),
+        cpus: gpuhub_core::CpuMilli(1000),
+        memory: gpuhub_core::Bytes(1 << 30),
+        gpus: vec![],
+        labels: Default::default(),
+    };
+    let engine = Arc::new(gpuhub_docker::DockerEngine::new(runtime, node, gpuhub_docker::GpuMode::None));
     let backend = Arc::new(Backend { container: container.clone() });
-    let gateway = SshGateway::bind("127.0.0.1:0", &dir.path().join("host"), backend, runtime).await.unwrap();
+    let gateway = SshGateway::bind("127.0.0.1:0", &dir.path().join("host"), backend, engine).await.unwrap();
     let port = gateway.local_addr().port();
     tokio::spawn(gateway.run(std::future::pending()));
 

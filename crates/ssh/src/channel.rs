@@ -3,7 +3,7 @@
 
 use crate::{Shared, Target};
 use futures::StreamExt;
-use gpuhub_driver::{ExecHandle, ExecSpec, RuntimeError};
+use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
 use russh::server::Msg;
 use russh::{Channel, ChannelMsg, ChannelWriteHalf};
 use std::collections::BTreeMap;
@@ -54,7 +54,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, target: Target, channel: Channel<
                     (p.1, p.2) = (cols, rows);
                 }
                 if let Some(id) = &exec_id {
-                    if let Err(e) = shared.runtime.exec_resize(id, cols, rows).await {
+                    if let Err(e) = shared.engine.exec_resize(id, cols, rows).await {
                         tracing::debug!(error = %e, "exec resize failed");
                     }
                 }
@@ -115,7 +115,7 @@ async fn start(
     client_env: &BTreeMap<String, String>,
 ) -> (Option<String>, Option<Stdin>) {
     let crlf = pty.is_some();
-    let Some(container) = target.container_id.as_deref() else {
+    let Some(member) = target.member.as_ref() else {
         fail(tx, &not_running(target), crlf).await;
         return (None, None);
     };
@@ -129,7 +129,7 @@ async fn start(
     let command = match &kind {
         Kind::Shell => vec!["/bin/sh".into(), "-c".into(), SHELL.into()],
         Kind::Command(cmd) => vec!["/bin/sh".into(), "-c".into(), cmd.clone()],
-        Kind::Sftp => match crate::sftp::plan(shared.runtime.as_ref(), container, target).await {
+        Kind::Sftp => match crate::sftp::plan(shared.engine.as_ref(), member, target).await {
             Ok(crate::sftp::Plan::Run(command)) => {
                 let name: String = target
                     .owner
@@ -156,7 +156,7 @@ async fn start(
         working_dir: Some(target.home.clone()),
         tty: pty.map(|&(_, cols, rows)| (cols, rows)),
     };
-    let handle = match shared.runtime.exec(container, &spec).await {
+    let handle = match shared.engine.exec(member, &spec).await {
         Ok(h) => h,
         Err(e) => {
             fail(tx, &exec_failed(target, &e), crlf).await;
@@ -166,15 +166,15 @@ async fn start(
     let ExecHandle { id, input, output } = handle;
     if let Some((cols, rows)) = spec.tty {
         // Engines differ in whether the initial console size sticks; set it once more.
-        let _ = shared.runtime.exec_resize(&id, cols, rows).await;
+        let _ = shared.engine.exec_resize(&id, cols, rows).await;
     }
-    tokio::spawn(pump(shared.runtime.clone(), id.clone(), output, tx.clone()));
+    tokio::spawn(pump(shared.engine.clone(), id.clone(), output, tx.clone()));
     (Some(id), Some(input))
 }
 
 /// Copies the process's output to the channel, then sends its exit status, EOF and close.
 async fn pump(
-    runtime: Arc<dyn gpuhub_driver::Runtime>,
+    runtime: Arc<dyn gpuhub_driver::Engine>,
     exec_id: String,
     mut output: gpuhub_driver::LogStream,
     tx: Writer,
@@ -201,7 +201,7 @@ async fn pump(
 }
 
 /// The exit code, waiting briefly for the engine to record it after the output ended.
-async fn exit_code(runtime: &dyn gpuhub_driver::Runtime, exec_id: &str) -> Option<i64> {
+async fn exit_code(runtime: &dyn gpuhub_driver::Engine, exec_id: &str) -> Option<i64> {
     for _ in 0..100 {
         match runtime.exec_exit_code(exec_id).await {
             Ok(Some(code)) => return Some(code),
@@ -215,9 +215,9 @@ async fn exit_code(runtime: &dyn gpuhub_driver::Runtime, exec_id: &str) -> Optio
     None
 }
 
-fn exec_failed(target: &Target, e: &RuntimeError) -> String {
+fn exec_failed(target: &Target, e: &EngineError) -> String {
     let text = e.to_string();
-    if matches!(e, RuntimeError::NotFound(_)) || text.contains("is not running") {
+    if matches!(e, EngineError::NotFound(_)) || text.contains("is not running") {
         not_running(target)
     } else {
         format!("cannot start a process in workspace {}: {text}", target.workspace)

@@ -9,7 +9,7 @@ use crate::channel::not_running;
 use crate::{Shared, Target};
 use bytes::Bytes;
 use futures::StreamExt;
-use gpuhub_driver::ExecSpec;
+use gpuhub_driver::{ExecSpec, MemberRef};
 use russh::server::{ChannelOpenHandle, Msg};
 use russh::{Channel, ChannelOpenFailure};
 use std::collections::BTreeMap;
@@ -96,35 +96,30 @@ enum Connected {
 }
 
 async fn connect(shared: &Shared, target: &Target, host: &str, port: u32) -> Result<Connected, ChannelOpenFailure> {
-    let Some(container) = target.container_id.as_deref() else {
+    let Some(member) = target.member.as_ref() else {
         return Err(refuse(PROHIBITED, not_running(target)));
     };
     let port = u16::try_from(port)
         .ok()
         .filter(|p| *p != 0)
         .ok_or_else(|| refuse(CONNECT_FAILED, format!("invalid port {port}")))?;
-    let info = shared.runtime.inspect(container).await.map_err(|_| refuse(PROHIBITED, not_running(target)))?;
-    let ip: IpAddr =
-        info.ip.as_deref().and_then(|ip| ip.parse().ok()).ok_or_else(|| refuse(PROHIBITED, not_running(target)))?;
+    let addr = shared.engine.endpoint(member, port).await.map_err(|_| refuse(PROHIBITED, not_running(target)))?;
     let loopback = is_loopback_name(host);
-    let own_name = host == ip.to_string()
-        || host == target.workspace
-        || host == info.name.trim_start_matches('/')
-        || container.starts_with(host) && host.len() >= 12;
+    let own_name = host == addr.ip().to_string() || host == target.workspace;
     if !loopback && !own_name {
         return Err(refuse(
             PROHIBITED,
             format!("only ports of workspace {} can be forwarded (use localhost:PORT)", target.workspace),
         ));
     }
-    let direct = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((ip, port))).await;
+    let direct = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr)).await;
     match direct {
         Ok(Ok(tcp)) => {
             let _ = tcp.set_nodelay(true);
             Ok(Connected::Tcp(tcp))
         }
         Ok(Err(e)) if loopback && e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            relay_process(shared, target, container, port).await
+            relay_process(shared, target, member, port).await
         }
         Ok(Err(e)) => Err(refuse(CONNECT_FAILED, format!("connect to port {port}: {e}"))),
         Err(_) => Err(refuse(CONNECT_FAILED, format!("connect to port {port}: timed out"))),
@@ -135,7 +130,7 @@ async fn connect(shared: &Shared, target: &Target, host: &str, port: u32) -> Res
 async fn relay_process(
     shared: &Shared,
     target: &Target,
-    container: &str,
+    member: &MemberRef,
     port: u16,
 ) -> Result<Connected, ChannelOpenFailure> {
     let refused = || refuse(CONNECT_FAILED, format!("connect to port {port}: connection refused"));
@@ -146,7 +141,7 @@ async fn relay_process(
         working_dir: None,
         tty: None,
     };
-    let mut handle = shared.runtime.exec(container, &spec).await.map_err(|_| refused())?;
+    let mut handle = shared.engine.exec(member, &spec).await.map_err(|_| refused())?;
     let first = tokio::time::timeout(Duration::from_secs(10), handle.output.next()).await;
     match first {
         Ok(Some(Ok(bytes))) if bytes.first() == Some(&b'+') => Ok(Connected::Relay(handle, bytes.slice(1..))),

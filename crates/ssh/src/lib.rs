@@ -2,7 +2,7 @@
 //! owner's UID, without an sshd in the image and without a published port.
 //!
 //! The gateway speaks SSH (russh) and turns each session request into a process started through the
-//! container [`Runtime`]:
+//! engine ([`Engine`]):
 //! - `pty-req` + `shell`: a login shell (`bash -l` when the image has it, else `sh -l`) on a PTY of the
 //!   client's size; `window-change` resizes it;
 //! - `exec`: `sh -c CMD`, with the process's exit status passed back;
@@ -25,7 +25,7 @@ mod hostkey;
 mod sftp;
 
 use async_trait::async_trait;
-use gpuhub_driver::Runtime;
+use gpuhub_driver::{Engine, MemberRef};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -51,8 +51,8 @@ pub struct Target {
     pub user: String,
     /// The home directory inside the container (`HOME`, and the working directory of shells).
     pub home: String,
-    /// The running container's id; `None` when the workspace is not running.
-    pub container_id: Option<String>,
+    /// The member to enter (member 0 of the workspace's run); `None` when the workspace is not running.
+    pub member: Option<MemberRef>,
 }
 
 /// Why a login is refused. The client only ever sees a refusal; the reason is logged.
@@ -163,7 +163,7 @@ impl Default for GatewayOptions {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub backend: Arc<dyn GatewayBackend>,
-    pub runtime: Arc<dyn Runtime>,
+    pub engine: Arc<dyn Engine>,
 }
 
 /// The SSH gateway: a bound listener plus everything a connection needs. Call [`SshGateway::run`].
@@ -181,9 +181,9 @@ impl SshGateway {
         addr: impl ToSocketAddrs + std::fmt::Debug,
         host_key_path: &Path,
         backend: Arc<dyn GatewayBackend>,
-        runtime: Arc<dyn Runtime>,
+        engine: Arc<dyn Engine>,
     ) -> Result<Self, SshError> {
-        Self::bind_with(addr, host_key_path, backend, runtime, GatewayOptions::default()).await
+        Self::bind_with(addr, host_key_path, backend, engine, GatewayOptions::default()).await
     }
 
     /// [`SshGateway::bind`] with explicit [`GatewayOptions`].
@@ -191,12 +191,24 @@ impl SshGateway {
         addr: impl ToSocketAddrs + std::fmt::Debug,
         host_key_path: &Path,
         backend: Arc<dyn GatewayBackend>,
-        runtime: Arc<dyn Runtime>,
+        engine: Arc<dyn Engine>,
+        options: GatewayOptions,
+    ) -> Result<Self, SshError> {
+        let shown = format!("{addr:?}");
+        let listener = TcpListener::bind(addr).await.map_err(|source| SshError::Bind { addr: shown, source })?;
+        Self::on_listener(listener, host_key_path, backend, engine, options)
+    }
+
+    /// A gateway on a listener bound already (so that what the backend needs can be made knowing the
+    /// address first).
+    pub fn on_listener(
+        listener: TcpListener,
+        host_key_path: &Path,
+        backend: Arc<dyn GatewayBackend>,
+        engine: Arc<dyn Engine>,
         options: GatewayOptions,
     ) -> Result<Self, SshError> {
         let key = load_or_generate_host_key(host_key_path)?;
-        let shown = format!("{addr:?}");
-        let listener = TcpListener::bind(addr).await.map_err(|source| SshError::Bind { addr: shown, source })?;
         let config = russh::server::Config {
             server_id: russh::SshId::Standard("SSH-2.0-gpuhub".into()),
             methods: russh::MethodSet::from(&[russh::MethodKind::PublicKey][..]),
@@ -210,7 +222,7 @@ impl SshGateway {
             max_auth_attempts: 6,
             ..Default::default()
         };
-        let shared = Arc::new(Shared { backend, runtime });
+        let shared = Arc::new(Shared { backend, engine });
         Ok(Self { listener, config: Arc::new(config), shared })
     }
 

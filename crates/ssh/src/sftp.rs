@@ -7,7 +7,7 @@
 
 use crate::Target;
 use futures::StreamExt;
-use gpuhub_driver::{ExecSpec, Runtime, RuntimeError};
+use gpuhub_driver::{Engine, EngineError, ExecSpec, MemberRef};
 use std::collections::BTreeMap;
 
 /// Where images keep OpenSSH's sftp server.
@@ -48,14 +48,14 @@ pub(crate) enum Plan {
 }
 
 /// Finds out how to run the sftp server in `container` for `target`.
-pub(crate) async fn plan(runtime: &dyn Runtime, container: &str, target: &Target) -> Result<Plan, RuntimeError> {
+pub(crate) async fn plan(engine: &dyn Engine, member: &MemberRef, target: &Target) -> Result<Plan, EngineError> {
     let spec = ExecSpec {
         command: vec!["/bin/sh".into(), "-c".into(), PROBE.into()],
         user: target.user.clone(),
         env: BTreeMap::from([("GPUHUB_SFTP_SERVERS".to_string(), SERVERS.to_string())]),
         ..Default::default()
     };
-    let mut handle = runtime.exec(container, &spec).await?;
+    let mut handle = engine.exec(member, &spec).await?;
     drop(handle.input);
     let mut out = Vec::new();
     while let Some(chunk) = handle.output.next().await {
@@ -92,7 +92,7 @@ mod tests {
             workspace: "nb".into(),
             user: "10000:10000".into(),
             home: "/home/alice".into(),
-            container_id: Some("c".into()),
+            member: Some(MemberRef::new("c", 0)),
         }
     }
 

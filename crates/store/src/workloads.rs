@@ -222,7 +222,7 @@ impl Store {
     /// Like [`Store::update_workload`], but only if the stored state is still `expected`
     /// (compare-and-set): returns whether the write happened. `false` also when the workload is gone.
     pub async fn update_workload_if(&self, w: &Workload, expected: WorkloadState) -> Result<bool> {
-        let sql = format!("{UPDATE} AND state = $12");
+        let sql = format!("{UPDATE} AND state = $13");
         let done = bind_update(&sql, w)?.bind(expected.as_str()).execute(&self.pool).await?;
         Ok(done.rows_affected() == 1)
     }

@@ -189,6 +189,7 @@ mod tests {
         let list = [
             NodeView {
                 name: "node-1".into(),
+                state: "docker".into(),
                 cpus: 16.0,
                 cpus_free: 11.5,
                 memory: Bytes(64 * GIB),
@@ -217,6 +218,7 @@ mod tests {
                 memory: Bytes(8 * GIB),
                 memory_free: Bytes(8 * GIB),
                 gpus: vec![],
+                state: "docker".into(),
             },
         ];
         assert_eq!(

@@ -41,7 +41,9 @@ fn placed(size: u32) -> Vec<Member> {
 }
 
 fn running(m: &[Member]) -> Vec<Member> {
-    m.iter().map(|m| Member { state: MemberPhase::Running, engine_id: Some(format!("c{}", m.index)), ..m.clone() }).collect()
+    m.iter()
+        .map(|m| Member { state: MemberPhase::Running, engine_id: Some(format!("c{}", m.index)), ..m.clone() })
+        .collect()
 }
 
 /// A workload placed by gpuhub and running on the engine as run `r`.
@@ -49,7 +51,8 @@ fn started(kind: WorkloadKind, size: u32) -> Workload {
     let mut w = queued(kind, size);
     w.apply(Event::Placed { members: placed(size) }, at(1)).unwrap();
     assert_eq!(w.state, WorkloadState::Starting);
-    w.apply(Event::Submitted { run: "r".into(), members: running(&w.members) }, at(2)).unwrap();
+    w.apply(Event::Submitted { run: "r".into(), members: running(&w.members), ports: Default::default() }, at(2))
+        .unwrap();
     assert_eq!((w.state, w.started_at), (WorkloadState::Running, Some(at(2))));
     w
 }
@@ -114,7 +117,7 @@ fn a_gang_runs_once_every_member_does() {
     w.apply(Event::Placed { members: placed(2) }, at(1)).unwrap();
     let mut half = running(&w.members);
     half[1].state = MemberPhase::Pending;
-    w.apply(Event::Submitted { run: "r".into(), members: half }, at(2)).unwrap();
+    w.apply(Event::Submitted { run: "r".into(), members: half, ports: Default::default() }, at(2)).unwrap();
     assert_eq!(w.state, WorkloadState::Starting);
     w.apply(Event::MemberRunning { index: 1, node: None, gpus: None }, at(3)).unwrap();
     assert_eq!((w.state, w.started_at), (WorkloadState::Running, Some(at(3))));
@@ -128,7 +131,7 @@ fn a_run_that_ended_before_it_was_recorded_still_ends() {
     let mut done = running(&w.members);
     done[0].state = MemberPhase::Exited;
     done[0].exit_code = Some(0);
-    w.apply(Event::Submitted { run: "r".into(), members: done }, at(2)).unwrap();
+    w.apply(Event::Submitted { run: "r".into(), members: done, ports: Default::default() }, at(2)).unwrap();
     assert_eq!((w.state, w.started_at.is_some()), (WorkloadState::Succeeded, true));
 }
 
@@ -136,8 +139,13 @@ fn a_run_that_ended_before_it_was_recorded_still_ends() {
 fn an_engine_that_queues_keeps_the_workload_queued_with_its_run() {
     let mut w = queued(WorkloadKind::Job, 2);
     let pending: Vec<Member> = (0..2).map(Member::pending).collect();
-    w.apply(Event::Submitted { run: "1001".into(), members: pending }, at(1)).unwrap();
+    w.apply(
+        Event::Submitted { run: "1001".into(), members: pending, ports: [("lab".to_owned(), 20000)].into() },
+        at(1),
+    )
+    .unwrap();
     assert!(w.waits_in_engine());
+    assert_eq!(w.members[0].ports["lab"], 20000);
     assert_eq!((w.state, w.run_id.as_deref()), (WorkloadState::Queued, Some("1001")));
     assert!(w.apply(Event::Placed { members: placed(2) }, at(2)).is_err(), "the engine places it, not gpuhub");
     w.apply(Event::Waiting { message: "slurm: Resources".into() }, at(2)).unwrap();
@@ -149,7 +157,11 @@ fn an_engine_that_queues_keeps_the_workload_queued_with_its_run() {
     assert_eq!(w.members[1].node.as_deref(), Some("node1"));
     // a stop of a run waiting in the engine keeps the workload until the engine has cancelled it
     let mut q = queued(WorkloadKind::Job, 1);
-    q.apply(Event::Submitted { run: "1002".into(), members: vec![Member::pending(0)] }, at(1)).unwrap();
+    q.apply(
+        Event::Submitted { run: "1002".into(), members: vec![Member::pending(0)], ports: Default::default() },
+        at(1),
+    )
+    .unwrap();
     q.apply(Event::StopRequested { reason: StopReason::User { by: "o".into(), at: at(2) } }, at(2)).unwrap();
     assert_eq!(q.state, WorkloadState::Queued);
     q.apply(Event::RunStopped { code: None }, at(3)).unwrap();
@@ -158,7 +170,8 @@ fn an_engine_that_queues_keeps_the_workload_queued_with_its_run() {
 
 #[test]
 fn the_typed_reason_decides_not_the_message() {
-    let pre = StopReason::Preempted { by: "alice/t3".into(), queue: "vision".into(), at: at(2), detail: "reclaim".into() };
+    let pre =
+        StopReason::Preempted { by: "alice/t3".into(), queue: "vision".into(), at: at(2), detail: "reclaim".into() };
     let mut w = started(WorkloadKind::Job, 1);
     w.apply(Event::StopRequested { reason: pre.clone() }, at(3)).unwrap();
     assert_eq!(w.state, WorkloadState::Running, "it runs until the stop lands");
@@ -167,6 +180,11 @@ fn the_typed_reason_decides_not_the_message() {
     assert_eq!(w.interruption, Some(pre));
     assert_eq!(w.message.as_deref(), Some("preempted by alice/t3: reclaim; queued again"));
     assert_eq!(w.stale_run(), Some("r"));
+    // its next run is not taken for a failing one because of the preempted run's exit code
+    w.apply(Event::Placed { members: placed(1) }, at(5)).unwrap();
+    w.apply(Event::Submitted { run: "r2".into(), members: running(&w.members), ports: Default::default() }, at(6))
+        .unwrap();
+    assert_eq!((w.state, w.exit_code, w.failing()), (WorkloadState::Running, None, false));
 
     let mut w = started(WorkloadKind::Job, 1);
     w.apply(Event::RunStopped { code: Some(143) }, at(4)).unwrap();

@@ -30,7 +30,9 @@ pub(crate) fn attach(
     let uuids = grant.uuids();
     let mut env = BTreeMap::new();
     if !matches!(grant, GpuGrant::None) && uuids.is_empty() {
-        return Err(EngineError::Rejected("the docker engine runs GPUs that gpuhub placed; this grant names none".into()));
+        return Err(EngineError::Rejected(
+            "the docker engine runs GPUs that gpuhub placed; this grant names none".into(),
+        ));
     }
     if let Some(u) = uuids.iter().find(|u| !node.gpus.iter().any(|g| &g.uuid == *u)) {
         return Err(EngineError::Rejected(format!("GPU {u} is not a GPU of node {}", node.name)));

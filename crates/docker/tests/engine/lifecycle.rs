@@ -2,8 +2,8 @@
 
 use crate::common::*;
 use bollard::container::InspectContainerOptions;
-use gpuhub_docker::DockerRuntime;
 use gpuhub_docker::ContainerStatus;
+use gpuhub_docker::DockerRuntime;
 use gpuhub_driver::{EngineError, LABEL_WORKLOAD, Mount};
 use std::process::Command;
 use std::time::Duration;

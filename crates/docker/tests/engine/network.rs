@@ -1,8 +1,8 @@
 //! Per-user networks: reachable within, isolated between.
 
 use crate::common::*;
-use gpuhub_docker::DockerRuntime;
 use gpuhub_docker::ContainerStatus;
+use gpuhub_docker::DockerRuntime;
 use gpuhub_driver::EngineError;
 use std::collections::BTreeMap;
 

@@ -3,7 +3,8 @@
 use anyhow::Context;
 use anyhow::{Result, ensure};
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{ContainerSpec, Runtime};
+use gpuhub_docker::{ContainerSpec, DockerEngine};
+use gpuhub_driver::Engine;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -36,6 +37,18 @@ impl Drop for Container {
     }
 }
 
+/// The engine over `runtime` (no GPUs), as the terminal bridge takes it.
+pub fn engine(runtime: &DockerRuntime) -> std::sync::Arc<dyn Engine> {
+    let node = gpuhub_core::node::NodeCapacity {
+        name: "test".into(),
+        cpus: gpuhub_core::CpuMilli(1000),
+        memory: gpuhub_core::Bytes(1 << 30),
+        gpus: vec![],
+        labels: Default::default(),
+    };
+    std::sync::Arc::new(DockerEngine::new(runtime.clone(), node, gpuhub_docker::GpuMode::None))
+}
+
 /// Starts `image` running `command` as uid 10000 (HOME=/tmp) on its own network, through the real runtime.
 pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -> Result<Container> {
     let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
@@ -46,7 +59,8 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         image: image.to_string(),
         command: command.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::from([("HOME".to_string(), "/tmp".to_string())]),
-        labels: BTreeMap::new(),
+        // a workload's label: the engine takes a container without a run label as a run of its own
+        labels: BTreeMap::from([(gpuhub_driver::LABEL_WORKLOAD.to_string(), format!("proxy-test-{tag}"))]),
         user: format!("{UID}:{UID}"),
         hostname: Some("ws".into()),
         working_dir: Some("/tmp".into()),
@@ -55,6 +69,7 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         pids_limit: 512,
         mounts: vec![],
         network: Some(network.clone()),
+        aliases: vec![],
         gpus: Default::default(),
         log_max_bytes: None,
     };

@@ -9,6 +9,7 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use gpuhub_controller::ControlError;
 use gpuhub_core::api::{
     ChangePasswordRequest, CreateUserRequest, LoginRequest, PatchUserRequest, Problem, TokenResponse, TokenView,
     UserView,
@@ -293,12 +294,17 @@ async fn stop_all(st: &AppState, owner: &str) -> Result<(), ApiError> {
         owner: Some(owner.to_owned()),
         states: Some(vec![WorkloadState::Starting, WorkloadState::Running]),
     };
-    for w in st.store.list_workloads(&filter).await? {
-        match st.controller.stop(&w.id, gpuhub_core::stop::StopReason::OwnerDisabled { at: chrono::Utc::now() }).await {
+    // and what waits in an engine's own queue (Slurm), which would otherwise start there
+    let queued = WorkloadFilter { owner: Some(owner.to_owned()), states: Some(vec![WorkloadState::Queued]) };
+    let waiting = st.store.list_workloads(&queued).await?.into_iter().filter(|w| w.waits_in_engine());
+    for w in st.store.list_workloads(&filter).await?.into_iter().chain(waiting) {
+        let reason = gpuhub_core::stop::StopReason::OwnerDisabled { at: st.clock.now() };
+        match st.controller.stop(&w.id, reason).await {
             Ok(_) => {}
             // it ended meanwhile
-            Err(e) if e.status == StatusCode::CONFLICT || e.status == StatusCode::NOT_FOUND => {}
-            Err(e) => return Err(e),
+            Err(ControlError::Conflict(_) | ControlError::NotFound(_)) => {}
+            Err(ControlError::Store(gpuhub_store::StoreError::NotFound { .. })) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
@@ -352,11 +358,11 @@ pub async fn delete_user(
     for w in st.store.list_workloads(&filter).await? {
         match st.controller.delete(&w.id).await {
             Ok(()) => {}
-            Err(e) if e.status == StatusCode::NOT_FOUND => {}
-            Err(e) => return Err(e),
+            Err(ControlError::NotFound(_) | ControlError::Store(gpuhub_store::StoreError::NotFound { .. })) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    let home = crate::spec::home_on_host(&st.data_dir, &name);
+    let home = gpuhub_controller::spec::home_on_host(&st.data_dir, &name);
     if home.exists() {
         match q.home {
             HomeDisposal::Delete => tokio::fs::remove_dir_all(&home).await.map_err(ApiError::internal)?,

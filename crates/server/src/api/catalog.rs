@@ -9,25 +9,61 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView, ImageEntry, NodeView, Problem};
-use gpuhub_core::workload::WorkloadState;
+use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_core::{Bytes, CpuMilli, names};
 use gpuhub_store::WorkloadFilter;
 
-/// The node: CPUs, memory and GPUs, and who holds each GPU (whole, or shares of it).
+/// The engine's nodes: CPUs, memory and GPUs, and who holds each GPU (whole, or shares of it). When the
+/// engine cannot be reached its error is the answer (503), naming it.
 #[utoipa::path(get, path = "/api/v1/nodes", tag = "nodes", params(PageQuery),
-    responses((status = 200, body = [NodeView]), (status = 400, body = Problem), (status = 401, body = Problem)))]
+    responses((status = 200, body = [NodeView]), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 503, body = Problem)))]
 pub async fn list_nodes(
     State(st): State<AppState>,
     _caller: Caller,
     q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let page = paging::from_query(q)?;
+    let snapshot = st.controller.inventory().snapshot();
+    if let Some(e) = &snapshot.error {
+        let mut err = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the {} engine's nodes cannot be read: {e}; workloads stay queued until it answers",
+                st.engine.name()
+            ),
+        );
+        err.retry_after = Some(crate::error::DATABASE_RETRY_AFTER_SECS);
+        return Err(err);
+    }
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
     let active = st.store.list_workloads(&filter).await?;
-    let n = &st.node;
-    let cpu_used: u64 = active.iter().map(|w| w.resources.cpu_milli.0).sum();
-    let mem_used: u64 = active.iter().map(|w| w.resources.memory.0).sum();
-    let gpus = n
+    let nodes: Vec<NodeView> = snapshot.nodes.iter().map(|n| node_view(n, &active, snapshot.nodes.len())).collect();
+    let (nodes, next) = paging::slice(nodes, |n| n.name.clone(), &page);
+    Ok(paging::respond(nodes, next, "/api/v1/nodes", &page))
+}
+
+/// What runs on a node: each member placed there (a row from before members were kept runs on the only
+/// node), with its GPUs.
+fn on_node<'a>(node: &'a str, w: &'a Workload, single: bool) -> impl Iterator<Item = &'a [String]> + 'a {
+    let legacy = (w.members.is_empty() && single).then_some(w.gpus.as_slice());
+    let members = w.members.iter().filter(move |m| m.node.as_deref() == Some(node)).map(|m| m.gpus.as_slice());
+    legacy.into_iter().chain(members)
+}
+
+fn node_view(n: &gpuhub_driver::EngineNode, active: &[Workload], count: usize) -> NodeView {
+    let c = &n.capacity;
+    let single = count == 1;
+    let (mut cpu_used, mut mem_used) = (0u64, 0u64);
+    let mut held: Vec<(&Workload, &str)> = Vec::new();
+    for w in active {
+        for gpus in on_node(&c.name, w, single) {
+            cpu_used += w.resources.cpu_milli.0;
+            mem_used += w.resources.memory.0;
+            held.extend(gpus.iter().map(|g| (w, g.as_str())));
+        }
+    }
+    let gpus = c
         .gpus
         .iter()
         .map(|g| GpuView {
@@ -35,14 +71,14 @@ pub async fn list_nodes(
             index: g.index,
             model: g.model.clone(),
             memory: g.memory,
-            holder: active
+            holder: held
                 .iter()
-                .find(|w| w.resources.gpu_milli == 0 && w.gpus.contains(&g.uuid))
-                .map(|w| GpuHolder { owner: w.owner.clone(), workload: w.name.clone() }),
-            shares: active
+                .find(|(w, u)| w.resources.gpu_milli == 0 && *u == g.uuid)
+                .map(|(w, _)| GpuHolder { owner: w.owner.clone(), workload: w.name.clone() }),
+            shares: held
                 .iter()
-                .filter(|w| w.resources.gpu_milli > 0 && w.gpus.contains(&g.uuid))
-                .map(|w| GpuShareView {
+                .filter(|(w, u)| w.resources.gpu_milli > 0 && *u == g.uuid)
+                .map(|(w, _)| GpuShareView {
                     owner: w.owner.clone(),
                     workload: w.name.clone(),
                     milli: w.resources.gpu_milli,
@@ -51,16 +87,15 @@ pub async fn list_nodes(
                 .collect(),
         })
         .collect();
-    let nodes = vec![NodeView {
-        name: n.name.clone(),
-        cpus: n.cpus.cores(),
-        cpus_free: CpuMilli(n.cpus.0.saturating_sub(cpu_used)).cores(),
-        memory: n.memory,
-        memory_free: Bytes(n.memory.0.saturating_sub(mem_used)),
+    NodeView {
+        name: c.name.clone(),
+        state: n.state.clone(),
+        cpus: c.cpus.cores(),
+        cpus_free: CpuMilli(c.cpus.0.saturating_sub(cpu_used)).cores(),
+        memory: c.memory,
+        memory_free: Bytes(c.memory.0.saturating_sub(mem_used)),
         gpus,
-    }];
-    let (nodes, next) = paging::slice(nodes, |n| n.name.clone(), &page);
-    Ok(paging::respond(nodes, next, "/api/v1/nodes", &page))
+    }
 }
 
 /// The image catalog, by name, in pages.
@@ -89,7 +124,7 @@ pub async fn create_image(
     for app in &entry.apps {
         app.validate()?;
     }
-    if !st.runtime.image_exists(&entry.image).await? {
+    if !st.engine.image_exists(&entry.image).await? {
         return Err(ApiError::unprocessable(format!(
             "invalid image: the container engine has no image {:?} (build or pull it on the node first)",
             entry.image

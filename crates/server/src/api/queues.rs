@@ -24,7 +24,7 @@ fn view(q: &QueueDef, active: &[Workload], caller: &Caller) -> QueueView {
     for w in active.iter().filter(|w| w.queue == q.name) {
         if w.state.holds_resources() {
             running += 1;
-            used = used.plus(Quota::of_request(&crate::scheduling::request(w), 1));
+            used = used.plus(Quota::of_request(&gpuhub_controller::scheduling::request(w), w.size.max(1)));
         } else {
             queued += 1;
         }

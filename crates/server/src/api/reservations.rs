@@ -73,20 +73,22 @@ pub async fn create_reservation(
     if req.end <= now {
         return Err(ApiError::unprocessable("invalid end: the window is already over"));
     }
-    let matching = st.node.gpus.iter().filter(|g| req.model.as_ref().is_none_or(|m| &g.model == m)).count();
+    let nodes = st.nodes();
+    let all_gpus = nodes.iter().map(|n| n.gpus.len()).sum::<usize>();
+    let matching =
+        nodes.iter().flat_map(|n| &n.gpus).filter(|g| req.model.as_ref().is_none_or(|m| &g.model == m)).count();
     if req.gpus == 0 || req.gpus as usize > matching {
         let what = req.model.as_deref().map_or_else(|| "GPUs".to_owned(), |m| format!("{m} GPUs"));
         return Err(ApiError::unprocessable(format!(
-            "invalid gpus: {} requested; the node has {matching} {what} (at least 1)",
+            "invalid gpus: {} requested; the nodes have {matching} {what} (at least 1)",
             req.gpus
         )));
     }
     let overlapping: u32 =
         current(&st, now).await?.iter().filter(|r| r.start < req.end && req.start < r.end).map(|r| r.gpus).sum();
-    if (overlapping + req.gpus) as usize > st.node.gpus.len() {
+    if (overlapping + req.gpus) as usize > all_gpus {
         return Err(ApiError::conflict(format!(
-            "overbooked: bookings overlapping this window already hold {overlapping} of the node's {} GPUs",
-            st.node.gpus.len()
+            "overbooked: bookings overlapping this window already hold {overlapping} of the nodes' {all_gpus} GPUs"
         )));
     }
     if configured(&st).any(|r| r.id == id) {

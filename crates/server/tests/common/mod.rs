@@ -1,9 +1,9 @@
-//! An in-process server on 127.0.0.1:0 with a temp SQLite file and the recording fake runtime.
+//! An in-process server on 127.0.0.1:0 with a temp SQLite file and the recording fake engine.
 #![allow(dead_code)]
 
 use gpuhub_core::node::{GpuDevice, NodeCapacity};
 use gpuhub_core::{Bytes, CpuMilli};
-use gpuhub_driver::fake::FakeRuntime;
+use gpuhub_driver::fake::FakeEngine;
 use gpuhub_server::config::Config;
 use gpuhub_server::{Server, start};
 use reqwest::{Method, StatusCode};
@@ -15,7 +15,7 @@ pub const ADMIN_PASSWORD: &str = "admin-password";
 pub struct Hub {
     pub server: Option<Server>,
     pub url: String,
-    pub runtime: Arc<FakeRuntime>,
+    pub runtime: Arc<FakeEngine>,
     pub dir: tempfile::TempDir,
     pub http: reqwest::Client,
 }
@@ -38,6 +38,11 @@ pub fn node(gpus: u32) -> NodeCapacity {
     }
 }
 
+/// A fake engine that places like Docker, on one node with two GPUs.
+pub fn fake() -> Arc<FakeEngine> {
+    Arc::new(FakeEngine::new().with_nodes(vec![node(2)]))
+}
+
 pub fn config(dir: &std::path::Path) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -54,25 +59,23 @@ impl Hub {
     }
 
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Hub {
+        // the server's own log, shown with a failing test's output (`RUST_LOG` filters; default warn)
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
         let dir = tempfile::tempdir().unwrap();
-        let runtime = Arc::new(FakeRuntime::new());
+        let runtime = fake();
         let mut cfg = config(dir.path());
         tweak(&mut cfg);
-        let server = start(cfg, runtime.clone(), node(2)).await.unwrap();
+        let server = start(cfg, runtime.clone()).await.unwrap();
         let url = format!("http://{}", server.addr);
         Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
     }
 
-    /// A hub on `dir` with `cfg`, any runtime and node (the `runtime` field then holds an unused fake).
-    pub async fn start_on(
-        dir: tempfile::TempDir,
-        cfg: Config,
-        runtime: Arc<dyn gpuhub_driver::Runtime>,
-        node: NodeCapacity,
-    ) -> Hub {
-        let server = start(cfg, runtime, node).await.unwrap();
+    /// A hub on `dir` with `cfg` and any engine (the `runtime` field then holds an unused fake).
+    pub async fn start_on(dir: tempfile::TempDir, cfg: Config, engine: Arc<dyn gpuhub_driver::Engine>) -> Hub {
+        let server = start(cfg, engine).await.unwrap();
         let url = format!("http://{}", server.addr);
-        Hub { server: Some(server), url, runtime: Arc::new(FakeRuntime::new()), dir, http: reqwest::Client::new() }
+        Hub { server: Some(server), url, runtime: fake(), dir, http: reqwest::Client::new() }
     }
 
     /// Waits, on the controller's change feed, until `done` holds for `name`'s workload, at most `secs`.
@@ -99,7 +102,7 @@ impl Hub {
 
     /// Starts a server on the data dir and runtime when none runs.
     pub async fn restart_from_nothing(&mut self) {
-        let server = start(config(self.dir.path()), self.runtime.clone(), node(2)).await.unwrap();
+        let server = start(config(self.dir.path()), self.runtime.clone()).await.unwrap();
         self.url = format!("http://{}", server.addr);
         self.server = Some(server);
     }
@@ -177,12 +180,12 @@ impl Hub {
         }
     }
 
-    /// The fake container id of a workload.
-    pub async fn container(&self, token: &str, name: &str) -> String {
+    /// The fake engine's id of a workload's run.
+    pub async fn run(&self, token: &str, name: &str) -> String {
         let v = self.get(token, name).await;
         let id = v["id"].as_str().unwrap();
         let server = self.server.as_ref().unwrap();
-        server.state.store.get_workload_by_id(id).await.unwrap().container_id.expect("has a container")
+        server.state.store.get_workload_by_id(id).await.unwrap().run_id.expect("has a run")
     }
 }
 

@@ -2,7 +2,7 @@
 //! connections closed, new ones refused) and restored. The shared server itself is never touched.
 
 use crate::common::{ADMIN_PASSWORD, Hub, config, node};
-use gpuhub_driver::fake::FakeRuntime;
+use gpuhub_driver::fake::FakeEngine;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use sqlx::{Connection, Executor, PgConnection};
@@ -95,14 +95,14 @@ async fn postgres_unreachable_answers_503_and_recovers_without_a_restart() {
     let mut cfg = config(dir.path());
     cfg.database_url = Some(format!("{auth}{}/{}", proxy.addr, db.name));
     cfg.reconcile_secs = 1;
-    let fake = Arc::new(FakeRuntime::new());
-    let mut hub = Hub::start_on(dir, cfg, fake.clone(), node(2)).await;
+    let fake = Arc::new(FakeEngine::new().with_nodes(vec![node(2)]));
+    let mut hub = Hub::start_on(dir, cfg, fake.clone()).await;
     hub.runtime = fake.clone();
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
     let alice = hub.user(&admin, "alice").await;
     hub.submit(&alice, crate::common::job("before", 0)).await;
     hub.wait_state(&alice, "before", "running").await;
-    let cid = hub.container(&alice, "before").await;
+    let cid = hub.run(&alice, "before").await;
 
     proxy.set_cut(true);
     let cut_at = Instant::now();
@@ -163,7 +163,7 @@ async fn postgres_unreachable_answers_503_and_recovers_without_a_restart() {
     )
     .await;
     let after = hub.wait_state(&alice, "after", "running").await;
-    fake.exit(&hub.container(&alice, "after").await, 0);
+    fake.exit(&hub.run(&alice, "after").await, 0);
     hub.wait_state(&alice, "after", "succeeded").await;
     assert!(after["id"].is_string());
 

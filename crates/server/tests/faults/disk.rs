@@ -4,7 +4,7 @@
 //! the database is intact afterwards.
 
 use crate::common::{ADMIN_PASSWORD, Hub, config, node};
-use gpuhub_driver::fake::FakeRuntime;
+use gpuhub_driver::fake::FakeEngine;
 use reqwest::StatusCode;
 use serde_json::json;
 use sqlx::Connection;
@@ -69,13 +69,13 @@ async fn data_dir_full_refuses_writes_with_507_and_recovers_intact() {
     let mut cfg = config(dir.path());
     cfg.data_dir = disk.path.clone();
     cfg.reconcile_secs = 1;
-    let fake = Arc::new(FakeRuntime::new());
-    let mut hub = Hub::start_on(dir, cfg, fake.clone(), node(2)).await;
+    let fake = Arc::new(FakeEngine::new().with_nodes(vec![node(2)]));
+    let mut hub = Hub::start_on(dir, cfg, fake.clone()).await;
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
     let alice = hub.user(&admin, "alice").await;
     hub.submit(&alice, crate::common::job("writer", 0)).await;
     hub.wait_state(&alice, "writer", "running").await;
-    let writer = hub.container(&alice, "writer").await;
+    let writer = hub.run(&alice, "writer").await;
     fake.push_filler(&writer, 100_000); // several MiB of output: its archive cannot fit
 
     let filler = disk.path.join("filler");

@@ -5,7 +5,7 @@
 
 use crate::common::{ADMIN_PASSWORD, Hub, config, node};
 use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{LABEL_WORKLOAD, Runtime};
+use gpuhub_driver::LABEL_WORKLOAD;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -147,7 +147,8 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
     cfg.reconcile_secs = 1;
     cfg.gpu_mode = gpuhub_server::config::GpuMode::None;
     cfg.stop_grace_secs = 1;
-    let hub = Hub::start_on(dir, cfg, Arc::new(rt.clone()), node(0)).await;
+    let docker_engine = gpuhub_docker::DockerEngine::new(rt.clone(), node(0), gpuhub_docker::GpuMode::None);
+    let hub = Hub::start_on(dir, cfg, Arc::new(docker_engine)).await;
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
     let alice = hub.user(&admin, "alice").await;
 
@@ -215,8 +216,8 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
         let id = v["id"].as_str().unwrap();
         assert_eq!(counts.get(id), Some(&1), "{name}: containers by workload {counts:?}");
         let w = server.state.store.get_workload_by_id(id).await.unwrap();
-        let cid = w.container_id.expect("has a container");
-        assert!(counts.contains_key(id), "{name}: store names {cid}");
+        let run = w.run_id.expect("has a run");
+        assert!(counts.contains_key(id), "{name}: store names {run}");
     }
     // each command ran exactly once: every run appends its name to a file in the persistent home
     let starts = std::fs::read_to_string(hub.dir.path().join("data/homes/alice/starts")).unwrap();

@@ -4,8 +4,8 @@
 
 use anyhow::{Context, Result, bail, ensure};
 use async_trait::async_trait;
-use gpuhub_docker::DockerRuntime;
-use gpuhub_driver::{ContainerSpec, Runtime};
+use gpuhub_docker::{ContainerSpec, DockerEngine, DockerRuntime};
+
 use gpuhub_ssh::{Denied, GatewayBackend, GatewayOptions, PublicKey, SshGateway, Target};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -109,7 +109,8 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         image: image.to_string(),
         command: command.iter().map(|s| s.to_string()).collect(),
         env: BTreeMap::from([("HOME".to_string(), "/tmp".to_string())]),
-        labels: BTreeMap::new(),
+        // a workload's label: the engine takes a container without a run label as a run of its own
+        labels: BTreeMap::from([(gpuhub_driver::LABEL_WORKLOAD.to_string(), format!("ssh-test-{tag}"))]),
         user: format!("{UID}:{UID}"),
         hostname: Some("ws".into()),
         working_dir: Some("/tmp".into()),
@@ -118,6 +119,7 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         pids_limit: 512,
         mounts: vec![],
         network: Some(network.clone()),
+        aliases: vec![],
         gpus: Default::default(),
         log_max_bytes: None,
     };
@@ -160,15 +162,18 @@ impl Fixture {
         let bad = keygen(dir.path(), "bad")?;
         let backend = Arc::new(TestBackend { authorized: good.fingerprint.clone(), ..Default::default() });
         let runtime = Arc::new(DockerRuntime::connect().await?);
+        let node = gpuhub_core::node::NodeCapacity {
+            name: "test".into(),
+            cpus: gpuhub_core::CpuMilli(1000),
+            memory: gpuhub_core::Bytes(1 << 30),
+            gpus: vec![],
+            labels: Default::default(),
+        };
+        let engine = Arc::new(DockerEngine::new((*runtime).clone(), node, gpuhub_docker::GpuMode::None));
         let options = GatewayOptions { auth_rejection_time: Duration::from_millis(50), ..Default::default() };
-        let gateway = SshGateway::bind_with(
-            "127.0.0.1:0",
-            &dir.path().join("host_key"),
-            backend.clone(),
-            runtime.clone(),
-            options,
-        )
-        .await?;
+        let gateway =
+            SshGateway::bind_with("127.0.0.1:0", &dir.path().join("host_key"), backend.clone(), engine, options)
+                .await?;
         let addr = gateway.local_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(gateway.run(async move {
@@ -185,7 +190,7 @@ impl Fixture {
             workspace: workspace.into(),
             user: format!("{UID}:{UID}"),
             home: "/tmp".into(),
-            container_id: container.map(str::to_string),
+            member: container.map(|c| gpuhub_driver::MemberRef::new(c, 0)),
         };
         self.backend.targets.lock().unwrap().insert(ssh_user.to_string(), target);
     }

@@ -28,7 +28,9 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         apps: Vec::new(),
         state: WorkloadState::Queued,
         gpus: Vec::new(),
-        container_id: None,
+        size: 1,
+        run_id: None,
+        members: vec![],
         exit_code: None,
         message: None,
         interruption: None,
@@ -80,7 +82,20 @@ fn full() -> Workload {
             "GPU-0a1b2c3d-0000-1111-2222-333344445555".into(),
             "GPU-ffffffff-0000-1111-2222-333344445555".into(),
         ],
-        container_id: Some("4f1e9c0b5a7d".into()),
+        size: 3,
+        run_id: Some("4f1e9c0b5a7d".into()),
+        members: vec![
+            gpuhub_core::workload::Member {
+                node: Some("node-1".into()),
+                state: gpuhub_core::workload::MemberPhase::Exited,
+                gpus: vec!["GPU-0a1b2c3d-0000-1111-2222-333344445555".into()],
+                exit_code: Some(-137),
+                engine_id: Some("4f1e9c0b5a7d.0".into()),
+                ports: [("lab".to_owned(), 20001)].into(),
+                index: 0,
+            },
+            gpuhub_core::workload::Member::pending(2),
+        ],
         exit_code: Some(-137),
         message: Some("started on node a100-01 (2 GPUs)".into()),
         interruption: Some(gpuhub_core::stop::StopReason::User { by: "root-ish \"x\"".into(), at: t(3) }),
@@ -179,7 +194,8 @@ async fn filters_and_order(s: Store) {
 fn started(mut w: Workload) -> Workload {
     w.state = WorkloadState::Running;
     w.gpus = vec!["GPU-1".into(), "GPU-2".into()];
-    w.container_id = Some("c0ffee".into());
+    w.run_id = Some("c0ffee".into());
+    w.members = vec![gpuhub_core::workload::Member::pending(0)];
     w.message = Some("running".into());
     w.priority = 7;
     w.queued_at = t(50);
@@ -207,7 +223,7 @@ async fn updates(s: Store) {
     // and back to the queue, with the optional fields cleared again
     let mut again = done.clone();
     again.state = WorkloadState::Queued;
-    again.container_id = None;
+    again.run_id = None;
     again.exit_code = None;
     again.started_at = None;
     again.finished_at = None;

@@ -3,10 +3,10 @@
 //! the same `tail`, `limit_bytes` and `follow` as the main log.
 
 use crate::error::ApiError;
-use crate::logfile;
 use crate::state::AppState;
 use bytes::Bytes;
 use futures::Stream;
+use gpuhub_controller::logfile;
 use gpuhub_core::workload::Workload;
 use std::path::PathBuf;
 use std::time::Duration;

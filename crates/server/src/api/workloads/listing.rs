@@ -2,25 +2,21 @@
 //! workloads and its opaque cursor, and the per-user limits on what a submission may hold.
 
 use crate::auth::Caller;
-use crate::config::Limits;
 use crate::error::ApiError;
 use axum::extract::rejection::QueryRejection;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::HeaderValue;
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use gpuhub_core::api::{CreateWorkloadRequest, NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use gpuhub_core::api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use gpuhub_core::workload::WorkloadState;
-use gpuhub_store::{CapReached, WorkloadCursor, WorkloadQuery};
+use gpuhub_store::{WorkloadCursor, WorkloadQuery};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 /// A page stops growing once its workloads hold about this much text (long commands and environments),
 /// so that a response stays a few MiB whatever `limit` asks for; the cursor carries on.
 pub const PAGE_MAX_BYTES: usize = 4 << 20;
-
-/// The most bytes of a request's image reference and of its constraint expression.
-pub const MAX_FIELD_BYTES: usize = 4096;
 
 /// Which workloads `GET /api/v1/workloads` lists, and which page of them.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -149,62 +145,10 @@ pub fn set_next(resp: &mut Response, raw: Option<&str>, next: &WorkloadCursor) {
     }
 }
 
-/// Refuses a request whose command, environment or apps are larger than `limits` allow (422, naming
-/// the field and the limit). The apps of a catalog image are the admin's and do not count.
-pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ApiError> {
-    let args = |c: &[String]| c.iter().map(String::len).sum::<usize>();
-    let command = req.command.as_deref().map_or(0, args) + req.apps.iter().map(|a| args(&a.command)).sum::<usize>();
-    if command > limits.max_command_bytes {
-        return Err(ApiError::unprocessable(format!(
-            "invalid command: its arguments and those of its apps hold {command} bytes, more than the limit of \
-             {} (limits.max_command_bytes)",
-            limits.max_command_bytes
-        )));
-    }
-    let env = req.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    if env > limits.max_env_bytes {
-        return Err(ApiError::unprocessable(format!(
-            "invalid env: its names and values hold {env} bytes, more than the limit of {} (limits.max_env_bytes)",
-            limits.max_env_bytes
-        )));
-    }
-    for (field, len) in [("image", req.image.len()), ("constraint", req.constraint.as_ref().map_or(0, String::len))] {
-        if len > MAX_FIELD_BYTES {
-            return Err(ApiError::unprocessable(format!(
-                "invalid {field}: {len} bytes, more than the limit of {MAX_FIELD_BYTES}"
-            )));
-        }
-    }
-    let apps = req.apps.len();
-    if apps > limits.max_apps {
-        return Err(ApiError::unprocessable(format!(
-            "invalid apps: {apps} apps, more than the limit of {} (limits.max_apps)",
-            limits.max_apps
-        )));
-    }
-    Ok(())
-}
-
-/// The answer to a submission refused by a per-user cap: 429, naming the cap.
-pub fn cap_error(owner: &str, limits: &Limits, cap: CapReached) -> ApiError {
-    let detail = match cap {
-        CapReached::Total { count } => format!(
-            "too many workloads: {owner} has {count}, the limit is {} (limits.max_workloads_per_user); \
-             delete some that have ended",
-            limits.max_workloads_per_user
-        ),
-        CapReached::Queued { count } => format!(
-            "too many queued workloads: {owner} has {count} waiting, the limit is {} \
-             (limits.max_queued_per_user); submit more once some have started",
-            limits.max_queued_per_user
-        ),
-    };
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, detail)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     #[test]
     fn cursors_round_trip_and_refuse_garbage() {

@@ -1,6 +1,6 @@
 //! Why a launch did not start its workload, sorted by what happens next.
 
-use gpuhub_driver::RuntimeError;
+use gpuhub_driver::EngineError;
 use gpuhub_store::StoreError;
 
 /// A launch that did not start its workload.
@@ -15,10 +15,10 @@ pub(crate) enum StartError {
     Failed(String),
 }
 
-impl From<RuntimeError> for StartError {
-    fn from(e: RuntimeError) -> Self {
+impl From<EngineError> for StartError {
+    fn from(e: EngineError) -> Self {
         match e {
-            RuntimeError::Unavailable(_) => Self::Retry(e.to_string()),
+            EngineError::Unavailable(_) => Self::Retry(e.to_string()),
             other => Self::Failed(other.to_string()),
         }
     }

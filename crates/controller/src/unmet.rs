@@ -8,10 +8,10 @@ use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::workload::Workload;
 use std::collections::BTreeMap;
 
-/// The GPUs of `node` as people read them: `2× H200 141GiB`.
-fn inventory(node: &NodeCapacity) -> String {
+/// The GPUs of `nodes` as people read them: `2× H200 141GiB`.
+fn inventory(nodes: &[NodeCapacity]) -> String {
     let mut kinds: BTreeMap<(String, u64), usize> = BTreeMap::new();
-    for g in &node.gpus {
+    for g in nodes.iter().flat_map(|n| &n.gpus) {
         *kinds.entry((g.model.clone(), g.memory.0)).or_default() += 1;
     }
     if kinds.is_empty() {
@@ -22,37 +22,42 @@ fn inventory(node: &NodeCapacity) -> String {
     list.join(", ")
 }
 
-/// Why `w` can never start on `node` under `config`, naming the part that no GPU, node or queue meets;
-/// `None` when it could start on the empty node.
-pub fn never(node: &NodeCapacity, w: &Workload, config: &gpuhub_sched::Config) -> Option<String> {
-    let why = admissible(node, w, config).err()?;
+/// Why `w` can never start on `nodes` under `config`, naming the part that no GPU, node or queue meets;
+/// `None` when it could start on the empty nodes.
+pub fn never(nodes: &[NodeCapacity], w: &Workload, config: &gpuhub_sched::Config) -> Option<String> {
+    let why = admissible(nodes, w, config).err()?;
     if let Some(c) = &w.constraint {
         let free = Workload { constraint: None, ..w.clone() };
-        if admissible(node, &free, config).is_ok() {
-            return Some(format!("no GPU here meets its constraint `{c}` (GPUs here: {})", inventory(node)));
+        if admissible(nodes, &free, config).is_ok() {
+            return Some(format!("no GPU here meets its constraint `{c}` (GPUs here: {})", inventory(nodes)));
         }
     }
     let r = &w.resources;
+    let the = if nodes.len() == 1 { "the node has" } else { "the largest node has" };
+    let cpus = nodes.iter().map(|n| n.cpus).max().unwrap_or_default();
+    let memory = nodes.iter().map(|n| n.memory).max().unwrap_or_default();
+    let gpus = nodes.iter().map(|n| n.gpus.len()).max().unwrap_or(0);
     let mut over = Vec::new();
-    if r.cpu_milli.0 > node.cpus.0 {
-        over.push(format!("{} CPUs (the node has {})", r.cpu_milli, node.cpus));
+    if r.cpu_milli.0 > cpus.0 {
+        over.push(format!("{} CPUs ({the} {cpus})", r.cpu_milli));
     }
-    if r.memory.0 > node.memory.0 {
-        over.push(format!("{} of memory (the node has {})", r.memory, node.memory));
+    if r.memory.0 > memory.0 {
+        over.push(format!("{} of memory ({the} {memory})", r.memory));
     }
-    if r.gpus as usize > node.gpus.len() {
-        over.push(format!("{} GPUs (the node has {})", r.gpus, node.gpus.len()));
+    if r.gpus as usize > gpus {
+        over.push(format!("{} GPUs ({the} {gpus})", r.gpus));
     }
-    if let Some(m) = r.gpu_memory.filter(|m| node.gpus.iter().all(|g| g.memory.0 < m.0)) {
-        over.push(format!("{m} of GPU memory (GPUs here: {})", inventory(node)));
+    if let Some(m) = r.gpu_memory.filter(|m| nodes.iter().flat_map(|n| &n.gpus).all(|g| g.memory.0 < m.0)) {
+        over.push(format!("{m} of GPU memory (GPUs here: {})", inventory(nodes)));
     }
     if !over.is_empty() {
-        return Some(format!("it asks for more than this node has: {}", over.join(", ")));
+        let what = if nodes.len() == 1 { "this node has" } else { "any node here has" };
+        return Some(format!("it asks for more than {what}: {}", over.join(", ")));
     }
     if !w.queue.is_empty() {
         let mut open = config.clone();
         open.queues.retain(|q| q.name != w.queue);
-        if admissible(node, w, &open).is_ok() {
+        if admissible(nodes, w, &open).is_ok() {
             return Some(format!("queue {} may never hold this much: {why}", w.queue));
         }
     }
@@ -66,7 +71,7 @@ pub fn explain(
     e: &gpuhub_sched::Explanation,
     w: Option<&Workload>,
     active: &[Workload],
-    node: &NodeCapacity,
+    nodes: &[NodeCapacity],
     config: &gpuhub_sched::Config,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Explanation {
@@ -74,7 +79,7 @@ pub fn explain(
     let impossible = matches!(e.reason, gpuhub_sched::Reason::Unschedulable | gpuhub_sched::Reason::QueueLimit);
     if let (true, Some(w)) = (impossible, w) {
         let plain = gpuhub_sched::Config { usage: Default::default(), ..config.clone() };
-        if let Some(why) = never(node, w, &plain) {
+        if let Some(why) = never(nodes, w, &plain) {
             out.reason = gpuhub_sched::Reason::Unschedulable.as_str().to_owned();
             out.message = format!("can never start here: {why}");
             out.estimated_start = None;
@@ -129,7 +134,9 @@ mod tests {
             apps: vec![],
             state: WorkloadState::Queued,
             gpus: vec![],
-            container_id: None,
+            size: 1,
+            run_id: None,
+            members: vec![],
             exit_code: None,
             message: None,
             interruption: None,
@@ -143,15 +150,15 @@ mod tests {
     #[test]
     fn names_the_part_nothing_meets() {
         let (n, cfg) = (node(), gpuhub_sched::Config::default());
-        assert_eq!(never(&n, &job(1), &cfg), None);
+        assert_eq!(never(std::slice::from_ref(&n), &job(1), &cfg), None);
         let h100 = Workload { constraint: Some("gpu.model == \"H100\"".into()), ..job(1) };
-        let why = never(&n, &h100, &cfg).unwrap();
+        let why = never(std::slice::from_ref(&n), &h100, &cfg).unwrap();
         assert_eq!(why, "no GPU here meets its constraint `gpu.model == \"H100\"` (GPUs here: 2× A100 80GiB)");
-        let why = never(&n, &job(4), &cfg).unwrap();
+        let why = never(std::slice::from_ref(&n), &job(4), &cfg).unwrap();
         assert_eq!(why, "it asks for more than this node has: 4 GPUs (the node has 2)");
         let mut big = job(0);
         big.resources.memory = Bytes(64 << 30);
-        assert!(never(&n, &big, &cfg).unwrap().contains("64GiB of memory (the node has 32GiB)"));
+        assert!(never(std::slice::from_ref(&n), &big, &cfg).unwrap().contains("64GiB of memory (the node has 32GiB)"));
         // a queue that may hold one GPU at most
         let mut two = job(2);
         two.queue = "q".into();
@@ -163,6 +170,8 @@ mod tests {
             }],
             ..Default::default()
         };
-        assert!(never(&n, &two, &limited).unwrap().starts_with("queue q may never hold this much: "));
+        assert!(
+            never(std::slice::from_ref(&n), &two, &limited).unwrap().starts_with("queue q may never hold this much: ")
+        );
     }
 }

@@ -7,20 +7,23 @@ use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::workload::Workload;
 use gpuhub_sched::{Cluster, Gpu, GpuRequest, GpuShare, Node, Pending, Placement, Request, Running, WHOLE};
 
-/// The one local node as the scheduler sees it.
-pub fn cluster(node: &NodeCapacity) -> Cluster {
+/// The engine's nodes as the scheduler sees them.
+pub fn cluster(nodes: &[NodeCapacity]) -> Cluster {
     Cluster {
-        nodes: vec![Node {
-            name: node.name.clone(),
-            cpu_milli: node.cpus.0,
-            memory: node.memory.0,
-            labels: Default::default(),
-            gpus: node
-                .gpus
-                .iter()
-                .map(|g| Gpu { uuid: g.uuid.clone(), index: g.index, model: g.model.clone(), memory: g.memory.0 })
-                .collect(),
-        }],
+        nodes: nodes
+            .iter()
+            .map(|node| Node {
+                name: node.name.clone(),
+                cpu_milli: node.cpus.0,
+                memory: node.memory.0,
+                labels: node.labels.clone(),
+                gpus: node
+                    .gpus
+                    .iter()
+                    .map(|g| Gpu { uuid: g.uuid.clone(), index: g.index, model: g.model.clone(), memory: g.memory.0 })
+                    .collect(),
+            })
+            .collect(),
     }
 }
 
@@ -53,29 +56,45 @@ pub fn pending(w: &Workload) -> Pending {
         priority: w.priority,
         submit_ms: w.queued_at.timestamp_millis(),
         request: request(w),
-        members: 1,
+        members: w.size.max(1),
         runtime_limit_ms: limit_ms(w),
     }
 }
 
-/// Whether `w` could ever start: alone on the empty node, under the queue limits of `config` (no
+/// Whether `w` could ever start: alone on the empty nodes, under the queue limits of `config` (no
 /// bookings, no usage). The error is the scheduler's explanation, for a 422.
-pub fn admissible(node: &NodeCapacity, w: &Workload, config: &gpuhub_sched::Config) -> Result<(), String> {
+pub fn admissible(nodes: &[NodeCapacity], w: &Workload, config: &gpuhub_sched::Config) -> Result<(), String> {
     let empty = gpuhub_sched::Config {
         usage: Default::default(),
         reservations: Vec::new(),
         preemption: gpuhub_sched::Preemption { enabled: false, ..config.preemption },
         ..config.clone()
     };
-    let d = gpuhub_sched::schedule(&cluster(node), &[], &[pending(w)], &empty, 0);
+    let d = gpuhub_sched::schedule(&cluster(nodes), &[], &[pending(w)], &empty, 0);
     match d.pending.first() {
         None => Ok(()),
         Some(e) => Err(e.message.clone()),
     }
 }
 
-/// A workload holding resources, with its GPUs.
-pub fn running(node: &NodeCapacity, w: &Workload, stopping: bool) -> Running {
+/// A workload holding resources, with each member's node and GPUs (a row from before members were
+/// kept holds its GPUs on `default_node`).
+pub fn running(default_node: &str, w: &Workload, stopping: bool) -> Running {
+    let share = |uuid: &String| match w.resources.gpu_milli {
+        0 => GpuShare { uuid: uuid.clone(), milli: WHOLE, memory: 0 },
+        milli => GpuShare { uuid: uuid.clone(), milli, memory: w.resources.gpu_memory.map_or(0, |b| b.0) },
+    };
+    let placement = |node: Option<&String>, gpus: &[String]| Placement {
+        node: node.cloned().unwrap_or_else(|| default_node.to_owned()),
+        gpus: gpus.iter().map(share).collect(),
+        cpu_milli: w.resources.cpu_milli.0,
+        memory: w.resources.memory.0,
+    };
+    let placements = if w.members.is_empty() {
+        vec![placement(None, &w.gpus)]
+    } else {
+        w.members.iter().map(|m| placement(m.node.as_ref(), &m.gpus)).collect()
+    };
     Running {
         id: w.id.clone(),
         queue: w.queue.clone(),
@@ -83,26 +102,11 @@ pub fn running(node: &NodeCapacity, w: &Workload, stopping: bool) -> Running {
         priority: w.priority,
         started_ms: w.started_at.unwrap_or(w.queued_at).timestamp_millis(),
         runtime_limit_ms: limit_ms(w),
-        placements: vec![Placement {
-            node: node.name.clone(),
-            gpus: w
-                .gpus
-                .iter()
-                .map(|uuid| match w.resources.gpu_milli {
-                    0 => GpuShare { uuid: uuid.clone(), milli: WHOLE, memory: 0 },
-                    milli => GpuShare { uuid: uuid.clone(), milli, memory: w.resources.gpu_memory.map_or(0, |b| b.0) },
-                })
-                .collect(),
-            cpu_milli: w.resources.cpu_milli.0,
-            memory: w.resources.memory.0,
-        }],
+        placements,
         preemptible: true,
         stopping,
     }
 }
-
-/// The message of a workload stopped at its run-time limit.
-pub const TIME_LIMIT: &str = "reached its run-time limit";
 
 /// The running workloads past their run-time limit at `now`, and the next time another one will be.
 pub fn over_limit<'a>(
@@ -126,6 +130,29 @@ pub fn over_limit<'a>(
         }
     }
     (over, next)
+}
+
+fn quota_of(l: gpuhub_core::queue::Limit) -> gpuhub_sched::Quota {
+    gpuhub_sched::Quota {
+        gpu_milli: l.gpu_milli.unwrap_or(u64::MAX),
+        cpu_milli: l.cpu_milli.unwrap_or(u64::MAX),
+        memory: l.memory.unwrap_or(u64::MAX),
+    }
+}
+
+/// The scheduler's form of a team queue.
+pub fn queue_spec(q: &gpuhub_core::queue::QueueDef) -> gpuhub_sched::QueueSpec {
+    gpuhub_sched::QueueSpec {
+        name: q.name.clone(),
+        guarantee: gpuhub_sched::Quota {
+            gpu_milli: q.guarantee.gpu_milli,
+            cpu_milli: q.guarantee.cpu_milli,
+            memory: q.guarantee.memory,
+        },
+        borrow_limit: q.borrow_limit.map(quota_of),
+        weight: q.weight,
+        user_limit: q.user_limit.map(quota_of),
+    }
 }
 
 /// The scheduler's form of a booking made through the API.
@@ -192,8 +219,10 @@ mod tests {
             runtime_limit: None,
             apps: vec![],
             state,
+            size: 1,
             gpus: held.iter().map(|s| s.to_string()).collect(),
-            container_id: None,
+            run_id: None,
+            members: vec![],
             exit_code: None,
             message: None,
             interruption: None,
@@ -209,9 +238,15 @@ mod tests {
         let n = node();
         let held = [w("a", 1, WorkloadState::Running, &["G0"], 1), w("b", 1, WorkloadState::Running, &["G1"], 2)];
         let queued = [w("c", 1, WorkloadState::Queued, &[], 3), w("d", 0, WorkloadState::Queued, &[], 4)];
-        let running: Vec<_> = held.iter().map(|x| running(&n, x, false)).collect();
+        let running: Vec<_> = held.iter().map(|x| running(&n.name, x, false)).collect();
         let pending: Vec<_> = queued.iter().map(pending).collect();
-        let d = gpuhub_sched::schedule(&cluster(&n), &running, &pending, &gpuhub_sched::Config::default(), 10_000);
+        let d = gpuhub_sched::schedule(
+            &cluster(std::slice::from_ref(&n)),
+            &running,
+            &pending,
+            &gpuhub_sched::Config::default(),
+            10_000,
+        );
         // the CPU-only job fits and starts; the GPU job waits, first in line, for a GPU
         assert_eq!(d.starts.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["d"]);
         let e = explanation(&d.pending[0]);
@@ -225,9 +260,14 @@ mod tests {
         let n = node();
         let held = [w("b", 1, WorkloadState::Running, &["G1"], 2)];
         let queued = [w("c", 1, WorkloadState::Queued, &[], 3)];
-        let running: Vec<_> = held.iter().map(|x| running(&n, x, false)).collect();
-        let d =
-            gpuhub_sched::schedule(&cluster(&n), &running, &[pending(&queued[0])], &gpuhub_sched::Config::default(), 0);
+        let running: Vec<_> = held.iter().map(|x| running(&n.name, x, false)).collect();
+        let d = gpuhub_sched::schedule(
+            &cluster(std::slice::from_ref(&n)),
+            &running,
+            &[pending(&queued[0])],
+            &gpuhub_sched::Config::default(),
+            0,
+        );
         assert_eq!(d.starts[0].placements[0].gpus[0].uuid, "G0");
     }
 
@@ -240,7 +280,7 @@ mod tests {
         a.started_at = Some(DateTime::from_timestamp(100, 0).unwrap());
         a.runtime_limit = Some(gpuhub_core::Seconds(60));
         a.queue = "vision".into();
-        let r = running(&n, &a, false);
+        let r = running(&n.name, &a, false);
         assert_eq!(r.placements[0].gpus[0], GpuShare { uuid: "G0".into(), milli: 300, memory: 1 << 29 });
         assert_eq!((r.queue.as_str(), r.runtime_limit_ms), ("vision", Some(60_000)));
         let p = pending(&a);
@@ -262,11 +302,11 @@ mod tests {
         let n = node();
         let mut x = w("x", 1, WorkloadState::Queued, &[], 0);
         let cfg = gpuhub_sched::Config::default();
-        assert!(admissible(&n, &x, &cfg).is_ok());
+        assert!(admissible(std::slice::from_ref(&n), &x, &cfg).is_ok());
         x.constraint = Some("gpu.model == \"A100\"".into());
-        assert!(admissible(&n, &x, &cfg).is_err());
+        assert!(admissible(std::slice::from_ref(&n), &x, &cfg).is_err());
         x.constraint = Some("gpu.model == \"H200\"".into());
-        assert!(admissible(&n, &x, &cfg).is_ok());
+        assert!(admissible(std::slice::from_ref(&n), &x, &cfg).is_ok());
         // a queue that may hold at most 1 GPU can never start a 2-GPU job
         x.resources.gpus = 2;
         x.queue = "q".into();
@@ -278,7 +318,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        assert!(admissible(&n, &x, &cfg).is_ok());
-        assert!(admissible(&n, &x, &limited).is_err());
+        assert!(admissible(std::slice::from_ref(&n), &x, &cfg).is_ok());
+        assert!(admissible(std::slice::from_ref(&n), &x, &limited).is_err());
     }
 }

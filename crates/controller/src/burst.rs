@@ -4,9 +4,9 @@
 //! event made a busy hub spend its time re-deciding what nothing had changed.
 
 use super::Controller;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures::{FutureExt, StreamExt};
-use gpuhub_driver::{EventStream, RuntimeError, RuntimeEvent};
+use gpuhub_driver::{EngineError, EngineEvent, EventStream};
 
 /// The most waiting items handled before a pass, so that a flood cannot hold scheduling off for long.
 const BURST_MAX: usize = 1024;
@@ -25,7 +25,7 @@ impl Controller {
                     continue;
                 }
                 Some(Some(Err(e))) => {
-                    tracing::warn!(error = %e, "runtime event stream failed; reconnecting at the next tick");
+                    tracing::warn!(error = %e, "engine event stream failed; reconnecting at the next tick");
                     *events = None;
                 }
                 Some(None) => *events = None,
@@ -36,15 +36,15 @@ impl Controller {
     }
 }
 
-/// Resolves at `deadline`, never without one.
-pub(super) async fn until(deadline: Option<chrono::DateTime<Utc>>) {
+/// Resolves at `deadline` (seen from `now`, the controller's clock), never without one.
+pub(super) async fn until(deadline: Option<DateTime<Utc>>, now: DateTime<Utc>) {
     match deadline {
-        Some(t) => tokio::time::sleep((t - Utc::now()).to_std().unwrap_or_default()).await,
+        Some(t) => tokio::time::sleep((t - now).to_std().unwrap_or_default()).await,
         None => std::future::pending().await,
     }
 }
 
-pub(super) async fn next_event(events: &mut Option<EventStream>) -> Option<Result<RuntimeEvent, RuntimeError>> {
+pub(super) async fn next_event(events: &mut Option<EventStream>) -> Option<Result<EngineEvent, EngineError>> {
     match events {
         Some(s) => s.next().await,
         None => std::future::pending().await,

@@ -7,7 +7,7 @@ use gpuhub_core::workload::Workload;
 use gpuhub_sched::{QueueSpec, Quota};
 
 fn quota(w: &Workload) -> Quota {
-    Quota::of_request(&crate::scheduling::request(w), 1)
+    Quota::of_request(&crate::scheduling::request(w), w.size.max(1))
 }
 
 /// When a run ends at the latest (its start plus its run-time limit); `None` without a limit.
@@ -82,7 +82,9 @@ mod tests {
             apps: vec![],
             state,
             gpus: vec![],
-            container_id: None,
+            size: 1,
+            run_id: None,
+            members: vec![],
             exit_code: None,
             message: None,
             interruption: None,

@@ -1,0 +1,44 @@
+//! What the controller takes from the configuration (the server maps its typed config onto this).
+
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The controller's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The absolute data directory (homes, logs).
+    pub data_dir: PathBuf,
+    /// SIGTERM, then SIGKILL after this, when a person stops a run.
+    pub stop_grace: Duration,
+    /// Full reconciliation with the engine (and a fresh inventory) this often.
+    pub reconcile: Duration,
+    /// The scheduler's settings (the queues are read from the store on every pass).
+    pub scheduler: gpuhub_sched::Config,
+    /// Decay of the usage fair share compares, in hours.
+    pub fair_share_half_life_hours: f64,
+    /// Output kept per run and member (also the engines' log cap).
+    pub log_max_bytes: u64,
+    /// Processes per member.
+    pub pids_limit: i64,
+    /// The GPU-sharing library (HAMi-core) mounted into members holding a share, when set.
+    pub gpu_share_library: Option<PathBuf>,
+    /// Ports the apps of runs get on engines whose members share their node's network.
+    pub app_ports: RangeInclusive<u16>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./gpuhub-data"),
+            stop_grace: Duration::from_secs(10),
+            reconcile: Duration::from_secs(30),
+            scheduler: gpuhub_sched::Config::default(),
+            fair_share_half_life_hours: 24.0,
+            log_max_bytes: 100 << 20,
+            pids_limit: 4096,
+            gpu_share_library: None,
+            app_ports: 20000..=29999,
+        }
+    }
+}

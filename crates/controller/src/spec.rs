@@ -1,0 +1,195 @@
+//! From a workload to the run that executes it: the one place that decides members, limits, identity,
+//! mounts, network and GPU grants, in engine-neutral terms (each engine translates the [`RunSpec`]).
+//! Pure: the caller supplies everything it reads.
+
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::workload::Workload;
+use gpuhub_driver::{GpuGrant, Identity, LABEL_INSTANCE, LABEL_OWNER, LABEL_WORKLOAD, MemberSpec, Mount, RunSpec};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The network of a user's one-member runs on a single-host engine: one bridge per user and
+/// installation, so users' containers cannot reach each other, and two installations sharing an engine
+/// never share a user's bridge. Its labels are [`network_labels`].
+pub fn user_network(instance: &str, owner: &str) -> String {
+    format!("gpuhub-{}-u-{owner}", &instance[..12.min(instance.len())])
+}
+
+/// The labels of a user's network: its owner and this installation (a network of the same name with
+/// other labels is never joined).
+pub fn network_labels(instance: &str, owner: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(LABEL_OWNER.to_owned(), owner.to_owned()), (LABEL_INSTANCE.to_owned(), instance.to_owned())])
+}
+
+/// The name of a workload's run in the engine (Docker's container name for a one-member run): the
+/// owner, the workload and its id, and `attempt`, which differs from every earlier run's, so that a
+/// late event of an earlier run can never be taken for this one's.
+pub fn run_name(w: &Workload, attempt: &str) -> String {
+    format!("gpuhub-{}-{}-{}-{attempt}", w.owner, w.name, &w.id[..8.min(w.id.len())])
+}
+
+/// The hostname of member `index` of `w`: the workload's name, with the index for a gang.
+pub fn hostname(w: &Workload, index: u32) -> String {
+    if w.size > 1 { format!("{}-{index}", w.name) } else { w.name.clone() }
+}
+
+/// The home directory of a user on the host.
+pub fn home_on_host(data_dir: &Path, owner: &str) -> std::path::PathBuf {
+    data_dir.join("homes").join(owner)
+}
+
+/// The variable naming the port an app listens on (`GPUHUB_PORT_LAB` for app `lab`).
+pub fn app_port_var(app: &str) -> String {
+    format!("GPUHUB_PORT_{}", app.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// Everything a run spec needs beyond the workload.
+#[derive(Debug)]
+pub struct SpecContext<'a> {
+    /// This installation's id (kept in the store).
+    pub instance: &'a str,
+    /// The owner's UID (also the GID).
+    pub uid: u32,
+    pub data_dir: &'a Path,
+    /// The engine's nodes (a share's GPU memory is read here).
+    pub nodes: &'a [NodeCapacity],
+    pub pids_limit: i64,
+    /// The most output the engine keeps per member (`log_max_bytes`).
+    pub log_max_bytes: u64,
+    /// The GPU-sharing library (HAMi-core `libvgpu.so`) and the host file that preloads it, for members
+    /// that hold a share of a GPU.
+    pub share_library: Option<(&'a Path, &'a Path)>,
+    /// The port each app listens on, when gpuhub assigned one (engines whose members share the node's
+    /// network); absent apps listen on their declared port.
+    pub app_ports: &'a BTreeMap<String, u16>,
+    /// What tells this run apart from the workload's earlier ones (see [`run_name`]).
+    pub attempt: &'a str,
+}
+
+/// Where the GPU-sharing library is mounted in a container, and what the preload file names.
+pub const SHARE_LIBRARY_TARGET: &str = "/usr/local/lib/gpuhub/libvgpu.so";
+
+/// The limits a member holding a share of `gpu` is told about: milli-GPU, its compute percentage and
+/// its GPU memory (the amount asked for, else the share of the GPU's memory).
+fn share_env(w: &Workload, gpu_memory: Option<u64>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let milli = w.resources.gpu_milli;
+    if milli == 0 {
+        return env;
+    }
+    let percent = milli.div_ceil(10).max(1);
+    env.insert("GPUHUB_GPU_MILLI".into(), milli.to_string());
+    env.insert("CUDA_DEVICE_SM_LIMIT".into(), percent.to_string());
+    env.insert("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string());
+    let bytes = match w.resources.gpu_memory {
+        Some(b) => b.0,
+        None => gpu_memory.unwrap_or(0) / 1000 * u64::from(milli),
+    };
+    let mib = bytes >> 20;
+    if mib > 0 {
+        env.insert("GPUHUB_GPU_MEMORY".into(), bytes.to_string());
+        env.insert("CUDA_DEVICE_MEMORY_LIMIT".into(), format!("{mib}m"));
+        env.insert("CUDA_DEVICE_MEMORY_SHARED_CACHE".into(), "/tmp/gpuhub-vgpu.cache".into());
+        env.insert("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), format!("0={mib}M"));
+    }
+    env
+}
+
+/// The GPUs member `index` is granted: those gpuhub placed (recorded in `w.members`), else a count or
+/// share the engine places.
+fn grant(w: &Workload, index: u32) -> GpuGrant {
+    let placed: Vec<String> = w.members.iter().find(|m| m.index == index).map(|m| m.gpus.clone()).unwrap_or_default();
+    let r = &w.resources;
+    match (r.gpus, r.gpu_milli) {
+        (0, 0) => GpuGrant::None,
+        (0, milli) => GpuGrant::Share { milli, memory: r.gpu_memory.map(|b| b.0), uuid: placed.into_iter().next() },
+        (count, _) => GpuGrant::Whole { count, uuids: placed },
+    }
+}
+
+/// The run of `w`: `w.size` members, each as the owner's UID with the owner's home and exactly its GPUs.
+pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
+    let home = format!("/home/{}", w.owner);
+    // the platform's variables are its own even for rows stored before the submit check refused them
+    let mut env: BTreeMap<String, String> = w
+        .env
+        .iter()
+        .filter(|(k, _)| gpuhub_core::env::reserved(k).is_none())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.insert("HOME".into(), home.clone());
+    env.insert("USER".into(), w.owner.clone());
+    env.insert("GPUHUB_WORKLOAD".into(), w.name.clone());
+    let mut ports = Vec::new();
+    for app in &w.apps {
+        let port = cx.app_ports.get(&app.name).copied().unwrap_or(app.port);
+        env.insert(app_port_var(&app.name), port.to_string());
+        ports.push(port);
+    }
+    let members = (0..w.size.max(1))
+        .map(|index| {
+            let gpus = grant(w, index);
+            let gpu_memory = gpus
+                .uuids()
+                .first()
+                .and_then(|u| cx.nodes.iter().flat_map(|n| &n.gpus).find(|g| &g.uuid == u))
+                .map(|g| g.memory.0);
+            MemberSpec {
+                index,
+                hostname: hostname(w, index),
+                node: w.members.iter().find(|m| m.index == index).and_then(|m| m.node.clone()),
+                cpu_milli: w.resources.cpu_milli.0,
+                memory_bytes: w.resources.memory.0,
+                gpus,
+                env: share_env(w, gpu_memory),
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut mounts = vec![Mount {
+        source: home_on_host(cx.data_dir, &w.owner).display().to_string(),
+        target: home.clone(),
+        read_only: false,
+    }];
+    let shares = w.resources.gpu_milli > 0;
+    if let (Some((lib, preload)), true) = (cx.share_library, shares) {
+        mounts.push(Mount { source: lib.display().to_string(), target: SHARE_LIBRARY_TARGET.into(), read_only: true });
+        mounts.push(Mount {
+            source: preload.display().to_string(),
+            target: "/etc/ld.so.preload".into(),
+            read_only: true,
+        });
+    }
+    RunSpec {
+        name: run_name(w, cx.attempt),
+        image: w.image.clone(),
+        command: w.command.clone(),
+        env,
+        labels: BTreeMap::from([
+            (LABEL_OWNER.to_owned(), w.owner.clone()),
+            (LABEL_WORKLOAD.to_owned(), w.id.clone()),
+            ("gpuhub.kind".to_owned(), w.kind.as_str().to_owned()),
+            ("gpuhub.name".to_owned(), w.name.clone()),
+            (LABEL_INSTANCE.to_owned(), cx.instance.to_owned()),
+        ]),
+        identity: Identity {
+            username: w.owner.clone(),
+            account: w.owner.clone(),
+            uid: cx.uid,
+            gid: cx.uid,
+            home: home.clone(),
+        },
+        working_dir: Some(home),
+        mounts,
+        network: Some(user_network(cx.instance, &w.owner)),
+        members,
+        pids_limit: cx.pids_limit,
+        log_max_bytes: Some(cx.log_max_bytes),
+        time_limit: w.runtime_limit.map(|s| Duration::from_secs(s.0)),
+        queue: w.queue.clone(),
+        ports,
+    }
+}
+
+#[cfg(test)]
+mod tests;

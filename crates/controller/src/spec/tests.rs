@@ -1,0 +1,153 @@
+use super::*;
+use gpuhub_core::node::GpuDevice;
+use gpuhub_core::workload::{AppSpec, Member, Resources, WorkloadKind, WorkloadState};
+use gpuhub_core::{Bytes, CpuMilli, Seconds};
+
+fn workload(gpus: &[&str]) -> Workload {
+    let t = chrono::DateTime::from_timestamp(0, 0).unwrap();
+    Workload {
+        id: "0123456789abcdef".into(),
+        name: "train".into(),
+        owner: "alice".into(),
+        kind: WorkloadKind::Job,
+        image: "busybox".into(),
+        command: vec!["true".into()],
+        env: BTreeMap::from([("A".into(), "1".into()), ("LD_PRELOAD".into(), "/evil.so".into())]),
+        resources: Resources {
+            cpu_milli: CpuMilli(1500),
+            memory: Bytes(1 << 30),
+            gpus: gpus.len() as u32,
+            ..Resources::default()
+        },
+        priority: 0,
+        queue: "vision".into(),
+        constraint: None,
+        runtime_limit: Some(Seconds(7200)),
+        apps: Vec::new(),
+        state: WorkloadState::Starting,
+        size: 1,
+        gpus: gpus.iter().map(|s| s.to_string()).collect(),
+        run_id: None,
+        members: vec![Member {
+            node: Some("n".into()),
+            gpus: gpus.iter().map(|s| s.to_string()).collect(),
+            ..Member::pending(0)
+        }],
+        exit_code: None,
+        message: None,
+        interruption: None,
+        created_at: t,
+        queued_at: t,
+        started_at: None,
+        finished_at: None,
+    }
+}
+
+fn nodes() -> Vec<NodeCapacity> {
+    vec![NodeCapacity {
+        name: "n".into(),
+        cpus: CpuMilli(8000),
+        memory: Bytes(16 << 30),
+        gpus: (0..2)
+            .map(|i| GpuDevice {
+                uuid: format!("GPU-{i}"),
+                index: i,
+                model: "H200".into(),
+                memory: Bytes(141 << 30),
+                device: Some(format!("/tmp/dev/nvidia{i}")),
+            })
+            .collect(),
+        labels: Default::default(),
+    }]
+}
+
+fn cx<'a>(nodes: &'a [NodeCapacity], ports: &'a BTreeMap<String, u16>) -> SpecContext<'a> {
+    SpecContext {
+        instance: "i1",
+        uid: 10001,
+        data_dir: Path::new("/data"),
+        nodes,
+        pids_limit: 100,
+        log_max_bytes: 1 << 20,
+        share_library: None,
+        app_ports: ports,
+        attempt: "r1",
+    }
+}
+
+#[test]
+fn one_member_as_the_owner_with_its_home_and_placed_gpu() {
+    let (n, p) = (nodes(), BTreeMap::new());
+    let s = run_spec(&workload(&["GPU-1"]), &cx(&n, &p));
+    assert_eq!(s.name, "gpuhub-alice-train-01234567-r1");
+    assert_eq!((s.identity.user(), s.identity.account.as_str()), ("10001:10001".to_owned(), "alice"));
+    assert_eq!(s.mounts[0].source, "/data/homes/alice");
+    assert_eq!(s.mounts[0].target, "/home/alice");
+    assert_eq!(s.network.as_deref(), Some("gpuhub-i1-u-alice"));
+    assert_eq!(user_network("0123456789abcdef0123", "bob"), "gpuhub-0123456789ab-u-bob");
+    assert_eq!(network_labels("i1", "bob")[LABEL_INSTANCE], "i1");
+    assert_eq!(s.labels[LABEL_WORKLOAD], "0123456789abcdef");
+    assert_eq!(s.labels[LABEL_INSTANCE], "i1");
+    assert_eq!((s.time_limit, s.queue.as_str()), (Some(Duration::from_secs(7200)), "vision"));
+    assert_eq!(s.log_max_bytes, Some(1 << 20), "the engine caps the output");
+    assert_eq!(s.env["A"], "1");
+    assert!(!s.env.contains_key("LD_PRELOAD"), "the platform's variables are never the user's");
+    let [m] = s.members.as_slice() else { panic!("{:?}", s.members) };
+    assert_eq!((m.hostname.as_str(), m.node.as_deref(), m.cpu_milli), ("train", Some("n"), 1500));
+    assert_eq!(m.gpus, GpuGrant::Whole { count: 1, uuids: vec!["GPU-1".into()] });
+}
+
+#[test]
+fn a_gang_has_a_member_per_rank_and_an_unplaced_grant_for_engines_that_place() {
+    let (n, p) = (nodes(), BTreeMap::new());
+    let mut w = workload(&[]);
+    w.size = 2;
+    w.resources.gpus = 1;
+    w.members.clear();
+    let s = run_spec(&w, &cx(&n, &p));
+    assert_eq!(s.members.iter().map(|m| m.hostname.as_str()).collect::<Vec<_>>(), ["train-0", "train-1"]);
+    assert!(s.members.iter().all(|m| m.node.is_none() && m.gpus == GpuGrant::Whole { count: 1, uuids: vec![] }));
+}
+
+#[test]
+fn a_gpu_share_gets_its_limits_and_the_sharing_library() {
+    let (n, p) = (nodes(), BTreeMap::new());
+    let (lib, preload) = (Path::new("/opt/hami/libvgpu.so"), Path::new("/data/gpu-share/ld.so.preload"));
+    let cx = SpecContext { share_library: Some((lib, preload)), ..cx(&n, &p) };
+    let mut w = workload(&["GPU-1"]);
+    w.resources.gpus = 0;
+    w.resources.gpu_milli = 250;
+    let s = run_spec(&w, &cx);
+    let m = &s.members[0];
+    assert_eq!(m.gpus, GpuGrant::Share { milli: 250, memory: None, uuid: Some("GPU-1".into()) });
+    assert_eq!(m.env["GPUHUB_GPU_MILLI"], "250");
+    assert_eq!(m.env["CUDA_DEVICE_SM_LIMIT"], "25");
+    assert_eq!(m.env["CUDA_DEVICE_MEMORY_LIMIT"], format!("{}m", ((141u64 << 30) / 1000 * 250) >> 20));
+    let preloaded: Vec<_> = s.mounts.iter().filter(|m| m.read_only).map(|m| m.target.as_str()).collect();
+    assert_eq!(preloaded, [SHARE_LIBRARY_TARGET, "/etc/ld.so.preload"]);
+    // an amount of GPU memory asked for is the cap
+    w.resources.gpu_memory = Some(Bytes(10 << 30));
+    let s = run_spec(&w, &cx);
+    assert_eq!(s.members[0].env["CUDA_DEVICE_MEMORY_LIMIT"], "10240m");
+    assert_eq!(s.members[0].env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=10240M");
+    // whole GPUs get neither the library nor share limits
+    let s = run_spec(&workload(&["GPU-0"]), &cx);
+    assert!(s.mounts.iter().all(|m| !m.read_only) && !s.members[0].env.contains_key("CUDA_DEVICE_MEMORY_LIMIT"));
+}
+
+#[test]
+fn apps_learn_their_ports() {
+    let n = nodes();
+    let mut w = workload(&[]);
+    w.apps = vec![
+        AppSpec { name: "lab".into(), port: 8888, command: vec![] },
+        AppSpec { name: "tensor-board".into(), port: 6006, command: vec![] },
+    ];
+    let none = BTreeMap::new();
+    let s = run_spec(&w, &cx(&n, &none));
+    assert_eq!((s.env["GPUHUB_PORT_LAB"].as_str(), s.ports.as_slice()), ("8888", &[8888, 6006][..]));
+    assert_eq!(s.env["GPUHUB_PORT_TENSOR_BOARD"], "6006");
+    let assigned = BTreeMap::from([("lab".to_owned(), 20001)]);
+    let s = run_spec(&w, &cx(&n, &assigned));
+    assert_eq!((s.env["GPUHUB_PORT_LAB"].as_str(), s.ports.as_slice()), ("20001", &[20001, 6006][..]));
+}

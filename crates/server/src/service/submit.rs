@@ -1,0 +1,246 @@
+//! Submitting a workload: every check of the request (resources, gang size, queue, priority, constraint,
+//! limits, environment, image, apps), then one insert bounded by the owner's caps.
+
+use super::{Kind, ServiceError};
+use crate::config::Limits;
+use crate::state::AppState;
+use gpuhub_core::api::CreateWorkloadRequest;
+use gpuhub_core::names;
+use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::user::User;
+use gpuhub_core::workload::{AppSpec, Resources, Workload, WorkloadState};
+use gpuhub_driver::Placement;
+use gpuhub_store::{CapReached, OwnerCaps, StoreError};
+
+/// The most bytes of a request's image reference and of its constraint expression.
+pub const MAX_FIELD_BYTES: usize = 4096;
+
+/// Longest image reference accepted (Docker's own limit on a repository name is 255 bytes, plus tag
+/// and digest).
+const MAX_IMAGE_BYTES: usize = 512;
+
+/// Refuses a request whose command, environment or apps are larger than `limits` allow (naming the
+/// field and the limit). The apps of a catalog image are the admin's and do not count.
+pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ServiceError> {
+    let args = |c: &[String]| c.iter().map(String::len).sum::<usize>();
+    let command = req.command.as_deref().map_or(0, args) + req.apps.iter().map(|a| args(&a.command)).sum::<usize>();
+    if command > limits.max_command_bytes {
+        return Err(ServiceError::invalid(format!(
+            "invalid command: its arguments and those of its apps hold {command} bytes, more than the limit of \
+             {} (limits.max_command_bytes)",
+            limits.max_command_bytes
+        )));
+    }
+    let env = req.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if env > limits.max_env_bytes {
+        return Err(ServiceError::invalid(format!(
+            "invalid env: its names and values hold {env} bytes, more than the limit of {} (limits.max_env_bytes)",
+            limits.max_env_bytes
+        )));
+    }
+    for (field, len) in [("image", req.image.len()), ("constraint", req.constraint.as_ref().map_or(0, String::len))] {
+        if len > MAX_FIELD_BYTES {
+            return Err(ServiceError::invalid(format!(
+                "invalid {field}: {len} bytes, more than the limit of {MAX_FIELD_BYTES}"
+            )));
+        }
+    }
+    let apps = req.apps.len();
+    if apps > limits.max_apps {
+        return Err(ServiceError::invalid(format!(
+            "invalid apps: {apps} apps, more than the limit of {} (limits.max_apps)",
+            limits.max_apps
+        )));
+    }
+    Ok(())
+}
+
+/// The refusal of a submission over one of the owner's count caps.
+pub fn cap_error(owner: &str, limits: &Limits, cap: CapReached) -> ServiceError {
+    let detail = match cap {
+        CapReached::Total { count } => format!(
+            "too many workloads: {owner} has {count}, the limit is {} (limits.max_workloads_per_user); \
+             delete some that have ended",
+            limits.max_workloads_per_user
+        ),
+        CapReached::Queued { count } => format!(
+            "too many queued workloads: {owner} has {count} waiting, the limit is {} \
+             (limits.max_queued_per_user); submit more once some have started",
+            limits.max_queued_per_user
+        ),
+    };
+    ServiceError::new(Kind::TooMany, detail)
+}
+
+/// Checks that one member's resources fit some node (naming the largest when none does).
+fn check_fits(nodes: &[NodeCapacity], r: &Resources) -> Result<(), ServiceError> {
+    if nodes.is_empty() {
+        return Ok(()); // the engine's nodes are unknown for now; the scheduler decides later
+    }
+    let mut last = None;
+    for n in nodes {
+        match gpuhub_core::admission::check_fits_node(n, r) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// Submits a job or a workspace for `caller`. It is queued and starts as soon as its resources fit.
+pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -> Result<Workload, ServiceError> {
+    let owner = caller.username.clone();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = match &req.name {
+        Some(n) => {
+            names::validate("workload", n)?;
+            n.clone()
+        }
+        None => format!("{}-{}", req.kind.as_str(), &id[..6]),
+    };
+    let caps = st.engine.capabilities();
+    let resources = req.resources.resolve()?;
+    if resources.gpu_milli_total() > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
+        return Err(ServiceError::invalid("invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)"));
+    }
+    if resources.gpu_milli > 0 && !caps.gpu_shares {
+        return Err(ServiceError::invalid(format!(
+            "invalid resources.gpu_milli: the {} engine cannot share a GPU; ask for whole GPUs",
+            st.engine.name()
+        )));
+    }
+    let nodes = st.nodes();
+    check_fits(&nodes, &resources)?;
+    let size = match req.members {
+        None => 1,
+        Some(0) => return Err(ServiceError::invalid("invalid members: a gang has at least 1 member")),
+        Some(n) if n > caps.max_members => {
+            return Err(ServiceError::invalid(format!(
+                "invalid members: the {} engine runs at most {} members in one gang, not {n}",
+                st.engine.name(),
+                caps.max_members
+            )));
+        }
+        Some(n) => n,
+    };
+    let live = st.live_config().await?; // the queues in force
+    let queue = live
+        .queue_for(&caller.username, caller.is_admin(), req.queue.as_deref())
+        .map_err(|e| ServiceError::invalid(format!("invalid queue: {e}")))?;
+    let constraint = match req.constraint.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(c) => {
+            gpuhub_sched::expr::Compiled::new(c)
+                .map_err(|e| ServiceError::invalid(format!("invalid constraint: {e}")))?;
+            Some(c.to_owned())
+        }
+    };
+    if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
+        return Err(ServiceError::invalid("invalid runtime_limit: must be from 1s to 366d"));
+    }
+    let priority = live
+        .priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref())
+        .map_err(ServiceError::invalid)?;
+    gpuhub_core::env::check_user_env(&req.env)?;
+    check_sizes(&st.config.limits, req)?;
+    let command = req.command.clone().unwrap_or_default();
+    if command.iter().any(|a| a.contains('\0')) {
+        return Err(ServiceError::invalid("invalid command: arguments must not contain NUL"));
+    }
+    let (image, mut apps) = resolve_image(st, &req.image).await?;
+    for app in &req.apps {
+        app.validate()?;
+        if apps.iter().any(|a| a.name == app.name) {
+            return Err(ServiceError::invalid(format!("invalid apps: {} is declared twice", app.name)));
+        }
+        apps.push(app.clone());
+    }
+    let now = st.clock.now();
+    let w = Workload {
+        id,
+        name,
+        owner,
+        kind: req.kind,
+        image,
+        command,
+        env: req.env.clone(),
+        resources,
+        priority,
+        queue,
+        constraint,
+        runtime_limit: req.runtime_limit,
+        apps,
+        state: WorkloadState::Queued,
+        size,
+        gpus: Vec::new(),
+        run_id: None,
+        members: Vec::new(),
+        exit_code: None,
+        message: Some("queued".into()),
+        interruption: None,
+        created_at: now,
+        queued_at: now,
+        started_at: None,
+        finished_at: None,
+    };
+    // work that could never start is refused now, naming why; where the engine places, its queue
+    // limits are the engine's, so only the nodes count here
+    let mut scheduler = live.scheduler.clone();
+    if caps.placement == Placement::Engine {
+        scheduler.queues.clear();
+    }
+    if !nodes.is_empty() {
+        if let Some(why) = gpuhub_controller::unmet::never(&nodes, &w, &scheduler) {
+            return Err(ServiceError::invalid(format!("this workload can never start here: {why}")));
+        }
+    }
+    let limits = &st.config.limits;
+    let caps = OwnerCaps { total: limits.max_workloads_per_user, queued: limits.max_queued_per_user };
+    let inserted = if caller.is_admin() {
+        st.store.insert_workload(&w).await.map(|()| None)
+    } else {
+        st.store.insert_workload_capped(&w, caps).await
+    };
+    match inserted {
+        Ok(None) => {}
+        Ok(Some(cap)) => return Err(cap_error(&w.owner, limits, cap)),
+        Err(StoreError::Conflict(_)) => {
+            return Err(ServiceError::new(Kind::Conflict, format!("you already have a workload named {:?}", w.name)));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    st.controller.kick();
+    Ok(w)
+}
+
+/// A catalog name becomes its image reference and apps; a reference must be allowed by policy and present.
+async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>), ServiceError> {
+    if image.trim().is_empty() {
+        return Err(ServiceError::invalid("invalid image: must not be empty"));
+    }
+    if image.len() > MAX_IMAGE_BYTES || !image.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(ServiceError::invalid(format!(
+            "invalid image: {:?} is not an image reference (at most {MAX_IMAGE_BYTES} bytes of printable ASCII, no spaces)",
+            image.chars().take(80).collect::<String>()
+        )));
+    }
+    let (reference, apps) = match st.store.get_image(image).await {
+        Ok(entry) => (entry.image, entry.apps),
+        Err(StoreError::NotFound { .. }) if st.config.allow_any_image => (image.to_owned(), Vec::new()),
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ServiceError::invalid(format!(
+                "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs catalog images only"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !st.engine.image_exists(&reference).await? {
+        return Err(ServiceError::invalid(format!(
+            "invalid image: {reference:?} is neither a catalog name nor an image the container engine has"
+        )));
+    }
+    Ok((reference, apps))
+}
