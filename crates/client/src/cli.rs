@@ -154,6 +154,10 @@ pub struct RunArgs {
     /// A web app the workload's command serves, reachable at `/w/<you>/<name>/<app>/`; repeat for more.
     #[arg(long = "app", value_name = "NAME:PORT", value_parser = parse_app)]
     pub apps: Vec<gpuhub_core::workload::AppSpec>,
+    /// A gang of this many members, started together or not at all, each with the resources above and
+    /// `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` (PyTorch DDP, torchrun) (default 1).
+    #[arg(long, value_name = "N")]
+    pub members: Option<u32>,
     /// Stream the output until the workload ends, then exit with its exit code.
     #[arg(long, short = 'f')]
     pub follow: bool,
@@ -182,8 +186,11 @@ pub struct LogsArgs {
     #[arg(long, value_name = "USER")]
     pub owner: Option<String>,
     /// The output of this app of the workspace (`--app lab`) instead of the workload's own.
-    #[arg(long, value_name = "APP")]
+    #[arg(long, value_name = "APP", conflicts_with = "member")]
     pub app: Option<String>,
+    /// The output of this member of a gang (0-based; default 0).
+    #[arg(long, value_name = "N")]
+    pub member: Option<u32>,
 }
 
 /// A command that addresses one workload by name.

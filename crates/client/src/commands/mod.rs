@@ -44,7 +44,8 @@ pub(crate) async fn dispatch(
         ClientCommand::Run(args) => return workloads::run(ctx, &api, json, *args, out).await,
         ClientCommand::Ps(args) => workloads::ps(&api, json, args.all, out).await?,
         ClientCommand::Logs(args) => {
-            workloads::logs(&api, &args.name, args.owner.as_deref(), args.app.as_deref(), args.follow, out).await?;
+            let source = workloads::Source { app: args.app.as_deref(), member: args.member };
+            workloads::logs(&api, &args.name, args.owner.as_deref(), source, args.follow, out).await?;
         }
         ClientCommand::Stop(n) => workloads::action(&api, json, &n.name, n.owner.as_deref(), "stop", out).await?,
         ClientCommand::Start(n) => workloads::action(&api, json, &n.name, n.owner.as_deref(), "start", out).await?,

@@ -41,7 +41,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         queue: args.queue.clone(),
         constraint: args.constraint.clone(),
         runtime_limit: args.time_limit,
-        members: None,
+        members: args.members,
     }
 }
 
@@ -69,7 +69,7 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
 async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
     let mut printed = 0;
     loop {
-        match stream_logs(api, name, None, None, true, &mut *out).await {
+        match stream_logs(api, name, None, Source::default(), true, &mut *out).await {
             Ok(n) => printed += n,
             // not started yet (the server may refuse logs of a queued workload)
             Err(ClientError::Api { status: 404 | 409 | 425, .. }) if printed == 0 => {}
@@ -118,18 +118,32 @@ async fn get(api: &Api, name: &str, owner: Option<&str>) -> Result<WorkloadView,
     decode(&api.get(&segs, &q).await?, api.url(&segs, &q).as_str())
 }
 
-/// Copies a workload's log (or its app's, with `app`) to `out` chunk by chunk as it arrives; returns the number of bytes.
+/// Which output of a workload: its own (member 0's), a member's, or an app's.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Source<'a> {
+    /// An app of the workspace.
+    pub app: Option<&'a str>,
+    /// A member of a gang.
+    pub member: Option<u32>,
+}
+
+/// Copies a workload's log (or its app's or member's) to `out` chunk by chunk as it arrives; returns the
+/// number of bytes.
 pub(crate) async fn stream_logs(
     api: &Api,
     name: &str,
     owner: Option<&str>,
-    app: Option<&str>,
+    source: Source<'_>,
     follow: bool,
     out: Out<'_>,
 ) -> Result<u64, ClientError> {
     let mut q = owner_query(owner);
-    if let Some(app) = app {
+    if let Some(app) = source.app {
         q.push(("app", app));
+    }
+    let member = source.member.map(|m| m.to_string());
+    if let Some(m) = &member {
+        q.push(("member", m));
     }
     if follow {
         q.push(("follow", "true"));
@@ -145,12 +159,12 @@ pub(crate) async fn stream_logs(
     Ok(n)
 }
 
-/// `gpuhub logs [-f]`.
+/// `gpuhub logs [-f] [--app APP | --member N]`.
 pub(crate) async fn logs(
     api: &Api,
     name: &str,
     owner: Option<&str>,
-    app: Option<&str>,
+    source: Source<'_>,
     follow: bool,
     out: Out<'_>,
 ) -> Result<(), ClientError> {
@@ -163,7 +177,7 @@ pub(crate) async fn logs(
             }
         }
     }
-    stream_logs(api, name, owner, app, follow, out).await.map(drop)
+    stream_logs(api, name, owner, source, follow, out).await.map(drop)
 }
 
 /// For a queued workload: `NAME is queued: REASON (position N, estimated start T); waiting for it to start`.
