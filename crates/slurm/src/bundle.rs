@@ -34,9 +34,15 @@ pub struct RunBundle {
     pub env: BTreeMap<String, String>,
     pub working_dir: Option<String>,
     pub mounts: Vec<Mount>,
+    /// The node's static init, bound at [`INIT_PATH`] (read-only).
+    pub init: Option<String>,
     pub uid: u32,
     pub gid: u32,
 }
+
+/// Where a member's init is inside its container: on the `/dev` tmpfs every bundle has, so the image
+/// needs no mountpoint for it.
+pub const INIT_PATH: &str = "/dev/gpuhub-init";
 
 /// The directory name of an image's bundle: the reference made safe (`[A-Za-z0-9_.-]`), and a hash of
 /// the reference so that two references never share one (`gpuhub/busybox:latest` →
@@ -211,6 +217,13 @@ impl Bundles {
         Ok(dir)
     }
 
+    /// The working directory run `name`'s members start in (what exec starts in too).
+    pub fn run_cwd(&self, name: &str) -> Option<String> {
+        let text = std::fs::read(self.run_dir(name).join("config.json")).ok()?;
+        let config: Value = serde_json::from_slice(&text).ok()?;
+        config.pointer("/process/cwd").and_then(Value::as_str).map(str::to_owned)
+    }
+
     /// Deletes run `name`'s bundle; `false` when there was none.
     pub fn remove_run(&self, name: &str) -> Result<bool, EngineError> {
         let dir = self.run_dir(name);
@@ -284,6 +297,9 @@ pub fn run_config(mut c: Value, rootfs: &Path, run: &RunBundle) -> Result<(Value
     let mut mounts: Vec<Value> = c.get("mounts").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut make = Vec::new();
     let mut tmpfs_at: Vec<String> = Vec::new();
+    if let Some(init) = &run.init {
+        mounts.push(json!({"destination": INIT_PATH, "type": "bind", "source": init, "options": ["bind", "ro", "nosuid", "nodev"]}));
+    }
     if rootfs.join("etc/hosts").exists() {
         mounts.push(
             json!({"destination": "/etc/hosts", "type": "bind", "source": "/etc/hosts", "options": ["rbind", "ro"]}),

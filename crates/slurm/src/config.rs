@@ -45,6 +45,11 @@ pub struct SlurmConfig {
     /// The runtime's state directory on the nodes, as `oci.conf` passes it (`--root`): exec finds a
     /// member's container there.
     pub oci_root: PathBuf,
+    /// A static init on every node (Debian's `tini-static`: `/usr/bin/tini-static`), run as each member's
+    /// PID 1 as `docker --init` does: it passes SIGTERM on to the member's process and reaps orphans.
+    /// Without it (the default) the member's own process is PID 1 of its container, which ignores
+    /// SIGTERM unless it handles it, so a stop waits the whole grace before it kills.
+    pub init: Option<PathBuf>,
     /// Shards (`--gres=shard`) per GPU, as the cluster's `gres.conf` counts them: a share of `milli`
     /// milli-GPU asks for `ceil(milli × shards_per_gpu / 1000)` shards (default 4).
     pub shards_per_gpu: u32,
@@ -74,6 +79,7 @@ impl Default for SlurmConfig {
             log_dir: PathBuf::from("/var/lib/gpuhub/slurm/logs"),
             oci_runtime: OciRuntime::Crun,
             oci_root: PathBuf::from("/run/gpuhub-oci"),
+            init: None,
             shards_per_gpu: 4,
             accounting: Accounting::Slurmdbd,
             poll_ms: 2000,
@@ -182,6 +188,9 @@ impl SlurmConfig {
         if self.poll_ms < 100 {
             return Err("slurm.poll_ms must be at least 100".into());
         }
+        if let Some(init) = self.init.as_ref().filter(|p| !p.is_absolute()) {
+            return Err(format!("slurm.init must be an absolute path, not {}", init.display()));
+        }
         for (what, p) in [("bundle_dir", &self.bundle_dir), ("log_dir", &self.log_dir), ("oci_root", &self.oci_root)] {
             if !p.is_absolute() {
                 return Err(format!("slurm.{what} must be an absolute path, not {}", p.display()));
@@ -213,6 +222,7 @@ mod tests {
             bundle_dir = "/shared/bundles"
             log_dir = "/shared/logs"
             oci_runtime = "runc"
+            init = "/usr/bin/tini-static"
             accounting = "none"
             [queues.short]
             partition = "debug"
@@ -221,6 +231,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.oci_runtime, OciRuntime::Runc);
+        assert_eq!(c.init.as_deref(), Some(std::path::Path::new("/usr/bin/tini-static")));
         assert_eq!(c.accounting, Accounting::None);
         assert_eq!(
             c.placement("short"),
@@ -244,6 +255,7 @@ mod tests {
         assert!(SlurmConfig { shards_per_gpu: 0, ..Default::default() }.check().is_err());
         assert!(SlurmConfig { log_dir: "logs".into(), ..Default::default() }.check().is_err());
         assert!(SlurmConfig { bundle_dir: "/a b".into(), ..Default::default() }.check().is_err());
+        assert!(SlurmConfig { init: Some("tini".into()), ..Default::default() }.check().is_err());
         let c = SlurmConfig { bin_dir: Some("/opt/slurm/bin".into()), ..Default::default() };
         assert_eq!(c.command("sbatch"), "/opt/slurm/bin/sbatch");
         assert_eq!(SlurmConfig::default().command("sbatch"), "sbatch");

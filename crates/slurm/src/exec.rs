@@ -88,7 +88,12 @@ impl SlurmEngine {
             EngineError::Rejected(format!("member {} of run {} has no running step", member.member, member.run))
         })?;
         let container = format!("{node}.{}.{job}.{}.0", f.job.user, step.step);
-        let cmd = self.exec_command(f.job.id, &node, &container, (uid, gid), spec)?;
+        // like `docker exec`, start where the member's process started unless told otherwise
+        let mut spec = spec.clone();
+        if spec.working_dir.is_none() {
+            spec.working_dir = f.meta.dir.as_deref().and_then(|d| self.inner.bundles.run_cwd(d));
+        }
+        let cmd = self.exec_command(f.job.id, &node, &container, (uid, gid), &spec)?;
         let spawned = self.inner.cli.spawn(&cmd, spec.tty).await.map_err(|e| error::from_io(&cmd, &e))?;
         let id = format!("slurm-exec-{}", self.next_id());
         self.remember_exec(&id, spawned.process.clone());

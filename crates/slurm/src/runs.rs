@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 /// How long `cancel` waits for a job to leave RUNNING/COMPLETING after the final kill.
 const KILL_WAIT: Duration = Duration::from_secs(60);
+/// How long `cancel` lets the batch script end by itself once the members' containers are killed.
+const SCRIPT_WAIT: Duration = Duration::from_secs(3);
 /// How often `cancel` looks.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
@@ -102,10 +104,13 @@ impl SlurmEngine {
             self.inner.bundles.ensure_image(&*self.inner.cli, &spec.image).await?;
         }
         let image_config = self.inner.bundles.image_config(&spec.image)?;
-        let command =
+        let mut command =
             if spec.command.is_empty() { bundle::default_command(&image_config) } else { spec.command.clone() };
         if command.is_empty() {
             return Err(EngineError::Rejected(format!("image {} has no default command: give one", spec.image)));
+        }
+        if c.init.is_some() {
+            command.splice(0..0, [bundle::INIT_PATH.to_owned(), "--".to_owned()]);
         }
         let instance: String =
             spec.labels.get(LABEL_INSTANCE).map_or_else(|| "local".to_owned(), |i| safe(i).chars().take(12).collect());
@@ -117,7 +122,14 @@ impl SlurmEngine {
         if !spec.identity.home.is_empty() {
             env.entry("HOME".to_owned()).or_insert_with(|| spec.identity.home.clone());
         }
-        let run = RunBundle { env, working_dir: spec.working_dir.clone(), mounts: spec.mounts.clone(), uid, gid };
+        let run = RunBundle {
+            env,
+            working_dir: spec.working_dir.clone(),
+            mounts: spec.mounts.clone(),
+            init: c.init.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            uid,
+            gid,
+        };
         let bundle_dir = self.inner.bundles.write_run(&dir_name, &spec.image, &run)?;
         let sub = Submission {
             job_name,
@@ -265,9 +277,10 @@ impl SlurmEngine {
         Ok(out)
     }
 
-    /// Where job `id` is (`squeue -h -j J -o %T`), or `None` once slurmctld has forgotten it.
+    /// Where job `id` is (`squeue -h -t all -j J -o %T`: without `-t all` an ended job is not shown), or
+    /// `None` once slurmctld has forgotten it.
     pub(crate) async fn job_phase(&self, id: &str) -> Result<Option<Phase>, EngineError> {
-        let cmd = self.slurm("squeue", ["-h", "-j", id, "-o", "%T"]);
+        let cmd = self.slurm("squeue", ["-h", "-t", "all", "-j", id, "-o", "%T"]);
         let out = self.run(&cmd).await?;
         if !out.success() {
             if parse::scontrol::unknown_job(&out.stderr_text()) {
@@ -310,12 +323,61 @@ impl SlurmEngine {
         if !grace.is_zero() && self.wait_ended(&id, grace).await? {
             return Ok(());
         }
+        // SIGKILL from Slurm reaches the runtime, not the container, which would live on until the
+        // node's KillWait is over: kill the members' containers first
+        self.kill_containers(&f).await;
+        // the batch script records the members' ends (their exit files) and exits: give it a moment
+        if self.wait_ended(&id, SCRIPT_WAIT).await? {
+            return Ok(());
+        }
         self.scancel(&["--full", "--signal=KILL", id.as_str()]).await?;
         self.scancel(&[id.as_str()]).await?;
         if self.wait_ended(&id, KILL_WAIT).await? {
             Ok(())
         } else {
             Err(EngineError::Engine(format!("job {id} did not end within {KILL_WAIT:?} of SIGKILL")))
+        }
+    }
+
+    /// SIGKILL to each running member's container (`<runtime> kill`, in a step of the job on the
+    /// member's node, as the job's user); best effort.
+    async fn kill_containers(&self, f: &Found) {
+        let (Some(uid), Some(gid)) = (f.job.uid, f.job.gid) else { return };
+        let job = f.job.id.to_string();
+        let Ok(out) = self.run_ok(self.slurm("squeue", ["-s", "-h", "-j", job.as_str(), "-o", "%i|%j|%N"])).await
+        else {
+            return;
+        };
+        let steps = parse::squeue::step_lines(&out.stdout_text()).unwrap_or_default();
+        let c = &self.inner.config;
+        let kills = steps.iter().filter(|s| s.name.starts_with('m')).filter_map(|s| {
+            let node = s.nodes.first()?;
+            let container = format!("{node}.{}.{job}.{}.0", f.job.user, s.step);
+            let args = [
+                format!("--jobid={job}"),
+                "--overlap".to_owned(),
+                format!("--nodelist={node}"),
+                "--nodes=1".to_owned(),
+                "--ntasks=1".to_owned(),
+                "--quiet".to_owned(),
+                c.oci_runtime.command().to_owned(),
+                "--rootless=true".to_owned(),
+                format!("--root={}", c.oci_root.display()),
+                // the container's PID 1: its PID namespace, and so every process in it, goes with it
+                // (`kill --all` needs the container's cgroup, which rootless containers here lack)
+                "kill".to_owned(),
+                container,
+                "KILL".to_owned(),
+            ];
+            Some(self.slurm("srun", args).as_user(uid, gid))
+        });
+        let kills: Vec<Cmd> = kills.collect();
+        for (cmd, r) in kills.iter().zip(futures::future::join_all(kills.iter().map(|k| self.run(k))).await) {
+            match r {
+                Ok(out) if out.success() => {}
+                Ok(out) => tracing::debug!(%cmd, error = %out.stderr_text(), "cannot kill a member's container"),
+                Err(e) => tracing::debug!(%cmd, error = %e, "cannot kill a member's container"),
+            }
         }
     }
 

@@ -41,8 +41,9 @@ pub fn comment(labels: &BTreeMap<String, String>, size: u32, dir: &str) -> Strin
     serde_json::to_string(&all).unwrap_or_else(|_| "{}".to_owned())
 }
 
-/// How a job's members ended, as far as anyone knows: accounting's steps (`m<i>`), then the exit files
-/// the batch script wrote, then the job's own exit code.
+/// How a job's members ended, as far as anyone knows: the exit files the batch script wrote (`srun`'s
+/// exit status, exact), then accounting's steps (`m<i>`; 22.05 records a container step that exited
+/// with 128 + N as `N:0`, so `143` reads `15:0`), then the job's own exit code.
 #[derive(Debug, Clone, Default)]
 pub struct Exits<'a> {
     pub acct: Option<&'a AcctJob>,
@@ -66,9 +67,11 @@ pub fn run_status(job: &Job, meta: &RunMeta, exits: &Exits<'_>, pending: Option<
                 Phase::Pending => (MemberState::Pending, None),
                 Phase::Running => (MemberState::Running, node),
                 Phase::Ended => {
-                    let code = step
-                        .and_then(|s| s.exit.map(Exit::as_code))
-                        .or_else(|| exits.files.get(&i).copied())
+                    let code = exits
+                        .files
+                        .get(&i)
+                        .copied()
+                        .or_else(|| step.and_then(|s| s.exit.map(Exit::as_code)))
                         .or_else(|| job.exit.map(Exit::as_code))
                         .unwrap_or(0);
                     (MemberState::Exited(code), step.and_then(|s| s.nodes.first().cloned()).or(node))

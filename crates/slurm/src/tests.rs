@@ -229,8 +229,8 @@ async fn runs_that_ended_while_the_hub_was_down_come_from_accounting() {
 async fn cancel_pending_and_running_with_grace() {
     let e = env();
     e.cli.on(&["scontrol", "show", "job", "-d", "26"], CmdOutput::ok(PENDING));
-    e.cli.once(&["squeue", "-h", "-j", "26", "-o", "%T"], CmdOutput::ok("PENDING\n"));
-    e.cli.on(&["squeue", "-h", "-j", "26", "-o", "%T"], CmdOutput::ok("CANCELLED\n"));
+    e.cli.once(&["squeue", "-h", "-t", "all", "-j", "26", "-o", "%T"], CmdOutput::ok("PENDING\n"));
+    e.cli.on(&["squeue", "-h", "-t", "all", "-j", "26", "-o", "%T"], CmdOutput::ok("CANCELLED\n"));
     e.cli.on(&["scancel"], CmdOutput::ok(""));
     e.engine.cancel("26", Duration::from_secs(5)).await.unwrap();
     let sc: Vec<Vec<String>> = e.cli.calls_to("scancel").iter().map(|c| c.args.clone()).collect();
@@ -239,15 +239,40 @@ async fn cancel_pending_and_running_with_grace() {
     // running, ignoring SIGTERM for longer than the grace: TERM to the steps, then KILL to everything
     let e = env();
     e.cli.on(&["scontrol", "show", "job", "-d", "23"], CmdOutput::ok(GANG));
-    for _ in 0..4 {
-        e.cli.once(&["squeue", "-h", "-j", "23", "-o", "%T"], CmdOutput::ok("RUNNING\n"));
+    for _ in 0..40 {
+        e.cli.once(&["squeue", "-h", "-t", "all", "-j", "23", "-o", "%T"], CmdOutput::ok("RUNNING\n"));
     }
     e.cli.on(
-        &["squeue", "-h", "-j", "23", "-o", "%T"],
+        &["squeue", "-h", "-t", "all", "-j", "23", "-o", "%T"],
         CmdOutput::fail(1, "slurm_load_jobs error: Invalid job id specified"),
     );
     e.cli.on(&["scancel"], CmdOutput::ok(""));
+    e.cli
+        .on(&["squeue", "-s", "-h", "-j", "23"], CmdOutput::ok("23.0|m1|node2\n23.1|m0|node1\n23.batch|batch|node1\n"));
+    e.cli.on(&["srun"], CmdOutput::ok(""));
     e.engine.cancel("23", Duration::from_millis(300)).await.unwrap();
+    // the members' containers are killed where they run, as the job's user, before Slurm's KILL
+    let kills: Vec<Cmd> = e.cli.calls_to("srun");
+    assert_eq!(kills.len(), 2);
+    assert_eq!(kills[0].user, Some((10001, 10001)));
+    assert_eq!(
+        argv(&kills[0]),
+        [
+            "srun",
+            "--jobid=23",
+            "--overlap",
+            "--nodelist=node2",
+            "--nodes=1",
+            "--ntasks=1",
+            "--quiet",
+            "crun",
+            "--rootless=true",
+            "--root=/var/lib/gpuhub-slurm-dev/run/oci",
+            "kill",
+            "node2.gpuhub-t1.23.0.0",
+            "KILL",
+        ]
+    );
     let sc: Vec<Vec<String>> = e.cli.calls_to("scancel").iter().map(|c| c.args.clone()).collect();
     assert_eq!(
         sc,

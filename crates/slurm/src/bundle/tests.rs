@@ -65,6 +65,7 @@ fn run_config_env_mounts_and_mountpoints() {
             Mount { source: "/srv/lib.so".into(), target: "/usr/local/lib/gpuhub/libvgpu.so".into(), read_only: true },
             Mount { source: "/srv/data".into(), target: "/opt/app".into(), read_only: true },
         ],
+        init: Some("/usr/bin/tini-static".into()),
         uid: 10001,
         gid: 10001,
     };
@@ -86,14 +87,25 @@ fn run_config_env_mounts_and_mountpoints() {
     // /home is empty in the image: a tmpfs there holds the home's mountpoint
     assert_eq!(
         dest,
-        ["/proc", "/tmp", "/etc/hosts", "/home", "/home/alice", "/usr/local/lib/gpuhub/libvgpu.so", "/opt/app"]
+        [
+            "/proc",
+            "/tmp",
+            "/dev/gpuhub-init",
+            "/etc/hosts",
+            "/home",
+            "/home/alice",
+            "/usr/local/lib/gpuhub/libvgpu.so",
+            "/opt/app"
+        ]
     );
+    assert_eq!(mounts[2]["source"], json!("/usr/bin/tini-static"));
     assert_eq!(
-        mounts[4],
+        mounts[5],
         json!({"destination": "/home/alice", "type": "bind", "source": "/srv/homes/alice", "options": ["rbind", "rw", "nosuid", "nodev"]})
     );
-    assert_eq!(mounts[6]["options"], json!(["rbind", "ro", "nosuid", "nodev"]));
-    // the library's directory is not in the image: its mountpoint is made there (a file: its source is none)
+    assert_eq!(mounts[7]["options"], json!(["rbind", "ro", "nosuid", "nodev"]));
+    // the library's directory is not in the image: its mountpoint is made there (a
+    // directory, since the source cannot be looked at here)
     assert_eq!(make, [(rootfs.join("usr/local/lib/gpuhub/libvgpu.so"), true)]);
     let bad =
         RunBundle { mounts: vec![Mount { source: "/x".into(), target: "rel".into(), read_only: true }], ..run.clone() };

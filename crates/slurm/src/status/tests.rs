@@ -36,7 +36,7 @@ fn running_gang_members_nodes_and_gpus() {
 }
 
 #[test]
-fn ended_members_take_their_codes_from_steps_then_files_then_the_job() {
+fn ended_members_take_their_codes_from_files_then_steps_then_the_job() {
     let acct = sacct::jobs(include_str!("../../tests/fixtures/sacct-steps.txt")).unwrap();
     let j22 = scontrol::job(include_str!("../../tests/fixtures/scontrol-ended.txt")).unwrap();
     let m = RunMeta { size: 2, ..Default::default() };
@@ -53,10 +53,19 @@ fn ended_members_take_their_codes_from_steps_then_files_then_the_job() {
         None,
     );
     assert_eq!(s.members[0].state, MemberState::Exited(137));
-    // no accounting: the exit files, then the job's code
-    let files = BTreeMap::from([(0, 3)]);
+    // the exit files first (accounting says 15:0 for a container step that exited 143), then the
+    // steps, then the job's code
+    let files = BTreeMap::from([(0, 143)]);
+    let s = run_status(&j22, &m, &Exits { acct: acct.get(&22), files: files.clone() }, None);
+    assert_eq!(
+        s.members.iter().map(|m| m.state).collect::<Vec<_>>(),
+        [MemberState::Exited(143), MemberState::Exited(7)]
+    );
     let s = run_status(&j22, &m, &Exits { acct: None, files }, None);
-    assert_eq!(s.members.iter().map(|m| m.state).collect::<Vec<_>>(), [MemberState::Exited(3), MemberState::Exited(0)]);
+    assert_eq!(
+        s.members.iter().map(|m| m.state).collect::<Vec<_>>(),
+        [MemberState::Exited(143), MemberState::Exited(0)]
+    );
     // cancelled while pending: never ran, no node
     let j26 = acct.get(&26).unwrap();
     let s = run_status(
