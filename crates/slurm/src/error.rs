@@ -77,7 +77,9 @@ pub fn from_io(cmd: &Cmd, e: &io::Error) -> EngineError {
 /// than "Failed while looking for jobs" then); anything else is an engine error.
 pub fn from_parse(e: ParseError) -> EngineError {
     match e {
-        ParseError::Reported { .. } => EngineError::Unavailable(e.to_string()),
+        ParseError::Reported { command, detail } => {
+            EngineError::Unavailable(format!("slurmctld did not answer {command}: {detail}"))
+        }
         _ => EngineError::Engine(e.to_string()),
     }
 }

@@ -23,8 +23,22 @@ async fn gang_on_two_nodes_with_ranks_gpus_and_exit_codes() {
     let mut events = c.engine.events().await.unwrap();
     let script = "echo rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK gpus=$CUDA_VISIBLE_DEVICES node=$(hostname) \
                   master=$MASTER_ADDR:$MASTER_PORT member=$GPUHUB_MEMBER uid=$(id -u) home=$HOME pwd=$(pwd)";
-    let ok = c.engine.submit(&c.spec("alice", "gang-ok", 2, whole(1), script)).await.unwrap();
+    let script = format!("sleep 1; {script}; sleep 1; echo done");
+    let ok = c.engine.submit(&c.spec("alice", "gang-ok", 2, whole(1), &script)).await.unwrap();
+    // member 1's log, followed from before it starts until it ends
+    let followed = {
+        let engine = c.engine.clone();
+        let run = ok.id.clone();
+        tokio::spawn(async move {
+            let s = engine.logs(&MemberRef::new(run, 1), true, None).await.unwrap();
+            let chunks: Vec<bytes::Bytes> = s.try_collect().await.unwrap();
+            String::from_utf8_lossy(&chunks.concat()).into_owned()
+        })
+    };
     let s = c.ended(&ok.id).await;
+    let followed =
+        tokio::time::timeout(Duration::from_secs(10), followed).await.expect("follow ends with the member").unwrap();
+    assert!(followed.contains("rank=1 ") && followed.ends_with("done\n"), "{followed:?}");
     assert_eq!(s.members.iter().map(|m| m.state).collect::<Vec<_>>(), [MemberState::Exited(0), MemberState::Exited(0)]);
     let nodes: Vec<_> = s.members.iter().map(|m| m.node.clone().unwrap()).collect();
     assert_eq!(nodes, ["node1", "node2"], "one member per node");
@@ -221,7 +235,10 @@ async fn cancel_with_grace() {
     let stubborn_took = t.elapsed();
     println!("polite cancel {polite_took:?}, stubborn cancel {stubborn_took:?}");
     assert!(polite_took < Duration::from_secs(8), "ended on SIGTERM, not at the grace's end");
-    assert!(stubborn_took >= Duration::from_secs(2) && stubborn_took < Duration::from_secs(6), "killed soon after the grace");
+    assert!(
+        stubborn_took >= Duration::from_secs(2) && stubborn_took < Duration::from_secs(6),
+        "killed soon after the grace"
+    );
     let ps = c.ended(&p.id).await;
     assert_eq!(ps.members[0].state, MemberState::Exited(42));
     assert!(c.log(&p.id, 0).await.contains("got TERM"));
@@ -247,4 +264,40 @@ async fn inventory_names_gpus_like_runs_do() {
     }
     assert!(c.engine.image_exists("gpuhub/busybox:latest").await.unwrap());
     assert!(!c.engine.image_exists("gpuhub/does-not-exist:1").await.unwrap());
+}
+
+/// (7) slurmctld goes away for a while under a running run: polls fail and say nothing (no member is
+/// taken for gone), `inventory` is `Unavailable` with Slurm's words, and once slurmctld is back the run
+/// is still running and its events resume.
+#[tokio::test]
+async fn a_slurmctld_outage_is_not_the_end_of_running_work() {
+    let Some(c) = cluster("outage").await else { return };
+    let run = c.engine.submit(&c.spec("alice", "survives", 1, GpuGrant::None, "sleep 300")).await.unwrap();
+    c.running(&run.id).await;
+    let mut events = c.engine.events().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await; // the poller has seen the run
+    let pid_file = common::dir().join("run/slurmctld.pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::TERM).unwrap();
+    wait(Duration::from_secs(15), || async { (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(()) })
+        .await
+        .expect("slurmctld stops");
+    let err = c.engine.inventory().await.unwrap_err();
+    println!("inventory while slurmctld is down: {err}");
+    assert!(matches!(&err, EngineError::Unavailable(m) if m.contains("DOWN")), "{err:?}");
+    assert!(matches!(c.engine.observe(&run.id).await, Err(EngineError::Unavailable(_))));
+    let silent = tokio::time::timeout(Duration::from_secs(12), events.next()).await;
+    assert!(silent.is_err(), "no event while slurmctld is down: {silent:?}");
+    let start = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/slurm-dev-cluster.sh"))
+        .arg("start")
+        .output()
+        .unwrap();
+    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    let s = c.running(&run.id).await;
+    assert_eq!(s.members[0].state, MemberState::Running);
+    c.engine.cancel(&run.id, Duration::from_secs(5)).await.unwrap();
+    let ev =
+        tokio::time::timeout(Duration::from_secs(15), events.next()).await.expect("events resume").unwrap().unwrap();
+    assert!(matches!(&ev, EngineEvent::Exited { run: r, exit_code: 143, .. } if *r == run.id), "{ev:?}");
+    c.clean(&[&run.id]).await;
 }
