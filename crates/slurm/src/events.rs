@@ -1,4 +1,5 @@
-//! The event stream: one task per engine polls Slurm every `poll_ms` (one `squeue --json` for every run;
+//! The event stream: one task per engine polls Slurm every `poll_ms` (one `squeue -t all` in its text form
+//! for every run;
 //! `sacct` only for runs that just ended or left slurmctld's queue), diffs each run's members against
 //! the last poll ([`Tracker`]) and sends `Started`, `Exited`, `Removed` to every subscriber. A poll that
 //! fails (slurmctld or slurmdbd unreachable) sends nothing: no run is taken for gone because Slurm could

@@ -1,6 +1,6 @@
 //! gpuhub's engine on a Slurm cluster: [`SlurmEngine`], the [`gpuhub_driver::Engine`] over the Slurm
-//! commands (`sbatch --parsable`, `squeue --json`, `sinfo --json`, `sacct -P`, `scontrol show job -d`,
-//! `scancel`, `srun`), parsed. Only this crate knows Slurm.
+//! commands, parsed: `sbatch --parsable`, `squeue` (text; `--json` for GPU indices), `sinfo --json`,
+//! `sacct -P`, `scontrol show job -d`, `scancel`, `srun`. Only this crate knows Slurm.
 //!
 //! Slurm places; gpuhub submits and follows. A run is one job named `gpuhub-<instance12>-<workload>`
 //! whose `--comment` carries gpuhub's labels as JSON (how `list_runs` finds runs again after a restart);

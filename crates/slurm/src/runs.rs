@@ -264,6 +264,12 @@ impl SlurmEngine {
                 }
             }
         }
+        let mut gpu_jobs: Vec<&mut Job> = found
+            .iter_mut()
+            .filter(|f| f.job.phase() == Phase::Running && f.job.wants_gpus())
+            .map(|f| &mut f.job)
+            .collect();
+        self.fill_gres(&mut gpu_jobs).await?;
         let mut out = Vec::with_capacity(found.len());
         for f in &found {
             let mut f = f.clone();

@@ -10,8 +10,8 @@ use gpuhub_driver::{Engine, EngineError, ExecSpec, GpuGrant, MemberRef, MemberSt
 use std::sync::Arc;
 use std::time::Duration;
 
-const SQUEUE: &str = include_str!("../tests/fixtures/squeue.json");
-const SQUEUE_DOWN: &str = include_str!("../tests/fixtures/squeue-down.json");
+const SQUEUE_TEXT: &str = include_str!("../tests/fixtures/squeue-text.txt");
+const GANG4: &str = include_str!("../tests/fixtures/scontrol-gang-4gpus.txt");
 const SINFO: &str = include_str!("../tests/fixtures/sinfo.json");
 const SINFO_DOWN: &str = include_str!("../tests/fixtures/sinfo-down.json");
 const GANG: &str = include_str!("../tests/fixtures/scontrol-running-gang.txt");
@@ -181,15 +181,22 @@ async fn observe_list_and_pending_explanations_from_real_output() {
     assert!(matches!(e.engine.observe("999").await, Err(EngineError::NotFound(_))));
     assert!(matches!(e.engine.observe("not-a-job").await, Err(EngineError::NotFound(_))));
 
-    // list: every gpuhub job of the queue (22 and 28 are not gpuhub's), plus accounting's older ones
-    // whose bundle is still there (23 ended long ago in this story: its directory is gone)
-    e.cli.on(&["squeue", "--json"], CmdOutput::ok(SQUEUE));
+    // list: every gpuhub job of the queue (4274's comment is not gpuhub's), the running one's GPUs from
+    // scontrol, plus accounting's older ones (none here)
+    e.cli.on(&["squeue", "-h", "-t", "all", "-o", crate::parse::squeue::TEXT_FORMAT], CmdOutput::ok(SQUEUE_TEXT));
+    e.cli.on(&["scontrol", "show", "job", "-d", "4271"], CmdOutput::ok(GANG4));
     e.cli.on(&["sacct", "-a", "-X"], CmdOutput::ok(""));
     let runs = e.engine.list_runs().await.unwrap();
     let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
-    assert_eq!(ids, ["23", "24", "25", "26", "27"]);
-    let w4 = runs.iter().find(|r| r.id == "26").unwrap();
-    assert_eq!(w4.pending.as_ref().map(|p| p.position), Some(Some(1)));
+    assert_eq!(ids, ["4271", "4272", "4273"]);
+    let gang = &runs[0];
+    assert_eq!(gang.members[1].gpus, ["node2/gpu0", "node2/gpu1"]);
+    assert_eq!(gang.members[0].node.as_deref(), Some("node1"));
+    let w2 = &runs[1];
+    assert_eq!(w2.pending.as_ref().map(|p| (p.reason.as_str(), p.position)), Some(("resources", Some(1))));
+    assert_eq!(runs[2].pending.as_ref().map(|p| (p.reason.as_str(), p.position)), Some(("priority", Some(2))));
+    assert_eq!(e.cli.calls_to("scontrol").iter().filter(|c| c.args.contains(&"4271".to_owned())).count(), 1);
+    assert!(e.cli.calls_to("squeue").iter().all(|c| !c.args.contains(&"--json".to_owned())), "no JSON for one run");
     let sacct = e.cli.calls_to("sacct").into_iter().find(|c| c.args.contains(&"-X".to_owned())).unwrap();
     assert_eq!(argv(&sacct)[1..8], ["-a", "-X", "-P", "-n", "-S", "now-14days", "-E"]);
 }
@@ -210,7 +217,7 @@ async fn runs_that_ended_while_the_hub_was_down_come_from_accounting() {
         + &row("501.batch", "batch|FAILED|3:0||node1||")
         + &row("501.0", "m1|FAILED|3:0||node2||")
         + &row("501.1", "m0|CANCELLED|0:15||node1||");
-    e.cli.on(&["squeue", "--json"], CmdOutput::ok(r#"{"errors": [], "jobs": []}"#));
+    e.cli.on(&["squeue", "-h", "-t", "all", "-o"], CmdOutput::ok(""));
     e.cli.on(&["sacct", "-a", "-X"], CmdOutput::ok(jobs));
     e.cli.on(&["sacct", "-a", "-P", "-n", "-j", "501"], CmdOutput::ok(steps));
     let runs = e.engine.list_runs().await.unwrap();
@@ -331,23 +338,18 @@ async fn events_from_polls_and_none_while_slurm_is_unreachable() {
     let e = env();
     let runs = e.config.bundle_dir.join("runs");
     std::fs::create_dir_all(&runs).unwrap();
-    let job = |state: &str, exit: i64| {
-        format!(
-            r#"{{"errors": [], "jobs": [{{"job_id": 700, "name": "gpuhub-x-w7", "job_state": "{state}", "exit_code": {exit},
-                 "comment": "{{\"gpuhub.members\":\"1\",\"gpuhub.slurm.dir\":\"d7\",\"gpuhub.workload\":\"w7\"}}",
-                 "user_name": "alice", "nodes": "node1", "partition": "gpu"}}]}}"#
-        )
+    let comment = r#"{"gpuhub.members":"1","gpuhub.slurm.dir":"d7","gpuhub.workload":"w7"}"#;
+    let job = |state: &str, nodes: &str| {
+        format!("700|{state}|None|gpu|100|2026-11-23T19:00:00|N/A|alice|10001|10001|N/A|{nodes}|{comment}\n")
     };
     std::fs::create_dir_all(runs.join("d7")).unwrap();
-    e.cli.once(&["squeue", "--json"], CmdOutput::ok(job("PENDING", 0)));
-    e.cli.once(&["squeue", "--json"], CmdOutput::ok(job("RUNNING", 0)));
+    let q: &[&str] = &["squeue", "-h", "-t", "all", "-o"];
+    e.cli.once(q, CmdOutput::ok(job("PENDING", "")));
+    e.cli.once(q, CmdOutput::ok(job("RUNNING", "node1")));
     // slurmctld goes away for two polls: nothing may be said about run 700
-    e.cli.once(&["squeue", "--json"], CmdOutput::ok(SQUEUE_DOWN));
-    e.cli.once(
-        &["squeue", "--json"],
-        CmdOutput::fail(1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"),
-    );
-    e.cli.on(&["squeue", "--json"], CmdOutput::ok(job("FAILED", 3 << 8)));
+    e.cli.once(q, CmdOutput::fail(1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"));
+    e.cli.once(q, CmdOutput::fail(1, "slurm_load_jobs error: Socket timed out on send/recv operation"));
+    e.cli.on(q, CmdOutput::ok(job("FAILED", "node1")));
     e.cli.on(
         &["sacct", "-a", "-P", "-n", "-j", "700"],
         CmdOutput::ok("700|gpuhub-x-w7|FAILED|3:0|alice|node1|gpu|\n700.0|m0|FAILED|3:0||node1||\n"),
@@ -433,6 +435,26 @@ async fn exec_logs_and_endpoint_of_a_running_member() {
         text(e.engine.logs(&MemberRef::new("23", 1), true, None).await.unwrap()),
     );
     assert_eq!(followed.await.unwrap(), "one\ntwo\nthree\n");
+}
+
+#[tokio::test]
+async fn many_running_gpu_runs_read_their_gpus_from_one_json_answer() {
+    let e = env();
+    let comment = r#"{"gpuhub.members":"1","gpuhub.workload":"w"}"#;
+    let text: String = (1..=9)
+        .map(|i| format!("{i}|RUNNING|None|gpu|1|N/A|N/A|alice|10001|10001|gres:gpu:1|node1|{comment}\n"))
+        .collect();
+    let json = serde_json::json!({"errors": [], "jobs": (1..=9).map(|i| serde_json::json!({
+        "job_id": i, "job_state": "RUNNING", "nodes": "node1", "gres_detail": [format!("gpu:fake:1(IDX:{})", i % 2)],
+        "job_resources": {"allocated_nodes": [{"nodename": "node1"}]}})).collect::<Vec<_>>()});
+    e.cli.on(&["squeue", "-h", "-t", "all", "-o"], CmdOutput::ok(text));
+    e.cli.on(&["squeue", "--json"], CmdOutput::ok(json.to_string()));
+    e.cli.on(&["sacct", "-a", "-X"], CmdOutput::ok(""));
+    let runs = e.engine.list_runs().await.unwrap();
+    assert_eq!(runs.len(), 9);
+    assert_eq!(runs[0].members[0].gpus, ["node1/gpu1"]);
+    assert_eq!(runs[1].members[0].gpus, ["node1/gpu0"]);
+    assert!(e.cli.calls_to("scontrol").is_empty());
 }
 
 #[test]

@@ -116,6 +116,8 @@ pub struct Job {
     pub nodes: Vec<String>,
     /// Its GRES on each of `nodes` (`gpu:fake:1(IDX:0)`, `shard:2(IDX:1)`); empty when unknown.
     pub gres: Vec<String>,
+    /// What it asks for per node (`gres:gpu:1`, `gres:shard:2`; empty or `N/A` for none).
+    pub tres_per_node: String,
     /// How the job (its batch script) ended, once it has.
     pub exit: Option<Exit>,
 }
@@ -125,6 +127,19 @@ impl Job {
     pub fn phase(&self) -> Phase {
         phase(&self.state)
     }
+
+    /// Whether it asks for GPUs or shards of them.
+    pub fn wants_gpus(&self) -> bool {
+        self.tres_per_node.contains("gpu") || self.tres_per_node.contains("shard")
+    }
+}
+
+/// Slurm's text times are the local time of the machine the command runs on, without a zone
+/// (`2026-11-23T18:32:57`); `N/A`, `Unknown` and the like are `None`.
+pub(crate) fn local_time(text: &str) -> Option<i64> {
+    use chrono::TimeZone;
+    let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S").ok()?;
+    chrono::Local.from_local_datetime(&naive).earliest().map(|t| t.timestamp())
 }
 
 /// The GPU indices a GRES allocation names (`gpu:fake:2(IDX:0-1)` gives 0 and 1, `shard:2(IDX:1)` the

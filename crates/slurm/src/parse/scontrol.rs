@@ -1,7 +1,7 @@
 //! `scontrol show job -d J` (text: 22.05's scontrol has no `--json`): one job with its GPU indices per
 //! node (`Nodes=node[1-2] CPU_IDs=0 Mem=250 GRES=gpu:fake:1(IDX:0)`).
 
-use super::{Exit, Job, ParseError, hostlist, phase};
+use super::{Exit, Job, ParseError, hostlist, local_time, phase};
 use std::collections::HashMap;
 
 /// The job `scontrol show job -d` describes.
@@ -64,6 +64,7 @@ pub fn job(text: &str) -> Result<Job, ParseError> {
         nodes,
         gres,
         exit: if ended { fields.get("ExitCode").and_then(|e| Exit::from_pair(e)) } else { None },
+        tres_per_node: fields.get("TresPerNode").copied().unwrap_or("").to_owned(),
         state,
     })
 }
@@ -74,13 +75,6 @@ fn name_and_id(v: &str) -> (String, Option<u32>) {
         Some((name, rest)) => (name.to_owned(), rest.trim_end_matches(')').parse().ok()),
         None => (v.to_owned(), None),
     }
-}
-
-/// scontrol's times are the local time of the machine it runs on, without a zone.
-fn local_time(text: &str) -> Option<i64> {
-    use chrono::TimeZone;
-    let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S").ok()?;
-    chrono::Local.from_local_datetime(&naive).earliest().map(|t| t.timestamp())
 }
 
 /// Whether scontrol's error says the job is unknown to slurmctld (ended longer than `MinJobAge` ago, or

@@ -1,8 +1,47 @@
-//! `squeue --json` (every job slurmctld holds: 22.05 ignores `-j`/`-u`/`-t` with `--json`) and the
-//! one-line text forms gpuhub asks for where a filter matters (`squeue -h -t PD -o %i|%Q|%P`,
-//! `squeue -s -h -j J -o %i|%j|%N`).
+//! `squeue`: the text form gpuhub polls with ([`TEXT_FORMAT`]: every job, a line each, about 40 bytes
+//! and 25 µs of slurmctld's time per job), `--json` (every job slurmctld holds, with each node's GPU
+//! indices, but about 3 KB per job and 20 times slower: 22.05 ignores `-j`/`-u`/`-t` with `--json`), and
+//! the one-line forms where a filter matters (`squeue -h -t PD -o %i|%Q|%P`, `squeue -s -h -j J -o
+//! %i|%j|%N`).
 
-use super::{Exit, Job, ParseError, hostlist, number, reported_errors, string, strings};
+use super::{Exit, Job, ParseError, hostlist, local_time, number, reported_errors, string, strings};
+
+/// The columns of `squeue -h -t all -o`: id, state, reason, partition, priority, submit time, start time
+/// (or Slurm's estimate), user, UID, GID, what it asks per node, nodes, and the comment last, so a `|`
+/// in it cannot shift the others.
+pub const TEXT_FORMAT: &str = "%i|%T|%r|%P|%Q|%V|%S|%u|%U|%G|%b|%N|%k";
+
+/// Every job of `squeue -h -t all -o` [`TEXT_FORMAT`] (no exit codes and no GPU indices in this form).
+pub fn text_jobs(text: &str) -> Result<Vec<Job>, ParseError> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let bad = || ParseError::Line { command: "squeue -o", line: line.to_owned() };
+        let f: Vec<&str> = line.splitn(13, '|').collect();
+        if f.len() < 13 {
+            return Err(bad());
+        }
+        // array and heterogeneous jobs (`12_3`, `12+1`) are not gpuhub's
+        let Ok(id) = f[0].parse() else { continue };
+        let comment = if f[12] == "(null)" { "" } else { f[12] };
+        out.push(Job {
+            id,
+            state: f[1].to_owned(),
+            reason: f[2].to_owned(),
+            partition: f[3].to_owned(),
+            priority: f[4].parse().unwrap_or(0),
+            submit_time: local_time(f[5]).unwrap_or(0),
+            start_time: local_time(f[6]).unwrap_or(0),
+            user: f[7].to_owned(),
+            uid: f[8].parse().ok(),
+            gid: f[9].parse().ok(),
+            tres_per_node: f[10].to_owned(),
+            nodes: hostlist::expand(f[11]),
+            comment: comment.to_owned(),
+            ..Job::default()
+        });
+    }
+    Ok(out)
+}
 use serde_json::Value;
 
 const CMD: &str = "squeue --json";
@@ -50,6 +89,7 @@ fn job(v: &Value) -> Option<Job> {
         nodes,
         gres,
         exit: if final_state { number(v.get("exit_code")).map(Exit::from_wait_status) } else { None },
+        tres_per_node: string(v.get("tres_per_node")),
     })
 }
 
@@ -138,6 +178,31 @@ mod tests {
         assert!(err.to_string().contains("Failed while looking for jobs"), "{err}");
         assert!(matches!(jobs(b"not json"), Err(ParseError::Json { .. })));
         assert!(matches!(jobs(b"{\"errors\": []}"), Err(ParseError::Json { .. })));
+    }
+
+    #[test]
+    fn real_text_lines() {
+        let jobs = text_jobs(include_str!("../../tests/fixtures/squeue-text.txt")).unwrap();
+        assert_eq!(jobs.len(), 4);
+        let gang = jobs.iter().find(|j| j.id == 4271).unwrap();
+        assert_eq!((gang.state.as_str(), gang.phase()), ("RUNNING", Phase::Running));
+        assert_eq!(gang.nodes, ["node1", "node2"]);
+        assert_eq!((gang.user.as_str(), gang.uid, gang.gid), ("gpuhub-t1", Some(10001), Some(10001)));
+        assert!(gang.wants_gpus() && gang.gres.is_empty(), "asks for GPUs; no indices in the text form");
+        assert!(gang.comment.contains("\"gpuhub.slurm.dir\":\"gpuhub-0123456789ab-w1.x\""));
+        assert!(gang.submit_time > 1_700_000_000 && gang.start_time >= gang.submit_time);
+        let pending = jobs.iter().find(|j| j.id == 4272).unwrap();
+        assert_eq!((pending.reason.as_str(), pending.priority), ("Resources", 4294901490));
+        assert!(pending.nodes.is_empty());
+        let held = jobs.iter().find(|j| j.id == 4274).unwrap();
+        assert_eq!((held.reason.as_str(), held.comment.as_str(), held.start_time), ("JobHeldUser", "not|json", 0));
+        assert!(!held.wants_gpus());
+        let later = text_jobs(include_str!("../../tests/fixtures/squeue-text-later.txt")).unwrap();
+        let done = later.iter().find(|j| j.id == 4273).unwrap();
+        assert_eq!((done.phase(), done.nodes.as_slice()), (Phase::Ended, ["node1".to_owned()].as_slice()));
+        assert_eq!(later.iter().find(|j| j.id == 4271).unwrap().state, "CANCELLED");
+        assert!(text_jobs("1|RUNNING").is_err());
+        assert!(text_jobs("12_3|RUNNING|None|gpu|1|N/A|N/A|u|1|1|N/A||(null)").unwrap().is_empty());
     }
 
     #[test]
