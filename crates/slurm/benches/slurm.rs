@@ -107,13 +107,17 @@ fn contains(path: &Path, text: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|s| s.contains(text))
 }
 
-/// Waits until every node is idle (a node whose job just ended is not given a new one at once).
+/// Waits until every node is idle, and then a while (`GPUHUB_SLURM_BENCH_SETTLE_MS`, default 3000): the
+/// scheduler gives a node whose job just ended no new job at once, which would measure Slurm's own
+/// pause instead of what gpuhub adds.
 async fn nodes_idle() {
     until(|| {
         let out = slurm("sinfo").args(["-h", "-N", "-o", "%T"]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).lines().all(|l| l.trim() == "idle")
     })
     .await;
+    let settle = std::env::var("GPUHUB_SLURM_BENCH_SETTLE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    tokio::time::sleep(Duration::from_millis(settle)).await;
 }
 
 fn squeue_state(job: &str) -> String {
@@ -173,7 +177,7 @@ async fn sbatch_once(i: usize) -> (Duration, Duration) {
     (running, first)
 }
 
-async fn list_cost(engine: &SlurmEngine, rounds: usize) -> (Duration, usize, Duration, usize) {
+async fn list_cost(engine: &SlurmEngine, rounds: usize) -> Cost {
     let mut list = Vec::new();
     let mut runs = 0;
     for _ in 0..rounds {
@@ -182,16 +186,34 @@ async fn list_cost(engine: &SlurmEngine, rounds: usize) -> (Duration, usize, Dur
         list.push(t.elapsed());
     }
     let mut poll = Vec::new();
-    let mut bytes = 0;
+    let mut json = Vec::new();
+    let (mut lines, mut bytes, mut json_bytes) = (0, 0, 0);
     for _ in 0..rounds {
+        // what the event poller runs, parsed as it parses it
+        let t = Instant::now();
+        let out =
+            slurm("squeue").args(["-h", "-t", "all", "-o", gpuhub_slurm::parse::squeue::TEXT_FORMAT]).output().unwrap();
+        let jobs = gpuhub_slurm::parse::squeue::text_jobs(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        poll.push(t.elapsed());
+        (lines, bytes) = (jobs.len(), out.stdout.len());
         let t = Instant::now();
         let out = slurm("squeue").arg("--json").output().unwrap();
-        bytes = out.stdout.len();
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(doc["jobs"].is_array());
-        poll.push(t.elapsed());
+        gpuhub_slurm::parse::squeue::jobs(&out.stdout).unwrap();
+        json.push(t.elapsed());
+        json_bytes = out.stdout.len();
     }
-    (median(list), runs, median(poll), bytes)
+    Cost { list: median(list), runs, poll: median(poll), jobs: lines, bytes, json: median(json), json_bytes }
+}
+
+/// What one look at everything cost.
+struct Cost {
+    list: Duration,
+    runs: usize,
+    poll: Duration,
+    jobs: usize,
+    bytes: usize,
+    json: Duration,
+    json_bytes: usize,
 }
 
 #[tokio::main]
@@ -246,7 +268,7 @@ async fn main() {
     for i in 0..3 {
         ours.push(engine.submit(&spec(20_000 + i, "sleep 600")).await.unwrap().id);
     }
-    let (l0, r0, p0, b0) = list_cost(&engine, 10).await;
+    let before = list_cost(&engine, 10).await;
     let t = Instant::now();
     let mut handles = Vec::new();
     for chunk in 0..8 {
@@ -267,7 +289,7 @@ async fn main() {
         h.await.unwrap();
     }
     println!("\nfilled the queue with {queue} held jobs in {:.1} s", t.elapsed().as_secs_f64());
-    let (l1, r1, p1, b1) = list_cost(&engine, 10).await;
+    let after = list_cost(&engine, 10).await;
     let one = {
         let mut v = Vec::new();
         for _ in 0..10 {
@@ -277,15 +299,21 @@ async fn main() {
         }
         median(v)
     };
-    println!("observe cost, median of 10 (3 gpuhub runs among them):");
-    println!("  list_runs:              before {}  with {queue} more jobs {}  ({r0} and {r1} runs)", ms(l0), ms(l1));
     println!(
-        "  poll (squeue --json):   before {} ({} KiB)  with {queue} more jobs {} ({} KiB)",
-        ms(p0),
-        b0 / 1024,
-        ms(p1),
-        b1 / 1024
+        "observe cost, median of 10 (3 gpuhub runs among them; slurmctld also holds the jobs that ended within MinJobAge):"
     );
+    for (what, c) in [("before", &before), (&format!("with {queue} more"), &after)] {
+        println!(
+            "  {what:>14}: {} jobs in squeue -t all; list_runs {} ({} runs); poll (squeue text) {} ({} KiB); squeue --json {} ({} KiB)",
+            c.jobs,
+            ms(c.list),
+            c.runs,
+            ms(c.poll),
+            c.bytes / 1024,
+            ms(c.json),
+            c.json_bytes / 1024
+        );
+    }
     println!("  observe one run:        with {queue} jobs {}", ms(one));
     let _ = slurm("scancel").args(["-u", FILLER]).status();
     for id in &ours {
