@@ -58,9 +58,13 @@ impl FakeCli {
         Self::default()
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn add(&self, prefix: &[&str], reply: Reply, left: Option<usize>) {
         let prefix = prefix.iter().map(|s| (*s).to_owned()).collect();
-        self.state.lock().unwrap().rules.push(Rule { prefix, reply, left });
+        self.state().rules.push(Rule { prefix, reply, left });
     }
 
     /// Answers every command whose argv (program first) starts with `prefix` with `out`.
@@ -86,12 +90,12 @@ impl FakeCli {
 
     /// Drops every rule (the calls stay recorded).
     pub fn clear_rules(&self) {
-        self.state.lock().unwrap().rules.clear();
+        self.state().rules.clear();
     }
 
     /// Every command run so far, oldest first.
     pub fn calls(&self) -> Vec<Cmd> {
-        self.state.lock().unwrap().calls.clone()
+        self.state().calls.clone()
     }
 
     /// The commands run so far whose program's name is `name` (`sbatch`).
@@ -101,11 +105,11 @@ impl FakeCli {
 
     /// The interactive commands started so far, with their terminal sizes.
     pub fn spawned(&self) -> Vec<(Cmd, Option<(u16, u16)>)> {
-        self.state.lock().unwrap().spawned.clone()
+        self.state().spawned.clone()
     }
 
     fn answer(&self, cmd: &Cmd) -> Reply {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state();
         s.calls.push(cmd.clone());
         let argv = cmd.argv();
         for rule in &mut s.rules {
@@ -140,7 +144,7 @@ impl SlurmCli for FakeCli {
             Reply::Call(f) => f(cmd),
             Reply::Error(kind) => return Err(io::Error::new(kind, format!("fake: cannot start {}", cmd.name()))),
         };
-        self.state.lock().unwrap().spawned.push((cmd.clone(), tty));
+        self.state().spawned.push((cmd.clone(), tty));
         let chunks = vec![Ok(Bytes::from(out.stdout)), Ok(Bytes::from(out.stderr))];
         let process = Arc::new(FakeProcess { code: i64::from(out.status.unwrap_or(-1)), tty: tty.is_some() });
         Ok(Spawned {

@@ -77,6 +77,14 @@ pub async fn cluster(test: &str) -> Option<Cluster> {
         // a clean slate: nothing of an earlier run of the tests left running
         let _ = std::process::Command::new("scancel").args(["-u", account]).env("SLURM_CONF", &conf).status();
     }
+    // and no bundle left by a test that failed before it cleaned up
+    if let Ok(entries) = std::fs::read_dir(config().bundle_dir.join("runs")) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("gpuhub-test") {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
     let engine = SlurmEngine::connect(config()).await.expect("connect to the dev cluster");
     let instance = format!("test{}{}", std::process::id(), &test[..test.len().min(3)]);
     Some(Cluster { engine, instance, _lock: lock })

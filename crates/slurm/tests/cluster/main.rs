@@ -23,7 +23,13 @@ async fn gang_on_two_nodes_with_ranks_gpus_and_exit_codes() {
     let mut events = c.engine.events().await.unwrap();
     let script = "echo rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK gpus=$CUDA_VISIBLE_DEVICES node=$(hostname) \
                   master=$MASTER_ADDR:$MASTER_PORT member=$GPUHUB_MEMBER uid=$(id -u) home=$HOME pwd=$(pwd)";
-    let script = format!("sleep 1; {script}; sleep 1; echo done");
+    // member 1 reaches member 0 at MASTER_ADDR, the first node's host name, which the container's
+    // /etc/hosts (the node's) resolves (busybox's `wget -T` crashes: no -T)
+    let port = 19000 + (std::process::id() % 1000) as u16;
+    let script = format!(
+        "{script}; if [ $RANK = 0 ]; then httpd -f -p {port} -h /etc & sleep 4; kill $!; \
+         else sleep 1; echo master says $(wget -q -O - http://$MASTER_ADDR:{port}/passwd | head -n 1); fi; echo done"
+    );
     let ok = c.engine.submit(&c.spec("alice", "gang-ok", 2, whole(1), &script)).await.unwrap();
     // member 1's log, followed from before it starts until it ends
     let followed = {
@@ -39,6 +45,7 @@ async fn gang_on_two_nodes_with_ranks_gpus_and_exit_codes() {
     let followed =
         tokio::time::timeout(Duration::from_secs(10), followed).await.expect("follow ends with the member").unwrap();
     assert!(followed.contains("rank=1 ") && followed.ends_with("done\n"), "{followed:?}");
+    assert!(followed.contains("master says root:x:0:0:"), "member 1 reached member 0 at MASTER_ADDR: {followed:?}");
     assert_eq!(s.members.iter().map(|m| m.state).collect::<Vec<_>>(), [MemberState::Exited(0), MemberState::Exited(0)]);
     let nodes: Vec<_> = s.members.iter().map(|m| m.node.clone().unwrap()).collect();
     assert_eq!(nodes, ["node1", "node2"], "one member per node");
