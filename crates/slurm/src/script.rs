@@ -209,7 +209,7 @@ pub fn batch_script(
 }
 
 /// Waits for every member; the first to fail stops the others and gives the script its exit code.
-const WAIT_LOOP: &str = r#"code=0 failed=
+const WAIT_LOOP: &str = r#"code=0 failed= killer=
 left=${#member[@]}
 while [ "$left" -gt 0 ]; do
     done_pid=
@@ -225,10 +225,12 @@ while [ "$left" -gt 0 ]; do
         if [ "$left" -gt 0 ]; then
             echo "gpuhub: member $i exited with $rc: stopping the other members" >&2
             "$scancel" --signal=TERM "$SLURM_JOB_ID"
-            (sleep "$grace" && kill -TERM "${!member[@]}" 2>/dev/null) &
+            (sleep "$grace" && kill -TERM "${!member[@]}") >/dev/null 2>&1 &
+            killer=$!
         fi
     fi
 done
+[ -z "$killer" ] || kill "$killer" 2>/dev/null
 exit "$code"
 "#;
 

@@ -246,7 +246,8 @@ async fn cancel_pending_and_running_with_grace() {
     // running, ignoring SIGTERM for longer than the grace: TERM to the steps, then KILL to everything
     let e = env();
     e.cli.on(&["scontrol", "show", "job", "-d", "23"], CmdOutput::ok(GANG));
-    for _ in 0..40 {
+    // RUNNING until the grace and the script's moment are over (1 + 3 + 16 looks), then gone
+    for _ in 0..20 {
         e.cli.once(&["squeue", "-h", "-t", "all", "-j", "23", "-o", "%T"], CmdOutput::ok("RUNNING\n"));
     }
     e.cli.on(

@@ -129,7 +129,7 @@ export WORLD_SIZE='2'
 member[$!]=1
 "#;
     assert_eq!(&script[..expected.len()], expected, "\n{script}");
-    assert!(script[expected.len()..].starts_with("code=0 failed=\n"));
+    assert!(script[expected.len()..].starts_with("code=0 failed= killer=\n"));
     assert!(script.ends_with("exit \"$code\"\n"));
     // MASTER_PORT from the run's environment
     let mut spec = run_spec(1, GpuGrant::None);
@@ -186,8 +186,10 @@ while :; do sleep 0.05; done
     let mut sub = submission(spec.command.clone());
     sub.log_dir = dir.path().to_string_lossy().into_owned();
     let script = batch_script(&config, &sub, &spec, &run_shape(&spec, 4).unwrap()).unwrap();
+    let started = std::time::Instant::now();
     let out = std::process::Command::new("bash").arg("-c").arg(&script).env("SLURM_JOB_ID", "77").output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(5), "the script does not wait out its own grace timer");
     let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
     assert_eq!(read("job-77.m1.exit"), "3\n");
     assert_eq!(read("job-77.m0.exit"), "143\n");
