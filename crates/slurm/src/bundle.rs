@@ -8,7 +8,8 @@
 //! - `runs/<job name>.<nonce>/`: one run's bundle, owned by its user (mode 0700): a `config.json` with the
 //!   run's environment, working directory and mounts (the owner's home), and `rootfs`, a link to the
 //!   image's root file system (Slurm 22.05 takes a bundle's root from `<bundle>/rootfs`, whatever
-//!   `root.path` says). gpuhub's `remove` deletes it; a run whose directory is gone counts as removed.
+//!   `root.path` says). Beside it `runs/<job name>.<nonce>.job`, the hub's, holds the job id. gpuhub's
+//!   `remove` deletes both; a run whose directory is gone counts as removed.
 
 use crate::cli::{Cmd, SlurmCli};
 use crate::error;
@@ -224,8 +225,35 @@ impl Bundles {
         config.pointer("/process/cwd").and_then(Value::as_str).map(str::to_owned)
     }
 
-    /// Deletes run `name`'s bundle; `false` when there was none.
+    /// Notes that run `name` is job `job` (`runs/<name>.job`, the hub's own, beside the run's directory,
+    /// which belongs to its user): how a restarted hub finds the runs that ended while it was down.
+    pub fn record_job(&self, name: &str, job: u64) -> Result<(), EngineError> {
+        let path = self.root.join("runs").join(format!("{name}.job"));
+        std::fs::write(&path, format!("{job}\n")).map_err(|e| fs_err("cannot write", &path, e))
+    }
+
+    /// Every run not removed that has a job recorded: `(run directory name, job id)`.
+    pub fn recorded_jobs(&self) -> Vec<(String, u64)> {
+        let Ok(entries) = std::fs::read_dir(self.root.join("runs")) else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let file = e.file_name().to_string_lossy().into_owned();
+                let name = file.strip_suffix(".job")?.to_owned();
+                let job = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+                self.run_dir(&name).is_dir().then_some((name, job))
+            })
+            .collect()
+    }
+
+    /// Deletes run `name`'s bundle and its job note; `false` when there was no bundle.
     pub fn remove_run(&self, name: &str) -> Result<bool, EngineError> {
+        let note = self.root.join("runs").join(format!("{name}.job"));
+        match std::fs::remove_file(&note) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fs_err("cannot remove", &note, e)),
+        }
         let dir = self.run_dir(name);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),

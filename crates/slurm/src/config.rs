@@ -59,9 +59,6 @@ pub struct SlurmConfig {
     pub accounting: Accounting,
     /// How often the engine polls Slurm for its event stream, in milliseconds (default 2000).
     pub poll_ms: u64,
-    /// How far back `list_runs` looks in accounting for runs that ended while gpuhub was down, in days
-    /// (default 14).
-    pub history_days: u32,
 }
 
 impl Default for SlurmConfig {
@@ -83,7 +80,6 @@ impl Default for SlurmConfig {
             shards_per_gpu: 4,
             accounting: Accounting::Slurmdbd,
             poll_ms: 2000,
-            history_days: 14,
         }
     }
 }

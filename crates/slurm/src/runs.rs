@@ -160,6 +160,9 @@ impl SlurmEngine {
             }
         };
         tracing::info!(job = %id, name = %sub.job_name, members = size, "submitted a run to Slurm");
+        if let Err(e) = self.inner.bundles.record_job(&dir_name, id.parse().unwrap_or(0)) {
+            tracing::warn!(job = %id, error = %e, "cannot note the run's job: a restarted hub finds it only while Slurm holds it");
+        }
         match self.observe_run(&id).await {
             Ok(s) => Ok(s),
             Err(e) => {
@@ -227,7 +230,7 @@ impl SlurmEngine {
     }
 
     /// Every gpuhub run: slurmctld's (pending, running, ended within `MinJobAge`) and, with accounting,
-    /// those that ended up to `history_days` ago and were not removed.
+    /// those it has forgotten that were not removed.
     pub(crate) async fn list(&self) -> Result<Vec<RunStatus>, EngineError> {
         let queue = self.queue().await?;
         let positions = status::positions(&queue);
@@ -240,29 +243,28 @@ impl SlurmEngine {
             }
             found.push(Found { job, meta, acct: None });
         }
-        if self.inner.config.accounting == crate::config::Accounting::Slurmdbd {
-            let since = format!("now-{}days", self.inner.config.history_days);
-            let cmd =
-                self.slurm("sacct", ["-a", "-X", "-P", "-n", "-S", since.as_str(), "-E", "now", "-o", sacct::FORMAT]);
-            let out = self.run_ok(cmd).await?;
-            for (id, a) in sacct::jobs(&out.stdout_text()).map_err(error::from_parse)? {
-                if in_queue.contains(&id) || !a.job.name.starts_with("gpuhub-") {
-                    continue;
-                }
-                let job = a.as_job();
-                let Some(meta) = status::meta(&job) else { continue };
-                if job.phase() != Phase::Ended || self.removed(&meta) {
-                    continue;
-                }
-                found.push(Found { job, meta, acct: None });
+        // runs slurmctld has forgotten that were not removed: accounting has them (their jobs are noted
+        // beside their bundles, so this asks for exactly those, however large the cluster's history)
+        let forgotten: Vec<(String, u64)> =
+            self.inner.bundles.recorded_jobs().into_iter().filter(|(_, id)| !in_queue.contains(id)).collect();
+        let ended: Vec<u64> = found
+            .iter()
+            .filter(|f| f.job.phase() == Phase::Ended)
+            .map(|f| f.job.id)
+            .chain(forgotten.iter().map(|(_, id)| *id))
+            .collect();
+        let mut records = self.acct(&ended).await?;
+        for f in &mut found {
+            if let Some(a) = records.remove(&f.job.id) {
+                f.acct = Some(a);
             }
-            let ended: Vec<u64> = found.iter().filter(|f| f.job.phase() == Phase::Ended).map(|f| f.job.id).collect();
-            let mut records = self.acct(&ended).await?;
-            for f in &mut found {
-                if let Some(a) = records.remove(&f.job.id) {
-                    f.acct = Some(a);
-                }
-            }
+        }
+        for (dir, id) in forgotten {
+            let Some(a) = records.remove(&id) else { continue };
+            let job = a.as_job();
+            // the note must name a gpuhub job of this very run
+            let Some(meta) = status::meta(&job).filter(|m| m.dir.as_deref() == Some(dir.as_str())) else { continue };
+            found.push(Found { job, meta, acct: Some(a) });
         }
         let mut gpu_jobs: Vec<&mut Job> = found
             .iter_mut()

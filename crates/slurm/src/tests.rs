@@ -108,6 +108,9 @@ async fn submit_runs_sbatch_as_the_account_with_the_script_on_stdin() {
     assert_eq!(env, ["PATH=/bin", "FOO=bar baz", "HOME=/home/alice"]);
     assert_eq!(config["process"]["cwd"], "/home/alice");
     assert!(log_dir.is_dir());
+    // the hub's note of the run's job, beside its bundle
+    let note = std::fs::read_to_string(e.config.bundle_dir.join("runs").join(format!("{dir}.job"))).unwrap();
+    assert_eq!(note, "4242\n");
 }
 
 #[tokio::test]
@@ -185,10 +188,11 @@ async fn observe_list_and_pending_explanations_from_real_output() {
     // scontrol, plus accounting's older ones (none here)
     e.cli.on(&["squeue", "-h", "-t", "all", "-o", crate::parse::squeue::TEXT_FORMAT], CmdOutput::ok(SQUEUE_TEXT));
     e.cli.on(&["scontrol", "show", "job", "-d", "4271"], CmdOutput::ok(GANG4));
-    e.cli.on(&["sacct", "-a", "-X"], CmdOutput::ok(""));
+    let asked = e.cli.calls_to("sacct").len();
     let runs = e.engine.list_runs().await.unwrap();
     let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["4271", "4272", "4273"]);
+    assert_eq!(e.cli.calls_to("sacct").len(), asked, "nothing ended, nothing noted: no sacct");
     let gang = &runs[0];
     assert_eq!(gang.members[1].gpus, ["node2/gpu0", "node2/gpu1"]);
     assert_eq!(gang.members[0].node.as_deref(), Some("node1"));
@@ -197,31 +201,32 @@ async fn observe_list_and_pending_explanations_from_real_output() {
     assert_eq!(runs[2].pending.as_ref().map(|p| (p.reason.as_str(), p.position)), Some(("priority", Some(2))));
     assert_eq!(e.cli.calls_to("scontrol").iter().filter(|c| c.args.contains(&"4271".to_owned())).count(), 1);
     assert!(e.cli.calls_to("squeue").iter().all(|c| !c.args.contains(&"--json".to_owned())), "no JSON for one run");
-    let sacct = e.cli.calls_to("sacct").into_iter().find(|c| c.args.contains(&"-X".to_owned())).unwrap();
-    assert_eq!(argv(&sacct)[1..8], ["-a", "-X", "-P", "-n", "-S", "now-14days", "-E"]);
 }
 
 #[tokio::test]
 async fn runs_that_ended_while_the_hub_was_down_come_from_accounting() {
     let e = env();
-    let dir = e.config.bundle_dir.join("runs/gpuhub-x-w1.1");
-    std::fs::create_dir_all(&dir).unwrap();
+    let runs_dir = e.config.bundle_dir.join("runs");
+    std::fs::create_dir_all(runs_dir.join("gpuhub-x-w1.1")).unwrap();
+    std::fs::create_dir_all(runs_dir.join("gpuhub-x-w3.1")).unwrap();
+    // noted jobs: 501 (w1), 502 (removed: no directory), 503 (noted for w3 but it is another run's job)
+    std::fs::write(runs_dir.join("gpuhub-x-w1.1.job"), "501\n").unwrap();
+    std::fs::write(runs_dir.join("gone.job"), "502\n").unwrap();
+    std::fs::write(runs_dir.join("gpuhub-x-w3.1.job"), "503\n").unwrap();
     let row = |id: &str, rest: &str| format!("{id}|{rest}\n");
     let comment = r#"{"gpuhub.members":"2","gpuhub.slurm.dir":"gpuhub-x-w1.1","gpuhub.workload":"w1"}"#;
-    let jobs = row("501", &format!("gpuhub-x-w1|FAILED|3:0|alice|node[1-2]|gpu|{comment}"))
-        + &row(
-            "502",
-            r#"gpuhub-x-w2|COMPLETED|0:0|alice|node1|gpu|{"gpuhub.members":"1","gpuhub.slurm.dir":"gone","gpuhub.workload":"w2"}"#,
-        );
-    let steps = jobs.clone()
+    let steps = row("501", &format!("gpuhub-x-w1|FAILED|3:0|alice|node[1-2]|gpu|{comment}"))
         + &row("501.batch", "batch|FAILED|3:0||node1||")
         + &row("501.0", "m1|FAILED|3:0||node2||")
-        + &row("501.1", "m0|CANCELLED|0:15||node1||");
+        + &row("501.1", "m0|CANCELLED|0:15||node1||")
+        + &row(
+            "503",
+            r#"other|COMPLETED|0:0|bob|node1|gpu|{"gpuhub.members":"1","gpuhub.slurm.dir":"else","gpuhub.workload":"w9"}"#,
+        );
     e.cli.on(&["squeue", "-h", "-t", "all", "-o"], CmdOutput::ok(""));
-    e.cli.on(&["sacct", "-a", "-X"], CmdOutput::ok(jobs));
-    e.cli.on(&["sacct", "-a", "-P", "-n", "-j", "501"], CmdOutput::ok(steps));
+    e.cli.on(&["sacct"], CmdOutput::ok(steps));
     let runs = e.engine.list_runs().await.unwrap();
-    assert_eq!(runs.len(), 1, "502 was removed (its bundle directory is gone)");
+    assert_eq!(runs.len(), 1, "502 was removed; 503 is not w3's job");
     let r = &runs[0];
     assert_eq!(r.id, "501");
     assert_eq!(
@@ -230,6 +235,12 @@ async fn runs_that_ended_while_the_hub_was_down_come_from_accounting() {
     );
     assert!(r.ended());
     assert!(!r.labels.contains_key("gpuhub.slurm.dir"));
+    // accounting was asked for exactly the noted jobs of runs not removed, with their steps
+    let sacct = e.cli.calls_to("sacct");
+    assert_eq!(sacct.len(), 1);
+    let ids = argv(&sacct[0])[5].split(',').map(str::to_owned).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(ids, ["501".to_owned(), "503".to_owned()].into());
+    assert_eq!(argv(&sacct[0])[..5], ["sacct", "-a", "-P", "-n", "-j"]);
 }
 
 #[tokio::test]
@@ -450,7 +461,6 @@ async fn many_running_gpu_runs_read_their_gpus_from_one_json_answer() {
         "job_resources": {"allocated_nodes": [{"nodename": "node1"}]}})).collect::<Vec<_>>()});
     e.cli.on(&["squeue", "-h", "-t", "all", "-o"], CmdOutput::ok(text));
     e.cli.on(&["squeue", "--json"], CmdOutput::ok(json.to_string()));
-    e.cli.on(&["sacct", "-a", "-X"], CmdOutput::ok(""));
     let runs = e.engine.list_runs().await.unwrap();
     assert_eq!(runs.len(), 9);
     assert_eq!(runs[0].members[0].gpus, ["node1/gpu1"]);
