@@ -167,7 +167,7 @@ impl SlurmEngine {
     /// Every node of `sinfo --json`.
     pub(crate) async fn nodes(&self) -> Result<Vec<parse::sinfo::Node>, EngineError> {
         let out = self.run_ok(self.slurm("sinfo", ["--json"])).await?;
-        let nodes = parse::sinfo::nodes(&out.stdout).map_err(error::from_parse)?;
+        let nodes = parse::sinfo::nodes(&out.stdout).map_err(|e| error::from_parse_output(e, &out))?;
         let mut addresses = self.inner.addresses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for n in &nodes {
             if let Ok(ip) = n.address.parse() {
@@ -190,7 +190,7 @@ impl SlurmEngine {
     pub(crate) async fn fill_gres(&self, jobs: &mut [&mut Job]) -> Result<(), EngineError> {
         if jobs.len() > GRES_ONE_BY_ONE {
             let out = self.run_ok(self.slurm("squeue", ["--json"])).await?;
-            let all = parse::squeue::jobs(&out.stdout).map_err(error::from_parse)?;
+            let all = parse::squeue::jobs(&out.stdout).map_err(|e| error::from_parse_output(e, &out))?;
             let by_id: HashMap<u64, Job> = all.into_iter().map(|j| (j.id, j)).collect();
             for j in jobs.iter_mut() {
                 if let Some(full) = by_id.get(&j.id) {

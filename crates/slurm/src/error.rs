@@ -84,6 +84,17 @@ pub fn from_parse(e: ParseError) -> EngineError {
     }
 }
 
+/// Output that could not be read, with what the command said on stderr (22.05's `sinfo --json` exits 0
+/// with an `errors` entry that says only "Unspecified error", and tells why on stderr: `Munge encode
+/// failed: …`, `Unable to contact slurm controller`).
+pub fn from_parse_output(e: ParseError, out: &CmdOutput) -> EngineError {
+    let said = out.stderr_text();
+    match from_parse(e) {
+        EngineError::Unavailable(m) if !said.is_empty() => EngineError::Unavailable(format!("{m} ({said})")),
+        e => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +151,14 @@ mod tests {
         assert!(matches!(from_parse(p), EngineError::Unavailable(_)));
         let p = ParseError::Json { command: "squeue --json", detail: "x".into() };
         assert!(matches!(from_parse(p), EngineError::Engine(_)));
+        // munged down: sinfo --json exits 0, says why on stderr only
+        let out = CmdOutput {
+            status: Some(0),
+            stdout: Vec::new(),
+            stderr: b"sinfo: error: Munge encode failed: Failed to access \"/run/munge/munge.socket.2\": No such file or directory (Did you start munged?)\n".to_vec(),
+        };
+        let p = ParseError::Reported { command: "sinfo --json", detail: "Unspecified error".into() };
+        let e = from_parse_output(p, &out);
+        assert!(matches!(&e, EngineError::Unavailable(m) if m.contains("Did you start munged?")), "{e:?}");
     }
 }
