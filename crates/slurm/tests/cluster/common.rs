@@ -77,11 +77,11 @@ pub async fn cluster(test: &str) -> Option<Cluster> {
         // a clean slate: nothing of an earlier run of the tests left running
         let _ = std::process::Command::new("scancel").args(["-u", account]).env("SLURM_CONF", &conf).status();
     }
-    // and no bundle left by a test that failed before it cleaned up
+    // and no bundle (or job note) left by a test that failed before it cleaned up
     if let Ok(entries) = std::fs::read_dir(config().bundle_dir.join("runs")) {
         for e in entries.flatten() {
             if e.file_name().to_string_lossy().starts_with("gpuhub-test") {
-                let _ = std::fs::remove_dir_all(e.path());
+                let _ = std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
             }
         }
     }
