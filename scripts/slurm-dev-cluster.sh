@@ -11,7 +11,8 @@
 # What it builds
 # --------------
 #  * apt packages when missing: slurmctld, slurmd, slurm-client, munge, crun, runc, skopeo, umoci, jq,
-#    iproute2, and for accounting slurmdbd + mariadb-server. Package scripts are kept from starting
+#    iproute2, tini (its static build is gpuhub's init in containers), and for accounting slurmdbd +
+#    mariadb-server. Package scripts are kept from starting
 #    daemons (policy-rc.d) while they install; every daemon here is started directly, never by systemd.
 #  * munged (the host's, key /etc/munge/munge.key, socket /run/munge), started as user munge when not
 #    already running; stop only stops it when start started it.
@@ -48,7 +49,9 @@
 #        state/ctld state/nodeN   StateSaveLocation and each slurmd's SlurmdSpoolDir (%n)
 #        log/  run/ (pid files, mariadb socket, run/oci: the OCI runtime's state, mode 1777)
 #        mysql/               MariaDB's data directory (its own instance, no TCP port)
-#        images/ bundles/     OCI image layout and unpacked bundles (bundles/busybox from gpuhub/busybox)
+#        images/ bundles/     OCI image layout and unpacked bundles (bundles/busybox from gpuhub/busybox);
+#                             gpuhub's Slurm engine keeps its own under bundles/images and bundles/runs
+#        gpuhub-logs/         gpuhub's members' output, <account>/job-<id>.m<i>.log (its log_dir)
 #  * Slurm: one partition "gpu" (default) with nodes node1..nodeN (GPUHUB_SLURM_NODES, default 2), each
 #    CPUs=4, RealMemory=4000 (declared, not detected: SlurmdParameters=config_overrides, so a 2-core CI
 #    machine can run it; CPUs are oversubscribed), Gres=gpu:fake:2,shard:fake:8 (4 shards per GPU:
@@ -177,7 +180,7 @@ write_file() {
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
 ensure_packages() {
-    local pkgs=(slurmctld slurmd slurm-client munge crun runc skopeo umoci jq iproute2 util-linux)
+    local pkgs=(slurmctld slurmd slurm-client munge crun runc skopeo umoci jq iproute2 util-linux tini)
     [ "$ACCOUNTING" = slurmdbd ] && pkgs+=(slurmdbd mariadb-server)
     local missing=() p
     for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
@@ -305,7 +308,7 @@ ensure_network() {
 
 make_dirs() {
     install -d -m 0755 "$DIR" "$DIR/bin" "$DIR/log" "$DIR/run" "$DIR/state" "$DIR/state/ctld" \
-        "$DIR/images" "$DIR/bundles" "$DIR/dev"
+        "$DIR/images" "$DIR/bundles" "$DIR/dev" "$DIR/gpuhub-logs"
     [ -e "$MARKER" ] || echo "made by scripts/slurm-dev-cluster.sh; stop --purge deletes this directory" >"$MARKER"
     # The OCI runtime's state: every job user creates a directory here, so it is world-writable+sticky.
     install -d -m 1777 "$DIR/run/oci"
@@ -823,15 +826,19 @@ cmd_start() {
     sinfo -N -o '%N %T %c %m %G'
     cat <<EOF
 
-# gpuhub.toml: point gpuhub at this cluster (keys to be settled by the Slurm engine). Every Slurm
-# command gpuhub runs needs SLURM_CONF=<conf> in its environment.
+# gpuhub.toml: point gpuhub at this cluster (the keys of crates/slurm's SlurmConfig).
 engine = "slurm"
 [slurm]
 conf = "$DIR/slurm.conf"          # SLURM_CONF for sbatch/squeue/scontrol/sacct/scancel/srun
 partition = "$PARTITION"
 bundle_dir = "$DIR/bundles"       # OCI bundles (--container), on storage every node reads
+log_dir = "$DIR/gpuhub-logs"      # members' output, written by the nodes, read by the hub
+oci_runtime = "$OCI_RUNTIME"
+oci_root = "$DIR/run/oci"         # the runtime's state, as oci.conf's --root (exec needs it)
+init = "/usr/bin/tini-static"     # each member's PID 1, as docker --init
 accounting = "$ACCOUNTING"                  # "slurmdbd": sacct has finished jobs; "none": squeue for MinJobAge only
 shards_per_gpu = $SHARDS_PER_GPU                   # --gres=shard:N, N of $SHARDS_PER_GPU, for a fraction of one GPU
+map_usernames = true              # or accounts = { alice = "alice01" }: gpuhub user -> cluster account
 EOF
 }
 
