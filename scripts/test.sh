@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full check, as CI runs it (.ci/run): host setup (scripts/setup-debian.sh, skipped with
-# GPUHUB_SKIP_SETUP=1), then formatting, clippy with warnings as errors, and the whole test suite with
-# PostgreSQL at $GPUHUB_TEST_POSTGRES_URL. Stops at the first failing stage.
+# GPUHUB_SKIP_SETUP=1), the Slurm dev cluster (scripts/slurm-dev-cluster.sh start), then formatting,
+# clippy with warnings as errors, and the whole test suite with PostgreSQL at $GPUHUB_TEST_POSTGRES_URL.
+# Stops at the first failing stage.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +31,13 @@ if [ "${GPUHUB_SKIP_SETUP:-0}" = 1 ]; then
     echo "==> [setup] skipped (GPUHUB_SKIP_SETUP=1)"
 else
     stage setup bash scripts/setup-debian.sh
+fi
+# the two-node Slurm cluster the Slurm engine's tests run against (idempotent: a running one is left
+# alone); GPUHUB_SLURM_TESTS=skip skips both the cluster and those tests
+if [ "${GPUHUB_SLURM_TESTS:-}" = skip ]; then
+    echo "==> [slurm] skipped (GPUHUB_SLURM_TESTS=skip)"
+else
+    stage slurm bash scripts/slurm-dev-cluster.sh start
 fi
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets -- -D warnings

@@ -105,7 +105,7 @@ impl Controller {
     async fn make_run(&self, w: &Workload, ports: &BTreeMap<String, u16>) -> Result<RunStatus, StartError> {
         let user = self.store.get_user(&w.owner).await?;
         let data_dir = &self.settings.data_dir;
-        crate::ensure_home(&spec::home_on_host(data_dir, &w.owner), user.uid)
+        crate::ensure_home(&spec::home_on_host(&self.settings.homes_dir, &w.owner), user.uid)
             .map_err(|e| StartError::Failed(format!("home directory: {e}")))?;
         let share = match (&self.settings.gpu_share_library, w.resources.gpu_milli > 0) {
             (Some(lib), true) => Some((lib.clone(), share_preload(data_dir, lib).map_err(StartError::Failed)?)),
@@ -116,7 +116,7 @@ impl Controller {
         let cx = SpecContext {
             instance: &self.instance,
             uid: user.uid,
-            data_dir,
+            homes_dir: &self.settings.homes_dir,
             nodes: &nodes,
             pids_limit: self.settings.pids_limit,
             log_max_bytes: self.settings.log_max_bytes,

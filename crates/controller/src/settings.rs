@@ -7,8 +7,11 @@ use std::time::Duration;
 /// The controller's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The absolute data directory (homes, logs).
+    /// The absolute data directory (logs).
     pub data_dir: PathBuf,
+    /// Where users' homes are: `<data_dir>/homes` unless configured elsewhere (shared storage, for
+    /// engines of several nodes).
+    pub homes_dir: PathBuf,
     /// SIGTERM, then SIGKILL after this, when a person stops a run.
     pub stop_grace: Duration,
     /// Full reconciliation with the engine (and a fresh inventory) this often.
@@ -31,6 +34,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             data_dir: PathBuf::from("./gpuhub-data"),
+            homes_dir: PathBuf::from("./gpuhub-data/homes"),
             stop_grace: Duration::from_secs(10),
             reconcile: Duration::from_secs(30),
             scheduler: gpuhub_sched::Config::default(),

@@ -34,9 +34,10 @@ pub fn hostname(w: &Workload, index: u32) -> String {
     if w.size > 1 { format!("{}-{index}", w.name) } else { w.name.clone() }
 }
 
-/// The home directory of a user on the host.
-pub fn home_on_host(data_dir: &Path, owner: &str) -> std::path::PathBuf {
-    data_dir.join("homes").join(owner)
+/// The home directory of a user on the host (and, for engines of several nodes, on every node), under
+/// `homes_dir`.
+pub fn home_on_host(homes_dir: &Path, owner: &str) -> std::path::PathBuf {
+    homes_dir.join(owner)
 }
 
 /// The variable naming the port an app listens on (`GPUHUB_PORT_LAB` for app `lab`).
@@ -51,7 +52,8 @@ pub struct SpecContext<'a> {
     pub instance: &'a str,
     /// The owner's UID (also the GID).
     pub uid: u32,
-    pub data_dir: &'a Path,
+    /// Where users' homes are (`homes_dir`).
+    pub homes_dir: &'a Path,
     /// The engine's nodes (a share's GPU memory is read here).
     pub nodes: &'a [NodeCapacity],
     pub pids_limit: i64,
@@ -147,7 +149,7 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
         })
         .collect::<Vec<_>>();
     let mut mounts = vec![Mount {
-        source: home_on_host(cx.data_dir, &w.owner).display().to_string(),
+        source: home_on_host(cx.homes_dir, &w.owner).display().to_string(),
         target: home.clone(),
         read_only: false,
     }];

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use gpuhub_client::{ClientCommand, GlobalOpts};
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::{Bytes, CpuMilli};
-use gpuhub_server::config::Config;
+use gpuhub_server::config::{Config, EngineKind};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -79,20 +79,11 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
         .init();
     let config = Config::load(config_file.as_deref(), std::env::vars())?;
     tracing::info!(?config, "configuration");
-    let node = node_capacity(&config)?;
-    tracing::info!(cpus = %node.cpus, memory = %node.memory, gpus = node.gpus.len(), "node");
-    let runtime = gpuhub_docker::DockerRuntime::connect()
-        .await
-        .context("container engine")?
-        .with_host_isolation(config.isolate_host);
-    tracing::info!(api = %runtime.api_version(), "docker engine");
-    let gpu_mode = match config.gpu_mode {
-        gpuhub_server::config::GpuMode::Nvidia => gpuhub_docker::GpuMode::Nvidia,
-        gpuhub_server::config::GpuMode::Devices => gpuhub_docker::GpuMode::Devices,
-        gpuhub_server::config::GpuMode::None => gpuhub_docker::GpuMode::None,
+    let engine: Arc<dyn gpuhub_driver::Engine> = match config.engine {
+        EngineKind::Docker => Arc::new(docker_engine(&config).await?),
+        EngineKind::Slurm => Arc::new(slurm_engine(&config).await?),
     };
-    let engine = gpuhub_docker::DockerEngine::new(runtime, node, gpu_mode);
-    let server = gpuhub_server::start(config, Arc::new(engine)).await?;
+    let server = gpuhub_server::start(config, engine).await?;
     println!("gpuhub serving on http://{}", server.addr);
     let stop = server.shutdown_handle();
     tokio::spawn(async move {
@@ -106,6 +97,41 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
     });
     server.wait().await;
     Ok(())
+}
+
+/// Docker on this host, with this host's CPUs, memory and GPUs.
+async fn docker_engine(config: &Config) -> anyhow::Result<gpuhub_docker::DockerEngine> {
+    let node = node_capacity(config)?;
+    tracing::info!(cpus = %node.cpus, memory = %node.memory, gpus = node.gpus.len(), "node");
+    let runtime = gpuhub_docker::DockerRuntime::connect()
+        .await
+        .context("container engine")?
+        .with_host_isolation(config.isolate_host);
+    tracing::info!(api = %runtime.api_version(), "docker engine");
+    let gpu_mode = match config.gpu_mode {
+        gpuhub_server::config::GpuMode::Nvidia => gpuhub_docker::GpuMode::Nvidia,
+        gpuhub_server::config::GpuMode::Devices => gpuhub_docker::GpuMode::Devices,
+        gpuhub_server::config::GpuMode::None => gpuhub_docker::GpuMode::None,
+    };
+    Ok(gpuhub_docker::DockerEngine::new(runtime, node, gpu_mode))
+}
+
+/// The Slurm cluster of `[slurm]`. Settings that cannot work (no Slurm commands, a bad bundle
+/// directory) stop the server; a cluster that does not answer yet does not: the server says so, serves,
+/// keeps work queued and reaches the cluster once it answers.
+async fn slurm_engine(config: &Config) -> anyhow::Result<gpuhub_slurm::SlurmEngine> {
+    match gpuhub_slurm::SlurmEngine::connect(config.slurm.clone()).await {
+        Ok(engine) => {
+            tracing::info!("slurm engine: the cluster answers");
+            Ok(engine)
+        }
+        Err(gpuhub_driver::EngineError::Unavailable(why)) => {
+            eprintln!("gpuhub: the Slurm cluster does not answer yet ({why}); serving anyway, work stays queued");
+            let cli = gpuhub_slurm::cli::ProcessCli::new(config.slurm.conf.as_deref(), gpuhub_slurm::COMMAND_TIMEOUT);
+            Ok(gpuhub_slurm::SlurmEngine::with_cli(config.slurm.clone(), Arc::new(cli)))
+        }
+        Err(e) => Err(anyhow::anyhow!("slurm engine: {e}")),
+    }
 }
 
 /// This host's CPUs, memory (less the configured reserve) and GPUs (NVML, else the configured list).

@@ -464,7 +464,7 @@ fn gpu_shares_and_time_limits_on_the_engine() -> Result<()> {
     let whole = run(&alice, "w", &with_gpus("1", &SMALL), "ls /dev/nvidia*")?;
     ensure!(whole.trim() == "w", "{whole}");
     let w = alice.wait_until("w", "succeeded", |w| w["state"] == "succeeded")?;
-    ensure!(w["gpus"].as_array().is_none_or(|g| g.is_empty()), "{w:#}");
+    ensure!(w["gpus"].as_array().map(Vec::len) == Some(1) && w["gpus"] != h1["gpus"], "what it held, whole: {w:#}");
     let out = alice.ok(&["logs", "w"])?;
     let dw = gpu_nodes(&out);
     ensure!(dw.len() == 1 && dw != d1, "the whole-GPU job sees {dw:?}; the shared GPU is {d1:?}");

@@ -37,6 +37,28 @@ impl std::str::FromStr for GpuMode {
     }
 }
 
+/// Which engine runs the workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Docker on this host (gpuhub places; GPUs from NVML or `[[gpus]]`).
+    #[default]
+    Docker,
+    /// A Slurm cluster (`[slurm]`; Slurm places, gpuhub submits and follows).
+    Slurm,
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "docker" => Ok(Self::Docker),
+            "slurm" => Ok(Self::Slurm),
+            _ => Err(ConfigError::Invalid { key: "engine".into(), reason: format!("{s:?} is not docker or slurm") }),
+        }
+    }
+}
+
 /// What went wrong loading the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -118,6 +140,14 @@ impl Limits {
 pub struct Config {
     /// Address of the HTTP API and web pages.
     pub listen: SocketAddr,
+    /// The engine workloads run on: `docker` (this host) or `slurm` (the cluster `[slurm]` names).
+    pub engine: EngineKind,
+    /// The Slurm cluster, with `engine = "slurm"`.
+    pub slurm: gpuhub_slurm::SlurmConfig,
+    /// Where users' homes are (default `<data_dir>/homes`, private to the hub's user). With an engine of
+    /// several nodes, a directory on storage every node mounts at the same path, which the users'
+    /// accounts can traverse (it is made 0755; each home stays 0700 and its owner's).
+    pub homes_dir: Option<PathBuf>,
     /// Address of the SSH gateway.
     pub ssh_listen: SocketAddr,
     /// Where the SQLite database, homes and archived logs live.
@@ -203,6 +233,9 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            engine: EngineKind::Docker,
+            slurm: gpuhub_slurm::SlurmConfig::default(),
+            homes_dir: None,
             ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
             data_dir: PathBuf::from("./gpuhub-data"),
             database_url: None,
@@ -244,8 +277,11 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("engine", &self.engine)
+            .field("slurm", &self.slurm)
             .field("ssh_listen", &self.ssh_listen)
             .field("data_dir", &self.data_dir)
+            .field("homes_dir", &self.homes_dir)
             .field("database_url", &self.database_url.as_deref().map(redact_url))
             .field("gpu_mode", &self.gpu_mode)
             .field("gpus", &self.gpus)
@@ -316,8 +352,13 @@ impl Config {
             let Some(name) = key.strip_prefix("GPUHUB_") else { continue };
             match name {
                 "LISTEN" => self.listen = parse(&key, &v)?,
+                "ENGINE" => self.engine = parse(&key, &v)?,
+                slurm if slurm.starts_with("SLURM_") && env::SLURM_VARIABLES.contains(&&slurm[6..]) => {
+                    env::apply_slurm(&mut self.slurm, &key, &slurm[6..], v)?
+                }
                 "SSH_LISTEN" => self.ssh_listen = parse(&key, &v)?,
                 "DATA_DIR" => self.data_dir = PathBuf::from(v),
+                "HOMES_DIR" => self.homes_dir = (!v.is_empty()).then(|| PathBuf::from(v)),
                 "DATABASE_URL" => self.database_url = (!v.is_empty()).then_some(v),
                 "GPU_MODE" => self.gpu_mode = parse(&key, &v)?,
                 "GPUS" => {
@@ -359,7 +400,7 @@ impl Config {
                         .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?
                 }
                 // variables of the client, of containers and of the scripts share the prefix
-                other if env::NOT_SERVER_SETTINGS.contains(&other) => {}
+                other if env::NOT_SERVER_SETTINGS.contains(&other) || env::container_variable(other) => {}
                 other => {
                     return Err(ConfigError::Invalid { key: key.clone(), reason: env::unknown_variable(other) });
                 }
@@ -519,6 +560,11 @@ impl Config {
         Err(format!("no queue named {q:?} (queues: {})", names_or_none(&configured)))
     }
 
+    /// Where users' homes are: `homes_dir`, or `<data_dir>/homes`.
+    pub fn homes(&self) -> PathBuf {
+        self.homes_dir.clone().unwrap_or_else(|| self.data_dir.join("homes"))
+    }
+
     /// The database URL in effect: the configured one or SQLite in the data dir.
     pub fn effective_database_url(&self) -> String {
         match &self.database_url {
@@ -531,6 +577,7 @@ impl Config {
     pub fn controller_settings(&self) -> gpuhub_controller::Settings {
         gpuhub_controller::Settings {
             data_dir: self.data_dir.clone(),
+            homes_dir: self.homes(),
             stop_grace: std::time::Duration::from_secs(self.stop_grace_secs),
             reconcile: std::time::Duration::from_secs(self.reconcile_secs.max(1)),
             scheduler: self.scheduler.clone(),

@@ -105,6 +105,15 @@ pub fn prepare_data_dir(dir: &Path) -> Result<PathBuf, ServeError> {
     std::fs::canonicalize(dir).map_err(err)
 }
 
+/// Makes a homes directory outside the data directory: 0755, so that users' accounts on the nodes can
+/// reach their own home (each home is 0700 and its owner's).
+pub fn prepare_homes_dir(dir: &Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |source| ServeError::DataDir { path: dir.to_owned(), source };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(err)
+}
+
 /// Makes the SQLite database file (when the URL names one) before the store opens it, mode 0600, and
 /// narrows an existing one to 0600: it holds workload environments and hashed credentials. SQLite
 /// gives its `-wal` and `-shm` files the database file's mode.
@@ -185,6 +194,9 @@ pub async fn start_with_clock(
 ) -> Result<Server, ServeError> {
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
+    if let Some(homes) = &config.homes_dir {
+        prepare_homes_dir(homes)?;
+    }
     prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
     bootstrap_admin(&store, &config, &data_dir).await?;

@@ -65,7 +65,7 @@ fn cx<'a>(nodes: &'a [NodeCapacity], ports: &'a BTreeMap<String, u16>) -> SpecCo
     SpecContext {
         instance: "i1",
         uid: 10001,
-        data_dir: Path::new("/data"),
+        homes_dir: Path::new("/data/homes"),
         nodes,
         pids_limit: 100,
         log_max_bytes: 1 << 20,

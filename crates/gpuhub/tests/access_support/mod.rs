@@ -145,70 +145,108 @@ pub struct Hub {
     pub dir: tempfile::TempDir,
 }
 
+/// Starts `gpuhub serve --config CONFIG`; returns the process, its output so far (kept up to date) and
+/// its URL once it prints it.
+async fn spawn_server(config: &Path) -> Result<(Child, Arc<Mutex<String>>, String)> {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("GPUHUB_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("GPUHUB_LOG", "info,tower_http=warn,sqlx=warn")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawn gpuhub serve")?;
+    let log: Arc<Mutex<String>> = Arc::default();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let stdout = child.stdout.take().context("stdout")?;
+    let stderr = child.stderr.take().context("stderr")?;
+    let out_log = log.clone();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("gpuhub serving on ") {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+            push_line(&out_log, &line);
+        }
+    });
+    let err_log = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            push_line(&err_log, &line);
+        }
+    });
+    match tokio::time::timeout(WAIT, rx).await {
+        Ok(Ok(url)) => Ok((child, log, url)),
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let out = log.lock().unwrap().clone();
+            bail!("gpuhub serve printed no address; its output:\n{out}")
+        }
+    }
+}
+
 impl Hub {
     /// Builds the JupyterLab image if needed, starts a server without GPUs and logs the admin in.
     pub async fn start() -> Result<Hub> {
         ensure_image("build-jupyter-image.sh").await?;
+        Self::start_with("gpu_mode = \"none\"\nreconcile_secs = 600\n").await
+    }
+
+    /// Starts a server whose configuration is the test's defaults (listen addresses, data dir, a short
+    /// stop grace) and then `extra` (more keys, sections), and logs the admin in.
+    pub async fn start_with(extra: &str) -> Result<Hub> {
         let dir = tempfile::Builder::new().prefix("gpuhub-access-").tempdir()?;
         let data = dir.path().join("data");
         let config = dir.path().join("gpuhub.toml");
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:0\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ngpu_mode = \"none\"\n\
-                 stop_grace_secs = 2\nreconcile_secs = 600\n",
+                "listen = \"127.0.0.1:0\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nstop_grace_secs = 2\n{extra}",
                 data.display()
             ),
         )?;
-        let mut child = Command::new(BIN)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("GPUHUB_ADMIN_PASSWORD", ADMIN_PASSWORD)
-            .env("GPUHUB_LOG", "info,tower_http=warn,sqlx=warn")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("spawn gpuhub serve")?;
-        let log: Arc<Mutex<String>> = Arc::default();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let stdout = child.stdout.take().context("stdout")?;
-        let stderr = child.stderr.take().context("stderr")?;
-        let out_log = log.clone();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("gpuhub serving on ") {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(url.trim().to_owned());
-                    }
-                }
-                push_line(&out_log, &line);
-            }
-        });
-        let err_log = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                push_line(&err_log, &line);
-            }
-        });
-        let url = match tokio::time::timeout(WAIT, rx).await {
-            Ok(Ok(url)) => url,
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("gpuhub serve printed no address; its output:\n{}", log.lock().unwrap());
-            }
-        };
+        let (child, log, url) = spawn_server(&config).await?;
         let suffix = suffix();
         let admin_home = dir.path().join("clients/admin");
         let admin = User::login(&url, "admin", ADMIN_PASSWORD, admin_home).await?;
         let mut hub = Hub { url, ssh_port: 0, admin, child, log, suffix, users: Vec::new(), quiet: false, dir };
-        let (status, info) = hub.admin.api(Method::GET, "/api/v1/info", None).await?;
-        ensure!(status == StatusCode::OK, "info: {status} {info}");
-        hub.ssh_port = info["ssh_port"].as_u64().and_then(|p| u16::try_from(p).ok()).context("no ssh_port")?;
+        hub.read_ssh_port().await?;
         Ok(hub)
+    }
+
+    async fn read_ssh_port(&mut self) -> Result<()> {
+        let (status, info) = self.admin.api(Method::GET, "/api/v1/info", None).await?;
+        ensure!(status == StatusCode::OK, "info: {status} {info}");
+        self.ssh_port = info["ssh_port"].as_u64().and_then(|p| u16::try_from(p).ok()).context("no ssh_port")?;
+        Ok(())
+    }
+
+    /// Kills the server with SIGKILL (no shutdown of any kind).
+    pub fn kill(&mut self) -> Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts the server again on the same configuration and data dir (after [`Hub::kill`]); users keep
+    /// their tokens and follow the new address.
+    pub async fn restart(&mut self, users: &mut [&mut User]) -> Result<()> {
+        let (child, log, url) = spawn_server(&self.dir.path().join("gpuhub.toml")).await?;
+        let old = std::mem::replace(&mut *self.log.lock().unwrap(), String::new());
+        log.lock().unwrap().insert_str(0, &format!("{old}---- restarted ----\n"));
+        (self.child, self.log, self.url) = (child, log, url.clone());
+        self.admin.url = url.clone();
+        for u in users.iter_mut() {
+            u.url = url.clone();
+        }
+        self.read_ssh_port().await
     }
 
     /// Creates (as the admin) and logs in the user `BASE-SUFFIX`, or an admin.

@@ -568,12 +568,14 @@ pub fn gpu_holders(user: &User) -> Result<BTreeMap<String, Option<String>>> {
     Ok(out)
 }
 
-/// Checks that no GPU is held by two workloads, as `ps --all --json` (the workloads' own GPU lists)
-/// tells; returns GPU UUID → workload name.
+/// Checks that no GPU is held by two workloads, as `ps --all --json` (the GPU lists of the workloads that
+/// hold resources: starting or running; an ended one shows what it held) tells; returns GPU UUID →
+/// workload name.
 pub fn exclusive_gpus(admin: &User) -> Result<BTreeMap<String, String>> {
     let all = admin.json(&["ps", "--all"])?;
     let mut held: BTreeMap<String, String> = BTreeMap::new();
-    for w in all.as_array().context("ps is no list")? {
+    let holding = |w: &&Value| w["state"] == "starting" || w["state"] == "running";
+    for w in all.as_array().context("ps is no list")?.iter().filter(holding) {
         let name = format!("{}/{}", w["owner"].as_str().unwrap_or("?"), w["name"].as_str().unwrap_or("?"));
         for g in w["gpus"].as_array().into_iter().flatten() {
             let uuid = g.as_str().context("gpu uuid")?.to_owned();

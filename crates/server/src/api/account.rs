@@ -362,7 +362,7 @@ pub async fn delete_user(
             Err(e) => return Err(e.into()),
         }
     }
-    let home = gpuhub_controller::spec::home_on_host(&st.data_dir, &name);
+    let home = gpuhub_controller::spec::home_on_host(&st.config.homes(), &name);
     if home.exists() {
         match q.home {
             HomeDisposal::Delete => tokio::fs::remove_dir_all(&home).await.map_err(ApiError::internal)?,

@@ -23,13 +23,82 @@ pub const NOT_SERVER_SETTINGS: &[&str] = &[
     "DEBIAN_MIRROR",
     "FORCE_APT",
     "FORCE_BUILD",
+    "MEMBER",
+    "SLURM_DIR",
+    "SLURM_NODES",
+    "SLURM_NET",
+    "SLURM_TESTS",
+    "SLURM_BENCH_N",
+    "SLURM_BENCH_QUEUE",
+    "SLURM_BENCH_SETTLE_MS",
 ];
+
+/// Whether a variable (without the prefix) is one containers get: `GPUHUB_PORT_<APP>`, an app's port.
+pub fn container_variable(name: &str) -> bool {
+    name.strip_prefix("PORT_").is_some_and(|app| !app.is_empty())
+}
+
+/// The `[slurm]` settings a `GPUHUB_SLURM_<KEY>` variable sets (the maps `queues` and `accounts` only
+/// come from the file).
+pub const SLURM_VARIABLES: &[&str] = &[
+    "CONF",
+    "BIN_DIR",
+    "PARTITION",
+    "ACCOUNT",
+    "QOS",
+    "MAP_USERNAMES",
+    "BUNDLE_DIR",
+    "LOG_DIR",
+    "OCI_RUNTIME",
+    "OCI_ROOT",
+    "INIT",
+    "SHARDS_PER_GPU",
+    "ACCOUNTING",
+    "POLL_MS",
+];
+
+/// Sets the `[slurm]` key `name` (of `SLURM_VARIABLES`) from the variable `key`'s value `v`.
+pub(super) fn apply_slurm(
+    c: &mut gpuhub_slurm::SlurmConfig,
+    key: &str,
+    name: &str,
+    v: String,
+) -> Result<(), super::ConfigError> {
+    use std::path::PathBuf;
+    let invalid = |reason: String| super::ConfigError::Invalid { key: key.to_owned(), reason };
+    let word = |v: &str| -> Result<serde_json::Value, super::ConfigError> { Ok(serde_json::Value::String(v.to_owned())) };
+    let opt = |v: String| (!v.is_empty()).then_some(v);
+    match name {
+        "CONF" => c.conf = opt(v).map(PathBuf::from),
+        "BIN_DIR" => c.bin_dir = opt(v).map(PathBuf::from),
+        "PARTITION" => c.partition = opt(v),
+        "ACCOUNT" => c.account = opt(v),
+        "QOS" => c.qos = opt(v),
+        "MAP_USERNAMES" => c.map_usernames = v.parse().map_err(|e| invalid(format!("{e}")))?,
+        "BUNDLE_DIR" => c.bundle_dir = PathBuf::from(v),
+        "LOG_DIR" => c.log_dir = PathBuf::from(v),
+        "OCI_RUNTIME" => {
+            c.oci_runtime = serde_json::from_value(word(&v)?).map_err(|_| invalid(format!("{v:?} is not crun or runc")))?
+        }
+        "OCI_ROOT" => c.oci_root = PathBuf::from(v),
+        "INIT" => c.init = opt(v).map(PathBuf::from),
+        "SHARDS_PER_GPU" => c.shards_per_gpu = v.parse().map_err(|e| invalid(format!("{e}")))?,
+        "ACCOUNTING" => {
+            c.accounting = serde_json::from_value(word(&v)?)
+                .map_err(|_| invalid(format!("{v:?} is not slurmdbd or none")))?
+        }
+        "POLL_MS" => c.poll_ms = v.parse().map_err(|e| invalid(format!("{e}")))?,
+        other => return Err(invalid(format!("no [slurm] setting {other}"))),
+    }
+    Ok(())
+}
 
 /// The server settings' variable names, without the prefix (what `apply_env` reads).
 pub const SERVER_VARIABLES: &[&str] = &[
     "LISTEN",
     "SSH_LISTEN",
     "DATA_DIR",
+    "HOMES_DIR",
     "DATABASE_URL",
     "GPU_MODE",
     "GPUS",
@@ -55,6 +124,21 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "MAX_APPS",
     "GPU_SHARE_LIBRARY",
     "LOG_MAX_BYTES",
+    "ENGINE",
+    "SLURM_CONF",
+    "SLURM_BIN_DIR",
+    "SLURM_PARTITION",
+    "SLURM_ACCOUNT",
+    "SLURM_QOS",
+    "SLURM_MAP_USERNAMES",
+    "SLURM_BUNDLE_DIR",
+    "SLURM_LOG_DIR",
+    "SLURM_OCI_RUNTIME",
+    "SLURM_OCI_ROOT",
+    "SLURM_INIT",
+    "SLURM_SHARDS_PER_GPU",
+    "SLURM_ACCOUNTING",
+    "SLURM_POLL_MS",
 ];
 
 /// The reason an unknown `GPUHUB_` variable is refused, naming the closest known one.

@@ -1,0 +1,223 @@
+//! gpuhub on a Slurm cluster, end to end: the real binary with `engine = "slurm"` against the two-node
+//! dev cluster (`scripts/slurm-dev-cluster.sh start`: 2 nodes × 2 fake GPUs, shards, crun), driven by the
+//! real CLI, `curl`-like HTTP through the hub's proxy and OpenSSH through its gateway.
+//!
+//! Checks: a two-member gang with a GPU per member runs on both nodes, each member prints its rank and
+//! its `CUDA_VISIBLE_DEVICES`, and members' exit codes come back; work that does not fit now waits with
+//! Slurm's reason in `ps`/`inspect`, work that can never fit is refused; two half-GPU jobs share one GPU
+//! through shards; a workspace's inline HTTP app on a compute node answers through `/w/…` and `gpuhub
+//! ssh` runs `id -u` in it; `gpuhub serve` killed with SIGKILL and restarted adopts the running job and
+//! records the one that ended meanwhile with its exit code.
+//!
+//! Needs root and the dev cluster up. When it is not, the test fails saying how to start it, unless
+//! `GPUHUB_SLURM_TESTS=skip`.
+
+mod access_support;
+
+use access_support::ssh as sshc;
+use access_support::{Hub, User, WAIT, describe, eventually};
+use anyhow::{Context as _, Result, bail, ensure};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const IMAGE: &str = "gpuhub/busybox:latest";
+const SCRIPT: &str = "scripts/slurm-dev-cluster.sh";
+
+/// The dev cluster's directory (the script's default).
+fn cluster_dir() -> String {
+    std::env::var("GPUHUB_SLURM_DIR").unwrap_or_else(|_| "/var/lib/gpuhub-slurm-dev".into())
+}
+
+/// Whether the cluster is up; `None` (after saying so) when the test is to be skipped.
+fn cluster_up() -> Result<Option<()>> {
+    let status = Command::new("bash").arg(access_support::repo_root().join(SCRIPT)).arg("status").output()?;
+    if status.status.success() {
+        return Ok(Some(()));
+    }
+    if std::env::var("GPUHUB_SLURM_TESTS").as_deref() == Ok("skip") {
+        println!("SKIPPED: the Slurm dev cluster is not up and GPUHUB_SLURM_TESTS=skip");
+        return Ok(None);
+    }
+    bail!("the Slurm dev cluster is not up: run `bash {SCRIPT} start` as root (or set GPUHUB_SLURM_TESTS=skip)")
+}
+
+/// The gpuhub configuration for the dev cluster, with homes on a directory the nodes (this machine)
+/// can reach as the users.
+fn slurm_config(homes: &Path) -> String {
+    let dir = cluster_dir();
+    format!(
+        "engine = \"slurm\"\nreconcile_secs = 2\nhomes_dir = \"{}\"\n[slurm]\nconf = \"{dir}/slurm.conf\"\n\
+         partition = \"gpu\"\nbundle_dir = \"{dir}/bundles\"\nlog_dir = \"{dir}/gpuhub-logs\"\noci_root = \"{dir}/run/oci\"\n\
+         init = \"/usr/bin/tini-static\"\nmap_usernames = true\npoll_ms = 500\n",
+        homes.display()
+    )
+}
+
+/// A Unix account named as the gpuhub user, with its gpuhub UID (jobs run as it); removed on drop.
+struct Account(String);
+
+impl Account {
+    fn new(user: &User) -> Result<Account> {
+        let uid = user.uid.to_string();
+        let _ = Command::new("userdel").arg(&user.name).output();
+        let out = Command::new("useradd").args(["-M", "-s", "/bin/sh", "-u", &uid, "-o", &user.name]).output()?;
+        ensure!(out.status.success(), "useradd {}: {}", user.name, String::from_utf8_lossy(&out.stderr));
+        Ok(Account(user.name.clone()))
+    }
+}
+
+impl Drop for Account {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).output();
+    }
+}
+
+/// `gpuhub run --name NAME --image IMAGE EXTRA -- sh -c SCRIPT`.
+async fn run(user: &User, name: &str, extra: &[&str], script: &str) -> Result<String> {
+    let mut args = vec!["run", "--name", name, "--image", IMAGE, "--cpus", "0.5", "--memory", "200MiB"];
+    args.extend_from_slice(extra);
+    args.extend(["--", "sh", "-c", script]);
+    user.ok(&args).await
+}
+
+/// Waits until `done` holds for `name`'s view.
+async fn until(user: &User, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Result<Value> {
+    eventually(&format!("{name} {what}"), WAIT, Duration::from_millis(200), || async {
+        let w = user.workload(name).await?;
+        Ok(done(&w).then_some(w))
+    })
+    .await
+}
+
+fn ended(w: &Value) -> bool {
+    w["state"].as_str().is_some_and(|s| ["succeeded", "failed", "stopped", "lost"].contains(&s))
+}
+
+/// `KEY=value` of the first line of `log` that has `KEY=`.
+fn field(log: &str, key: &str) -> Option<String> {
+    log.split_whitespace().find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_owned))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
+    let _serial = access_support::serial().await;
+    if cluster_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let homes = tempfile::Builder::new().prefix("gpuhub-slurm-homes-").tempdir()?;
+    std::fs::set_permissions(homes.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let mut hub = Hub::start_with(&slurm_config(&homes.path().join("homes"))).await?;
+    let mut alice = hub.user("alice").await?;
+    let _account = Account::new(&alice)?;
+
+    // the nodes as Slurm reports them, with their fake GPUs
+    let (_, nodes) = alice.api(reqwest::Method::GET, "/api/v1/nodes", None).await?;
+    let names: Vec<&str> = nodes.as_array().context("nodes")?.iter().filter_map(|n| n["name"].as_str()).collect();
+    ensure!(names == ["node1", "node2"], "nodes: {nodes}");
+    ensure!(nodes[0]["gpus"].as_array().map(Vec::len) == Some(2), "2 GPUs a node: {nodes}");
+
+    // a gang of two members with a GPU each: one member per node, its rank and GPU; exit codes come back
+    let script = r#"echo "rank=$RANK world=$WORLD_SIZE cuda=$CUDA_VISIBLE_DEVICES node=$(hostname) master=$MASTER_ADDR"
+[ "$RANK" = 1 ] && exit 3; exit 0"#;
+    run(&alice, "ddp", &["--members", "2", "--gpus", "1"], script).await?;
+    let w = until(&alice, "ddp", "ended", ended).await?;
+    ensure!(w["state"] == "failed" && w["exit_code"] == 3, "the run fails with member 1's code: {w:#}");
+    let members = w["members"].as_array().context("members")?;
+    let member_nodes: Vec<&str> = members.iter().filter_map(|m| m["node"].as_str()).collect();
+    ensure!(member_nodes == ["node1", "node2"] || member_nodes == ["node2", "node1"], "one member a node: {w:#}");
+    let codes: Vec<i64> = members.iter().filter_map(|m| m["exit_code"].as_i64()).collect();
+    ensure!(codes == [0, 3], "each member's exit code: {w:#}");
+    for i in 0..2u32 {
+        let log = alice.ok(&["logs", "ddp", "--member", &i.to_string()]).await?;
+        ensure!(field(&log, "rank") == Some(i.to_string()) && field(&log, "world").as_deref() == Some("2"), "{log:?}");
+        ensure!(field(&log, "node").as_deref() == Some(member_nodes[i as usize]), "member {i} ran elsewhere: {log:?}");
+        let cuda = field(&log, "cuda").unwrap_or_default();
+        ensure!(cuda.len() == 1 && cuda.chars().all(|c| c.is_ascii_digit()), "member {i} sees one GPU: {log:?}");
+        ensure!(field(&log, "master").as_deref() == Some(member_nodes[0]), "MASTER_ADDR is member 0's node: {log:?}");
+    }
+
+    // work that can never fit is refused by gpuhub; work that does not fit now waits with Slurm's reason
+    let out = alice.output(&["run", "--name", "huge", "--image", IMAGE, "--gpus", "5", "--", "true"]).await?;
+    let text = describe(&out);
+    ensure!(!out.status.success() && text.contains("can never start"), "a 5-GPU job on 2-GPU nodes: {text}");
+    run(&alice, "hold", &["--gpus", "1"], "sleep 600").await?;
+    until(&alice, "hold", "running", |w| w["state"] == "running").await?;
+    run(&alice, "wide", &["--members", "2", "--gpus", "2"], "sleep 600").await?;
+    let wide = until(&alice, "wide", "waiting with Slurm's reason", |w| {
+        w["state"] == "queued" && w["explanation"]["message"].as_str().is_some_and(|m| m.contains("Slurm"))
+    })
+    .await?;
+    ensure!(wide["explanation"]["reason"] == "resources", "Slurm's Resources, in gpuhub's words: {wide:#}");
+    let ps = alice.ok(&["ps"]).await?;
+    let row = ps.lines().find(|l| l.starts_with("wide")).context("ps shows wide")?;
+    ensure!(row.contains("queued") && row.contains("Slurm"), "ps: {ps}");
+    alice.ok(&["stop", "hold"]).await?;
+    until(&alice, "wide", "running", |w| w["state"] == "running").await?;
+    alice.ok(&["stop", "wide"]).await?;
+
+    // two half-GPU jobs share one GPU through shards
+    run(&alice, "half-a", &["--gpus", "0.5"], "sleep 600").await?;
+    run(&alice, "half-b", &["--gpus", "0.5"], "sleep 600").await?;
+    let a = until(&alice, "half-a", "running", |w| w["state"] == "running").await?;
+    let b = until(&alice, "half-b", "running", |w| w["state"] == "running").await?;
+    ensure!(a["gpus"] == b["gpus"] && a["gpus"].as_array().map(Vec::len) == Some(1), "one GPU, shared: {a} {b}");
+    alice.ok(&["stop", "half-a"]).await?;
+    alice.ok(&["stop", "half-b"]).await?;
+
+    // a workspace's inline HTTP app on a compute node, through the hub's proxy; gpuhub ssh into it
+    let site = format!("/tmp/www/w/{}/web/web", alice.name);
+    let serve = format!("mkdir -p {site}; echo hello-from-slurm > {site}/index.html; exec httpd -f -p $GPUHUB_PORT_WEB -h /tmp/www");
+    let mut args = vec!["run", "--workspace", "--name", "web", "--image", IMAGE, "--app", "web:8000"];
+    args.extend(["--cpus", "0.5", "--memory", "200MiB", "--", "sh", "-c", &serve]);
+    alice.ok(&args).await?;
+    alice.wait_state("web", "running").await?;
+    let page = format!("{}index.html", alice.app_url("web", "web"));
+    alice.wait_http_ok(&page).await?;
+    let body = access_support::http().get(&page).bearer_auth(&alice.token).send().await?.text().await?;
+    ensure!(body.trim() == "hello-from-slurm", "the app answers through the hub: {body:?}");
+    let keys = hub.dir.path().join("keys");
+    std::fs::create_dir_all(&keys)?;
+    let key = sshc::keygen(&keys, "alice").await?;
+    alice.ok(&["ssh-key", "add", &key.public.display().to_string()]).await?;
+    let keyfile = key.private.display().to_string();
+    let mut ssh = vec!["ssh", "web", "-i", &keyfile];
+    for o in ["StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "BatchMode=yes", "IdentitiesOnly=yes"] {
+        ssh.extend(["-o", o]);
+    }
+    ssh.extend(["--", "id", "-u"]);
+    let out = alice.output(&ssh).await?;
+    ensure!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == alice.uid.to_string(),
+        "gpuhub ssh web -- id -u: {}",
+        describe(&out)
+    );
+    alice.ok(&["stop", "web"]).await?;
+
+    // gpuhub killed mid-run: the running job is adopted, the one that ended meanwhile recorded
+    run(&alice, "long", &[], "sleep 600").await?;
+    run(&alice, "short", &[], "sleep 4; exit 7").await?;
+    let long = until(&alice, "long", "running", |w| w["state"] == "running").await?;
+    let short = until(&alice, "short", "running", |w| w["state"] == "running").await?;
+    let short_job = short["members"][0]["engine_id"].as_str().context("short's step")?.split('.').next().unwrap_or("").to_owned();
+    hub.kill()?;
+    let conf = format!("{}/slurm.conf", cluster_dir());
+    eventually("the short job ending in Slurm", WAIT, Duration::from_millis(250), || async {
+        let out = Command::new("squeue").env("SLURM_CONF", &conf).args(["-h", "-t", "all", "-o", "%T", "-j", &short_job]).output()?;
+        let state = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        Ok((!state.is_empty() && !["PENDING", "RUNNING", "COMPLETING", "CONFIGURING"].contains(&state.as_str())).then_some(()))
+    })
+    .await?;
+    hub.restart(&mut [&mut alice]).await?;
+    let short = until(&alice, "short", "recorded", ended).await?;
+    ensure!(short["state"] == "failed" && short["exit_code"] == 7, "ended meanwhile, its code recorded: {short:#}");
+    let again = alice.workload("long").await?;
+    ensure!(
+        again["state"] == "running" && again["members"][0]["engine_id"] == long["members"][0]["engine_id"],
+        "the running job is adopted, not started again: {again:#}"
+    );
+    alice.ok(&["stop", "long"]).await?;
+    Ok(())
+}
