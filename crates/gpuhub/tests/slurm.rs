@@ -70,6 +70,9 @@ impl Account {
 
 impl Drop for Account {
     fn drop(&mut self) {
+        // whatever a failed check left running in Slurm goes with the account
+        let conf = format!("{}/slurm.conf", cluster_dir());
+        let _ = Command::new("scancel").env("SLURM_CONF", conf).args(["-u", &self.0]).output();
         let _ = Command::new("userdel").arg(&self.0).output();
     }
 }
@@ -142,15 +145,23 @@ async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
     // work that can never fit is refused by gpuhub; work that does not fit now waits with Slurm's reason
     let out = alice.output(&["run", "--name", "huge", "--image", IMAGE, "--gpus", "5", "--", "true"]).await?;
     let text = describe(&out);
-    ensure!(!out.status.success() && text.contains("can never start"), "a 5-GPU job on 2-GPU nodes: {text}");
+    ensure!(
+        !out.status.success() && text.contains("5 GPUs requested") && text.contains("has 2"),
+        "a 5-GPU job: {text}"
+    );
     run(&alice, "hold", &["--gpus", "1"], "sleep 600").await?;
     until(&alice, "hold", "running", |w| w["state"] == "running").await?;
     run(&alice, "wide", &["--members", "2", "--gpus", "2"], "sleep 600").await?;
+    // once Slurm has looked at it: Resources (or Priority, behind other pending work), in gpuhub's words
     let wide = until(&alice, "wide", "waiting with Slurm's reason", |w| {
-        w["state"] == "queued" && w["explanation"]["message"].as_str().is_some_and(|m| m.contains("Slurm"))
+        let reason = w["explanation"]["reason"].as_str().unwrap_or("");
+        w["state"] == "queued" && ["resources", "priority"].contains(&reason)
     })
     .await?;
-    ensure!(wide["explanation"]["reason"] == "resources", "Slurm's Resources, in gpuhub's words: {wide:#}");
+    ensure!(wide["explanation"]["message"].as_str().unwrap_or("").contains("Slurm"), "{wide:#}");
+    let reason = wide["explanation"]["reason"].as_str().unwrap_or("");
+    ensure!(["resources", "priority"].contains(&reason), "Slurm's reason, in gpuhub's words: {wide:#}");
+    ensure!(wide["explanation"]["position"].as_u64().is_some_and(|p| p >= 1), "its place in Slurm's queue: {wide:#}");
     let ps = alice.ok(&["ps"]).await?;
     let row = ps.lines().find(|l| l.starts_with("wide")).context("ps shows wide")?;
     ensure!(row.contains("queued") && row.contains("Slurm"), "ps: {ps}");
@@ -169,7 +180,9 @@ async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
 
     // a workspace's inline HTTP app on a compute node, through the hub's proxy; gpuhub ssh into it
     let site = format!("/tmp/www/w/{}/web/web", alice.name);
-    let serve = format!("mkdir -p {site}; echo hello-from-slurm > {site}/index.html; exec httpd -f -p $GPUHUB_PORT_WEB -h /tmp/www");
+    let serve = format!(
+        "mkdir -p {site}; echo hello-from-slurm > {site}/index.html; exec httpd -f -p $GPUHUB_PORT_WEB -h /tmp/www"
+    );
     let mut args = vec!["run", "--workspace", "--name", "web", "--image", IMAGE, "--app", "web:8000"];
     args.extend(["--cpus", "0.5", "--memory", "200MiB", "--", "sh", "-c", &serve]);
     alice.ok(&args).await?;
@@ -201,13 +214,18 @@ async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
     run(&alice, "short", &[], "sleep 4; exit 7").await?;
     let long = until(&alice, "long", "running", |w| w["state"] == "running").await?;
     let short = until(&alice, "short", "running", |w| w["state"] == "running").await?;
-    let short_job = short["members"][0]["engine_id"].as_str().context("short's step")?.split('.').next().unwrap_or("").to_owned();
+    let short_job =
+        short["members"][0]["engine_id"].as_str().context("short's step")?.split('.').next().unwrap_or("").to_owned();
     hub.kill()?;
     let conf = format!("{}/slurm.conf", cluster_dir());
     eventually("the short job ending in Slurm", WAIT, Duration::from_millis(250), || async {
-        let out = Command::new("squeue").env("SLURM_CONF", &conf).args(["-h", "-t", "all", "-o", "%T", "-j", &short_job]).output()?;
+        let out = Command::new("squeue")
+            .env("SLURM_CONF", &conf)
+            .args(["-h", "-t", "all", "-o", "%T", "-j", &short_job])
+            .output()?;
         let state = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        Ok((!state.is_empty() && !["PENDING", "RUNNING", "COMPLETING", "CONFIGURING"].contains(&state.as_str())).then_some(()))
+        Ok((!state.is_empty() && !["PENDING", "RUNNING", "COMPLETING", "CONFIGURING"].contains(&state.as_str()))
+            .then_some(()))
     })
     .await?;
     hub.restart(&mut [&mut alice]).await?;

@@ -381,3 +381,50 @@ async fn a_start_while_the_engine_is_down_waits_in_the_queue() {
         hub.runtime.calls().iter().filter(|c| matches!(c, Call::Submit(s) if s.name.contains("next"))).count();
     assert_eq!(creates, 1, "started once");
 }
+
+/// A preempted run whose container exits while the server is down is queued again after the restart
+/// (its typed reason decides), not marked failed; a gang member that died meanwhile fails its gang.
+#[tokio::test]
+async fn what_ended_while_the_server_was_down_follows_its_typed_reason() {
+    let mut hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, job("victim", 1)).await;
+    let mut gang = job("gang", 0);
+    gang["members"] = json!(2);
+    hub.submit(&alice, gang).await;
+    let v = hub.wait_state(&alice, "victim", "running").await;
+    hub.wait_state(&alice, "gang", "running").await;
+    let (victim_run, gang_run) = (hub.run(&alice, "victim").await, hub.run(&alice, "gang").await);
+
+    // the preemption was recorded, then the server went away before the run had stopped
+    let server = hub.server.take().unwrap();
+    let store = server.state.store.clone();
+    let mut w = store.get_workload_by_id(v["id"].as_str().unwrap()).await.unwrap();
+    let at = chrono::Utc::now();
+    let reason = gpuhub_core::stop::StopReason::Preempted {
+        by: "bob/urgent".into(),
+        queue: "vision".into(),
+        at,
+        detail: "vision reclaims its guarantee".into(),
+    };
+    w.apply(gpuhub_core::lifecycle::Event::StopRequested { reason }, at).unwrap();
+    store.update_workload(&w).await.unwrap();
+    server.shutdown().await;
+    hub.runtime.exit(&victim_run, 143);
+    hub.runtime.exit_member(&gang_run, 1, 9);
+    hub.restart_from_nothing().await;
+    let alice = hub.login("alice", "alice-password").await;
+
+    // queued again in its old place, and (its GPU being free) started again on a new run: never failed
+    let old = v["members"][0]["engine_id"].clone();
+    let victim =
+        hub.wait_for(&alice, "victim", 10, |w| w["state"] == "running" && w["members"][0]["engine_id"] != old).await;
+    assert_ne!(hub.run(&alice, "victim").await, victim_run, "a new run: {victim}");
+    assert!(victim["exit_code"].is_null() && victim.get("interruption").is_none(), "{victim}");
+    assert_eq!(victim["created_at"], v["created_at"]);
+    let gang = hub.wait_state(&alice, "gang", "failed").await;
+    assert_eq!(gang["exit_code"], 9, "the gang fails with its member's code: {gang}");
+    let codes: Vec<_> = gang["members"].as_array().unwrap().iter().map(|m| m["exit_code"].clone()).collect();
+    assert_eq!(codes, [json!(137), json!(9)], "member 0 was stopped because member 1 died: {gang}");
+}

@@ -152,7 +152,8 @@ impl SlurmEngine {
             }
         };
         for (job, meta) in ended_now {
-            let exits = Exits { acct: records.get(&job.id), files: self.exit_files(&job.user, job.id, meta.size) };
+            let files = self.exit_files(meta.log_user(&job), job.id, meta.size);
+            let exits = Exits { acct: records.get(&job.id), files };
             snapshot.push(Tracked { status: status::run_status(&job, &meta, &exits, None), dir: meta.dir });
         }
         for id in vanished {
@@ -165,7 +166,7 @@ impl SlurmEngine {
             if self.removed(&meta) {
                 continue;
             }
-            let exits = Exits { acct: Some(a), files: self.exit_files(&job.user, job.id, meta.size) };
+            let exits = Exits { acct: Some(a), files: self.exit_files(meta.log_user(&job), job.id, meta.size) };
             snapshot.push(Tracked { status: status::run_status(&job, &meta, &exits, None), dir: meta.dir });
         }
         Ok(snapshot)

@@ -155,10 +155,11 @@ impl SlurmEngine {
         if member.member >= f.meta.size {
             return Err(EngineError::NotFound(format!("member {} of run {}", member.member, member.run)));
         }
-        if f.job.user.is_empty() {
+        let user = f.meta.log_user(&f.job);
+        if user.is_empty() {
             return Err(EngineError::Engine(format!("Slurm does not say whose job {} is", f.job.id)));
         }
-        let path = self.log_path(&f.job.user, f.job.id, member.member);
+        let path = self.log_path(user, f.job.id, member.member);
         let ended = (follow && f.job.phase() != Phase::Ended).then(|| {
             let exit_file = path.with_extension("exit");
             let engine = self.clone();

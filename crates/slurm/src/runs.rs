@@ -133,7 +133,7 @@ impl SlurmEngine {
         let bundle_dir = self.inner.bundles.write_run(&dir_name, &spec.image, &run)?;
         let sub = Submission {
             job_name,
-            comment: status::comment(&spec.labels, size, &dir_name),
+            comment: status::comment(&spec.labels, size, &dir_name, &account),
             uid,
             gid,
             log_dir,
@@ -168,7 +168,8 @@ impl SlurmEngine {
             Err(e) => {
                 tracing::debug!(job = %id, error = %e, "cannot observe a run just submitted");
                 let job = Job { id: id.parse().unwrap_or(0), state: "PENDING".into(), ..Job::default() };
-                let meta = RunMeta { labels: spec.labels.clone(), size, dir: Some(dir_name) };
+                let meta =
+                    RunMeta { labels: spec.labels.clone(), size, dir: Some(dir_name), account: Some(account.clone()) };
                 Ok(status::run_status(&job, &meta, &Exits::default(), None))
             }
         }
@@ -207,7 +208,7 @@ impl SlurmEngine {
                         fetched.get(&f.job.id)
                     }
                 };
-                let exits = Exits { acct, files: self.exit_files(&f.job.user, f.job.id, f.meta.size) };
+                let exits = Exits { acct, files: self.exit_files(f.meta.log_user(&f.job), f.job.id, f.meta.size) };
                 Ok(status::run_status(&f.job, &f.meta, &exits, None))
             }
         }
@@ -410,8 +411,8 @@ impl SlurmEngine {
         if let Some(dir) = &f.meta.dir {
             self.inner.bundles.remove_run(dir)?;
         }
-        if !f.job.user.is_empty() {
-            let dir = self.user_log_dir(&f.job.user);
+        if !f.meta.log_user(&f.job).is_empty() {
+            let dir = self.user_log_dir(f.meta.log_user(&f.job));
             let prefix = format!("job-{}.", f.job.id);
             if let Ok(entries) = std::fs::read_dir(&dir) {
                 for e in entries.flatten() {

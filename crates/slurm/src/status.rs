@@ -10,6 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 /// kept out of the labels gpuhub gets back.
 pub const DIR_KEY: &str = "gpuhub.slurm.dir";
 
+/// The comment key naming the cluster account a run was submitted for (whose directory under `log_dir`
+/// holds its members' output); kept out of the labels gpuhub gets back. Slurm's own name for the job's
+/// user comes from its UID, which names another account where two share a UID.
+pub const ACCOUNT_KEY: &str = "gpuhub.slurm.account";
+
 /// What the job's comment says about a gpuhub run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunMeta {
@@ -19,6 +24,16 @@ pub struct RunMeta {
     pub size: u32,
     /// Its bundle directory's name.
     pub dir: Option<String>,
+    /// The cluster account it was submitted for (runs submitted before this was recorded: `None`).
+    pub account: Option<String>,
+}
+
+impl RunMeta {
+    /// The account whose log directory holds `job`'s output: the one recorded at submit, else Slurm's name
+    /// for the job's user.
+    pub fn log_user<'a>(&'a self, job: &'a Job) -> &'a str {
+        self.account.as_deref().unwrap_or(&job.user)
+    }
 }
 
 /// The run a job's comment describes, or `None` when the job is not gpuhub's (no comment of JSON
@@ -29,15 +44,18 @@ pub fn meta(job: &Job) -> Option<RunMeta> {
         return None;
     }
     let dir = labels.remove(DIR_KEY);
+    let account = labels.remove(ACCOUNT_KEY);
     let size = labels.get(LABEL_MEMBERS).and_then(|n| n.parse().ok()).unwrap_or(job.nodes.len().max(1) as u32);
-    Some(RunMeta { labels, size, dir })
+    Some(RunMeta { labels, size, dir, account })
 }
 
-/// The comment of a run: its labels (with the member count and bundle directory) as compact JSON.
-pub fn comment(labels: &BTreeMap<String, String>, size: u32, dir: &str) -> String {
+/// The comment of a run: its labels (with the member count, bundle directory and account) as compact
+/// JSON.
+pub fn comment(labels: &BTreeMap<String, String>, size: u32, dir: &str, account: &str) -> String {
     let mut all = labels.clone();
     all.insert(LABEL_MEMBERS.to_owned(), size.to_string());
     all.insert(DIR_KEY.to_owned(), dir.to_owned());
+    all.insert(ACCOUNT_KEY.to_owned(), account.to_owned());
     serde_json::to_string(&all).unwrap_or_else(|_| "{}".to_owned())
 }
 

@@ -66,7 +66,8 @@ pub(super) fn apply_slurm(
 ) -> Result<(), super::ConfigError> {
     use std::path::PathBuf;
     let invalid = |reason: String| super::ConfigError::Invalid { key: key.to_owned(), reason };
-    let word = |v: &str| -> Result<serde_json::Value, super::ConfigError> { Ok(serde_json::Value::String(v.to_owned())) };
+    let word =
+        |v: &str| -> Result<serde_json::Value, super::ConfigError> { Ok(serde_json::Value::String(v.to_owned())) };
     let opt = |v: String| (!v.is_empty()).then_some(v);
     match name {
         "CONF" => c.conf = opt(v).map(PathBuf::from),
@@ -78,14 +79,15 @@ pub(super) fn apply_slurm(
         "BUNDLE_DIR" => c.bundle_dir = PathBuf::from(v),
         "LOG_DIR" => c.log_dir = PathBuf::from(v),
         "OCI_RUNTIME" => {
-            c.oci_runtime = serde_json::from_value(word(&v)?).map_err(|_| invalid(format!("{v:?} is not crun or runc")))?
+            c.oci_runtime =
+                serde_json::from_value(word(&v)?).map_err(|_| invalid(format!("{v:?} is not crun or runc")))?
         }
         "OCI_ROOT" => c.oci_root = PathBuf::from(v),
         "INIT" => c.init = opt(v).map(PathBuf::from),
         "SHARDS_PER_GPU" => c.shards_per_gpu = v.parse().map_err(|e| invalid(format!("{e}")))?,
         "ACCOUNTING" => {
-            c.accounting = serde_json::from_value(word(&v)?)
-                .map_err(|_| invalid(format!("{v:?} is not slurmdbd or none")))?
+            c.accounting =
+                serde_json::from_value(word(&v)?).map_err(|_| invalid(format!("{v:?} is not slurmdbd or none")))?
         }
         "POLL_MS" => c.poll_ms = v.parse().map_err(|e| invalid(format!("{e}")))?,
         other => return Err(invalid(format!("no [slurm] setting {other}"))),

@@ -72,21 +72,20 @@ pub fn cap_error(owner: &str, limits: &Limits, cap: CapReached) -> ServiceError 
     ServiceError::new(Kind::TooMany, detail)
 }
 
-/// Checks that one member's resources fit some node (naming the largest when none does).
+/// Checks that one member's resources fit some node; when none does, the refusal names the largest
+/// (most GPUs, then CPUs, then memory).
 fn check_fits(nodes: &[NodeCapacity], r: &Resources) -> Result<(), ServiceError> {
-    if nodes.is_empty() {
-        return Ok(()); // the engine's nodes are unknown for now; the scheduler decides later
+    if nodes.iter().any(|n| gpuhub_core::admission::check_fits_node(n, r).is_ok()) {
+        return Ok(());
     }
-    let mut last = None;
-    for n in nodes {
-        match gpuhub_core::admission::check_fits_node(n, r) {
-            Ok(()) => return Ok(()),
-            Err(e) => last = Some(e),
-        }
-    }
-    match last {
-        Some(e) => Err(e.into()),
+    let largest = nodes.iter().max_by_key(|n| (n.gpus.len(), n.cpus, n.memory));
+    match largest {
+        // the engine's nodes are unknown for now: the scheduler decides later
         None => Ok(()),
+        Some(n) => Err(gpuhub_core::admission::check_fits_node(n, r)
+            .err()
+            .map(Into::into)
+            .unwrap_or_else(|| ServiceError::invalid("invalid resources: no node here has what one member asks for"))),
     }
 }
 

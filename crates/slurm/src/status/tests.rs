@@ -80,12 +80,18 @@ fn ended_members_take_their_codes_from_files_then_steps_then_the_job() {
 #[test]
 fn comments_round_trip_without_the_private_key() {
     let labels = BTreeMap::from([("gpuhub.workload".to_owned(), "w9".to_owned())]);
-    let c = comment(&labels, 3, "gpuhub-x-w9.1a");
-    assert_eq!(c, r#"{"gpuhub.members":"3","gpuhub.slurm.dir":"gpuhub-x-w9.1a","gpuhub.workload":"w9"}"#);
-    let job = Job { comment: c, ..Job::default() };
+    let c = comment(&labels, 3, "gpuhub-x-w9.1a", "alice01");
+    assert_eq!(
+        c,
+        r#"{"gpuhub.members":"3","gpuhub.slurm.account":"alice01","gpuhub.slurm.dir":"gpuhub-x-w9.1a","gpuhub.workload":"w9"}"#
+    );
+    let job = Job { comment: c, user: "other-name-of-the-uid".into(), ..Job::default() };
     let m = meta(&job).unwrap();
-    assert_eq!((m.size, m.dir.as_deref()), (3, Some("gpuhub-x-w9.1a")));
-    assert!(!m.labels.contains_key(DIR_KEY));
+    assert_eq!((m.size, m.dir.as_deref(), m.account.as_deref()), (3, Some("gpuhub-x-w9.1a"), Some("alice01")));
+    assert!(!m.labels.contains_key(DIR_KEY) && !m.labels.contains_key(ACCOUNT_KEY));
+    assert_eq!(m.log_user(&job), "alice01", "the account submitted for, not Slurm's name of its UID");
+    let old = RunMeta { account: None, ..m };
+    assert_eq!(old.log_user(&job), "other-name-of-the-uid");
     assert!(meta(&Job { comment: r#"{"other":"x"}"#.into(), ..Job::default() }).is_none());
     assert!(meta(&Job { comment: "not json".into(), ..Job::default() }).is_none());
 }
