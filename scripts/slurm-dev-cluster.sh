@@ -828,6 +828,9 @@ cmd_start() {
 
 # gpuhub.toml: point gpuhub at this cluster (the keys of crates/slurm's SlurmConfig).
 engine = "slurm"
+reconcile_secs = 10                   # Slurm's pending reasons refreshed this often
+homes_dir = "$DIR/homes"              # users' homes, where the nodes reach them (give each cluster account
+                                      # the UID gpuhub shows in `gpuhub whoami`, or map_usernames below)
 [slurm]
 conf = "$DIR/slurm.conf"          # SLURM_CONF for sbatch/squeue/scontrol/sacct/scancel/srun
 partition = "$PARTITION"

@@ -239,7 +239,7 @@ impl Hub {
     /// their tokens and follow the new address.
     pub async fn restart(&mut self, users: &mut [&mut User]) -> Result<()> {
         let (child, log, url) = spawn_server(&self.dir.path().join("gpuhub.toml")).await?;
-        let old = std::mem::replace(&mut *self.log.lock().unwrap(), String::new());
+        let old = std::mem::take(&mut *self.log.lock().unwrap());
         log.lock().unwrap().insert_str(0, &format!("{old}---- restarted ----\n"));
         (self.child, self.log, self.url) = (child, log, url.clone());
         self.admin.url = url.clone();
