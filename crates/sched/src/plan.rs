@@ -131,28 +131,10 @@ pub fn pass(
     let mut pass = Pass::new(cluster, running, config, now_ms);
     pass.quiet = quiet;
     pass.skips = skips;
-    // the task-size distribution, with runs of equal shapes noted at once
-    let mut run: Option<(Shape, u64)> = None;
-    let shapes = pending
-        .iter()
-        .map(|p| (pass.st.shape(&p.request), u64::from(p.members.min(64))))
-        .chain(
-            running.iter().flat_map(|r| r.placements.iter()).filter_map(|pl| Some((pass.shape_of_placement(pl)?, 1))),
-        )
-        .collect::<Vec<_>>();
-    for (s, n) in shapes {
-        match &mut run {
-            Some((last, k)) if *last == s => *k += n,
-            _ => {
-                if let Some((last, k)) = run.replace((s, n)) {
-                    pass.placer.observe_n(&last, k);
-                }
-            }
-        }
-    }
-    if let Some((last, k)) = run {
-        pass.placer.observe_n(&last, k);
-    }
+    // the task-size distribution
+    let shapes: Vec<(Shape, u64)> =
+        pending.iter().map(|p| (pass.st.shape(&p.request), u64::from(p.members.min(64)))).collect();
+    pass.observe(shapes.into_iter().chain(pass.running_shapes()));
     pass.run(pending)
 }
 
@@ -234,6 +216,34 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// Notes tasks in the placer's size distribution, runs of equal shapes at once.
+    pub(crate) fn observe(&mut self, shapes: impl IntoIterator<Item = (Shape, u64)>) {
+        let mut run: Option<(Shape, u64)> = None;
+        for (s, n) in shapes {
+            match &mut run {
+                Some((last, k)) if *last == s => *k += n,
+                _ => {
+                    if let Some((last, k)) = run.replace((s, n)) {
+                        self.placer.observe_n(&last, k);
+                    }
+                }
+            }
+        }
+        if let Some((last, k)) = run {
+            self.placer.observe_n(&last, k);
+        }
+    }
+
+    /// The running placements as tasks of the size distribution (one each), in order; placements of
+    /// uneven GPU shares are left out.
+    pub(crate) fn running_shapes(&self) -> Vec<(Shape, u64)> {
+        self.running
+            .iter()
+            .flat_map(|r| r.placements.iter())
+            .filter_map(|pl| Some((self.shape_of_placement(pl)?, 1)))
+            .collect()
+    }
+
     /// The shape of a running placement (for the size distribution); none for uneven GPU shares.
     fn shape_of_placement(&self, p: &crate::model::Placement) -> Option<Shape> {
         let need = p.gpus.first().map_or(0, |g| g.milli);
@@ -252,7 +262,7 @@ impl<'a> Pass<'a> {
         })
     }
 
-    fn queue(&mut self, name: &str) -> &mut QueueState {
+    pub(crate) fn queue(&mut self, name: &str) -> &mut QueueState {
         if !self.queues.contains_key(name) {
             self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config));
         }
@@ -261,10 +271,10 @@ impl<'a> Pass<'a> {
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
         // group by queue; a run of one queue (a single queue, most often) skips the map
-        let mut groups: Vec<(&'a str, Vec<&'a Pending>)> = Vec::new();
+        let mut groups: Vec<(&'a str, Vec<u32>)> = Vec::new();
         let mut index: BTreeMap<&'a str, usize> = BTreeMap::new();
         let mut last: Option<(&'a str, usize)> = None;
-        for p in pending {
+        for (i, p) in pending.iter().enumerate() {
             let q = p.queue.as_str();
             let g = match last {
                 Some((name, g)) if std::ptr::eq(name, q) || name == q => g,
@@ -279,11 +289,24 @@ impl<'a> Pass<'a> {
                 },
             };
             last = Some((q, g));
-            groups[g].1.push(p);
+            groups[g].1.push(i as u32);
         }
         groups.sort_by(|a, b| a.0.cmp(b.0));
-        let mut lanes: Vec<crate::order::Lane<'a>> =
-            groups.into_iter().map(|(_, list)| crate::order::Lane::new(list)).collect();
+        for (_, list) in &mut groups {
+            crate::order::lane_order(pending, list);
+        }
+        let lanes: Vec<crate::order::Lane<'a, '_>> = groups
+            .iter()
+            .map(|(q, list)| {
+                let bounds = crate::quiet::Bounds::of(list.iter().map(|&i| &pending[i as usize]));
+                crate::order::Lane::new(q, pending, list, bounds)
+            })
+            .collect();
+        self.run_lanes(lanes)
+    }
+
+    /// The pass over the lanes (one per queue with pending workloads, in queue-name order).
+    pub(crate) fn run_lanes(mut self, mut lanes: Vec<crate::order::Lane<'a, '_>>) -> Decisions {
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;

@@ -27,7 +27,7 @@ use crate::plan::{Pass, quick_fail, summary_of};
 use crate::queue::Quota;
 
 /// What one lane's workloads need at least, for [`Pass::lane_dead`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bounds {
     /// Every workload has no model list and no expression and asks for GPUs.
     pub simple: bool,
@@ -42,7 +42,7 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
-    pub(crate) fn of(list: &[&Pending]) -> Bounds {
+    pub(crate) fn of<'p>(list: impl IntoIterator<Item = &'p Pending>) -> Bounds {
         let mut b =
             Bounds { simple: true, max_priority: i32::MIN, whole: None, fraction: None, want: Quota::UNLIMITED };
         for p in list {
