@@ -30,7 +30,8 @@ pub(crate) struct Lane<'a, 'l> {
     /// Workloads examined and known not to fit within the guarantee, still waiting (in order). A queue
     /// only takes more during a pass, so what did not fit stays so; they come before `order[next..]`.
     kept: VecDeque<u32>,
-    /// The queue is unknown: workloads are taken in order.
+    /// The queue is unknown, or none of its workloads can fit within its guarantee: they are taken in
+    /// order.
     all_kept: bool,
     /// The cached candidate: its key, and whether it is `order[next]` rather than the head.
     cached: Option<(OrderKey, bool)>,
@@ -104,6 +105,12 @@ impl<'a> Pass<'a> {
             lane.all_kept = true;
             return Some(false);
         };
+        if !q.within_guarantee(lane.bounds.want) {
+            // not even the least of its asks fits within the guarantee, and a queue only takes more
+            // during a pass: none of its workloads will, and they are taken in order
+            lane.all_kept = true;
+            return Some(false);
+        }
         while let Some(&i) = lane.order.get(lane.next) {
             let p = &lane.pending[i as usize];
             if p.priority != head.priority {
