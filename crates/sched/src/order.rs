@@ -166,3 +166,6 @@ impl<'a> Pass<'a> {
         Some(p)
     }
 }
+
+#[cfg(test)]
+mod tests;
