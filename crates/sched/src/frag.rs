@@ -15,8 +15,8 @@
 //! [`Dist`] keeps the distribution, grouped into GPU classes (per-GPU demand, count, allowed models)
 //! so that one evaluation costs a few hundred simple operations.
 
+use crate::fasthash::FastMap;
 use crate::state::{Shape, State};
-use std::collections::HashMap;
 
 /// One task type: CPU and memory demand within a GPU class.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,7 +51,7 @@ pub enum Measure {
 /// A task-size distribution, counted from the tasks seen so far.
 #[derive(Debug, Clone)]
 pub struct Dist {
-    counts: HashMap<TypeKey, f64>,
+    counts: FastMap<TypeKey, f64>,
     classes: Vec<Class>,
     cpu_only_weight: f64,
     measure: Measure,
@@ -106,7 +106,7 @@ impl Dist {
     /// An empty distribution.
     pub fn new(measure: Measure) -> Self {
         Dist {
-            counts: HashMap::new(),
+            counts: FastMap::default(),
             classes: Vec::new(),
             cpu_only_weight: 0.0,
             measure,
@@ -143,7 +143,7 @@ impl Dist {
     /// Rebuilds the classes from the counts now.
     pub fn rebuild(&mut self) {
         let mut classes: Vec<Class> = Vec::new();
-        let mut index: HashMap<(u32, u32, Option<Vec<bool>>), usize> = HashMap::new();
+        let mut index: FastMap<(u32, u32, Option<Vec<bool>>), usize> = FastMap::default();
         let total: f64 = self.counts.values().sum();
         self.cpu_only_weight = 0.0;
         let mut keys: Vec<(&TypeKey, &f64)> = self.counts.iter().collect();

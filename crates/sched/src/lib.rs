@@ -61,6 +61,7 @@ mod book;
 pub mod config;
 pub mod explain;
 pub mod expr;
+mod fasthash;
 pub mod frag;
 pub mod model;
 mod order;

@@ -4,11 +4,12 @@
 
 use crate::config::{Backfill, Config};
 use crate::explain::{Explanation, Reason};
+use crate::fasthash::{FastMap, FastSet};
 use crate::model::{Cluster, Decisions, Pending, Running, Start};
 use crate::policy::Placer;
 use crate::queue::{QueueSpec, QueueState, Quota};
 use crate::state::{Hold, Shape, State};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 /// A blocked workload's reserved start: when, and the cluster as it will be then with it placed.
 #[derive(Debug, Clone)]
@@ -65,7 +66,7 @@ pub(crate) struct Pass<'a> {
     /// Total GPU memory per flat GPU.
     pub gpu_mem_total: Vec<u64>,
     /// `never_fits` answers per shape (without expression masks) and gang size.
-    never: HashMap<NeverKey, Option<String>>,
+    never: FastMap<NeverKey, Option<String>>,
     /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU; `None`
     /// when the state changed since they were counted.
     summary: Option<(u32, u32, u32)>,
@@ -76,7 +77,7 @@ pub(crate) struct Pass<'a> {
     /// Bumped on every start: failed placements are remembered per generation.
     pub(crate) generation: u64,
     /// Shapes that did not fit, with the reserved starts they had to respect, in this generation.
-    failed: HashMap<(NeverKey, Vec<usize>, u64), (Reason, String)>,
+    failed: FastMap<(NeverKey, Vec<usize>, u64), (Reason, String)>,
     /// Only starts and preemptions are wanted ([`decide`]): no explanations, and workloads that provably
     /// can neither start, preempt nor take a reserved start are skipped.
     pub quiet: bool,
@@ -89,7 +90,7 @@ pub(crate) struct Pass<'a> {
     /// Victims chosen in this pass.
     pub victim_count: usize,
     /// Preemption attempts that found no room, by what they depended on (see [`PreemptKey`]).
-    pub no_preempt: HashSet<PreemptKey<'a>>,
+    pub no_preempt: FastSet<PreemptKey<'a>>,
     /// Expected releases in time order, for (workloads started, victims chosen) so far.
     pub(crate) releases: Option<Releases>,
     /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
@@ -141,7 +142,7 @@ pub fn pass(
 impl<'a> Pass<'a> {
     pub(crate) fn new(cluster: &'a Cluster, running: &'a [Running], config: &'a Config, now: i64) -> Self {
         let mut st = State::new(cluster);
-        let node_ix: HashMap<&str, usize> =
+        let node_ix: FastMap<&str, usize> =
             cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
         let mut queues: BTreeMap<String, QueueState> = BTreeMap::new();
         for q in &config.queues {
@@ -149,7 +150,7 @@ impl<'a> Pass<'a> {
         }
         let mut live = Vec::with_capacity(running.len());
         for r in running {
-            let mut holds = Vec::new();
+            let mut holds = Vec::with_capacity(r.placements.len());
             for p in &r.placements {
                 let Some(&n) = node_ix.get(p.node.as_str()) else { continue };
                 let node = &cluster.nodes[n];
@@ -172,10 +173,14 @@ impl<'a> Pass<'a> {
                 r.runtime_limit_ms.map(|l| (r.started_ms + l).max(now))
             };
             let quota = Quota::of_running(r);
-            queues
-                .entry(r.queue.clone())
-                .or_insert_with(|| queue_state(QueueSpec::open(&r.queue), config))
-                .take(&r.user, quota);
+            match queues.get_mut(&r.queue) {
+                Some(q) => q.take(&r.user, quota),
+                None => {
+                    let mut q = queue_state(QueueSpec::open(&r.queue), config);
+                    q.take(&r.user, quota);
+                    queues.insert(r.queue.clone(), q);
+                }
+            }
             live.push(Live { holds, end_ms, quota });
         }
         let capacity = Quota {
@@ -199,18 +204,18 @@ impl<'a> Pass<'a> {
             victims: vec![false; running.len()],
             bookings,
             gpu_mem_total: total_gpu_mem(cluster),
-            never: HashMap::new(),
+            never: FastMap::default(),
             summary: None,
             victim_order: None,
             on_node: None,
             generation: 0,
-            failed: HashMap::new(),
+            failed: FastMap::default(),
             quiet: false,
             skips: true,
             min_running_priority: running.iter().map(|r| r.priority).min().unwrap_or(i32::MAX),
             any_stopping: running.iter().any(|r| r.stopping),
             victim_count: 0,
-            no_preempt: HashSet::new(),
+            no_preempt: FastSet::default(),
             releases: None,
             soon_summary: None,
         }
@@ -486,8 +491,8 @@ impl<'a> Pass<'a> {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
             (shape, relevant.clone(), self.generation)
         });
-        if let Some(hit) = key.as_ref().and_then(|k| self.failed.get(k)) {
-            return Err(hit.clone());
+        if let Some((reason, message)) = key.as_ref().and_then(|k| self.failed.get(k)) {
+            return Err((*reason, if self.quiet { String::new() } else { message.clone() }));
         }
         let r = self.place_now(s, members, &relevant, &booked);
         if let (Err(e), Some(k)) = (&r, key) {
@@ -588,6 +593,10 @@ impl<'a> Pass<'a> {
         if !quick_fail(s.need, s.count, members, self.free_summary()) {
             return None;
         }
+        if self.quiet {
+            // only the reason is used
+            return Some((Reason::Resources, String::new()));
+        }
         let gang = if members > 1 { format!(" for each of {members} members") } else { String::new() };
         if s.need >= crate::model::WHOLE && (s.count > most_whole || s.count.saturating_mul(members) > whole) {
             let what = format!("{} free GPU(s){gang}", s.count);
@@ -602,6 +611,10 @@ impl<'a> Pass<'a> {
 
     /// A message for a workload that does not fit now.
     fn why_not(&self, s: &Shape, members: u32) -> (Reason, String) {
+        if self.quiet {
+            // only the reason is used
+            return (Reason::Resources, String::new());
+        }
         let mut best_gpus = 0u32;
         let mut cpu_short = false;
         let mut mem_short = false;

@@ -13,13 +13,13 @@
 //! A [`Placer`] keeps per-node caches between calls; use one placer with one [`State`] (node versions
 //! tell it what changed).
 
+use crate::fasthash::FastMap;
 use crate::frag::{Dist, Measure, NodeView};
 use crate::state::{Choice, Shape, State};
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -97,7 +97,7 @@ pub struct Placer {
     /// The task-size distribution the fragmentation is measured against.
     pub dist: Dist,
     node_frag: Vec<(u32, u32, f64)>,
-    types: HashMap<TypeKey, usize>,
+    types: FastMap<TypeKey, usize>,
     cache: Vec<Vec<Entry>>,
     cache_on: bool,
     /// Weight of the model-contention term (0: off).
@@ -117,7 +117,7 @@ impl Placer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             dist: Dist::new(if policy == Policy::FgdPlus { Measure::Mixture } else { Measure::Paper }),
             node_frag: Vec::new(),
-            types: HashMap::new(),
+            types: FastMap::default(),
             cache: Vec::new(),
             cache_on: true,
             pressure: if policy == Policy::FgdPlus { 1.0 } else { 0.0 },

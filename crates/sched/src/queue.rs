@@ -243,8 +243,12 @@ impl QueueState {
     /// Counts `q` more for `user`.
     pub fn take(&mut self, user: &str, q: Quota) {
         self.used = self.used.plus(q);
-        let u = self.users.entry(user.to_owned()).or_default();
-        *u = u.plus(q);
+        match self.users.get_mut(user) {
+            Some(u) => *u = u.plus(q),
+            None => {
+                self.users.insert(user.to_owned(), Quota::default().plus(q));
+            }
+        }
     }
 
     /// Counts `q` less for `user`.

@@ -4,8 +4,8 @@
 //! A GPU is free for a whole-GPU request only when all of its 1000 milli are free, and a GPU held whole
 //! has no milli left for fractions, so whole and fractional work never share a GPU.
 
+use crate::fasthash::FastMap;
 use crate::model::{Cluster, GpuRequest, GpuShare, Placement, Request, WHOLE};
-use std::collections::HashMap;
 
 /// Free and total resources of one node; its GPUs are `gpu_start .. gpu_start + gpu_len` in [`State`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +105,7 @@ impl State {
     /// Builds the state of an empty cluster.
     pub fn new(cluster: &Cluster) -> Self {
         let mut models: Vec<String> = Vec::new();
-        let mut model_ids: HashMap<String, u16> = HashMap::new();
+        let mut model_ids: FastMap<String, u16> = FastMap::default();
         let mut st = State {
             nodes: Vec::with_capacity(cluster.nodes.len()),
             gpu_free: Vec::new(),
