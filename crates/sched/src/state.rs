@@ -24,6 +24,8 @@ pub struct NodeState {
     pub gpu_len: u32,
     /// Bumped on every change; lets policies cache per-node scores.
     pub version: u32,
+    /// GPUs with all their milli free (kept by [`State`]'s methods, which recount it on every change).
+    pub whole_free: u32,
 }
 
 impl NodeState {
@@ -106,11 +108,12 @@ impl State {
     pub fn new(cluster: &Cluster) -> Self {
         let mut models: Vec<String> = Vec::new();
         let mut model_ids: FastMap<String, u16> = FastMap::default();
+        let gpus: usize = cluster.nodes.iter().map(|n| n.gpus.len()).sum();
         let mut st = State {
             nodes: Vec::with_capacity(cluster.nodes.len()),
-            gpu_free: Vec::new(),
-            gpu_mem_free: Vec::new(),
-            gpu_model: Vec::new(),
+            gpu_free: Vec::with_capacity(gpus),
+            gpu_mem_free: Vec::with_capacity(gpus),
+            gpu_model: Vec::with_capacity(gpus),
             models: Vec::new(),
             gpu_milli_total: 0,
             gpu_milli_used: 0,
@@ -138,6 +141,7 @@ impl State {
                 gpu_start: start,
                 gpu_len: n.gpus.len() as u32,
                 version: 0,
+                whole_free: n.gpus.len() as u32,
             });
         }
         st.models = models;
@@ -174,6 +178,9 @@ impl State {
         if s.count == 0 {
             return true;
         }
+        if let Some(k) = self.whole_fitting(n, s) {
+            return k >= s.count;
+        }
         let mut k = 0;
         for g in node.gpu_range() {
             if s.gpu_fits(self, g) {
@@ -209,6 +216,7 @@ impl State {
             self.gpu_mem_free[g] -= s.gpu_mem;
         }
         self.gpu_milli_used += u64::from(s.need) * c.gpus.len() as u64;
+        self.recount(c.node);
     }
 
     /// Gives back what [`State::apply`] took.
@@ -223,6 +231,22 @@ impl State {
             self.gpu_mem_free[g] += s.gpu_mem;
         }
         self.gpu_milli_used -= u64::from(s.need) * c.gpus.len() as u64;
+        self.recount(c.node);
+    }
+
+    /// Counts node `n`'s wholly free GPUs again ([`NodeState::whole_free`]).
+    fn recount(&mut self, n: u32) {
+        let node = &self.nodes[n as usize];
+        let k = self.gpu_free[node.gpu_range()].iter().filter(|&&f| f >= WHOLE).count() as u32;
+        self.nodes[n as usize].whole_free = k;
+    }
+
+    /// GPUs of node `n` that can take one unit of `s` now, when that is its wholly free GPUs: `s` asks
+    /// for whole GPUs without GPU memory, models or expression.
+    #[inline]
+    fn whole_fitting(&self, n: usize, s: &Shape) -> Option<u32> {
+        let plain = s.need == WHOLE && s.gpu_mem == 0 && s.models.is_none() && s.gpu_ok.is_none();
+        plain.then(|| self.nodes[n].whole_free)
     }
 
     /// Free milli-GPU of node `n`.
@@ -285,6 +309,7 @@ impl State {
             self.gpu_mem_free[g] = self.gpu_mem_free[g].saturating_sub(mem);
             self.gpu_milli_used += u64::from(take);
         }
+        self.recount(h.node);
     }
 
     /// Gives back what `h` holds (never above the node's totals or a whole GPU).
@@ -300,6 +325,7 @@ impl State {
             self.gpu_mem_free[g] += mem;
             self.gpu_milli_used -= u64::from(give).min(self.gpu_milli_used);
         }
+        self.recount(h.node);
     }
 
     /// The node number of flat GPU `g`.
@@ -346,6 +372,7 @@ impl State {
             self.gpu_milli_used += u64::from(m);
             gpus.push((g, m, gm));
         }
+        self.recount(h.node);
         Taken { node: h.node, cpu, mem, gpus }
     }
 
@@ -360,6 +387,7 @@ impl State {
             self.gpu_mem_free[g as usize] += gm;
             self.gpu_milli_used -= u64::from(m);
         }
+        self.recount(t.node);
     }
 
     /// How many members of shape `s` node `n` could take now.
@@ -372,6 +400,8 @@ impl State {
         let by_mem = node.mem_free.checked_div(s.mem).unwrap_or(u64::MAX);
         let by_gpu = if s.count == 0 {
             u64::MAX
+        } else if let Some(k) = self.whole_fitting(n, s) {
+            u64::from(k) / u64::from(s.count)
         } else if s.need >= WHOLE || s.count > 1 {
             node.gpu_range().filter(|&g| s.gpu_fits(self, g)).count() as u64 / u64::from(s.count)
         } else {
@@ -387,3 +417,6 @@ impl State {
         by_cpu.min(by_mem).min(by_gpu)
     }
 }
+
+#[cfg(test)]
+mod tests;
