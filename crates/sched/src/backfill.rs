@@ -22,13 +22,14 @@ impl Pass<'_> {
                 (at, releases(&self.live, &self.started, &self.victims, self.now, self.config.preemption.grace_ms))
             })
             .1;
-        let rel: Vec<(i64, &[Hold])> = order
-            .iter()
-            .map(|&(t, src)| match src {
-                Source::Live(i) => (t, self.live[i].holds.as_slice()),
-                Source::Started(i) => (t, self.started[i].0.as_slice()),
-            })
-            .collect();
+        let (live, started) = (&self.live, &self.started);
+        let holds = |src: Source| -> &[Hold] {
+            match src {
+                Source::Live(i) => &live[i].holds,
+                Source::Started(i) => &started[i].0,
+            }
+        };
+        let rel = order.as_slice();
         // the cluster with the earlier reserved starts placed (conservatively, for good)
         let mut base = self.st.clone();
         for r in &self.reserved {
@@ -57,7 +58,7 @@ impl Pass<'_> {
             // apply every release at this time
             let t = rel[hi].0;
             while hi < rel.len() && rel[hi].0 == t {
-                for h in rel[hi].1 {
+                for h in holds(rel[hi].1) {
                     base.unhold(h);
                     let n = h.node as usize;
                     total -= copies[n];
@@ -69,7 +70,6 @@ impl Pass<'_> {
         }
         self.placer.set_cache(cached);
         let at = if hi == 0 { self.now } else { rel[hi - 1].0.max(self.now) };
-        drop(rel);
         self.releases = cache;
         let holds = found?;
         let mut future = base;

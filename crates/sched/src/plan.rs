@@ -55,7 +55,7 @@ pub(crate) struct Pass<'a> {
     pub st: State,
     pub placer: Placer,
     pub live: Vec<Live>,
-    pub queues: BTreeMap<String, QueueState>,
+    pub queues: FastMap<String, QueueState>,
     pub capacity: Quota,
     pub reserved: Vec<Reserved>,
     /// Workloads started in this pass: their holds and expected end.
@@ -144,7 +144,7 @@ impl<'a> Pass<'a> {
         let mut st = State::new(cluster);
         let node_ix: FastMap<&str, usize> =
             cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-        let mut queues: BTreeMap<String, QueueState> = BTreeMap::new();
+        let mut queues: FastMap<String, QueueState> = FastMap::default();
         for q in &config.queues {
             queues.insert(q.name.clone(), queue_state(q.clone(), config));
         }
@@ -223,20 +223,14 @@ impl<'a> Pass<'a> {
 
     /// Notes tasks in the placer's size distribution, runs of equal shapes at once.
     pub(crate) fn observe(&mut self, shapes: impl IntoIterator<Item = (Shape, u64)>) {
-        let mut run: Option<(Shape, u64)> = None;
+        let mut runs: Vec<(Shape, u64)> = Vec::new();
         for (s, n) in shapes {
-            match &mut run {
+            match runs.last_mut() {
                 Some((last, k)) if *last == s => *k += n,
-                _ => {
-                    if let Some((last, k)) = run.replace((s, n)) {
-                        self.placer.observe_n(&last, k);
-                    }
-                }
+                _ => runs.push((s, n)),
             }
         }
-        if let Some((last, k)) = run {
-            self.placer.observe_n(&last, k);
-        }
+        self.placer.observe_all(&runs);
     }
 
     /// The running placements as tasks of the size distribution (one each), in order; placements of
