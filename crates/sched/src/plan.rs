@@ -7,7 +7,7 @@ use crate::explain::{Explanation, Reason};
 use crate::fasthash::{FastMap, FastSet};
 use crate::model::{Cluster, Decisions, Pending, Running, Start};
 use crate::policy::Placer;
-use crate::queue::{QueueSpec, QueueState, Quota};
+use crate::queue::{QueueSpec, QueueState, Queues, Quota};
 use crate::state::{Hold, Shape, State};
 use std::collections::BTreeMap;
 
@@ -55,7 +55,9 @@ pub(crate) struct Pass<'a> {
     pub st: State,
     pub placer: Placer,
     pub live: Vec<Live>,
-    pub queues: FastMap<String, QueueState>,
+    pub queues: Queues,
+    /// The number of each running workload's queue in `queues`.
+    pub run_queue: Vec<usize>,
     pub capacity: Quota,
     pub reserved: Vec<Reserved>,
     /// Workloads started in this pass: their holds and expected end.
@@ -144,7 +146,8 @@ impl<'a> Pass<'a> {
         let mut st = State::new(cluster);
         let node_ix: FastMap<&str, usize> =
             cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-        let mut queues: FastMap<String, QueueState> = FastMap::default();
+        let mut queues = Queues::default();
+        let mut run_queue = Vec::with_capacity(running.len());
         for q in &config.queues {
             queues.insert(q.name.clone(), queue_state(q.clone(), config));
         }
@@ -173,14 +176,12 @@ impl<'a> Pass<'a> {
                 r.runtime_limit_ms.map(|l| (r.started_ms + l).max(now))
             };
             let quota = Quota::of_running(r);
-            match queues.get_mut(&r.queue) {
-                Some(q) => q.take(&r.user, quota),
-                None => {
-                    let mut q = queue_state(QueueSpec::open(&r.queue), config);
-                    q.take(&r.user, quota);
-                    queues.insert(r.queue.clone(), q);
-                }
-            }
+            let q = match queues.index(&r.queue) {
+                Some(q) => q,
+                None => queues.insert(r.queue.clone(), queue_state(QueueSpec::open(&r.queue), config)),
+            };
+            queues.at_mut(q).take(&r.user, quota);
+            run_queue.push(q);
             live.push(Live { holds, end_ms, quota });
         }
         let capacity = Quota {
@@ -198,6 +199,7 @@ impl<'a> Pass<'a> {
             st,
             live,
             queues,
+            run_queue,
             capacity,
             reserved: Vec::new(),
             started: Vec::new(),
@@ -262,7 +264,7 @@ impl<'a> Pass<'a> {
     }
 
     pub(crate) fn queue(&mut self, name: &str) -> &mut QueueState {
-        if !self.queues.contains_key(name) {
+        if self.queues.index(name).is_none() {
             self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config));
         }
         self.queues.get_mut(name).expect("inserted above")

@@ -183,6 +183,57 @@ impl Usage {
     }
 }
 
+/// The queues of a pass by name, each also under a number (the order they were added in), so that
+/// the running workloads' queues are looked up once per pass.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Queues {
+    index: crate::fasthash::FastMap<String, usize>,
+    states: Vec<QueueState>,
+}
+
+impl Queues {
+    /// The number of queue `name`.
+    pub(crate) fn index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Queue `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&QueueState> {
+        self.index(name).map(|i| &self.states[i])
+    }
+
+    /// Queue `name`, to change.
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut QueueState> {
+        self.index(name).map(|i| &mut self.states[i])
+    }
+
+    /// Queue number `i`.
+    pub(crate) fn at(&self, i: usize) -> &QueueState {
+        &self.states[i]
+    }
+
+    /// Queue number `i`, to change.
+    pub(crate) fn at_mut(&mut self, i: usize) -> &mut QueueState {
+        &mut self.states[i]
+    }
+
+    /// Queues in all.
+    pub(crate) fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Adds queue `name` (replacing one of that name, which keeps its number); returns its number.
+    pub(crate) fn insert(&mut self, name: String, q: QueueState) -> usize {
+        if let Some(i) = self.index(&name) {
+            self.states[i] = q;
+            return i;
+        }
+        self.states.push(q);
+        self.index.insert(name, self.states.len() - 1);
+        self.states.len() - 1
+    }
+}
+
 /// The live accounting of one queue during a scheduling pass.
 #[derive(Debug, Clone)]
 pub struct QueueState {
