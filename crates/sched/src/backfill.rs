@@ -5,7 +5,7 @@
 use crate::config::Backfill;
 use crate::model::Pending;
 use crate::plan::{Live, Pass, Reserved, place_gang};
-use crate::state::{Hold, Shape};
+use crate::state::{Hold, Shape, State};
 
 impl Pass<'_> {
     /// Estimates when `p` can start and, with `commit`, backfill on and room in the reservation depth,
@@ -22,6 +22,8 @@ impl Pass<'_> {
                 (at, releases(&self.live, &self.started, &self.victims, self.now, self.config.preemption.grace_ms))
             })
             .1;
+        // the cluster with the earlier reserved starts placed (conservatively, for good)
+        let mut base = self.reserved_base();
         let (live, started) = (&self.live, &self.started);
         let holds = |src: Source| -> &[Hold] {
             match src {
@@ -30,13 +32,6 @@ impl Pass<'_> {
             }
         };
         let rel = order.as_slice();
-        // the cluster with the earlier reserved starts placed (conservatively, for good)
-        let mut base = self.st.clone();
-        for r in &self.reserved {
-            for h in &r.holds {
-                base.hold(h);
-            }
-        }
         // walk the releases in time order on one copy, counting how many members the cluster could take
         // (per node, updated only where a release lands); place for real once the count suffices
         let mut copies: Vec<u64> = (0..base.nodes.len()).map(|n| base.copies(n, s)).collect();
@@ -80,6 +75,26 @@ impl Pass<'_> {
             self.reserved.push(Reserved { id: p.id.clone(), at_ms: at, future, holds });
         }
         Some(at)
+    }
+}
+
+impl Pass<'_> {
+    /// The cluster now with the reserved starts placed in order (kept for the next call until
+    /// something starts; reserved starts are only added to).
+    pub(crate) fn reserved_base(&mut self) -> State {
+        let (generation, mut done, mut base) = match self.reserved_base.take() {
+            Some(b) if b.0 == self.generation => b,
+            _ => (self.generation, 0, self.st.clone()),
+        };
+        for r in &self.reserved[done..] {
+            for h in &r.holds {
+                base.hold(h);
+            }
+        }
+        done = self.reserved.len();
+        let copy = base.clone();
+        self.reserved_base = Some((generation, done, base));
+        copy
     }
 }
 

@@ -98,6 +98,8 @@ pub(crate) struct Pass<'a> {
     /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
     /// placed, for (starts, reserved starts, victims) so far.
     pub(crate) soon_summary: Option<(Progress, Summary)>,
+    /// The cluster with the reserved starts placed: for the generation, and how many reserved starts.
+    pub(crate) reserved_base: Option<(u64, usize, State)>,
 }
 
 /// Schedules one tick: see the crate documentation.
@@ -146,7 +148,7 @@ impl<'a> Pass<'a> {
         let mut st = State::new(cluster);
         let node_ix: FastMap<&str, usize> =
             cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-        let mut queues = Queues::default();
+        let mut queues = Queues::with_capacity(config.queues.len() + 1);
         let mut run_queue = Vec::with_capacity(running.len());
         for q in &config.queues {
             queues.insert(q.name.clone(), queue_state(q.clone(), config));
@@ -158,14 +160,12 @@ impl<'a> Pass<'a> {
                 let Some(&n) = node_ix.get(p.node.as_str()) else { continue };
                 let node = &cluster.nodes[n];
                 let start = st.nodes[n].gpu_start;
-                let gpus = p
-                    .gpus
-                    .iter()
-                    .filter_map(|g| {
-                        let k = node.gpus.iter().position(|x| x.uuid == g.uuid)?;
-                        Some((start + k as u32, g.milli, g.memory))
-                    })
-                    .collect();
+                let mut gpus = Vec::with_capacity(p.gpus.len());
+                for g in &p.gpus {
+                    if let Some(k) = node.gpus.iter().position(|x| same_text(&x.uuid, &g.uuid)) {
+                        gpus.push((start + k as u32, g.milli, g.memory));
+                    }
+                }
                 let h = Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus };
                 st.hold(&h);
                 holds.push(h);
@@ -220,6 +220,7 @@ impl<'a> Pass<'a> {
             no_preempt: FastSet::default(),
             releases: None,
             soon_summary: None,
+            reserved_base: None,
         }
     }
 
@@ -264,10 +265,11 @@ impl<'a> Pass<'a> {
     }
 
     pub(crate) fn queue(&mut self, name: &str) -> &mut QueueState {
-        if self.queues.index(name).is_none() {
-            self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config));
-        }
-        self.queues.get_mut(name).expect("inserted above")
+        let i = match self.queues.index(name) {
+            Some(i) => i,
+            None => self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config)),
+        };
+        self.queues.at_mut(i)
     }
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
@@ -688,6 +690,11 @@ pub(crate) fn place_gang(placer: &mut Placer, st: &State, s: &Shape, members: u3
     }
     placer.set_cache(cached);
     (holds.len() == members as usize).then_some(holds)
+}
+
+/// Whether two strings are equal, compared from the end: GPU uuids of one node share their beginning.
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().rev().eq(b.bytes().rev())
 }
 
 /// Total GPU memory per flat GPU of the cluster.

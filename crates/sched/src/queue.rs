@@ -162,7 +162,8 @@ impl Usage {
             return;
         }
         let keep = 0.5f64.powf(dt as f64 / half_life_ms.max(1) as f64);
-        let mut held: BTreeMap<&str, [f64; 3]> = BTreeMap::new();
+        // per queue, summed in the order of `running` (the map's order does not matter)
+        let mut held: crate::fasthash::FastMap<&str, [f64; 3]> = Default::default();
         for r in running {
             let q = Quota::of_running(r);
             let e = held.entry(r.queue.as_str()).or_default();
@@ -202,11 +203,6 @@ impl Queues {
         self.index(name).map(|i| &self.states[i])
     }
 
-    /// Queue `name`, to change.
-    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut QueueState> {
-        self.index(name).map(|i| &mut self.states[i])
-    }
-
     /// Queue number `i`.
     pub(crate) fn at(&self, i: usize) -> &QueueState {
         &self.states[i]
@@ -220,6 +216,14 @@ impl Queues {
     /// Queues in all.
     pub(crate) fn len(&self) -> usize {
         self.states.len()
+    }
+
+    /// Room for `n` queues.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Queues {
+            index: crate::fasthash::FastMap::with_capacity_and_hasher(n, Default::default()),
+            states: Vec::with_capacity(n),
+        }
     }
 
     /// Adds queue `name` (replacing one of that name, which keeps its number); returns its number.

@@ -396,8 +396,6 @@ impl State {
         if s.node_ok.as_ref().is_some_and(|m| !m[n]) {
             return 0;
         }
-        let by_cpu = node.cpu_free.checked_div(s.cpu).unwrap_or(u64::MAX);
-        let by_mem = node.mem_free.checked_div(s.mem).unwrap_or(u64::MAX);
         let by_gpu = if s.count == 0 {
             u64::MAX
         } else if let Some(k) = self.whole_fitting(n, s) {
@@ -414,7 +412,13 @@ impl State {
                 })
                 .sum()
         };
-        by_cpu.min(by_mem).min(by_gpu)
+        // min(free / per, cap), dividing only when the CPUs or memory hold fewer than `cap`
+        let within = |free: u64, per: u64, cap: u64| match cap.checked_mul(per) {
+            _ if per == 0 => cap,
+            Some(need) if need <= free => cap,
+            _ => free / per,
+        };
+        within(node.mem_free, s.mem, within(node.cpu_free, s.cpu, by_gpu))
     }
 }
 

@@ -7,6 +7,22 @@ fn slow(st: &State, s: &Shape) -> Shape {
     Shape { models: Some(vec![true; st.models.len()]), ..s.clone() }
 }
 
+/// What `copies` answers, as first written: the least of the copies the CPUs, the memory and the GPUs
+/// allow.
+fn copies_plain(st: &State, n: usize, s: &Shape) -> u64 {
+    let node = &st.nodes[n];
+    let by_cpu = node.cpu_free.checked_div(s.cpu).unwrap_or(u64::MAX);
+    let by_mem = node.mem_free.checked_div(s.mem).unwrap_or(u64::MAX);
+    let by_gpu = if s.count == 0 {
+        u64::MAX
+    } else if s.need >= WHOLE || s.count > 1 {
+        node.gpu_range().filter(|&g| s.gpu_fits(st, g)).count() as u64 / u64::from(s.count)
+    } else {
+        node.gpu_range().filter(|&g| s.gpu_allowed(st, g)).map(|g| u64::from(st.gpu_free[g] / s.need.max(1))).sum()
+    };
+    by_cpu.min(by_mem).min(by_gpu)
+}
+
 /// Whole and fractional work taken and given back in every way a state allows: each node's count of
 /// wholly free GPUs stays right, and the answers that rest on it (`fits`, `copies`) are those of the
 /// GPU-by-GPU path.
@@ -34,7 +50,12 @@ fn wholly_free_counts_follow_every_change() {
         GpuRequest::Fraction { milli: 600, memory: None },
     ]
     .into_iter()
-    .map(|gpu| st.shape(&Request { cpu_milli: 1000, memory: 1 << 30, gpu, ..Default::default() }))
+    .enumerate()
+    .map(|(i, gpu)| {
+        let (cpu_milli, memory) = if i % 2 == 0 { (1000, 1 << 30) } else { (7000, 20 << 30) };
+        st.shape(&Request { cpu_milli, memory, gpu, ..Default::default() })
+    })
+    .chain([st.shape(&Request { cpu_milli: 3000, memory: 0, ..Default::default() })])
     .collect();
     let mut applied: Vec<(Choice, Shape)> = Vec::new();
     let mut held: Vec<Hold> = Vec::new();
@@ -42,7 +63,7 @@ fn wholly_free_counts_follow_every_change() {
     for step in 0..4000 {
         match rng.gen_range(0..6) {
             0 | 1 => {
-                let s = &shapes[rng.gen_range(0..shapes.len())];
+                let s = &shapes[rng.gen_range(0..shapes.len() - 1)];
                 let n = rng.gen_range(0..st.nodes.len());
                 if st.fits(n, s) {
                     let gpus = crate::policy::pick_gpus(&st, n, s, false);
@@ -83,6 +104,7 @@ fn wholly_free_counts_follow_every_change() {
             for s in &shapes {
                 assert_eq!(st.fits(n, s), st.fits(n, &slow(&st, s)), "step {step}, node {n}, {s:?}");
                 assert_eq!(st.copies(n, s), st.copies(n, &slow(&st, s)), "step {step}, node {n}, {s:?}");
+                assert_eq!(st.copies(n, s), copies_plain(&st, n, s), "step {step}, node {n}, {s:?}");
             }
         }
     }
