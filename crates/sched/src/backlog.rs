@@ -341,7 +341,7 @@ pub fn decide_backlog(
     backlog.observe(&mut pass);
     let mut lanes = Vec::with_capacity(backlog.lanes.len());
     for (q, lane) in &backlog.lanes {
-        pass.queue(q);
+        let q = pass.queue(q);
         lanes.push(crate::order::Lane::new(q, &backlog.items, &lane.order, lane.bounds(&backlog.items)));
     }
     pass.run_lanes(lanes)

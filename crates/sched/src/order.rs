@@ -19,8 +19,8 @@ type OrderKey = (i32, bool, f64, i64);
 /// One queue's pending workloads during a pass: a cursor over them in the order they are taken.
 #[derive(Debug)]
 pub(crate) struct Lane<'a, 'l> {
-    /// The queue.
-    queue: &'a str,
+    /// The number of its queue in the pass.
+    queue: usize,
     /// The workloads.
     pending: &'a [Pending],
     /// Indices into `pending`, in the order they are taken: highest priority, then earliest, then id.
@@ -30,8 +30,7 @@ pub(crate) struct Lane<'a, 'l> {
     /// Workloads examined and known not to fit within the guarantee, still waiting (in order). A queue
     /// only takes more during a pass, so what did not fit stays so; they come before `order[next..]`.
     kept: VecDeque<u32>,
-    /// The queue is unknown, or none of its workloads can fit within its guarantee: they are taken in
-    /// order.
+    /// None of its workloads can fit within the queue's guarantee: they are taken in order.
     all_kept: bool,
     /// The cached candidate: its key, and whether it is `order[next]` rather than the head.
     cached: Option<(OrderKey, bool)>,
@@ -59,7 +58,7 @@ pub(crate) fn taken_before(items: &[Pending], ords: &[usize], a: u32, b: u32) ->
 impl<'a, 'l> Lane<'a, 'l> {
     /// A lane of queue `queue` over `pending[i]` for `i` in `order` (sorted by [`lane_order`]), whose
     /// workloads need at least `bounds`; `order` is not empty.
-    pub(crate) fn new(queue: &'a str, pending: &'a [Pending], order: &'l [u32], bounds: crate::quiet::Bounds) -> Self {
+    pub(crate) fn new(queue: usize, pending: &'a [Pending], order: &'l [u32], bounds: crate::quiet::Bounds) -> Self {
         Lane { queue, pending, order, next: 0, kept: VecDeque::new(), all_kept: false, cached: None, bounds }
     }
 
@@ -81,16 +80,16 @@ impl<'a, 'l> Lane<'a, 'l> {
 }
 
 impl<'a> Pass<'a> {
-    /// Whether `p`'s queue, holding `p` too, stays within its guarantee.
-    fn within(&self, p: &Pending) -> bool {
+    /// Whether `p`'s queue (number `queue`), holding `p` too, stays within its guarantee.
+    pub(crate) fn within(&self, p: &Pending, queue: usize) -> bool {
         let want = Quota::of_request(&p.request, p.members);
-        self.queues.get(&p.queue).is_some_and(|s| s.within_guarantee(want))
+        self.queues.at(queue).within_guarantee(want)
     }
 
-    /// The order key of `p`, the candidate of its queue.
-    fn key(&self, p: &Pending) -> OrderKey {
-        let share = self.queues.get(&p.queue).map_or(0.0, |s| s.share(self.capacity));
-        (-p.priority, !self.within(p), share, p.submit_ms)
+    /// The order key of `p`, the candidate of its queue (number `queue`).
+    pub(crate) fn key(&self, p: &Pending, queue: usize) -> OrderKey {
+        let share = self.queues.at(queue).share(self.capacity);
+        (-p.priority, !self.within(p, queue), share, p.submit_ms)
     }
 
     /// The lane's candidate: the first workload of the top priority that fits within the guarantee
@@ -100,11 +99,8 @@ impl<'a> Pass<'a> {
         if lane.all_kept {
             return Some(false);
         }
-        // all of a lane's workloads are of one queue: look it up once
-        let Some(q) = self.queues.get(&head.queue) else {
-            lane.all_kept = true;
-            return Some(false);
-        };
+        // all of a lane's workloads are of one queue
+        let q = self.queues.at(lane.queue);
         if !q.within_guarantee(lane.bounds.want) {
             // not even the least of its asks fits within the guarantee, and a queue only takes more
             // during a pass: none of its workloads will, and they are taken in order
@@ -125,8 +121,8 @@ impl<'a> Pass<'a> {
         Some(false)
     }
 
-    /// Pops the next workload in order from the lanes.
-    pub(crate) fn next(&mut self, lanes: &mut [Lane<'a, '_>]) -> Option<&'a Pending> {
+    /// Pops the next workload in order from the lanes, with the number of its queue.
+    pub(crate) fn next(&mut self, lanes: &mut [Lane<'a, '_>]) -> Option<(&'a Pending, usize)> {
         let mut best: Option<(OrderKey, usize, &'a Pending)> = None;
         for (q, lane) in lanes.iter_mut().enumerate() {
             if lane.is_empty() {
@@ -142,7 +138,7 @@ impl<'a> Pass<'a> {
                 let Some(p) = self.candidate(lane).and_then(|at_next| Some((lane.pick(at_next)?, at_next))) else {
                     continue;
                 };
-                lane.cached = Some((self.key(p.0), p.1));
+                lane.cached = Some((self.key(p.0, lane.queue), p.1));
             }
             let Some((key, at_next)) = lane.cached else { continue };
             let Some(p) = lane.pick(at_next) else { continue };
@@ -163,7 +159,7 @@ impl<'a> Pass<'a> {
         if at_next || lane.kept.pop_front().is_none() {
             lane.next += 1;
         }
-        Some(p)
+        Some((p, lane.queue))
     }
 }
 

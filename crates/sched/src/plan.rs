@@ -43,7 +43,7 @@ pub(crate) type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
 
 /// What a failed preemption attempt depended on: the shape and gang size, the queue, the priority and
 /// the request's quota of the workload, and the pass's progress (starts, reserved starts, victims).
-pub(crate) type PreemptKey<'a> = (NeverKey, &'a str, i32, [u64; 3], u64, usize, usize);
+pub(crate) type PreemptKey = (NeverKey, usize, i32, [u64; 3], u64, usize, usize);
 
 /// The working state of one pass.
 #[derive(Debug)]
@@ -92,7 +92,7 @@ pub(crate) struct Pass<'a> {
     /// Victims chosen in this pass.
     pub victim_count: usize,
     /// Preemption attempts that found no room, by what they depended on (see [`PreemptKey`]).
-    pub no_preempt: FastSet<PreemptKey<'a>>,
+    pub no_preempt: FastSet<PreemptKey>,
     /// Expected releases in time order, for (workloads started, victims chosen) so far.
     pub(crate) releases: Option<Releases>,
     /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
@@ -264,17 +264,17 @@ impl<'a> Pass<'a> {
         })
     }
 
-    pub(crate) fn queue(&mut self, name: &str) -> &mut QueueState {
-        let i = match self.queues.index(name) {
+    /// The number of queue `name`, added (open) if the pass has none of that name.
+    pub(crate) fn queue(&mut self, name: &str) -> usize {
+        match self.queues.index(name) {
             Some(i) => i,
             None => self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config)),
-        };
-        self.queues.at_mut(i)
+        }
     }
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
         // group by queue; a run of one queue (a single queue, most often) skips the map
-        let mut groups: Vec<(&'a str, Vec<u32>)> = Vec::new();
+        let mut groups: Vec<(&'a str, usize, Vec<u32>)> = Vec::new();
         let mut index: BTreeMap<&'a str, usize> = BTreeMap::new();
         let mut last: Option<(&'a str, usize)> = None;
         for (i, p) in pending.iter().enumerate() {
@@ -284,25 +284,25 @@ impl<'a> Pass<'a> {
                 _ => match index.get(q) {
                     Some(&g) => g,
                     None => {
-                        self.queue(q);
-                        groups.push((q, Vec::new()));
+                        let qix = self.queue(q);
+                        groups.push((q, qix, Vec::new()));
                         index.insert(q, groups.len() - 1);
                         groups.len() - 1
                     }
                 },
             };
             last = Some((q, g));
-            groups[g].1.push(i as u32);
+            groups[g].2.push(i as u32);
         }
         groups.sort_by(|a, b| a.0.cmp(b.0));
-        for (_, list) in &mut groups {
+        for (_, _, list) in &mut groups {
             crate::order::lane_order(pending, list);
         }
         let lanes: Vec<crate::order::Lane<'a, '_>> = groups
             .iter()
-            .map(|(q, list)| {
+            .map(|(_, q, list)| {
                 let bounds = crate::quiet::Bounds::of(list.iter().map(|&i| &pending[i as usize]));
-                crate::order::Lane::new(q, pending, list, bounds)
+                crate::order::Lane::new(*q, pending, list, bounds)
             })
             .collect();
         self.run_lanes(lanes)
@@ -313,17 +313,17 @@ impl<'a> Pass<'a> {
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;
-        while let Some(p) = self.next(&mut lanes) {
+        while let Some((p, q)) = self.next(&mut lanes) {
             if self.quiet {
                 if fifo_blocked.is_some() {
                     // strict FIFO: everything after the blocked head waits behind it
                     break;
                 }
-                if self.hopeless(p) {
+                if self.hopeless(p, q) {
                     continue;
                 }
             }
-            match self.consider(p, &mut out, fifo_blocked.as_deref()) {
+            match self.consider(p, q, &mut out, fifo_blocked.as_deref()) {
                 Ok(start) => out.starts.push(start),
                 Err((reason, message, estimate)) => {
                     position += 1;
@@ -359,11 +359,13 @@ impl<'a> Pass<'a> {
         Ok(s)
     }
 
-    /// Decides about one workload: a start, or why it waits (reason, message, estimated start).
+    /// Decides about one workload (of queue number `queue`): a start, or why it waits (reason, message,
+    /// estimated start).
     #[allow(clippy::type_complexity)]
     fn consider(
         &mut self,
         p: &'a Pending,
+        queue: usize,
         out: &mut Decisions,
         fifo_blocked: Option<&str>,
     ) -> Result<Start, (Reason, String, Option<i64>)> {
@@ -373,7 +375,7 @@ impl<'a> Pass<'a> {
             return Err((Reason::Unschedulable, why, None));
         }
         let want = Quota::of_request(&p.request, members);
-        if let Some(why) = self.queue(&p.queue).limit_reason(&p.user, want) {
+        if let Some(why) = self.queues.at(queue).limit_reason(&p.user, want) {
             return Err((Reason::QueueLimit, why, None));
         }
         if let Some(head) = fifo_blocked {
@@ -395,15 +397,15 @@ impl<'a> Pass<'a> {
                 self.generation += 1;
                 self.summary = None;
                 self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
-                self.queue(&p.queue).take(&p.user, want);
+                self.queues.at_mut(queue).take(&p.user, want);
                 let placements = holds.iter().map(|h| self.placement(h)).collect();
                 self.started.push((holds, end));
                 Ok(Start { id: p.id.clone(), placements })
             }
             Err((reason, message)) => {
                 let grace = self.config.preemption.grace_ms;
-                if reason == Reason::Resources && self.may_preempt(p, want) {
-                    if let Some(msg) = self.preempt_for(p, &shape, members, want, out) {
+                if reason == Reason::Resources && self.may_preempt(p, queue, want) {
+                    if let Some(msg) = self.preempt_for(p, queue, &shape, members, want, out) {
                         return Err((Reason::Preempting, msg, Some(self.now + grace)));
                     }
                 }

@@ -11,11 +11,10 @@ use crate::plan::{Pass, PreemptKey, Reserved, place_gang};
 use crate::queue::Quota;
 use crate::state::{Hold, NodeState, Shape, State};
 
-/// The workload victims are sought for: the number of its queue in the pass (none: not one of the
-/// pass's queues) and its priority.
+/// The workload victims are sought for: the number of its queue in the pass, and its priority.
 #[derive(Debug, Clone, Copy)]
 struct Asker {
-    queue: Option<usize>,
+    queue: usize,
     priority: i32,
 }
 
@@ -70,29 +69,28 @@ impl<'a> Pass<'a> {
             let s = self.queues.at(q);
             s.used.minus(gone[q]).exceeds(s.spec.guarantee)
         };
-        let same = p.queue == Some(q);
+        let same = p.queue == q;
         if r.priority < p.priority && (same || borrowed()) {
             return true;
         }
-        !same
-            && p.queue.is_some_and(|pq| {
-                let s = self.queues.at(pq);
-                s.within_guarantee(want) && !s.spec.guarantee.within(Quota::default())
-            })
-            && borrowed()
+        !same && self.reclaims(p.queue, want) && borrowed()
     }
 
     /// Whether preemption could help `p` at all: preemption is on and some workload is stopping, runs at
     /// a lower priority, or `p`'s queue may reclaim its guarantee.
-    pub(crate) fn may_preempt(&self, p: &Pending, want: Quota) -> bool {
+    pub(crate) fn may_preempt(&self, p: &Pending, queue: usize, want: Quota) -> bool {
         self.config.preemption.enabled
             && (self.min_running_priority < p.priority
                 || self.any_stopping
                 || self.victim_count > 0
-                || self
-                    .queues
-                    .get(&p.queue)
-                    .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default())))
+                || self.reclaims(queue, want))
+    }
+
+    /// Whether queue number `queue`, holding `want` more, stays within a guarantee it has: it may
+    /// reclaim from queues that borrow.
+    fn reclaims(&self, queue: usize, want: Quota) -> bool {
+        let q = self.queues.at(queue);
+        q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default())
     }
 
     /// Tries to make room for `p` by preemption; returns the waiting message when it did (or when
@@ -100,6 +98,7 @@ impl<'a> Pass<'a> {
     pub(crate) fn preempt_for(
         &mut self,
         p: &'a Pending,
+        queue: usize,
         s: &Shape,
         members: u32,
         want: Quota,
@@ -108,11 +107,11 @@ impl<'a> Pass<'a> {
         if !self.config.preemption.enabled {
             return None;
         }
-        let key = self.preempt_key(p, s, members, want);
+        let key = self.preempt_key(p, queue, s, members, want);
         if key.as_ref().is_some_and(|k| self.no_preempt.contains(k)) {
             return None;
         }
-        let r = self.preempt_search(p, s, members, want, out);
+        let r = self.preempt_search(p, queue, s, members, want, out);
         if let (None, Some(k)) = (&r, key) {
             self.no_preempt.insert(k);
         }
@@ -124,23 +123,27 @@ impl<'a> Pass<'a> {
     /// again until something starts, gets a reserved start or is chosen as a victim. None (never
     /// remembered) for shapes with expression masks, and for the random policy (whose draws a skipped
     /// attempt would not consume).
-    pub(crate) fn preempt_key(&self, p: &'a Pending, s: &Shape, members: u32, want: Quota) -> Option<PreemptKey<'a>> {
+    pub(crate) fn preempt_key(
+        &self,
+        p: &Pending,
+        queue: usize,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+    ) -> Option<PreemptKey> {
         let ok = self.skips
             && s.gpu_ok.is_none()
             && s.node_ok.is_none()
             && self.config.policy != crate::policy::Policy::Random;
         ok.then(|| {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
-            let reclaim = self
-                .queues
-                .get(&p.queue)
-                .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+            let reclaim = self.reclaims(queue, want);
             // without victims to choose, only workloads already going can make room: queue, priority and
             // request do not matter then
             let (queue, priority, want) = if reclaim || self.min_running_priority < p.priority {
-                (p.queue.as_str(), p.priority, [want.gpu_milli, want.cpu_milli, want.memory])
+                (queue, p.priority, [want.gpu_milli, want.cpu_milli, want.memory])
             } else {
-                ("", i32::MIN, [0; 3])
+                (usize::MAX, i32::MIN, [0; 3])
             };
             (shape, queue, priority, want, self.generation, self.reserved.len(), self.victim_count)
         })
@@ -150,6 +153,7 @@ impl<'a> Pass<'a> {
     fn preempt_search(
         &mut self,
         p: &Pending,
+        queue: usize,
         s: &Shape,
         members: u32,
         want: Quota,
@@ -157,10 +161,7 @@ impl<'a> Pass<'a> {
     ) -> Option<String> {
         let running = self.running;
         // nothing to do unless some workload is stopping, runs at a lower priority, or p's queue may reclaim
-        let reclaim = self
-            .queues
-            .get(&p.queue)
-            .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+        let reclaim = self.reclaims(queue, want);
         let lower = self.min_running_priority < p.priority;
         if !reclaim && !lower && !self.any_stopping && self.victim_count == 0 {
             return None;
@@ -208,7 +209,7 @@ impl<'a> Pass<'a> {
         }
         let gone0 = gone.clone();
         let base = soon.clone();
-        let asker = Asker { queue: self.queues.index(&p.queue), priority: p.priority };
+        let asker = Asker { queue, priority: p.priority };
         let mut chosen = self.victims_by_node(&asker, s, members, want, &mut soon, &mut gone);
         let mut fit = None;
         if !chosen.is_empty() {

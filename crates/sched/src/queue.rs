@@ -198,11 +198,6 @@ impl Queues {
         self.index.get(name).copied()
     }
 
-    /// Queue `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&QueueState> {
-        self.index(name).map(|i| &self.states[i])
-    }
-
     /// Queue number `i`.
     pub(crate) fn at(&self, i: usize) -> &QueueState {
         &self.states[i]

@@ -9,7 +9,7 @@ use crate::queue::QueueSpec;
 use rand::{Rng, SeedableRng};
 
 /// The next workload by the rule, from what is left of each queue's workloads.
-fn reference<'p>(pass: &Pass<'_>, left: &[Vec<&'p Pending>]) -> Option<(usize, usize)> {
+fn reference<'p>(pass: &Pass<'_>, left: &[Vec<&'p Pending>], qix: &[usize]) -> Option<(usize, usize)> {
     let mut best: Option<(OrderKey, &str, usize, usize)> = None;
     for (q, list) in left.iter().enumerate() {
         let mut sorted: Vec<(usize, &&Pending)> = list.iter().enumerate().collect();
@@ -17,9 +17,9 @@ fn reference<'p>(pass: &Pass<'_>, left: &[Vec<&'p Pending>]) -> Option<(usize, u
         let Some(&(_, head)) = sorted.first() else { continue };
         let (i, p) = sorted
             .iter()
-            .find(|(_, p)| p.priority == head.priority && pass.within(p))
+            .find(|(_, p)| p.priority == head.priority && pass.within(p, qix[q]))
             .map_or((sorted[0].0, *head), |&(i, p)| (i, *p));
-        let key = pass.key(p);
+        let key = pass.key(p, qix[q]);
         let better = best.as_ref().is_none_or(|(k, id, _, _)| {
             let c = key.0.cmp(&k.0).then(key.1.cmp(&k.1)).then(key.2.total_cmp(&k.2)).then(key.3.cmp(&k.3));
             c.then_with(|| p.id.as_str().cmp(id)).is_lt()
@@ -71,14 +71,16 @@ fn lanes_take_workloads_by_the_rule() {
         let mut left: Vec<Vec<&Pending>> =
             names.iter().map(|q| pending.iter().filter(|p| p.queue == *q).collect()).collect();
         let mut lanes = Vec::new();
+        let mut qix = Vec::new();
         for (q, o) in names.iter().zip(&orders) {
-            pass.queue(q);
+            qix.push(pass.queue(q));
             let list: Vec<&Pending> = o.iter().map(|&i| &pending[i as usize]).collect();
-            lanes.push(Lane::new(q, &pending, o, crate::quiet::Bounds::of(list)));
+            lanes.push(Lane::new(qix[qix.len() - 1], &pending, o, crate::quiet::Bounds::of(list)));
         }
         let mut taken = 0;
-        while let Some(p) = pass.next(&mut lanes) {
-            let (q, i) = reference(&pass, &left).expect("the rule has a next workload too");
+        while let Some((p, pq)) = pass.next(&mut lanes) {
+            let (q, i) = reference(&pass, &left, &qix).expect("the rule has a next workload too");
+            assert_eq!(pq, qix[q]);
             let want = left[q].remove(i);
             assert_eq!(
                 (&p.id, p.priority, p.submit_ms, &p.queue),
@@ -87,7 +89,7 @@ fn lanes_take_workloads_by_the_rule() {
             assert!(std::ptr::eq(p, want), "case {case}: the same workload");
             if rng.gen_bool(0.5) {
                 // it starts: its queue holds more
-                pass.queue(&p.queue).take(&p.user, Quota::of_request(&p.request, p.members));
+                pass.queues.at_mut(pq).take(&p.user, Quota::of_request(&p.request, p.members));
             }
             taken += 1;
         }
