@@ -46,8 +46,8 @@ pub struct State {
     pub gpu_mem_free: Vec<u64>,
     /// Model id (index into `models`) per GPU.
     pub gpu_model: Vec<u16>,
-    /// Interned model names.
-    pub models: Vec<String>,
+    /// Interned model names (shared by copies of the state).
+    pub models: std::sync::Arc<Vec<String>>,
     /// Total milli-GPU of the cluster.
     pub gpu_milli_total: u64,
     /// Milli-GPU allocated now.
@@ -114,7 +114,7 @@ impl State {
             gpu_free: Vec::with_capacity(gpus),
             gpu_mem_free: Vec::with_capacity(gpus),
             gpu_model: Vec::with_capacity(gpus),
-            models: Vec::new(),
+            models: Default::default(),
             gpu_milli_total: 0,
             gpu_milli_used: 0,
         };
@@ -144,7 +144,7 @@ impl State {
                 whole_free: n.gpus.len() as u32,
             });
         }
-        st.models = models;
+        st.models = std::sync::Arc::new(models);
         st
     }
 

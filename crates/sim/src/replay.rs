@@ -14,7 +14,7 @@ use crate::SimError;
 use crate::trace::{Job, read_philly};
 use gpuhub_sched::{
     Backfill, Backlog, Cluster, Config, Gpu, GpuRequest, Node, Pending, Policy, Preemption, QueueSpec, Quota, Request,
-    Running, Usage, decide_backlog,
+    Running, decide_backlog,
 };
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -375,7 +375,6 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     // running: live index -> (start ms, end ms, stop-at ms if preempted, placements)
     let mut running: RunningJobs = BTreeMap::new();
     let mut finish: Vec<Option<i64>> = vec![None; n];
-    let mut usage = Usage::default();
     let mut preemptions = 0;
     let mut now = live.first().map_or(0, |l| l.submit_ms);
     let first_submit = now;
@@ -459,8 +458,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             && !fifo_may_start(d, &live[arrivals_from..next_arrival], &running, a.nodes, g);
         if !skip {
             if full {
-                usage.advance(&run_list, now, half_life_ms);
-                cfg.usage = usage.clone();
+                cfg.usage.advance(&run_list, now, half_life_ms);
             }
             let dec = decide_backlog(&c, &run_list, &backlog, &cfg, now);
             quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !backlog.is_empty();
