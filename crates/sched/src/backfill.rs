@@ -5,7 +5,7 @@
 use crate::config::Backfill;
 use crate::model::Pending;
 use crate::plan::{Live, Pass, Reserved, place_gang};
-use crate::state::{Hold, Shape};
+use crate::state::{Hold, Shape, State};
 
 impl Pass<'_> {
     /// Estimates when `p` can start and, with `commit`, backfill on and room in the reservation depth,
@@ -22,20 +22,16 @@ impl Pass<'_> {
                 (at, releases(&self.live, &self.started, &self.victims, self.now, self.config.preemption.grace_ms))
             })
             .1;
-        let rel: Vec<(i64, &[Hold])> = order
-            .iter()
-            .map(|&(t, src)| match src {
-                Source::Live(i) => (t, self.live[i].holds.as_slice()),
-                Source::Started(i) => (t, self.started[i].0.as_slice()),
-            })
-            .collect();
         // the cluster with the earlier reserved starts placed (conservatively, for good)
-        let mut base = self.st.clone();
-        for r in &self.reserved {
-            for h in &r.holds {
-                base.hold(h);
+        let mut base = self.reserved_base();
+        let (live, started) = (&self.live, &self.started);
+        let holds = |src: Source| -> &[Hold] {
+            match src {
+                Source::Live(i) => &live[i].holds,
+                Source::Started(i) => &started[i].0,
             }
-        }
+        };
+        let rel = order.as_slice();
         // walk the releases in time order on one copy, counting how many members the cluster could take
         // (per node, updated only where a release lands); place for real once the count suffices
         let mut copies: Vec<u64> = (0..base.nodes.len()).map(|n| base.copies(n, s)).collect();
@@ -57,7 +53,7 @@ impl Pass<'_> {
             // apply every release at this time
             let t = rel[hi].0;
             while hi < rel.len() && rel[hi].0 == t {
-                for h in rel[hi].1 {
+                for h in holds(rel[hi].1) {
                     base.unhold(h);
                     let n = h.node as usize;
                     total -= copies[n];
@@ -69,7 +65,6 @@ impl Pass<'_> {
         }
         self.placer.set_cache(cached);
         let at = if hi == 0 { self.now } else { rel[hi - 1].0.max(self.now) };
-        drop(rel);
         self.releases = cache;
         let holds = found?;
         let mut future = base;
@@ -80,6 +75,26 @@ impl Pass<'_> {
             self.reserved.push(Reserved { id: p.id.clone(), at_ms: at, future, holds });
         }
         Some(at)
+    }
+}
+
+impl Pass<'_> {
+    /// The cluster now with the reserved starts placed in order (kept for the next call until
+    /// something starts; reserved starts are only added to).
+    pub(crate) fn reserved_base(&mut self) -> State {
+        let (generation, mut done, mut base) = match self.reserved_base.take() {
+            Some(b) if b.0 == self.generation => b,
+            _ => (self.generation, 0, self.st.clone()),
+        };
+        for r in &self.reserved[done..] {
+            for h in &r.holds {
+                base.hold(h);
+            }
+        }
+        done = self.reserved.len();
+        let copy = base.clone();
+        self.reserved_base = Some((generation, done, base));
+        copy
     }
 }
 

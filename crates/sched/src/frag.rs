@@ -15,8 +15,8 @@
 //! [`Dist`] keeps the distribution, grouped into GPU classes (per-GPU demand, count, allowed models)
 //! so that one evaluation costs a few hundred simple operations.
 
+use crate::fasthash::FastMap;
 use crate::state::{Shape, State};
-use std::collections::HashMap;
 
 /// One task type: CPU and memory demand within a GPU class.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,7 +51,7 @@ pub enum Measure {
 /// A task-size distribution, counted from the tasks seen so far.
 #[derive(Debug, Clone)]
 pub struct Dist {
-    counts: HashMap<TypeKey, f64>,
+    counts: FastMap<TypeKey, f64>,
     classes: Vec<Class>,
     cpu_only_weight: f64,
     measure: Measure,
@@ -66,7 +66,7 @@ pub struct Dist {
 }
 
 /// A node's free resources, copied out so that hypothetical placements can be scored.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct NodeView {
     /// Free CPUs.
     pub cpu: u64,
@@ -85,6 +85,15 @@ impl NodeView {
             mem: node.mem_free,
             gpus: node.gpu_range().map(|g| (st.gpu_free[g], st.gpu_model[g])).collect(),
         }
+    }
+
+    /// Makes this the view of node `n` now (the same as [`NodeView::of`], in place).
+    pub fn fill(&mut self, st: &State, n: usize) {
+        let node = &st.nodes[n];
+        self.cpu = node.cpu_free;
+        self.mem = node.mem_free;
+        self.gpus.clear();
+        self.gpus.extend(node.gpu_range().map(|g| (st.gpu_free[g], st.gpu_model[g])));
     }
 }
 
@@ -106,7 +115,7 @@ impl Dist {
     /// An empty distribution.
     pub fn new(measure: Measure) -> Self {
         Dist {
-            counts: HashMap::new(),
+            counts: FastMap::default(),
             classes: Vec::new(),
             cpu_only_weight: 0.0,
             measure,
@@ -140,10 +149,41 @@ impl Dist {
         }
     }
 
+    /// The same as [`Dist::observe_n`] for each of `tasks` in turn, with the classes built once: only the
+    /// last rebuild a sequence of calls would make decides them (the earlier ones only count in
+    /// [`Dist::epoch`]).
+    pub fn observe_all(&mut self, tasks: &[(Shape, u64)]) {
+        let end = self.seen + tasks.iter().map(|t| t.1).sum::<u64>();
+        // the last count of tasks seen at which the classes would be rebuilt
+        let (mut last, mut at) = (None, self.next_refresh);
+        while at <= end {
+            last = Some(at);
+            at = if at < 4096 { at * 2 } else { at + 4096 };
+        }
+        for (s, n) in tasks {
+            let mut n = *n;
+            while n > 0 {
+                let k = n.min(self.next_refresh.saturating_sub(self.seen).max(1));
+                *self.counts.entry((s.cpu, s.mem, s.need, s.count, s.models.clone())).or_insert(0.0) += k as f64;
+                self.seen += k;
+                n -= k;
+                if self.seen >= self.next_refresh {
+                    self.next_refresh =
+                        if self.next_refresh < 4096 { self.next_refresh * 2 } else { self.next_refresh + 4096 };
+                    if last == Some(self.seen) {
+                        self.rebuild();
+                    } else {
+                        self.epoch += 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// Rebuilds the classes from the counts now.
     pub fn rebuild(&mut self) {
         let mut classes: Vec<Class> = Vec::new();
-        let mut index: HashMap<(u32, u32, Option<Vec<bool>>), usize> = HashMap::new();
+        let mut index: FastMap<(u32, u32, Option<Vec<bool>>), usize> = FastMap::default();
         let total: f64 = self.counts.values().sum();
         self.cpu_only_weight = 0.0;
         let mut keys: Vec<(&TypeKey, &f64)> = self.counts.iter().collect();
@@ -173,6 +213,11 @@ impl Dist {
             (0..models).map(|id| ratios(classes.iter().filter(|c| c.models.as_ref().is_none_or(|a| a[id])))).collect();
         self.classes = classes;
         self.epoch += 1;
+    }
+
+    /// Whether some class of tasks is restricted to GPU models (else [`Dist::pressure`] is zero).
+    pub fn restricted(&self) -> bool {
+        self.classes.iter().any(|c| c.models.is_some())
     }
 
     /// Whether any task has been counted.
@@ -248,3 +293,6 @@ impl Dist {
         frag
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -56,10 +56,12 @@
 //! placement policies) and [`frag`] (expected fragmentation against the task-size distribution).
 
 mod backfill;
+pub mod backlog;
 mod book;
 pub mod config;
 pub mod explain;
 pub mod expr;
+mod fasthash;
 pub mod frag;
 pub mod model;
 mod order;
@@ -70,6 +72,7 @@ pub mod queue;
 mod quiet;
 pub mod state;
 
+pub use backlog::{Backlog, decide_backlog};
 pub use config::{Backfill, Config, Preemption, Reservation};
 pub use explain::{Explanation, Reason};
 pub use model::{

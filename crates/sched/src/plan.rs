@@ -4,11 +4,12 @@
 
 use crate::config::{Backfill, Config};
 use crate::explain::{Explanation, Reason};
+use crate::fasthash::{FastMap, FastSet};
 use crate::model::{Cluster, Decisions, Pending, Running, Start};
 use crate::policy::Placer;
-use crate::queue::{QueueSpec, QueueState, Quota};
+use crate::queue::{QueueSpec, QueueState, Queues, Quota};
 use crate::state::{Hold, Shape, State};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 /// A blocked workload's reserved start: when, and the cluster as it will be then with it placed.
 #[derive(Debug, Clone)]
@@ -42,7 +43,7 @@ pub(crate) type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
 
 /// What a failed preemption attempt depended on: the shape and gang size, the queue, the priority and
 /// the request's quota of the workload, and the pass's progress (starts, reserved starts, victims).
-pub(crate) type PreemptKey<'a> = (NeverKey, &'a str, i32, [u64; 3], u64, usize, usize);
+pub(crate) type PreemptKey = (NeverKey, usize, i32, [u64; 3], u64, usize, usize);
 
 /// The working state of one pass.
 #[derive(Debug)]
@@ -54,7 +55,9 @@ pub(crate) struct Pass<'a> {
     pub st: State,
     pub placer: Placer,
     pub live: Vec<Live>,
-    pub queues: BTreeMap<String, QueueState>,
+    pub queues: Queues,
+    /// The number of each running workload's queue in `queues`.
+    pub run_queue: Vec<usize>,
     pub capacity: Quota,
     pub reserved: Vec<Reserved>,
     /// Workloads started in this pass: their holds and expected end.
@@ -65,7 +68,7 @@ pub(crate) struct Pass<'a> {
     /// Total GPU memory per flat GPU.
     pub gpu_mem_total: Vec<u64>,
     /// `never_fits` answers per shape (without expression masks) and gang size.
-    never: HashMap<NeverKey, Option<String>>,
+    never: FastMap<NeverKey, Option<String>>,
     /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU; `None`
     /// when the state changed since they were counted.
     summary: Option<(u32, u32, u32)>,
@@ -76,7 +79,7 @@ pub(crate) struct Pass<'a> {
     /// Bumped on every start: failed placements are remembered per generation.
     pub(crate) generation: u64,
     /// Shapes that did not fit, with the reserved starts they had to respect, in this generation.
-    failed: HashMap<(NeverKey, Vec<usize>, u64), (Reason, String)>,
+    failed: FastMap<(NeverKey, Vec<usize>, u64), (Reason, String)>,
     /// Only starts and preemptions are wanted ([`decide`]): no explanations, and workloads that provably
     /// can neither start, preempt nor take a reserved start are skipped.
     pub quiet: bool,
@@ -89,12 +92,14 @@ pub(crate) struct Pass<'a> {
     /// Victims chosen in this pass.
     pub victim_count: usize,
     /// Preemption attempts that found no room, by what they depended on (see [`PreemptKey`]).
-    pub no_preempt: HashSet<PreemptKey<'a>>,
+    pub no_preempt: FastSet<PreemptKey>,
     /// Expected releases in time order, for (workloads started, victims chosen) so far.
     pub(crate) releases: Option<Releases>,
     /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
     /// placed, for (starts, reserved starts, victims) so far.
     pub(crate) soon_summary: Option<(Progress, Summary)>,
+    /// The cluster with the reserved starts placed: for the generation, and how many reserved starts.
+    pub(crate) reserved_base: Option<(u64, usize, State)>,
 }
 
 /// Schedules one tick: see the crate documentation.
@@ -131,55 +136,36 @@ pub fn pass(
     let mut pass = Pass::new(cluster, running, config, now_ms);
     pass.quiet = quiet;
     pass.skips = skips;
-    // the task-size distribution, with runs of equal shapes noted at once
-    let mut run: Option<(Shape, u64)> = None;
-    let shapes = pending
-        .iter()
-        .map(|p| (pass.st.shape(&p.request), u64::from(p.members.min(64))))
-        .chain(
-            running.iter().flat_map(|r| r.placements.iter()).filter_map(|pl| Some((pass.shape_of_placement(pl)?, 1))),
-        )
-        .collect::<Vec<_>>();
-    for (s, n) in shapes {
-        match &mut run {
-            Some((last, k)) if *last == s => *k += n,
-            _ => {
-                if let Some((last, k)) = run.replace((s, n)) {
-                    pass.placer.observe_n(&last, k);
-                }
-            }
-        }
-    }
-    if let Some((last, k)) = run {
-        pass.placer.observe_n(&last, k);
-    }
+    // the task-size distribution
+    let shapes: Vec<(Shape, u64)> =
+        pending.iter().map(|p| (pass.st.shape(&p.request), u64::from(p.members.min(64)))).collect();
+    pass.observe(shapes.into_iter().chain(pass.running_shapes()));
     pass.run(pending)
 }
 
 impl<'a> Pass<'a> {
     pub(crate) fn new(cluster: &'a Cluster, running: &'a [Running], config: &'a Config, now: i64) -> Self {
         let mut st = State::new(cluster);
-        let node_ix: HashMap<&str, usize> =
+        let node_ix: FastMap<&str, usize> =
             cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-        let mut queues: BTreeMap<String, QueueState> = BTreeMap::new();
+        let mut queues = Queues::with_capacity(config.queues.len() + 1);
+        let mut run_queue = Vec::with_capacity(running.len());
         for q in &config.queues {
             queues.insert(q.name.clone(), queue_state(q.clone(), config));
         }
         let mut live = Vec::with_capacity(running.len());
         for r in running {
-            let mut holds = Vec::new();
+            let mut holds = Vec::with_capacity(r.placements.len());
             for p in &r.placements {
                 let Some(&n) = node_ix.get(p.node.as_str()) else { continue };
                 let node = &cluster.nodes[n];
                 let start = st.nodes[n].gpu_start;
-                let gpus = p
-                    .gpus
-                    .iter()
-                    .filter_map(|g| {
-                        let k = node.gpus.iter().position(|x| x.uuid == g.uuid)?;
-                        Some((start + k as u32, g.milli, g.memory))
-                    })
-                    .collect();
+                let mut gpus = Vec::with_capacity(p.gpus.len());
+                for g in &p.gpus {
+                    if let Some(k) = node.gpus.iter().position(|x| same_text(&x.uuid, &g.uuid)) {
+                        gpus.push((start + k as u32, g.milli, g.memory));
+                    }
+                }
                 let h = Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus };
                 st.hold(&h);
                 holds.push(h);
@@ -190,10 +176,12 @@ impl<'a> Pass<'a> {
                 r.runtime_limit_ms.map(|l| (r.started_ms + l).max(now))
             };
             let quota = Quota::of_running(r);
-            queues
-                .entry(r.queue.clone())
-                .or_insert_with(|| queue_state(QueueSpec::open(&r.queue), config))
-                .take(&r.user, quota);
+            let q = match queues.index(&r.queue) {
+                Some(q) => q,
+                None => queues.insert(r.queue.clone(), queue_state(QueueSpec::open(&r.queue), config)),
+            };
+            queues.at_mut(q).take(&r.user, quota);
+            run_queue.push(q);
             live.push(Live { holds, end_ms, quota });
         }
         let capacity = Quota {
@@ -211,27 +199,51 @@ impl<'a> Pass<'a> {
             st,
             live,
             queues,
+            run_queue,
             capacity,
             reserved: Vec::new(),
             started: Vec::new(),
             victims: vec![false; running.len()],
             bookings,
             gpu_mem_total: total_gpu_mem(cluster),
-            never: HashMap::new(),
+            never: FastMap::default(),
             summary: None,
             victim_order: None,
             on_node: None,
             generation: 0,
-            failed: HashMap::new(),
+            failed: FastMap::default(),
             quiet: false,
             skips: true,
             min_running_priority: running.iter().map(|r| r.priority).min().unwrap_or(i32::MAX),
             any_stopping: running.iter().any(|r| r.stopping),
             victim_count: 0,
-            no_preempt: HashSet::new(),
+            no_preempt: FastSet::default(),
             releases: None,
             soon_summary: None,
+            reserved_base: None,
         }
+    }
+
+    /// Notes tasks in the placer's size distribution, runs of equal shapes at once.
+    pub(crate) fn observe(&mut self, shapes: impl IntoIterator<Item = (Shape, u64)>) {
+        let mut runs: Vec<(Shape, u64)> = Vec::new();
+        for (s, n) in shapes {
+            match runs.last_mut() {
+                Some((last, k)) if *last == s => *k += n,
+                _ => runs.push((s, n)),
+            }
+        }
+        self.placer.observe_all(&runs);
+    }
+
+    /// The running placements as tasks of the size distribution (one each), in order; placements of
+    /// uneven GPU shares are left out.
+    pub(crate) fn running_shapes(&self) -> Vec<(Shape, u64)> {
+        self.running
+            .iter()
+            .flat_map(|r| r.placements.iter())
+            .filter_map(|pl| Some((self.shape_of_placement(pl)?, 1)))
+            .collect()
     }
 
     /// The shape of a running placement (for the size distribution); none for uneven GPU shares.
@@ -252,52 +264,66 @@ impl<'a> Pass<'a> {
         })
     }
 
-    fn queue(&mut self, name: &str) -> &mut QueueState {
-        if !self.queues.contains_key(name) {
-            self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config));
+    /// The number of queue `name`, added (open) if the pass has none of that name.
+    pub(crate) fn queue(&mut self, name: &str) -> usize {
+        match self.queues.index(name) {
+            Some(i) => i,
+            None => self.queues.insert(name.to_owned(), queue_state(QueueSpec::open(name), self.config)),
         }
-        self.queues.get_mut(name).expect("inserted above")
     }
 
     pub(crate) fn run(mut self, pending: &'a [Pending]) -> Decisions {
         // group by queue; a run of one queue (a single queue, most often) skips the map
-        let mut groups: Vec<(&'a str, Vec<&'a Pending>)> = Vec::new();
+        let mut groups: Vec<(&'a str, usize, Vec<u32>)> = Vec::new();
         let mut index: BTreeMap<&'a str, usize> = BTreeMap::new();
         let mut last: Option<(&'a str, usize)> = None;
-        for p in pending {
+        for (i, p) in pending.iter().enumerate() {
             let q = p.queue.as_str();
             let g = match last {
                 Some((name, g)) if std::ptr::eq(name, q) || name == q => g,
                 _ => match index.get(q) {
                     Some(&g) => g,
                     None => {
-                        self.queue(q);
-                        groups.push((q, Vec::new()));
+                        let qix = self.queue(q);
+                        groups.push((q, qix, Vec::new()));
                         index.insert(q, groups.len() - 1);
                         groups.len() - 1
                     }
                 },
             };
             last = Some((q, g));
-            groups[g].1.push(p);
+            groups[g].2.push(i as u32);
         }
         groups.sort_by(|a, b| a.0.cmp(b.0));
-        let mut lanes: Vec<crate::order::Lane<'a>> =
-            groups.into_iter().map(|(_, list)| crate::order::Lane::new(list)).collect();
+        for (_, _, list) in &mut groups {
+            crate::order::lane_order(pending, list);
+        }
+        let lanes: Vec<crate::order::Lane<'a, '_>> = groups
+            .iter()
+            .map(|(_, q, list)| {
+                let bounds = crate::quiet::Bounds::of(list.iter().map(|&i| &pending[i as usize]));
+                crate::order::Lane::new(*q, pending, list, bounds)
+            })
+            .collect();
+        self.run_lanes(lanes)
+    }
+
+    /// The pass over the lanes (one per queue with pending workloads, in queue-name order).
+    pub(crate) fn run_lanes(mut self, mut lanes: Vec<crate::order::Lane<'a, '_>>) -> Decisions {
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;
-        while let Some(p) = self.next(&mut lanes) {
+        while let Some((p, q)) = self.next(&mut lanes) {
             if self.quiet {
                 if fifo_blocked.is_some() {
                     // strict FIFO: everything after the blocked head waits behind it
                     break;
                 }
-                if self.hopeless(p) {
+                if self.hopeless(p, q) {
                     continue;
                 }
             }
-            match self.consider(p, &mut out, fifo_blocked.as_deref()) {
+            match self.consider(p, q, &mut out, fifo_blocked.as_deref()) {
                 Ok(start) => out.starts.push(start),
                 Err((reason, message, estimate)) => {
                     position += 1;
@@ -333,11 +359,13 @@ impl<'a> Pass<'a> {
         Ok(s)
     }
 
-    /// Decides about one workload: a start, or why it waits (reason, message, estimated start).
+    /// Decides about one workload (of queue number `queue`): a start, or why it waits (reason, message,
+    /// estimated start).
     #[allow(clippy::type_complexity)]
     fn consider(
         &mut self,
         p: &'a Pending,
+        queue: usize,
         out: &mut Decisions,
         fifo_blocked: Option<&str>,
     ) -> Result<Start, (Reason, String, Option<i64>)> {
@@ -347,7 +375,7 @@ impl<'a> Pass<'a> {
             return Err((Reason::Unschedulable, why, None));
         }
         let want = Quota::of_request(&p.request, members);
-        if let Some(why) = self.queue(&p.queue).limit_reason(&p.user, want) {
+        if let Some(why) = self.queues.at(queue).limit_reason(&p.user, want) {
             return Err((Reason::QueueLimit, why, None));
         }
         if let Some(head) = fifo_blocked {
@@ -369,15 +397,15 @@ impl<'a> Pass<'a> {
                 self.generation += 1;
                 self.summary = None;
                 self.bookings.used(&p.queue, &holds, &self.st, self.now, end);
-                self.queue(&p.queue).take(&p.user, want);
+                self.queues.at_mut(queue).take(&p.user, want);
                 let placements = holds.iter().map(|h| self.placement(h)).collect();
                 self.started.push((holds, end));
                 Ok(Start { id: p.id.clone(), placements })
             }
             Err((reason, message)) => {
                 let grace = self.config.preemption.grace_ms;
-                if reason == Reason::Resources && self.may_preempt(p, want) {
-                    if let Some(msg) = self.preempt_for(p, &shape, members, want, out) {
+                if reason == Reason::Resources && self.may_preempt(p, queue, want) {
+                    if let Some(msg) = self.preempt_for(p, queue, &shape, members, want, out) {
                         return Err((Reason::Preempting, msg, Some(self.now + grace)));
                     }
                 }
@@ -463,8 +491,8 @@ impl<'a> Pass<'a> {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
             (shape, relevant.clone(), self.generation)
         });
-        if let Some(hit) = key.as_ref().and_then(|k| self.failed.get(k)) {
-            return Err(hit.clone());
+        if let Some((reason, message)) = key.as_ref().and_then(|k| self.failed.get(k)) {
+            return Err((*reason, if self.quiet { String::new() } else { message.clone() }));
         }
         let r = self.place_now(s, members, &relevant, &booked);
         if let (Err(e), Some(k)) = (&r, key) {
@@ -565,6 +593,10 @@ impl<'a> Pass<'a> {
         if !quick_fail(s.need, s.count, members, self.free_summary()) {
             return None;
         }
+        if self.quiet {
+            // only the reason is used
+            return Some((Reason::Resources, String::new()));
+        }
         let gang = if members > 1 { format!(" for each of {members} members") } else { String::new() };
         if s.need >= crate::model::WHOLE && (s.count > most_whole || s.count.saturating_mul(members) > whole) {
             let what = format!("{} free GPU(s){gang}", s.count);
@@ -579,6 +611,10 @@ impl<'a> Pass<'a> {
 
     /// A message for a workload that does not fit now.
     fn why_not(&self, s: &Shape, members: u32) -> (Reason, String) {
+        if self.quiet {
+            // only the reason is used
+            return (Reason::Resources, String::new());
+        }
         let mut best_gpus = 0u32;
         let mut cpu_short = false;
         let mut mem_short = false;
@@ -656,6 +692,11 @@ pub(crate) fn place_gang(placer: &mut Placer, st: &State, s: &Shape, members: u3
     }
     placer.set_cache(cached);
     (holds.len() == members as usize).then_some(holds)
+}
+
+/// Whether two strings are equal, compared from the end: GPU uuids of one node share their beginning.
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().rev().eq(b.bytes().rev())
 }
 
 /// Total GPU memory per flat GPU of the cluster.

@@ -13,13 +13,13 @@
 //! A [`Placer`] keeps per-node caches between calls; use one placer with one [`State`] (node versions
 //! tell it what changed).
 
+use crate::fasthash::FastMap;
 use crate::frag::{Dist, Measure, NodeView};
 use crate::state::{Choice, Shape, State};
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -97,9 +97,11 @@ pub struct Placer {
     /// The task-size distribution the fragmentation is measured against.
     pub dist: Dist,
     node_frag: Vec<(u32, u32, f64)>,
-    types: HashMap<TypeKey, usize>,
+    types: FastMap<TypeKey, usize>,
     cache: Vec<Vec<Entry>>,
     cache_on: bool,
+    /// A node view to score in without allocating one each time.
+    view: NodeView,
     /// Weight of the model-contention term (0: off).
     pressure: f64,
 }
@@ -117,9 +119,10 @@ impl Placer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             dist: Dist::new(if policy == Policy::FgdPlus { Measure::Mixture } else { Measure::Paper }),
             node_frag: Vec::new(),
-            types: HashMap::new(),
+            types: FastMap::default(),
             cache: Vec::new(),
             cache_on: true,
+            view: NodeView::default(),
             pressure: if policy == Policy::FgdPlus { 1.0 } else { 0.0 },
         }
     }
@@ -144,6 +147,13 @@ impl Placer {
     pub fn observe_n(&mut self, s: &Shape, n: u64) {
         if matches!(self.policy, Policy::Fgd | Policy::FgdPlus) {
             self.dist.observe_n(s, n);
+        }
+    }
+
+    /// The same as [`Placer::observe_n`] for each of `tasks` in turn ([`Dist::observe_all`]).
+    pub fn observe_all(&mut self, tasks: &[(Shape, u64)]) {
+        if matches!(self.policy, Policy::Fgd | Policy::FgdPlus) {
+            self.dist.observe_all(tasks);
         }
     }
 
@@ -199,15 +209,21 @@ impl Placer {
             self.node_frag = vec![(0, 0, 0.0); st.nodes.len()];
         }
         if !self.cache_on {
-            return self.dist.frag(&NodeView::of(st, n));
+            return self.frag_now(st, n);
         }
         let (v, e, f) = self.node_frag[n];
         if e == self.dist.epoch && v == st.nodes[n].version {
             return f;
         }
-        let f = self.dist.frag(&NodeView::of(st, n));
+        let f = self.frag_now(st, n);
         self.node_frag[n] = (st.nodes[n].version, self.dist.epoch, f);
         f
+    }
+
+    /// The expected fragmentation of node `n` now (in the placer's scratch view).
+    fn frag_now(&mut self, st: &State, n: usize) -> f64 {
+        self.view.fill(st, n);
+        self.dist.frag(&self.view)
     }
 
     /// The increase of node `n`'s expected fragmentation when `s` goes there, and the GPU for a fraction.
@@ -216,12 +232,20 @@ impl Placer {
             return None;
         }
         let before = self.node_frag(st, n);
-        let mut v = NodeView::of(st, n);
+        let mut v = std::mem::take(&mut self.view);
+        v.fill(st, n);
+        let r = self.delta_in(st, n, s, before, &mut v);
+        self.view = v;
+        r
+    }
+
+    /// [`Placer::fgd_delta`] on `v`, the view of node `n`, whose fragmentation is `before`.
+    fn delta_in(&self, st: &State, n: usize, s: &Shape, before: f64, v: &mut NodeView) -> Option<(f64, u32)> {
         v.cpu -= s.cpu;
         v.mem -= s.mem;
         let start = st.nodes[n].gpu_start as usize;
         if s.count == 0 {
-            return Some((self.dist.frag(&v) - before, u32::MAX));
+            return Some((self.dist.frag(v) - before, u32::MAX));
         }
         if s.need >= crate::model::WHOLE || s.count > 1 {
             let mut k = 0;
@@ -231,7 +255,7 @@ impl Placer {
                     k += 1;
                 }
             }
-            return Some((self.dist.frag(&v) - before, u32::MAX));
+            return Some((self.dist.frag(v) - before, u32::MAX));
         }
         let mut best: Option<(f64, u32, u32)> = None;
         for g in st.nodes[n].gpu_range() {
@@ -246,7 +270,7 @@ impl Placer {
                 continue;
             }
             v.gpus[g - start].0 -= s.need;
-            let d = self.dist.frag(&v) - before;
+            let d = self.dist.frag(v) - before;
             v.gpus[g - start].0 += s.need;
             // ties: the fullest GPU
             if best.is_none_or(|(bd, _, bf)| d < bd - EPS || (d < bd + EPS && free < bf)) {
@@ -270,7 +294,8 @@ impl Placer {
             None
         };
         let epoch = self.dist.epoch;
-        let pressure = if self.pressure > 0.0 && s.count > 0 {
+        // without tasks restricted to models the pressure is zero everywhere: the term adds nothing
+        let pressure = if self.pressure > 0.0 && s.count > 0 && self.dist.restricted() {
             let mut free = vec![0u64; st.models.len()];
             for (g, &f) in st.gpu_free.iter().enumerate() {
                 free[st.gpu_model[g] as usize] += u64::from(f);

@@ -10,7 +10,13 @@ use crate::model::{Decisions, Pending, Preempt};
 use crate::plan::{Pass, PreemptKey, Reserved, place_gang};
 use crate::queue::Quota;
 use crate::state::{Hold, NodeState, Shape, State};
-use std::collections::BTreeMap;
+
+/// The workload victims are sought for: the number of its queue in the pass, and its priority.
+#[derive(Debug, Clone, Copy)]
+struct Asker {
+    queue: usize,
+    priority: i32,
+}
 
 /// What freeing a node costs: highest victim priority, victims whose queue would drop below its
 /// guarantee, victims, milli-GPU × milliseconds of work lost, node number; lower is cheaper.
@@ -51,40 +57,40 @@ impl Undo {
 
 impl<'a> Pass<'a> {
     /// Whether running workload `r` may be stopped for `p` (which wants `want`), given what is already
-    /// chosen to go (`gone`, per queue).
-    fn eligible(&self, i: usize, p: &Pending, want: Quota, gone: &BTreeMap<String, Quota>) -> bool {
+    /// chosen to go (`gone`, per queue number).
+    fn eligible(&self, i: usize, p: &Asker, want: Quota, gone: &[Quota]) -> bool {
         let r = &self.running[i];
         if !r.preemptible || r.stopping {
             return false;
         }
         // the victim's queue holds more than its guarantee (after the victims already chosen)
-        let borrowed = |q: &str| {
-            self.queues
-                .get(q)
-                .is_some_and(|s| s.used.minus(gone.get(q).copied().unwrap_or_default()).exceeds(s.spec.guarantee))
+        let q = self.run_queue[i];
+        let borrowed = || {
+            let s = self.queues.at(q);
+            s.used.minus(gone[q]).exceeds(s.spec.guarantee)
         };
-        if r.priority < p.priority && (r.queue == p.queue || borrowed(&r.queue)) {
+        let same = p.queue == q;
+        if r.priority < p.priority && (same || borrowed()) {
             return true;
         }
-        r.queue != p.queue
-            && self
-                .queues
-                .get(&p.queue)
-                .is_some_and(|s| s.within_guarantee(want) && !s.spec.guarantee.within(Quota::default()))
-            && borrowed(&r.queue)
+        !same && self.reclaims(p.queue, want) && borrowed()
     }
 
     /// Whether preemption could help `p` at all: preemption is on and some workload is stopping, runs at
     /// a lower priority, or `p`'s queue may reclaim its guarantee.
-    pub(crate) fn may_preempt(&self, p: &Pending, want: Quota) -> bool {
+    pub(crate) fn may_preempt(&self, p: &Pending, queue: usize, want: Quota) -> bool {
         self.config.preemption.enabled
             && (self.min_running_priority < p.priority
                 || self.any_stopping
                 || self.victim_count > 0
-                || self
-                    .queues
-                    .get(&p.queue)
-                    .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default())))
+                || self.reclaims(queue, want))
+    }
+
+    /// Whether queue number `queue`, holding `want` more, stays within a guarantee it has: it may
+    /// reclaim from queues that borrow.
+    fn reclaims(&self, queue: usize, want: Quota) -> bool {
+        let q = self.queues.at(queue);
+        q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default())
     }
 
     /// Tries to make room for `p` by preemption; returns the waiting message when it did (or when
@@ -92,6 +98,7 @@ impl<'a> Pass<'a> {
     pub(crate) fn preempt_for(
         &mut self,
         p: &'a Pending,
+        queue: usize,
         s: &Shape,
         members: u32,
         want: Quota,
@@ -100,11 +107,11 @@ impl<'a> Pass<'a> {
         if !self.config.preemption.enabled {
             return None;
         }
-        let key = self.preempt_key(p, s, members, want);
+        let key = self.preempt_key(p, queue, s, members, want);
         if key.as_ref().is_some_and(|k| self.no_preempt.contains(k)) {
             return None;
         }
-        let r = self.preempt_search(p, s, members, want, out);
+        let r = self.preempt_search(p, queue, s, members, want, out);
         if let (None, Some(k)) = (&r, key) {
             self.no_preempt.insert(k);
         }
@@ -116,23 +123,27 @@ impl<'a> Pass<'a> {
     /// again until something starts, gets a reserved start or is chosen as a victim. None (never
     /// remembered) for shapes with expression masks, and for the random policy (whose draws a skipped
     /// attempt would not consume).
-    pub(crate) fn preempt_key(&self, p: &'a Pending, s: &Shape, members: u32, want: Quota) -> Option<PreemptKey<'a>> {
+    pub(crate) fn preempt_key(
+        &self,
+        p: &Pending,
+        queue: usize,
+        s: &Shape,
+        members: u32,
+        want: Quota,
+    ) -> Option<PreemptKey> {
         let ok = self.skips
             && s.gpu_ok.is_none()
             && s.node_ok.is_none()
             && self.config.policy != crate::policy::Policy::Random;
         ok.then(|| {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
-            let reclaim = self
-                .queues
-                .get(&p.queue)
-                .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+            let reclaim = self.reclaims(queue, want);
             // without victims to choose, only workloads already going can make room: queue, priority and
             // request do not matter then
             let (queue, priority, want) = if reclaim || self.min_running_priority < p.priority {
-                (p.queue.as_str(), p.priority, [want.gpu_milli, want.cpu_milli, want.memory])
+                (queue, p.priority, [want.gpu_milli, want.cpu_milli, want.memory])
             } else {
-                ("", i32::MIN, [0; 3])
+                (usize::MAX, i32::MIN, [0; 3])
             };
             (shape, queue, priority, want, self.generation, self.reserved.len(), self.victim_count)
         })
@@ -142,6 +153,7 @@ impl<'a> Pass<'a> {
     fn preempt_search(
         &mut self,
         p: &Pending,
+        queue: usize,
         s: &Shape,
         members: u32,
         want: Quota,
@@ -149,12 +161,9 @@ impl<'a> Pass<'a> {
     ) -> Option<String> {
         let running = self.running;
         // nothing to do unless some workload is stopping, runs at a lower priority, or p's queue may reclaim
-        let reclaim = self
-            .queues
-            .get(&p.queue)
-            .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
-        let lower = running.iter().any(|r| r.priority < p.priority);
-        if !reclaim && !lower && !running.iter().any(|r| r.stopping) && !self.victims.iter().any(|&v| v) {
+        let reclaim = self.reclaims(queue, want);
+        let lower = self.min_running_priority < p.priority;
+        if !reclaim && !lower && !self.any_stopping && self.victim_count == 0 {
             return None;
         }
         let mut soon = self.st.clone();
@@ -191,16 +200,17 @@ impl<'a> Pass<'a> {
             return None;
         }
         // what is already going (stopping, or chosen earlier in this pass) no longer counts as borrowed
-        let mut gone: BTreeMap<String, Quota> = BTreeMap::new();
+        let mut gone: Vec<Quota> = vec![Quota::default(); self.queues.len()];
         for (i, r) in running.iter().enumerate() {
             if r.stopping || self.victims[i] {
-                let g = gone.entry(r.queue.clone()).or_default();
+                let g = &mut gone[self.run_queue[i]];
                 *g = g.plus(self.live[i].quota);
             }
         }
         let gone0 = gone.clone();
         let base = soon.clone();
-        let mut chosen = self.victims_by_node(p, s, members, want, &mut soon, &mut gone);
+        let asker = Asker { queue, priority: p.priority };
+        let mut chosen = self.victims_by_node(&asker, s, members, want, &mut soon, &mut gone);
         let mut fit = None;
         if !chosen.is_empty() {
             fit = place_gang(&mut self.placer, &soon, s, members);
@@ -212,7 +222,7 @@ impl<'a> Pass<'a> {
             }
         }
         if fit.is_none() {
-            fit = self.victims_greedy(p, s, members, want, &mut soon, &mut gone, &mut chosen);
+            fit = self.victims_greedy(&asker, s, members, want, &mut soon, &mut gone, &mut chosen);
         }
         if fit.is_none() {
             self.placer.set_cache(cached);
@@ -260,11 +270,11 @@ impl<'a> Pass<'a> {
 
     /// Whether stopping running workload `i` would take its queue from above its guarantee to below it in
     /// some resource (given what is already chosen to go), so that the queue would reclaim in turn.
-    fn cascades(&self, i: usize, gone: &BTreeMap<String, Quota>) -> bool {
-        let q = &self.running[i].queue;
+    fn cascades(&self, i: usize, gone: &[Quota]) -> bool {
+        let q = self.run_queue[i];
         let v = self.live[i].quota;
-        self.queues.get(q).is_some_and(|s| {
-            let u = s.used.minus(gone.get(q).copied().unwrap_or_default());
+        Some(self.queues.at(q)).is_some_and(|s| {
+            let u = s.used.minus(gone[q]);
             let after = u.minus(v);
             let g = s.spec.guarantee;
             let dim = |u: u64, after: u64, g: u64| u > g && after < g;
@@ -283,12 +293,12 @@ impl<'a> Pass<'a> {
     /// `soon` and counted in `gone`; none found (empty): both are left as they were.
     fn victims_by_node(
         &mut self,
-        p: &Pending,
+        p: &Asker,
         s: &Shape,
         members: u32,
         want: Quota,
         soon: &mut State,
-        gone: &mut BTreeMap<String, Quota>,
+        gone: &mut [Quota],
     ) -> Vec<usize> {
         let running = self.running;
         let on_node = self.on_node.take().unwrap_or_else(|| {
@@ -305,7 +315,7 @@ impl<'a> Pass<'a> {
         });
         let usable: Vec<usize> =
             (0..soon.nodes.len()).filter(|&n| soon.fits_empty(n, s, &self.gpu_mem_total)).collect();
-        let (base, gone0) = (soon.clone(), gone.clone());
+        let (base, gone0) = (soon.clone(), gone.to_vec());
         let mut have: u64 = usable.iter().map(|&n| soon.copies(n, s)).sum();
         let mut chosen: Vec<usize> = Vec::new();
         while have < u64::from(members) {
@@ -327,7 +337,7 @@ impl<'a> Pass<'a> {
             }
             let Some((_, picked)) = best else {
                 *soon = base;
-                *gone = gone0;
+                gone.copy_from_slice(&gone0);
                 chosen.clear();
                 break;
             };
@@ -335,7 +345,7 @@ impl<'a> Pass<'a> {
                 for h in &self.live[i].holds {
                     soon.unhold(h);
                 }
-                let g = gone.entry(running[i].queue.clone()).or_default();
+                let g = &mut gone[self.run_queue[i]];
                 *g = g.plus(self.live[i].quota);
                 chosen.push(i);
             }
@@ -352,11 +362,11 @@ impl<'a> Pass<'a> {
         &self,
         n: usize,
         mut cands: Vec<usize>,
-        p: &Pending,
+        p: &Asker,
         s: &Shape,
         want: Quota,
         soon: &mut State,
-        gone: &BTreeMap<String, Quota>,
+        gone: &[Quota],
     ) -> Option<(Cost, Vec<usize>)> {
         let running = self.running;
         let before = soon.copies(n, s);
@@ -366,7 +376,7 @@ impl<'a> Pass<'a> {
             (r.priority, self.cascades(i, gone), std::cmp::Reverse(r.started_ms), r.id.as_str())
         });
         let mut undo = Undo::default();
-        let mut g = gone.clone();
+        let mut g = gone.to_vec();
         let mut picked: Vec<usize> = Vec::new();
         let mut ok = false;
         for i in cands {
@@ -376,7 +386,7 @@ impl<'a> Pass<'a> {
             for h in &self.live[i].holds {
                 undo.unhold(soon, h);
             }
-            let e = g.entry(running[i].queue.clone()).or_default();
+            let e = &mut g[self.run_queue[i]];
             *e = e.plus(self.live[i].quota);
             picked.push(i);
             if soon.copies(n, s) > before {
@@ -404,7 +414,7 @@ impl<'a> Pass<'a> {
         if !ok {
             return None;
         }
-        let mut g = gone.clone();
+        let mut g = gone.to_vec();
         let mut cost: Cost = (i32::MIN, 0, picked.len(), 0, n);
         for &i in &picked {
             let r = &running[i];
@@ -412,7 +422,7 @@ impl<'a> Pass<'a> {
             cost.1 += usize::from(self.cascades(i, &g));
             let ran = u128::try_from(self.now.saturating_sub(r.started_ms)).unwrap_or(0);
             cost.3 += u128::from(self.live[i].quota.gpu_milli) * ran;
-            let e = g.entry(r.queue.clone()).or_default();
+            let e = &mut g[self.run_queue[i]];
             *e = e.plus(self.live[i].quota);
         }
         Some((cost, picked))
@@ -437,12 +447,12 @@ impl<'a> Pass<'a> {
     #[allow(clippy::too_many_arguments)]
     fn victims_greedy(
         &mut self,
-        p: &Pending,
+        p: &Asker,
         s: &Shape,
         members: u32,
         want: Quota,
         soon: &mut State,
-        gone: &mut BTreeMap<String, Quota>,
+        gone: &mut [Quota],
         chosen: &mut Vec<usize>,
     ) -> Option<Vec<Hold>> {
         for i in self.victim_order() {
@@ -452,7 +462,7 @@ impl<'a> Pass<'a> {
             for h in &self.live[i].holds {
                 soon.unhold(h);
             }
-            let g = gone.entry(self.running[i].queue.clone()).or_default();
+            let g = &mut gone[self.run_queue[i]];
             *g = g.plus(self.live[i].quota);
             chosen.push(i);
             if let Some(h) = place_gang(&mut self.placer, soon, s, members) {

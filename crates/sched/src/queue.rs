@@ -162,7 +162,8 @@ impl Usage {
             return;
         }
         let keep = 0.5f64.powf(dt as f64 / half_life_ms.max(1) as f64);
-        let mut held: BTreeMap<&str, [f64; 3]> = BTreeMap::new();
+        // per queue, summed in the order of `running` (the map's order does not matter)
+        let mut held: crate::fasthash::FastMap<&str, [f64; 3]> = Default::default();
         for r in running {
             let q = Quota::of_running(r);
             let e = held.entry(r.queue.as_str()).or_default();
@@ -180,6 +181,55 @@ impl Usage {
             self.queues.insert(name.to_owned(), h.map(|x| x * (1.0 - keep)));
         }
         self.queues.retain(|_, v| v.iter().any(|&x| x > 1e-9));
+    }
+}
+
+/// The queues of a pass by name, each also under a number (the order they were added in), so that
+/// the running workloads' queues are looked up once per pass.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Queues {
+    index: crate::fasthash::FastMap<String, usize>,
+    states: Vec<QueueState>,
+}
+
+impl Queues {
+    /// The number of queue `name`.
+    pub(crate) fn index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Queue number `i`.
+    pub(crate) fn at(&self, i: usize) -> &QueueState {
+        &self.states[i]
+    }
+
+    /// Queue number `i`, to change.
+    pub(crate) fn at_mut(&mut self, i: usize) -> &mut QueueState {
+        &mut self.states[i]
+    }
+
+    /// Queues in all.
+    pub(crate) fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Room for `n` queues.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Queues {
+            index: crate::fasthash::FastMap::with_capacity_and_hasher(n, Default::default()),
+            states: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds queue `name` (replacing one of that name, which keeps its number); returns its number.
+    pub(crate) fn insert(&mut self, name: String, q: QueueState) -> usize {
+        if let Some(i) = self.index(&name) {
+            self.states[i] = q;
+            return i;
+        }
+        self.states.push(q);
+        self.index.insert(name, self.states.len() - 1);
+        self.states.len() - 1
     }
 }
 
@@ -243,8 +293,12 @@ impl QueueState {
     /// Counts `q` more for `user`.
     pub fn take(&mut self, user: &str, q: Quota) {
         self.used = self.used.plus(q);
-        let u = self.users.entry(user.to_owned()).or_default();
-        *u = u.plus(q);
+        match self.users.get_mut(user) {
+            Some(u) => *u = u.plus(q),
+            None => {
+                self.users.insert(user.to_owned(), Quota::default().plus(q));
+            }
+        }
     }
 
     /// Counts `q` less for `user`.

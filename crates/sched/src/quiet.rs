@@ -27,7 +27,7 @@ use crate::plan::{Pass, quick_fail, summary_of};
 use crate::queue::Quota;
 
 /// What one lane's workloads need at least, for [`Pass::lane_dead`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bounds {
     /// Every workload has no model list and no expression and asks for GPUs.
     pub simple: bool,
@@ -42,7 +42,7 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
-    pub(crate) fn of(list: &[&Pending]) -> Bounds {
+    pub(crate) fn of<'p>(list: impl IntoIterator<Item = &'p Pending>) -> Bounds {
         let mut b =
             Bounds { simple: true, max_priority: i32::MIN, whole: None, fraction: None, want: Quota::UNLIMITED };
         for p in list {
@@ -80,7 +80,7 @@ impl<'a> Pass<'a> {
     /// gone (the only room `Pass::preempt_for` then looks for).
     fn preemption_hopeless(
         &mut self,
-        queue: &str,
+        queue: usize,
         priority: i32,
         want: Quota,
         fails: impl Fn((u32, u32, u32)) -> bool,
@@ -88,10 +88,8 @@ impl<'a> Pass<'a> {
         if !self.config.preemption.enabled {
             return true;
         }
-        let reclaim = self
-            .queues
-            .get(queue)
-            .is_some_and(|q| q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default()));
+        let q = self.queues.at(queue);
+        let reclaim = q.within_guarantee(want) && !q.spec.guarantee.within(Quota::default());
         if reclaim || self.min_running_priority < priority {
             return false;
         }
@@ -127,8 +125,9 @@ impl<'a> Pass<'a> {
         s
     }
 
-    /// Whether considering `p` now would change nothing (see the module documentation).
-    pub(crate) fn hopeless(&mut self, p: &'a Pending) -> bool {
+    /// Whether considering `p` (of queue number `queue`) now would change nothing (see the module
+    /// documentation).
+    pub(crate) fn hopeless(&mut self, p: &'a Pending, queue: usize) -> bool {
         if !self.skips || !self.reservations_done() {
             return false;
         }
@@ -142,15 +141,15 @@ impl<'a> Pass<'a> {
             return false;
         }
         let want = Quota::of_request(r, members);
-        if self.preemption_hopeless(&p.queue, p.priority, want, |sum| quick_fail(need, count, members, sum)) {
+        if self.preemption_hopeless(queue, p.priority, want, |sum| quick_fail(need, count, members, sum)) {
             return true;
         }
         let s = self.st.shape(r);
-        self.preempt_key(p, &s, members, want).is_some_and(|k| self.no_preempt.contains(&k))
+        self.preempt_key(p, queue, &s, members, want).is_some_and(|k| self.no_preempt.contains(&k))
     }
 
-    /// Whether every workload of the lane of `queue` would change nothing now.
-    pub(crate) fn lane_dead(&mut self, queue: &str, b: &Bounds) -> bool {
+    /// Whether every workload of the lane of queue number `queue` would change nothing now.
+    pub(crate) fn lane_dead(&mut self, queue: usize, b: &Bounds) -> bool {
         if !self.skips || !b.simple || !self.reservations_done() {
             return false;
         }

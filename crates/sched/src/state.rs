@@ -4,8 +4,8 @@
 //! A GPU is free for a whole-GPU request only when all of its 1000 milli are free, and a GPU held whole
 //! has no milli left for fractions, so whole and fractional work never share a GPU.
 
+use crate::fasthash::FastMap;
 use crate::model::{Cluster, GpuRequest, GpuShare, Placement, Request, WHOLE};
-use std::collections::HashMap;
 
 /// Free and total resources of one node; its GPUs are `gpu_start .. gpu_start + gpu_len` in [`State`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub struct NodeState {
     pub gpu_len: u32,
     /// Bumped on every change; lets policies cache per-node scores.
     pub version: u32,
+    /// GPUs with all their milli free (kept by [`State`]'s methods, which recount it on every change).
+    pub whole_free: u32,
 }
 
 impl NodeState {
@@ -44,8 +46,8 @@ pub struct State {
     pub gpu_mem_free: Vec<u64>,
     /// Model id (index into `models`) per GPU.
     pub gpu_model: Vec<u16>,
-    /// Interned model names.
-    pub models: Vec<String>,
+    /// Interned model names (shared by copies of the state).
+    pub models: std::sync::Arc<Vec<String>>,
     /// Total milli-GPU of the cluster.
     pub gpu_milli_total: u64,
     /// Milli-GPU allocated now.
@@ -105,13 +107,14 @@ impl State {
     /// Builds the state of an empty cluster.
     pub fn new(cluster: &Cluster) -> Self {
         let mut models: Vec<String> = Vec::new();
-        let mut model_ids: HashMap<String, u16> = HashMap::new();
+        let mut model_ids: FastMap<String, u16> = FastMap::default();
+        let gpus: usize = cluster.nodes.iter().map(|n| n.gpus.len()).sum();
         let mut st = State {
             nodes: Vec::with_capacity(cluster.nodes.len()),
-            gpu_free: Vec::new(),
-            gpu_mem_free: Vec::new(),
-            gpu_model: Vec::new(),
-            models: Vec::new(),
+            gpu_free: Vec::with_capacity(gpus),
+            gpu_mem_free: Vec::with_capacity(gpus),
+            gpu_model: Vec::with_capacity(gpus),
+            models: Default::default(),
             gpu_milli_total: 0,
             gpu_milli_used: 0,
         };
@@ -138,9 +141,10 @@ impl State {
                 gpu_start: start,
                 gpu_len: n.gpus.len() as u32,
                 version: 0,
+                whole_free: n.gpus.len() as u32,
             });
         }
-        st.models = models;
+        st.models = std::sync::Arc::new(models);
         st
     }
 
@@ -173,6 +177,9 @@ impl State {
         }
         if s.count == 0 {
             return true;
+        }
+        if let Some(k) = self.whole_fitting(n, s) {
+            return k >= s.count;
         }
         let mut k = 0;
         for g in node.gpu_range() {
@@ -209,6 +216,7 @@ impl State {
             self.gpu_mem_free[g] -= s.gpu_mem;
         }
         self.gpu_milli_used += u64::from(s.need) * c.gpus.len() as u64;
+        self.recount(c.node);
     }
 
     /// Gives back what [`State::apply`] took.
@@ -223,6 +231,22 @@ impl State {
             self.gpu_mem_free[g] += s.gpu_mem;
         }
         self.gpu_milli_used -= u64::from(s.need) * c.gpus.len() as u64;
+        self.recount(c.node);
+    }
+
+    /// Counts node `n`'s wholly free GPUs again ([`NodeState::whole_free`]).
+    fn recount(&mut self, n: u32) {
+        let node = &self.nodes[n as usize];
+        let k = self.gpu_free[node.gpu_range()].iter().filter(|&&f| f >= WHOLE).count() as u32;
+        self.nodes[n as usize].whole_free = k;
+    }
+
+    /// GPUs of node `n` that can take one unit of `s` now, when that is its wholly free GPUs: `s` asks
+    /// for whole GPUs without GPU memory, models or expression.
+    #[inline]
+    fn whole_fitting(&self, n: usize, s: &Shape) -> Option<u32> {
+        let plain = s.need == WHOLE && s.gpu_mem == 0 && s.models.is_none() && s.gpu_ok.is_none();
+        plain.then(|| self.nodes[n].whole_free)
     }
 
     /// Free milli-GPU of node `n`.
@@ -285,6 +309,7 @@ impl State {
             self.gpu_mem_free[g] = self.gpu_mem_free[g].saturating_sub(mem);
             self.gpu_milli_used += u64::from(take);
         }
+        self.recount(h.node);
     }
 
     /// Gives back what `h` holds (never above the node's totals or a whole GPU).
@@ -300,6 +325,7 @@ impl State {
             self.gpu_mem_free[g] += mem;
             self.gpu_milli_used -= u64::from(give).min(self.gpu_milli_used);
         }
+        self.recount(h.node);
     }
 
     /// The node number of flat GPU `g`.
@@ -346,6 +372,7 @@ impl State {
             self.gpu_milli_used += u64::from(m);
             gpus.push((g, m, gm));
         }
+        self.recount(h.node);
         Taken { node: h.node, cpu, mem, gpus }
     }
 
@@ -360,6 +387,7 @@ impl State {
             self.gpu_mem_free[g as usize] += gm;
             self.gpu_milli_used -= u64::from(m);
         }
+        self.recount(t.node);
     }
 
     /// How many members of shape `s` node `n` could take now.
@@ -368,10 +396,10 @@ impl State {
         if s.node_ok.as_ref().is_some_and(|m| !m[n]) {
             return 0;
         }
-        let by_cpu = node.cpu_free.checked_div(s.cpu).unwrap_or(u64::MAX);
-        let by_mem = node.mem_free.checked_div(s.mem).unwrap_or(u64::MAX);
         let by_gpu = if s.count == 0 {
             u64::MAX
+        } else if let Some(k) = self.whole_fitting(n, s) {
+            u64::from(k) / u64::from(s.count)
         } else if s.need >= WHOLE || s.count > 1 {
             node.gpu_range().filter(|&g| s.gpu_fits(self, g)).count() as u64 / u64::from(s.count)
         } else {
@@ -384,6 +412,15 @@ impl State {
                 })
                 .sum()
         };
-        by_cpu.min(by_mem).min(by_gpu)
+        // min(free / per, cap), dividing only when the CPUs or memory hold fewer than `cap`
+        let within = |free: u64, per: u64, cap: u64| match cap.checked_mul(per) {
+            _ if per == 0 => cap,
+            Some(need) if need <= free => cap,
+            _ => free / per,
+        };
+        within(node.mem_free, s.mem, within(node.cpu_free, s.cpu, by_gpu))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -430,3 +430,59 @@ proptest! {
         prop_assert!(quiet.pending.is_empty());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A backlog kept across passes (workloads inserted, replaced and removed under ordinals, started
+    /// ones taken out between passes) decides as `decide` over its workloads in ordinal order.
+    #[test]
+    fn backlog_decides_as_decide(
+        c in arb_cluster(),
+        first in arb_pending(12),
+        later in arb_pending(40),
+        ops in prop::collection::vec((0usize..60, 0u8..4), 1..80),
+        cfg in arb_config(),
+        simple in any::<bool>(),
+        stopping in any::<bool>(),
+        shared_ids in any::<bool>(),
+    ) {
+        let d1 = schedule(&c, &[], &first, &cfg, 0);
+        let mut running = to_running(&d1, &first, 0);
+        if stopping {
+            for r in running.iter_mut().step_by(2) {
+                r.stopping = true;
+            }
+        }
+        let later = if simple { plain(later) } else { later };
+        prop_assume!(!later.is_empty());
+        let mut backlog = Backlog::new();
+        let mut model: BTreeMap<usize, Pending> = BTreeMap::new();
+        for (i, &(ord, op)) in ops.iter().enumerate() {
+            if op == 0 {
+                prop_assert_eq!(backlog.remove(ord), model.remove(&ord));
+            } else {
+                let mut p = later[i % later.len()].clone();
+                p.id = if shared_ids { format!("b{}", ord % 3) } else { format!("b{ord}") };
+                p.submit_ms = (i as i64) * 5 % 17;
+                prop_assert_eq!(backlog.insert(ord, p.clone()), model.insert(ord, p));
+            }
+        }
+        let as_vec: Vec<Pending> = model.values().cloned().collect();
+        prop_assert_eq!(&backlog.to_vec(), &as_vec);
+        prop_assert_eq!(backlog.len(), as_vec.len());
+        let d = decide_backlog(&c, &running, &backlog, &cfg, 50);
+        prop_assert_eq!(&d, &decide(&c, &running, &as_vec, &cfg, 50));
+        // the next pass: the started workloads leave the backlog and run
+        if !shared_ids {
+            for s in &d.starts {
+                let ord: usize = s.id[1..].parse().unwrap();
+                prop_assert!(backlog.remove(ord).is_some());
+                model.remove(&ord);
+            }
+            running.extend(to_running(&d, &as_vec, 50));
+            let as_vec: Vec<Pending> = model.values().cloned().collect();
+            prop_assert_eq!(&decide_backlog(&c, &running, &backlog, &cfg, 60), &decide(&c, &running, &as_vec, &cfg, 60));
+        }
+    }
+}

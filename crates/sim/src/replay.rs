@@ -13,8 +13,8 @@
 use crate::SimError;
 use crate::trace::{Job, read_philly};
 use gpuhub_sched::{
-    Backfill, Cluster, Config, Gpu, GpuRequest, Node, Pending, Policy, Preemption, QueueSpec, Quota, Request, Running,
-    Usage, decide,
+    Backfill, Backlog, Cluster, Config, Gpu, GpuRequest, Node, Pending, Policy, Preemption, QueueSpec, Quota, Request,
+    Running, decide_backlog,
 };
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -361,18 +361,20 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let mut next_arrival = 0usize;
     // the last pass started and preempted nothing while jobs waited
     let mut quiet_last = false;
-    // waiting jobs (live indices) in (submit, index) order, and what the scheduler is given for them
-    let mut pending: Vec<usize> = Vec::new();
-    let mut pend_list: Vec<Pending> = Vec::new();
+    // what the scheduler is given for the waiting jobs, each under its live index (live is in submit
+    // order, so that is (submit, index) order)
+    let mut backlog = Backlog::new();
     // what the scheduler is given for the running jobs, in live-index order like `running`
     let mut run_list: Vec<Running> = Vec::new();
     let team_names: Vec<&str> = gpu_time.keys().copied().collect();
     let team_ix: Vec<usize> =
         live.iter().map(|l| team_names.iter().position(|t| *t == jobs[l.job].team).unwrap_or(0)).collect();
+    // per team: the GPUs its waiting jobs ask for (a multiset: GPUs -> jobs)
+    let mut waiting: Vec<BTreeMap<u64, usize>> = vec![BTreeMap::new(); team_names.len()];
+    let want_of = |l: &Live| u64::from(l.members * l.per_member);
     // running: live index -> (start ms, end ms, stop-at ms if preempted, placements)
     let mut running: RunningJobs = BTreeMap::new();
     let mut finish: Vec<Option<i64>> = vec![None; n];
-    let mut usage = Usage::default();
     let mut preemptions = 0;
     let mut now = live.first().map_or(0, |l| l.submit_ms);
     let first_submit = now;
@@ -396,11 +398,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         }
         curve.push(((now - first_submit) as f64 / 86_400_000.0, held_gpus as f64 * 100.0 / total_gpus));
         // starvation since the last tick: a team waiting with a job that fits its guarantee while below it
-        let mut min_wait: Vec<u64> = vec![u64::MAX; team_names.len()];
-        for &k in &pending {
-            let want = u64::from(live[k].members * live[k].per_member);
-            min_wait[team_ix[k]] = min_wait[team_ix[k]].min(want);
-        }
+        let min_wait: Vec<u64> = waiting.iter().map(|w| w.keys().next().copied().unwrap_or(u64::MAX)).collect();
         for (t, &want) in team_names.iter().zip(&min_wait).filter(|(_, w)| **w != u64::MAX) {
             let held = team_held.get(t).copied().unwrap_or(0);
             let gua = guarantee.get(t).copied().unwrap_or(0);
@@ -436,9 +434,8 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             match stop {
                 Some(s) if s < end => {
                     live[k].remaining_ms = end - s;
-                    let i = pending.partition_point(|&x| (live[x].submit_ms, x) < (live[k].submit_ms, k));
-                    pending.insert(i, k);
-                    pend_list.insert(i, pending_of(&live[k], &ids[k], team_of(k)));
+                    backlog.insert(k, pending_of(&live[k], &ids[k], team_of(k)));
+                    *waiting[team_ix[k]].entry(want_of(&live[k])).or_default() += 1;
                     let _ = start;
                 }
                 _ => finish[k] = Some(end),
@@ -446,12 +443,11 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         }
         while next_arrival < n && live[next_arrival].submit_ms <= now {
             let k = next_arrival;
-            let i = pending.partition_point(|&x| (live[x].submit_ms, x) < (live[k].submit_ms, k));
-            pending.insert(i, k);
-            pend_list.insert(i, pending_of(&live[k], &ids[k], team_of(k)));
+            backlog.insert(k, pending_of(&live[k], &ids[k], team_of(k)));
+            *waiting[team_ix[k]].entry(want_of(&live[k])).or_default() += 1;
             next_arrival += 1;
         }
-        if pending.is_empty() && running.is_empty() && next_arrival >= n {
+        if backlog.is_empty() && running.is_empty() && next_arrival >= n {
             break;
         }
         // one scheduling pass, unless it provably changes nothing (FIFO orders only)
@@ -462,14 +458,20 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             && !fifo_may_start(d, &live[arrivals_from..next_arrival], &running, a.nodes, g);
         if !skip {
             if full {
-                usage.advance(&run_list, now, half_life_ms);
-                cfg.usage = usage.clone();
+                cfg.usage.advance(&run_list, now, half_life_ms);
             }
-            let dec = decide(&c, &run_list, &pend_list, &cfg, now);
-            quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !pend_list.is_empty();
-            let mut started_now: Vec<usize> = Vec::with_capacity(dec.starts.len());
+            let dec = decide_backlog(&c, &run_list, &backlog, &cfg, now);
+            quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !backlog.is_empty();
             for s in dec.starts {
                 let k = index(&s.id);
+                backlog.remove(k);
+                let w = &mut waiting[team_ix[k]];
+                if let Some(c) = w.get_mut(&want_of(&live[k])) {
+                    *c -= 1;
+                    if *c == 0 {
+                        w.remove(&want_of(&live[k]));
+                    }
+                }
                 live[k].first_start_ms.get_or_insert(now);
                 let i = run_list.partition_point(|r| index(&r.id) < k);
                 run_list.insert(
@@ -490,17 +492,6 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                 let gpus = u64::from(live[k].members * live[k].per_member);
                 held_gpus += gpus;
                 *team_held.entry(jobs[live[k].job].team.as_str()).or_default() += gpus;
-                started_now.push(k);
-            }
-            if !started_now.is_empty() {
-                started_now.sort_unstable();
-                let gone = |k: &usize| started_now.binary_search(k).is_ok();
-                let mut i = 0;
-                pend_list.retain(|_| {
-                    i += 1;
-                    !gone(&pending[i - 1])
-                });
-                pending.retain(|k| !gone(k));
             }
             for p in dec.preemptions {
                 let k = index(&p.id);
