@@ -2,8 +2,12 @@ use super::*;
 use crate::model::{Cluster, GpuRequest, Request};
 use rand::{Rng, SeedableRng};
 
+/// Everything a distribution is, in a comparable form: counts, classes, weights, ratios per model, epoch,
+/// tasks seen and the next refresh.
+type DistState = (Vec<(TypeKey, f64)>, Vec<Class>, [f64; 3], Vec<(f64, f64)>, u32, u64, u64);
+
 /// Everything a distribution is, in a comparable form.
-fn state(d: &Dist) -> (Vec<(TypeKey, f64)>, Vec<Class>, [f64; 3], Vec<(f64, f64)>, u32, u64, u64) {
+fn state(d: &Dist) -> DistState {
     let mut counts: Vec<(TypeKey, f64)> = d.counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
     counts.sort_by(|a, b| a.0.cmp(&b.0));
     (

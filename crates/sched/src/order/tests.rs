@@ -9,7 +9,7 @@ use crate::queue::QueueSpec;
 use rand::{Rng, SeedableRng};
 
 /// The next workload by the rule, from what is left of each queue's workloads.
-fn reference<'p>(pass: &Pass<'_>, left: &[Vec<&'p Pending>], qix: &[usize]) -> Option<(usize, usize)> {
+fn reference(pass: &Pass<'_>, left: &[Vec<&Pending>], qix: &[usize]) -> Option<(usize, usize)> {
     let mut best: Option<(OrderKey, &str, usize, usize)> = None;
     for (q, list) in left.iter().enumerate() {
         let mut sorted: Vec<(usize, &&Pending)> = list.iter().enumerate().collect();
