@@ -40,7 +40,8 @@ curl -fsN "${auth[@]}" "$url/api/v1/workloads/logbench/logs?follow=true" >/dev/n
 follower=$!
 run_peak=0
 while :; do
-    state="$(curl -fs "${auth[@]}" "$url/api/v1/workloads/logbench" | sed 's/.*"state":"\([a-z]*\)".*/\1/')"
+    # the workload's own state (its members carry states of their own)
+    state="$(curl -fs "${auth[@]}" "$url/api/v1/workloads/logbench" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')"
     r="$(sample)"; [ "$r" -gt "$run_peak" ] && run_peak="$r"
     case "$state" in succeeded|failed|stopped|lost) break ;; esac
     sleep 0.5
