@@ -27,7 +27,7 @@ impl Pass<'_> {
         let (live, started) = (&self.live, &self.started);
         let holds = |src: Source| -> &[Hold] {
             match src {
-                Source::Live(i) => &live[i].holds,
+                Source::Live(i) => &live[i].holds[..],
                 Source::Started(i) => &started[i].0,
             }
         };

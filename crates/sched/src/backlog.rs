@@ -40,6 +40,8 @@ pub struct Backlog {
     trees: Vec<Vec<u64>>,
     /// The same over all kinds.
     total: Vec<u64>,
+    /// The running workloads' holds, compiled in earlier passes.
+    holds: crate::held::HoldCache,
 }
 
 /// One queue's workloads in the backlog.
@@ -328,15 +330,16 @@ impl Backlog {
 
 /// [`crate::decide`] over the workloads of `backlog` in ordinal order ([`Backlog::to_vec`]): the same
 /// starts and preemptions, at a cost that grows with what the pass considers rather than with the whole
-/// backlog.
+/// backlog. The backlog also keeps the running workloads' holds between passes (by id and start time),
+/// so a backlog serves one cluster.
 pub fn decide_backlog(
     cluster: &Cluster,
     running: &[Running],
-    backlog: &Backlog,
+    backlog: &mut Backlog,
     config: &Config,
     now_ms: i64,
 ) -> Decisions {
-    let mut pass = Pass::new(cluster, running, config, now_ms);
+    let mut pass = Pass::with_cache(cluster, running, config, now_ms, Some(&mut backlog.holds));
     pass.quiet = true;
     backlog.observe(&mut pass);
     let mut lanes = Vec::with_capacity(backlog.lanes.len());

@@ -63,6 +63,7 @@ pub mod explain;
 pub mod expr;
 mod fasthash;
 pub mod frag;
+mod held;
 pub mod model;
 mod order;
 pub mod plan;

@@ -10,6 +10,7 @@ use crate::policy::Placer;
 use crate::queue::{QueueSpec, QueueState, Queues, Quota};
 use crate::state::{Hold, Shape, State};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A blocked workload's reserved start: when, and the cluster as it will be then with it placed.
 #[derive(Debug, Clone)]
@@ -23,7 +24,8 @@ pub(crate) struct Reserved {
 /// A running workload as the pass sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct Live {
-    pub holds: Vec<Hold>,
+    /// What it holds (shared with the [`crate::held::HoldCache`] that kept it since an earlier pass).
+    pub holds: Arc<[Hold]>,
     /// When its resources are expected back; none: unknown.
     pub end_ms: Option<i64>,
     pub quota: Quota,
@@ -145,37 +147,31 @@ pub fn pass(
 
 impl<'a> Pass<'a> {
     pub(crate) fn new(cluster: &'a Cluster, running: &'a [Running], config: &'a Config, now: i64) -> Self {
-        let mut st = State::new(cluster);
-        let node_ix: FastMap<&str, usize> =
-            cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        Self::with_cache(cluster, running, config, now, None)
+    }
+
+    /// [`Pass::new`], taking the running workloads' holds from `cache` where it has them (and keeping
+    /// there those it compiles).
+    pub(crate) fn with_cache(
+        cluster: &'a Cluster,
+        running: &'a [Running],
+        config: &'a Config,
+        now: i64,
+        cache: Option<&mut crate::held::HoldCache>,
+    ) -> Self {
+        let (st, held) = crate::held::compile(cluster, running, cache);
         let mut queues = Queues::with_capacity(config.queues.len() + 1);
         let mut run_queue = Vec::with_capacity(running.len());
         for q in &config.queues {
             queues.insert(q.name.clone(), queue_state(q.clone(), config));
         }
         let mut live = Vec::with_capacity(running.len());
-        for r in running {
-            let mut holds = Vec::with_capacity(r.placements.len());
-            for p in &r.placements {
-                let Some(&n) = node_ix.get(p.node.as_str()) else { continue };
-                let node = &cluster.nodes[n];
-                let start = st.nodes[n].gpu_start;
-                let mut gpus = Vec::with_capacity(p.gpus.len());
-                for g in &p.gpus {
-                    if let Some(k) = node.gpus.iter().position(|x| same_text(&x.uuid, &g.uuid)) {
-                        gpus.push((start + k as u32, g.milli, g.memory));
-                    }
-                }
-                let h = Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus };
-                st.hold(&h);
-                holds.push(h);
-            }
+        for (r, (holds, quota)) in running.iter().zip(held) {
             let end_ms = if r.stopping {
                 Some(now + config.preemption.grace_ms)
             } else {
                 r.runtime_limit_ms.map(|l| (r.started_ms + l).max(now))
             };
-            let quota = Quota::of_running(r);
             let q = match queues.index(&r.queue) {
                 Some(q) => q,
                 None => queues.insert(r.queue.clone(), queue_state(QueueSpec::open(&r.queue), config)),
@@ -483,8 +479,8 @@ impl<'a> Pass<'a> {
         if let Some(why) = self.quick_no(s, members) {
             return Err(why);
         }
-        let relevant: Vec<usize> =
-            (0..self.reserved.len()).filter(|&i| end.is_none_or(|e| e > self.reserved[i].at_ms)).collect();
+        let mut relevant: Vec<usize> = Vec::with_capacity(self.reserved.len());
+        relevant.extend((0..self.reserved.len()).filter(|&i| end.is_none_or(|e| e > self.reserved[i].at_ms)));
         let booked = self.bookings.holds_for(&self.st, &p.queue, self.now, end);
         // the same shape failed already against the same state and reserved starts
         let key = (booked.is_empty() && s.gpu_ok.is_none() && s.node_ok.is_none()).then(|| {
@@ -692,11 +688,6 @@ pub(crate) fn place_gang(placer: &mut Placer, st: &State, s: &Shape, members: u3
     }
     placer.set_cache(cached);
     (holds.len() == members as usize).then_some(holds)
-}
-
-/// Whether two strings are equal, compared from the end: GPU uuids of one node share their beginning.
-fn same_text(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().rev().eq(b.bytes().rev())
 }
 
 /// Total GPU memory per flat GPU of the cluster.

@@ -121,8 +121,10 @@ impl<'a> Pass<'a> {
     /// What a failed [`Pass::preempt_for`] of `p` depended on, when that can be remembered: an attempt
     /// that finds no room changes nothing, so the same workload shape, queue, priority and request fail
     /// again until something starts, gets a reserved start or is chosen as a victim. None (never
-    /// remembered) for shapes with expression masks, and for the random policy (whose draws a skipped
-    /// attempt would not consume).
+    /// remembered) for shapes with expression masks, and for gangs under the random policy (whose draws
+    /// a skipped attempt would not consume). A single member is placed, and draws, only where some node
+    /// fits it, and an attempt that finds such a node does not fail: a failed attempt for a single member
+    /// draws nothing, so skipping it leaves every later draw as it was.
     pub(crate) fn preempt_key(
         &self,
         p: &Pending,
@@ -134,7 +136,7 @@ impl<'a> Pass<'a> {
         let ok = self.skips
             && s.gpu_ok.is_none()
             && s.node_ok.is_none()
-            && self.config.policy != crate::policy::Policy::Random;
+            && (members <= 1 || self.config.policy != crate::policy::Policy::Random);
         ok.then(|| {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
             let reclaim = self.reclaims(queue, want);
@@ -170,7 +172,7 @@ impl<'a> Pass<'a> {
         let mut stopping = 0;
         for (i, r) in running.iter().enumerate() {
             if r.stopping || self.victims[i] {
-                for h in &self.live[i].holds {
+                for h in self.live[i].holds.iter() {
                     soon.unhold(h);
                 }
                 stopping += 1;
@@ -232,7 +234,7 @@ impl<'a> Pass<'a> {
         for k in (0..chosen.len()).rev() {
             let i = chosen[k];
             let mut trial = soon.clone();
-            for h in &self.live[i].holds {
+            for h in self.live[i].holds.iter() {
                 trial.hold(h);
             }
             if let Some(h) = place_gang(&mut self.placer, &trial, s, members) {
@@ -304,7 +306,7 @@ impl<'a> Pass<'a> {
         let on_node = self.on_node.take().unwrap_or_else(|| {
             let mut v: Vec<Vec<usize>> = vec![Vec::new(); self.st.nodes.len()];
             for (i, l) in self.live.iter().enumerate() {
-                for h in &l.holds {
+                for h in l.holds.iter() {
                     let list = &mut v[h.node as usize];
                     if list.last() != Some(&i) {
                         list.push(i);
@@ -342,7 +344,7 @@ impl<'a> Pass<'a> {
                 break;
             };
             for i in picked {
-                for h in &self.live[i].holds {
+                for h in self.live[i].holds.iter() {
                     soon.unhold(h);
                 }
                 let g = &mut gone[self.run_queue[i]];
@@ -383,7 +385,7 @@ impl<'a> Pass<'a> {
             if !self.eligible(i, p, want, &g) {
                 continue;
             }
-            for h in &self.live[i].holds {
+            for h in self.live[i].holds.iter() {
                 undo.unhold(soon, h);
             }
             let e = &mut g[self.run_queue[i]];
@@ -398,13 +400,13 @@ impl<'a> Pass<'a> {
             // drop earlier picks the later ones made unnecessary
             for k in (0..picked.len().saturating_sub(1)).rev() {
                 let i = picked[k];
-                for h in &self.live[i].holds {
+                for h in self.live[i].holds.iter() {
                     soon.hold(h);
                 }
                 if soon.copies(n, s) > before {
                     picked.remove(k);
                 } else {
-                    for h in &self.live[i].holds {
+                    for h in self.live[i].holds.iter() {
                         soon.unhold(h);
                     }
                 }
@@ -459,7 +461,7 @@ impl<'a> Pass<'a> {
             if !self.eligible(i, p, want, gone) {
                 continue;
             }
-            for h in &self.live[i].holds {
+            for h in self.live[i].holds.iter() {
                 soon.unhold(h);
             }
             let g = &mut gone[self.run_queue[i]];

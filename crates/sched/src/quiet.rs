@@ -110,7 +110,7 @@ impl<'a> Pass<'a> {
         let mut soon = self.st.clone();
         for (i, r) in self.running.iter().enumerate() {
             if r.stopping || self.victims[i] {
-                for h in &self.live[i].holds {
+                for h in self.live[i].holds.iter() {
                     soon.unhold(h);
                 }
             }

@@ -435,7 +435,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     /// A backlog kept across passes (workloads inserted, replaced and removed under ordinals, started
-    /// ones taken out between passes) decides as `decide` over its workloads in ordinal order.
+    /// ones taken out between passes, the running workloads' holds kept while running ones end, move in
+    /// the list or start again) decides as `decide` over its workloads in ordinal order.
     #[test]
     fn backlog_decides_as_decide(
         c in arb_cluster(),
@@ -471,7 +472,7 @@ proptest! {
         let as_vec: Vec<Pending> = model.values().cloned().collect();
         prop_assert_eq!(&backlog.to_vec(), &as_vec);
         prop_assert_eq!(backlog.len(), as_vec.len());
-        let d = decide_backlog(&c, &running, &backlog, &cfg, 50);
+        let d = decide_backlog(&c, &running, &mut backlog, &cfg, 50);
         prop_assert_eq!(&d, &decide(&c, &running, &as_vec, &cfg, 50));
         // the next pass: the started workloads leave the backlog and run
         if !shared_ids {
@@ -482,7 +483,21 @@ proptest! {
             }
             running.extend(to_running(&d, &as_vec, 50));
             let as_vec: Vec<Pending> = model.values().cloned().collect();
-            prop_assert_eq!(&decide_backlog(&c, &running, &backlog, &cfg, 60), &decide(&c, &running, &as_vec, &cfg, 60));
+            prop_assert_eq!(&decide_backlog(&c, &running, &mut backlog, &cfg, 60), &decide(&c, &running, &as_vec, &cfg, 60));
+            // and a third, on the holds the backlog kept: some end, one moves to the end of the list, and
+            // one starts again under its id, at another time and elsewhere
+            let mut k = 0;
+            running.retain(|_| {
+                k += 1;
+                k % 3 != 0
+            });
+            if running.len() > 2 {
+                let r = running.remove(0);
+                running.push(r);
+                running[0].placements = running[1].placements.clone();
+                running[0].started_ms = 65;
+            }
+            prop_assert_eq!(&decide_backlog(&c, &running, &mut backlog, &cfg, 70), &decide(&c, &running, &as_vec, &cfg, 70));
         }
     }
 }

@@ -283,6 +283,14 @@ fn replay_all(jobs: &[Job], a: &ReplayArgs, disciplines: &[Discipline]) -> Vec<R
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
         .clamp(1, disciplines.len().max(1));
+    // the longest first (the full scheduler, then FIFO with backfill, then FIFO), so that the threads
+    // end close together; the reports keep the order given
+    let mut order: Vec<usize> = (0..disciplines.len()).collect();
+    order.sort_by_key(|&i| match disciplines[i] {
+        Discipline::Full(_) => 0,
+        Discipline::FifoBackfill => 1,
+        Discipline::Fifo => 2,
+    });
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done: std::sync::Mutex<Vec<Option<ReplayReport>>> =
         std::sync::Mutex::new(disciplines.iter().map(|_| None).collect());
@@ -290,8 +298,9 @@ fn replay_all(jobs: &[Job], a: &ReplayArgs, disciplines: &[Discipline]) -> Vec<R
         for _ in 0..threads {
             scope.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&d) = disciplines.get(i) else { break };
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = order.get(k) else { break };
+                    let d = disciplines[i];
                     let report = replay(jobs, a, d);
                     done.lock().expect("no replay panics while holding the lock")[i] = Some(report);
                 }
@@ -460,7 +469,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             if full {
                 cfg.usage.advance(&run_list, now, half_life_ms);
             }
-            let dec = decide_backlog(&c, &run_list, &backlog, &cfg, now);
+            let dec = decide_backlog(&c, &run_list, &mut backlog, &cfg, now);
             quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !backlog.is_empty();
             for s in dec.starts {
                 let k = index(&s.id);
