@@ -180,26 +180,11 @@ pub fn explanation(e: &gpuhub_sched::Explanation) -> Explanation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuhub_core::node::GpuDevice;
     use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
     use gpuhub_core::{Bytes, CpuMilli};
 
     fn node() -> NodeCapacity {
-        NodeCapacity {
-            name: "n".into(),
-            cpus: CpuMilli(4000),
-            memory: Bytes(8 << 30),
-            gpus: (0..2)
-                .map(|i| GpuDevice {
-                    uuid: format!("G{i}"),
-                    index: i,
-                    model: "H200".into(),
-                    memory: Bytes(1 << 30),
-                    device: None,
-                })
-                .collect(),
-            labels: Default::default(),
-        }
+        NodeCapacity::uniform("n", CpuMilli(4000), Bytes(8 << 30), 2, "H200", Bytes(1 << 30), "G")
     }
 
     fn w(id: &str, gpus: u32, state: WorkloadState, held: &[&str], t: i64) -> Workload {

@@ -94,26 +94,11 @@ pub fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuhub_core::node::GpuDevice;
     use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
     use gpuhub_core::{Bytes, CpuMilli};
 
     fn node() -> NodeCapacity {
-        NodeCapacity {
-            name: "n".into(),
-            cpus: CpuMilli(8000),
-            memory: Bytes(32 << 30),
-            gpus: (0..2)
-                .map(|i| GpuDevice {
-                    uuid: format!("G{i}"),
-                    index: i,
-                    model: "A100".into(),
-                    memory: Bytes(80 << 30),
-                    device: None,
-                })
-                .collect(),
-            labels: Default::default(),
-        }
+        NodeCapacity::uniform("n", CpuMilli(8000), Bytes(32 << 30), 2, "A100", Bytes(80 << 30), "G")
     }
 
     fn job(gpus: u32) -> Workload {

@@ -36,3 +36,33 @@ pub struct NodeCapacity {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
 }
+
+impl NodeCapacity {
+    /// A node named `name` with `gpus` GPUs of one model and memory, uuids `<uuid_prefix><index>`, no
+    /// device nodes and no labels (as configured inventories and tests describe nodes).
+    pub fn uniform(
+        name: &str,
+        cpus: CpuMilli,
+        memory: Bytes,
+        gpus: u32,
+        model: &str,
+        gpu_memory: Bytes,
+        uuid_prefix: &str,
+    ) -> Self {
+        NodeCapacity {
+            name: name.to_owned(),
+            cpus,
+            memory,
+            gpus: (0..gpus)
+                .map(|i| GpuDevice {
+                    uuid: format!("{uuid_prefix}{i}"),
+                    index: i,
+                    model: model.to_owned(),
+                    memory: gpu_memory,
+                    device: None,
+                })
+                .collect(),
+            labels: Default::default(),
+        }
+    }
+}

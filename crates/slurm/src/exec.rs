@@ -35,20 +35,7 @@ impl SlurmEngine {
             return Err(EngineError::Rejected(format!("invalid environment variable name {k:?}")));
         }
         let c = &self.inner.config;
-        let mut args = vec![
-            format!("--jobid={job}"),
-            "--overlap".to_owned(),
-            format!("--nodelist={node}"),
-            "--nodes=1".to_owned(),
-            "--ntasks=1".to_owned(),
-            "--quiet".to_owned(),
-        ];
-        if spec.tty.is_some() {
-            args.push("--pty".to_owned());
-        }
-        args.push(c.oci_runtime.command().to_owned());
-        args.push("--rootless=true".to_owned());
-        args.push(format!("--root={}", c.oci_root.display()));
+        let mut args = self.runtime_step(job, node, spec.tty.is_some());
         args.push("exec".to_owned());
         if spec.tty.is_some() {
             args.push("--tty".to_owned());
@@ -68,6 +55,27 @@ impl SlurmEngine {
         args.push(container.to_owned());
         args.extend(spec.command.iter().cloned());
         Ok(self.slurm("srun", args).as_user(uid, gid))
+    }
+
+    /// The arguments of `srun` that run the OCI runtime (rootless, at the configured root) in an
+    /// overlapping one-task step of `job` on `node`, with a PTY when `pty`; the runtime's command follows.
+    pub(crate) fn runtime_step(&self, job: impl std::fmt::Display, node: &str, pty: bool) -> Vec<String> {
+        let c = &self.inner.config;
+        let mut args = vec![
+            format!("--jobid={job}"),
+            "--overlap".to_owned(),
+            format!("--nodelist={node}"),
+            "--nodes=1".to_owned(),
+            "--ntasks=1".to_owned(),
+            "--quiet".to_owned(),
+        ];
+        if pty {
+            args.push("--pty".to_owned());
+        }
+        args.push(c.oci_runtime.command().to_owned());
+        args.push("--rootless=true".to_owned());
+        args.push(format!("--root={}", c.oci_root.display()));
+        args
     }
 
     pub(crate) async fn exec_member(&self, member: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {

@@ -358,26 +358,13 @@ impl SlurmEngine {
             return;
         };
         let steps = parse::squeue::step_lines(&out.stdout_text()).unwrap_or_default();
-        let c = &self.inner.config;
         let kills = steps.iter().filter(|s| s.name.starts_with('m')).filter_map(|s| {
             let node = s.nodes.first()?;
             let container = format!("{node}.{}.{job}.{}.0", f.job.user, s.step);
-            let args = [
-                format!("--jobid={job}"),
-                "--overlap".to_owned(),
-                format!("--nodelist={node}"),
-                "--nodes=1".to_owned(),
-                "--ntasks=1".to_owned(),
-                "--quiet".to_owned(),
-                c.oci_runtime.command().to_owned(),
-                "--rootless=true".to_owned(),
-                format!("--root={}", c.oci_root.display()),
-                // the container's PID 1: its PID namespace, and so every process in it, goes with it
-                // (`kill --all` needs the container's cgroup, which rootless containers here lack)
-                "kill".to_owned(),
-                container,
-                "KILL".to_owned(),
-            ];
+            let mut args = self.runtime_step(&job, node, false);
+            // the container's PID 1: its PID namespace, and so every process in it, goes with it
+            // (`kill --all` needs the container's cgroup, which rootless containers here lack)
+            args.extend(["kill".to_owned(), container, "KILL".to_owned()]);
             Some(self.slurm("srun", args).as_user(uid, gid))
         });
         let kills: Vec<Cmd> = kills.collect();

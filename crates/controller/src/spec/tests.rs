@@ -1,5 +1,4 @@
 use super::*;
-use gpuhub_core::node::GpuDevice;
 use gpuhub_core::workload::{AppSpec, Member, Resources, WorkloadKind, WorkloadState};
 use gpuhub_core::{Bytes, CpuMilli, Seconds};
 
@@ -44,21 +43,11 @@ fn workload(gpus: &[&str]) -> Workload {
 }
 
 fn nodes() -> Vec<NodeCapacity> {
-    vec![NodeCapacity {
-        name: "n".into(),
-        cpus: CpuMilli(8000),
-        memory: Bytes(16 << 30),
-        gpus: (0..2)
-            .map(|i| GpuDevice {
-                uuid: format!("GPU-{i}"),
-                index: i,
-                model: "H200".into(),
-                memory: Bytes(141 << 30),
-                device: Some(format!("/tmp/dev/nvidia{i}")),
-            })
-            .collect(),
-        labels: Default::default(),
-    }]
+    let mut n = NodeCapacity::uniform("n", CpuMilli(8000), Bytes(16 << 30), 2, "H200", Bytes(141 << 30), "GPU-");
+    for g in &mut n.gpus {
+        g.device = Some(format!("/tmp/dev/nvidia{}", g.index));
+    }
+    vec![n]
 }
 
 fn cx<'a>(nodes: &'a [NodeCapacity], ports: &'a BTreeMap<String, u16>) -> SpecContext<'a> {
