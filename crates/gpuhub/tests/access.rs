@@ -370,7 +370,7 @@ async fn authorisation_matrix() -> Result<()> {
 
 /// A stopped workspace answers at once and says how to start it: the proxy with 503 problem+json
 /// naming `gpuhub start`, ssh with the "not running" message and a non-zero exit, the terminal's
-/// handshake with 503.
+/// handshake with 503, and the terminal page in Chromium shows that message instead of "connecting…".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_workspace_answers_clearly_and_at_once() -> Result<()> {
     let _serial = access_support::serial().await;
@@ -414,6 +414,26 @@ async fn stopped_workspace_answers_clearly_and_at_once() -> Result<()> {
         Err(Err(e)) => return Err(e),
     }
     ensure!(t.elapsed() < PROMPT, "the terminal took {:?}", t.elapsed());
+
+    // the terminal page in a browser shows the server's answer instead of "connecting…"
+    let browser = Browser::start().await?;
+    let c = &browser.client;
+    c.goto(&format!("{}/login?next=/terminal/{}/ws/", hub.url, alice.name)).await?;
+    c.find(Locator::Css("input[name=username]")).await?.send_keys(&alice.name).await?;
+    c.find(Locator::Css("input[name=password]")).await?.send_keys(PASSWORD).await?;
+    c.find(Locator::Css("form button")).await?.click().await?;
+    let shown = eventually("the terminal page's status", WAIT, Duration::from_millis(100), || async {
+        let text = match c.find(Locator::Id("status")).await {
+            Ok(e) => e.text().await?,
+            Err(_) => return Ok(None),
+        };
+        Ok(text.contains("gpuhub start ws").then_some(text))
+    })
+    .await;
+    let at = c.current_url().await?;
+    browser.close().await?;
+    let shown = shown.with_context(|| format!("the terminal page at {at}"))?;
+    ensure!(shown.contains("not running"), "the terminal page says {shown:?}");
     eprintln!("stopped workspace test took {:?}", t0.elapsed());
     Ok(())
 }
