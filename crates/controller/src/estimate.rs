@@ -59,7 +59,7 @@ pub fn queue_limit_start(
 mod tests {
     use super::*;
     use gpuhub_core::Seconds;
-    use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
+    use gpuhub_core::workload::{Resources, WorkloadState};
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(s, 0).unwrap()
@@ -67,31 +67,13 @@ mod tests {
 
     fn w(id: &str, owner: &str, state: WorkloadState, limit: Option<u64>) -> Workload {
         Workload {
-            id: id.into(),
-            name: id.into(),
             owner: owner.into(),
-            kind: WorkloadKind::Job,
-            image: "i".into(),
-            command: vec![],
-            env: Default::default(),
             resources: Resources { gpus: 1, ..Resources::default() },
-            priority: 0,
             queue: "q".into(),
-            constraint: None,
             runtime_limit: limit.map(Seconds),
-            apps: vec![],
             state,
-            gpus: vec![],
-            size: 1,
-            run_id: None,
-            members: vec![],
-            exit_code: None,
-            message: None,
-            interruption: None,
-            created_at: at(0),
-            queued_at: at(0),
             started_at: state.holds_resources().then(|| at(100)),
-            finished_at: None,
+            ..crate::testutil::job(id, at(0))
         }
     }
 

@@ -26,6 +26,8 @@ mod launch;
 mod pass;
 mod reconcile;
 mod start_error;
+#[cfg(test)]
+mod testutil;
 
 pub use archive::{archive_path, member_log_paths};
 pub use error::ControlError;

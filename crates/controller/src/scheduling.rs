@@ -180,7 +180,7 @@ pub fn explanation(e: &gpuhub_sched::Explanation) -> Explanation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
+    use gpuhub_core::workload::{Resources, WorkloadState};
     use gpuhub_core::{Bytes, CpuMilli};
 
     fn node() -> NodeCapacity {
@@ -190,31 +190,10 @@ mod tests {
     fn w(id: &str, gpus: u32, state: WorkloadState, held: &[&str], t: i64) -> Workload {
         let at = DateTime::from_timestamp(t, 0).unwrap();
         Workload {
-            id: id.into(),
-            name: id.into(),
-            owner: "alice".into(),
-            kind: WorkloadKind::Job,
-            image: "i".into(),
-            command: vec![],
-            env: Default::default(),
             resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus, ..Resources::default() },
-            priority: 0,
-            queue: String::new(),
-            constraint: None,
-            runtime_limit: None,
-            apps: vec![],
             state,
-            size: 1,
             gpus: held.iter().map(|s| s.to_string()).collect(),
-            run_id: None,
-            members: vec![],
-            exit_code: None,
-            message: None,
-            interruption: None,
-            created_at: at,
-            queued_at: at,
-            started_at: None,
-            finished_at: None,
+            ..crate::testutil::job(id, at)
         }
     }
 

@@ -94,7 +94,7 @@ pub fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuhub_core::workload::{Resources, WorkloadKind, WorkloadState};
+    use gpuhub_core::workload::Resources;
     use gpuhub_core::{Bytes, CpuMilli};
 
     fn node() -> NodeCapacity {
@@ -103,33 +103,7 @@ mod tests {
 
     fn job(gpus: u32) -> Workload {
         let at = chrono::DateTime::from_timestamp(0, 0).unwrap();
-        Workload {
-            id: "x".into(),
-            name: "x".into(),
-            owner: "alice".into(),
-            kind: WorkloadKind::Job,
-            image: "i".into(),
-            command: vec![],
-            env: Default::default(),
-            resources: Resources { gpus, ..Resources::default() },
-            priority: 0,
-            queue: String::new(),
-            constraint: None,
-            runtime_limit: None,
-            apps: vec![],
-            state: WorkloadState::Queued,
-            gpus: vec![],
-            size: 1,
-            run_id: None,
-            members: vec![],
-            exit_code: None,
-            message: None,
-            interruption: None,
-            created_at: at,
-            queued_at: at,
-            started_at: None,
-            finished_at: None,
-        }
+        Workload { resources: Resources { gpus, ..Resources::default() }, ..crate::testutil::job("x", at) }
     }
 
     #[test]

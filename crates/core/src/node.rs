@@ -38,6 +38,11 @@ pub struct NodeCapacity {
 }
 
 impl NodeCapacity {
+    /// A node named `name` without GPUs or labels.
+    pub fn cpu_only(name: &str, cpus: CpuMilli, memory: Bytes) -> Self {
+        Self::uniform(name, cpus, memory, 0, "", Bytes(0), "")
+    }
+
     /// A node named `name` with `gpus` GPUs of one model and memory, uuids `<uuid_prefix><index>`, no
     /// device nodes and no labels (as configured inventories and tests describe nodes).
     pub fn uniform(

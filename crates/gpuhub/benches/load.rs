@@ -54,13 +54,7 @@ fn main() -> Result<()> {
 /// The server: in-process `gpuhub_server::start` with the fake runtime, printing its address; containers
 /// write a line and exit shortly after they start. Runs until stdin closes.
 async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
-    let node = NodeCapacity {
-        name: "load".into(),
-        cpus: CpuMilli(100_000_000),
-        memory: Bytes(1 << 50),
-        gpus: Vec::new(),
-        labels: Default::default(),
-    };
+    let node = NodeCapacity::cpu_only("load", CpuMilli(100_000_000), Bytes(1 << 50));
     let runtime = Arc::new(FakeEngine::new().with_nodes(vec![node]));
     runtime.add_image("busybox:latest");
     let mut config = gpuhub_server::config::Config {

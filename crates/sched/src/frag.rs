@@ -142,8 +142,7 @@ impl Dist {
             self.seen += k;
             n -= k;
             if self.seen >= self.next_refresh {
-                self.next_refresh =
-                    if self.next_refresh < 4096 { self.next_refresh * 2 } else { self.next_refresh + 4096 };
+                self.next_refresh = refresh_after(self.next_refresh);
                 self.rebuild();
             }
         }
@@ -158,7 +157,7 @@ impl Dist {
         let (mut last, mut at) = (None, self.next_refresh);
         while at <= end {
             last = Some(at);
-            at = if at < 4096 { at * 2 } else { at + 4096 };
+            at = refresh_after(at);
         }
         for (s, n) in tasks {
             let mut n = *n;
@@ -168,8 +167,7 @@ impl Dist {
                 self.seen += k;
                 n -= k;
                 if self.seen >= self.next_refresh {
-                    self.next_refresh =
-                        if self.next_refresh < 4096 { self.next_refresh * 2 } else { self.next_refresh + 4096 };
+                    self.next_refresh = refresh_after(self.next_refresh);
                     if last == Some(self.seen) {
                         self.rebuild();
                     } else {
@@ -292,6 +290,12 @@ impl Dist {
         }
         frag
     }
+}
+
+/// The next count of tasks seen at which the classes are rebuilt after the one at `at`: doubling up to
+/// 4096, then every 4096.
+fn refresh_after(at: u64) -> u64 {
+    if at < 4096 { at * 2 } else { at + 4096 }
 }
 
 #[cfg(test)]

@@ -432,7 +432,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             .collect();
         let done_empty = done.is_empty();
         for k in done {
-            let (start, end, stop, _) = running.remove(&k).unwrap_or_default();
+            let (_, end, stop, _) = running.remove(&k).unwrap_or_default();
             if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
                 run_list.remove(i);
             }
@@ -445,7 +445,6 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                     live[k].remaining_ms = end - s;
                     backlog.insert(k, pending_of(&live[k], &ids[k], team_of(k)));
                     *waiting[team_ix[k]].entry(want_of(&live[k])).or_default() += 1;
-                    let _ = start;
                 }
                 _ => finish[k] = Some(end),
             }

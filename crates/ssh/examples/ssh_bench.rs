@@ -57,13 +57,8 @@ async fn main() {
     sh(&format!("docker exec {container} sh -c 'head -c 1073741824 /dev/zero > /tmp/1g'"));
 
     let runtime = DockerRuntime::connect().await.unwrap();
-    let node = gpuhub_core::node::NodeCapacity {
-        name: "bench".into(),
-        cpus: gpuhub_core::CpuMilli(1000),
-        memory: gpuhub_core::Bytes(1 << 30),
-        gpus: vec![],
-        labels: Default::default(),
-    };
+    let node =
+        gpuhub_core::node::NodeCapacity::cpu_only("bench", gpuhub_core::CpuMilli(1000), gpuhub_core::Bytes(1 << 30));
     let engine = Arc::new(gpuhub_docker::DockerEngine::new(runtime, node, gpuhub_docker::GpuMode::None));
     let backend = Arc::new(Backend { container: container.clone() });
     let gateway = SshGateway::bind("127.0.0.1:0", &dir.path().join("host"), backend, engine).await.unwrap();

@@ -1,14 +1,11 @@
 use super::*;
-use gpuhub_core::workload::{AppSpec, Member, Resources, WorkloadKind, WorkloadState};
+use gpuhub_core::workload::{AppSpec, Member, Resources, WorkloadState};
 use gpuhub_core::{Bytes, CpuMilli, Seconds};
 
 fn workload(gpus: &[&str]) -> Workload {
     let t = chrono::DateTime::from_timestamp(0, 0).unwrap();
     Workload {
-        id: "0123456789abcdef".into(),
         name: "train".into(),
-        owner: "alice".into(),
-        kind: WorkloadKind::Job,
         image: "busybox".into(),
         command: vec!["true".into()],
         env: BTreeMap::from([("A".into(), "1".into()), ("LD_PRELOAD".into(), "/evil.so".into())]),
@@ -18,27 +15,16 @@ fn workload(gpus: &[&str]) -> Workload {
             gpus: gpus.len() as u32,
             ..Resources::default()
         },
-        priority: 0,
         queue: "vision".into(),
-        constraint: None,
         runtime_limit: Some(Seconds(7200)),
-        apps: Vec::new(),
         state: WorkloadState::Starting,
-        size: 1,
         gpus: gpus.iter().map(|s| s.to_string()).collect(),
-        run_id: None,
         members: vec![Member {
             node: Some("n".into()),
             gpus: gpus.iter().map(|s| s.to_string()).collect(),
             ..Member::pending(0)
         }],
-        exit_code: None,
-        message: None,
-        interruption: None,
-        created_at: t,
-        queued_at: t,
-        started_at: None,
-        finished_at: None,
+        ..crate::testutil::job("0123456789abcdef", t)
     }
 }
 

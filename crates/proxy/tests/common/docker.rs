@@ -39,13 +39,8 @@ impl Drop for Container {
 
 /// The engine over `runtime` (no GPUs), as the terminal bridge takes it.
 pub fn engine(runtime: &DockerRuntime) -> std::sync::Arc<dyn Engine> {
-    let node = gpuhub_core::node::NodeCapacity {
-        name: "test".into(),
-        cpus: gpuhub_core::CpuMilli(1000),
-        memory: gpuhub_core::Bytes(1 << 30),
-        gpus: vec![],
-        labels: Default::default(),
-    };
+    let node =
+        gpuhub_core::node::NodeCapacity::cpu_only("test", gpuhub_core::CpuMilli(1000), gpuhub_core::Bytes(1 << 30));
     std::sync::Arc::new(DockerEngine::new(runtime.clone(), node, gpuhub_docker::GpuMode::None))
 }
 

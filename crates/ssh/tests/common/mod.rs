@@ -162,13 +162,8 @@ impl Fixture {
         let bad = keygen(dir.path(), "bad")?;
         let backend = Arc::new(TestBackend { authorized: good.fingerprint.clone(), ..Default::default() });
         let runtime = Arc::new(DockerRuntime::connect().await?);
-        let node = gpuhub_core::node::NodeCapacity {
-            name: "test".into(),
-            cpus: gpuhub_core::CpuMilli(1000),
-            memory: gpuhub_core::Bytes(1 << 30),
-            gpus: vec![],
-            labels: Default::default(),
-        };
+        let node =
+            gpuhub_core::node::NodeCapacity::cpu_only("test", gpuhub_core::CpuMilli(1000), gpuhub_core::Bytes(1 << 30));
         let engine = Arc::new(DockerEngine::new((*runtime).clone(), node, gpuhub_docker::GpuMode::None));
         let options = GatewayOptions { auth_rejection_time: Duration::from_millis(50), ..Default::default() };
         let gateway =
