@@ -11,6 +11,8 @@ cd "$repo"
 
 export GPUHUB_TEST_POSTGRES_URL="${GPUHUB_TEST_POSTGRES_URL:-postgres://gpuhub:gpuhub@127.0.0.1:5432/postgres}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# A clean clone gains nothing from incremental caches, and they took a third of target/ (disk).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 total_start=$SECONDS
 stage() {
@@ -42,4 +44,5 @@ fi
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets -- -D warnings
 stage test cargo test --workspace
+echo "==> disk: target/ $(du -sh target 2>/dev/null | cut -f1), $(df -h --output=avail . | tail -1 | tr -d ' ') left"
 printf '\n==> all stages passed in %ds\n' "$((SECONDS - total_start))"
