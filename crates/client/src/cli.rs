@@ -75,6 +75,8 @@ pub enum ClientCommand {
     },
     /// List GPU reservations, or book GPUs for a team queue (admin).
     Reservations(ReservationsArgs),
+    /// GPU-, CPU- and memory-hours held, by user, queue, GPU model and/or day (yours; admins see all).
+    Usage(UsageArgs),
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// Manage accounts (admin).
@@ -95,6 +97,26 @@ pub enum ClientCommand {
     /// Print `~/.ssh/config` entries for your workspaces (`Host gpuhub-<name>`), for `ssh`, `scp` and
     /// editors such as VS Code Remote-SSH.
     SshConfig(SshConfigArgs),
+}
+
+/// `gpuhub usage`.
+#[derive(Debug, Clone, Args)]
+pub struct UsageArgs {
+    /// Group by these, comma-separated: user, queue, model, day.
+    #[arg(long, default_value = "user", value_name = "KEYS")]
+    pub by: String,
+    /// Start of the window: a date (`2026-11-01`, UTC) or an RFC 3339 time; default the start of this month.
+    #[arg(long, value_name = "WHEN")]
+    pub from: Option<String>,
+    /// End of the window (exclusive); default now.
+    #[arg(long, value_name = "WHEN")]
+    pub to: Option<String>,
+    /// Only this user's usage (admins).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Print CSV (one line per row, full precision) instead of a table.
+    #[arg(long)]
+    pub csv: bool,
 }
 
 /// `gpuhub login`.

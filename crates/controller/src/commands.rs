@@ -126,7 +126,7 @@ impl Controller {
                 Err(e) => return Err(e.into()),
             }
         }
-        self.store.delete_workload(id).await?;
+        self.store.delete_workload(id, self.clock.now()).await?;
         crate::archive::remove_logs(&self.settings.data_dir, &w);
         self.engine_pending.remove(id);
         self.changed(id);

@@ -165,6 +165,8 @@ pub struct Controller {
     next_deadline: Option<DateTime<Utc>>,
     /// Scheduling passes run, shared with the handle.
     passes: Arc<AtomicU64>,
+    /// The GPU models last written to the store (accounting by model), to write only changes.
+    models_known: Vec<(String, String)>,
 }
 
 impl Controller {
@@ -209,6 +211,7 @@ impl Controller {
             usage: gpuhub_sched::Usage::default(),
             next_deadline: None,
             passes: handle.passes.clone(),
+            models_known: Vec::new(),
         };
         (c, handle)
     }

@@ -54,11 +54,29 @@ impl Controller {
     /// Asks the engine for its nodes; on failure keeps the last ones and records why.
     pub(crate) async fn refresh_inventory(&mut self) {
         match self.engine.inventory().await {
-            Ok(nodes) => self.inventory.set(nodes, self.clock.now()),
+            Ok(nodes) => {
+                self.remember_models(&nodes).await;
+                self.inventory.set(nodes, self.clock.now());
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the engine's nodes");
                 self.inventory.fail(e.to_string());
             }
+        }
+    }
+
+    /// Writes the model of every GPU the engine names to the store when they changed, so usage by GPU
+    /// model survives a GPU leaving the inventory. A failure is logged and tried again next time.
+    async fn remember_models(&mut self, nodes: &[gpuhub_driver::EngineNode]) {
+        let mut models: Vec<(String, String)> =
+            nodes.iter().flat_map(|n| n.capacity.gpus.iter().map(|g| (g.uuid.clone(), g.model.clone()))).collect();
+        models.sort();
+        if models == self.models_known {
+            return;
+        }
+        match self.store.remember_gpu_models(&models).await {
+            Ok(()) => self.models_known = models,
+            Err(e) => tracing::warn!(error = %e, "cannot remember the GPUs' models"),
         }
     }
 

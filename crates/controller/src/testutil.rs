@@ -32,5 +32,7 @@ pub(crate) fn job(id: &str, at: DateTime<Utc>) -> Workload {
         queued_at: at,
         started_at: None,
         finished_at: None,
+        held_since: None,
+        held_until: None,
     }
 }

@@ -13,6 +13,7 @@ pub mod node;
 pub mod quantity;
 pub mod queue;
 pub mod stop;
+pub mod usage;
 pub mod user;
 pub mod workload;
 

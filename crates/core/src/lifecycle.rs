@@ -114,7 +114,25 @@ impl Event {
 impl Workload {
     /// Applies `event` at `now`: the only way a workload's state changes. An event that cannot happen
     /// in the current state is a [`CoreError::Transition`] and changes nothing.
+    ///
+    /// Entering a state that holds resources from one that does not opens a holding
+    /// (`held_since = now`); leaving it closes the holding (`held_until = now`). Accounting counts
+    /// exactly these intervals.
     pub fn apply(&mut self, event: Event, now: DateTime<Utc>) -> Result<(), CoreError> {
+        let held = self.state.holds_resources();
+        self.transition(event, now)?;
+        match (held, self.state.holds_resources()) {
+            (false, true) => {
+                self.held_since = Some(now);
+                self.held_until = None;
+            }
+            (true, false) => self.held_until = Some(now),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn transition(&mut self, event: Event, now: DateTime<Utc>) -> Result<(), CoreError> {
         use WorkloadState::*;
         let refuse = |w: &Workload, e: &Event| Err(CoreError::Transition { from: w.state, action: e.name() });
         match (&event, self.state) {

@@ -254,6 +254,11 @@ pub struct Workload {
     pub started_at: Option<DateTime<Utc>>,
     /// When it last ended.
     pub finished_at: Option<DateTime<Utc>>,
+    /// When its current (or last) holding of resources began: the moment it entered `starting` or
+    /// `running` from a state that holds nothing. Accounting keys the holding by it.
+    pub held_since: Option<DateTime<Utc>>,
+    /// When that holding ended (it left `starting`/`running`), once it has; `None` while it holds.
+    pub held_until: Option<DateTime<Utc>>,
 }
 
 /// Where a member of a run is.

@@ -281,6 +281,8 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
             queued_at: at,
             started_at: Some(at),
             finished_at: Some(at + ChronoDuration::seconds(1)),
+            held_since: None,
+            held_until: None,
         };
         store.insert_workload(&w).await?;
     }

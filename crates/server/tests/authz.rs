@@ -72,6 +72,8 @@ async fn every_endpoint_by_every_caller() {
         Case { stopped: true, ..case(Method::POST, "/api/v1/workloads/{w}/start", [200, 200, 404, 401]) },
         case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
         case(Method::GET, "/api/v1/nodes", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/usage", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/usage?user=alice&by=queue,model,day", [200, 200, 403, 401]),
         case(Method::GET, "/api/v1/queues", [200, 200, 200, 401]),
         Case { body: Some(json!({"name": "newq"})), ..case(Method::POST, "/api/v1/queues", [201, 403, 403, 401]) },
         Case {

@@ -40,6 +40,8 @@ fn ended(owner: &str, i: usize) -> Workload {
         queued_at: at,
         started_at: Some(at),
         finished_at: Some(at),
+        held_since: None,
+        held_until: None,
     }
 }
 

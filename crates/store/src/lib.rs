@@ -14,6 +14,7 @@
 
 mod codec;
 mod error;
+mod holdings;
 mod images;
 mod keys;
 mod queues;

@@ -21,15 +21,16 @@ pub struct WorkloadFilter {
 /// The workload columns, in the order [`workload_from_row`] reads them.
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, run_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
-                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members";
+                       gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members, \
+                       held_since, held_until";
 
 /// How many columns [`COLUMNS`] names.
-pub(crate) const COLUMN_COUNT: usize = 29;
+pub(crate) const COLUMN_COUNT: usize = 31;
 
-/// Sets every mutable column from `$2`…`$12`; `$1` is the id.
+/// Sets every mutable column from `$2`…`$14`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
                       priority = $7, queued_at = $8, started_at = $9, finished_at = $10, interruption = $11, \
-                      members = $12 WHERE id = $1";
+                      members = $12, held_since = $13, held_until = $14 WHERE id = $1";
 
 pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     Ok(Workload {
@@ -63,6 +64,8 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         queued_at: get_time(row, "queued_at")?,
         started_at: get_opt_time(row, "started_at")?,
         finished_at: get_opt_time(row, "finished_at")?,
+        held_since: get_opt_time(row, "held_since")?,
+        held_until: get_opt_time(row, "held_until")?,
         interruption: match row.try_get::<Option<String>, _>("interruption")? {
             Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
             None => None,
@@ -70,7 +73,7 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     })
 }
 
-/// Binds `w`'s id and mutable fields as `$1`…`$12` of [`UPDATE`].
+/// Binds `w`'s id and mutable fields as `$1`…`$14` of [`UPDATE`].
 fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -84,10 +87,12 @@ fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any,
         .bind(opt_ms(w.started_at))
         .bind(opt_ms(w.finished_at))
         .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?)
-        .bind(to_json("members", &w.members)?))
+        .bind(to_json("members", &w.members)?)
+        .bind(opt_ms(w.held_since))
+        .bind(opt_ms(w.held_until)))
 }
 
-/// Binds every column of `w` as `$1`…`$29`, in the order of [`COLUMNS`].
+/// Binds every column of `w` as `$1`…`$31`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -118,7 +123,9 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(w.runtime_limit.map(|s| u64_to_db(s.0)))
         .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?)
         .bind(i64::from(w.size))
-        .bind(to_json("members", &w.members)?))
+        .bind(to_json("members", &w.members)?)
+        .bind(opt_ms(w.held_since))
+        .bind(opt_ms(w.held_until)))
 }
 
 /// `$a, $b, …` for the numbers in `range`.
@@ -211,28 +218,43 @@ impl Store {
     /// queued/started/finished times, interruption) to the stored workload with `w.id`. The immutable spec (name,
     /// owner, kind, image, command, env, resources, created time) is left as stored.
     /// [`StoreError::NotFound`] if the workload is gone.
+    ///
+    /// In the same transaction, the workload's current holding (`held_since`…`held_until`) is written
+    /// to the holdings accounting sums (see [`Store::holdings`]).
     pub async fn update_workload(&self, w: &Workload) -> Result<()> {
-        let done = bind_update(UPDATE, w)?.execute(&self.pool).await?;
+        let mut tx = self.pool.begin().await?;
+        let done = bind_update(UPDATE, w)?.execute(&mut *tx).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::not_found("workload", &w.id));
         }
+        crate::holdings::record(&mut tx, w).await?;
+        tx.commit().await?;
         Ok(())
     }
 
     /// Like [`Store::update_workload`], but only if the stored state is still `expected`
     /// (compare-and-set): returns whether the write happened. `false` also when the workload is gone.
     pub async fn update_workload_if(&self, w: &Workload, expected: WorkloadState) -> Result<bool> {
-        let sql = format!("{UPDATE} AND state = $13");
-        let done = bind_update(&sql, w)?.bind(expected.as_str()).execute(&self.pool).await?;
-        Ok(done.rows_affected() == 1)
+        let sql = format!("{UPDATE} AND state = $15");
+        let mut tx = self.pool.begin().await?;
+        let done = bind_update(&sql, w)?.bind(expected.as_str()).execute(&mut *tx).await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        crate::holdings::record(&mut tx, w).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
-    /// Deletes the workload with id `id`.
-    pub async fn delete_workload(&self, id: &str) -> Result<()> {
-        let done = sqlx::query("DELETE FROM workloads WHERE id = $1").bind(id).execute(&self.pool).await?;
+    /// Deletes the workload with id `id`; a holding it still has open ends `at` (its usage stays).
+    pub async fn delete_workload(&self, id: &str, at: chrono::DateTime<chrono::Utc>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("DELETE FROM workloads WHERE id = $1").bind(id).execute(&mut *tx).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::not_found("workload", id));
         }
+        crate::holdings::close(&mut tx, id, at).await?;
+        tx.commit().await?;
         Ok(())
     }
 }

@@ -5,6 +5,7 @@ mod admin;
 pub mod queues;
 mod sched;
 mod ssh;
+mod usage;
 mod workloads;
 
 pub(crate) use ssh::ssh_program_from;
@@ -55,6 +56,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Queues => sched::queues(&api, json, out).await?,
         ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,
         ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
+        ClientCommand::Usage(args) => usage::usage(&api, json, args, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,

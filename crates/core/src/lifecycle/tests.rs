@@ -33,6 +33,8 @@ fn queued(kind: WorkloadKind, size: u32) -> Workload {
         queued_at: at(0),
         started_at: None,
         finished_at: None,
+        held_since: None,
+        held_until: None,
     }
 }
 

@@ -6,6 +6,7 @@ mod keys;
 mod paging;
 mod queues;
 pub(crate) mod reservations;
+mod usage;
 mod workloads;
 
 use crate::state::AppState;
@@ -62,6 +63,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(reservations::list_reservations, reservations::create_reservation))
         .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
+        .routes(routes!(usage::usage))
         .split_for_parts()
 }
 

@@ -184,6 +184,8 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         queued_at: now,
         started_at: None,
         finished_at: None,
+        held_since: None,
+        held_until: None,
     };
     // work that could never start is refused now, naming why; where the engine places, its queue
     // limits are the engine's, so only the nodes count here

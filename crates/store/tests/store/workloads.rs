@@ -38,6 +38,8 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         queued_at: t(0),
         started_at: None,
         finished_at: None,
+        held_since: None,
+        held_until: None,
     }
 }
 
@@ -103,6 +105,8 @@ fn full() -> Workload {
         queued_at: t(2),
         started_at: Some(t(999)),
         finished_at: Some(t(86_400_123)),
+        held_since: Some(t(998)),
+        held_until: Some(t(86_400_123)),
     }
 }
 
@@ -291,8 +295,8 @@ async fn racing_compare_and_set(s: Store) {
 async fn delete(s: Store) {
     s.insert_workload(&sample("alice", "a", "id-1")).await.unwrap();
     s.insert_workload(&sample("alice", "b", "id-2")).await.unwrap();
-    s.delete_workload("id-1").await.unwrap();
-    let e = s.delete_workload("id-1").await.unwrap_err();
+    s.delete_workload("id-1", t(5)).await.unwrap();
+    let e = s.delete_workload("id-1", t(5)).await.unwrap_err();
     assert!(matches!(e, StoreError::NotFound { what: "workload", .. }), "{e:?}");
     assert_eq!(ids(&s.list_workloads(&WorkloadFilter::default()).await.unwrap()), ["id-2"]);
     // the name is free again

@@ -1,0 +1,119 @@
+//! `gpuhub usage`: GPU-, CPU- and memory-hours held, as a table, CSV or JSON.
+
+use super::{Out, print_json};
+use crate::ClientError;
+use crate::cli::UsageArgs;
+use crate::http::{Api, decode};
+use crate::table::Table;
+use gpuhub_core::usage::{UsageKey, UsageReport, UsageRow};
+
+/// `gpuhub usage [--by user,queue] [--from DATE] [--to DATE] [--user NAME] [--csv]`.
+pub(crate) async fn usage(api: &Api, json: bool, args: UsageArgs, out: Out<'_>) -> Result<(), ClientError> {
+    let mut query: Vec<(&str, &str)> = vec![("by", args.by.as_str())];
+    for (k, v) in [("from", &args.from), ("to", &args.to), ("user", &args.user)] {
+        if let Some(v) = v {
+            query.push((k, v.as_str()));
+        }
+    }
+    let v = api.get(&["usage"], &query).await?;
+    if json {
+        return print_json(out, &v);
+    }
+    let report: UsageReport = decode(&v, api.url(&["usage"], &query).as_str())?;
+    let text = if args.csv { usage_csv(&report) } else { usage_text(&report) };
+    write!(out, "{text}")?;
+    Ok(())
+}
+
+fn key_title(k: UsageKey) -> &'static str {
+    match k {
+        UsageKey::User => "user",
+        UsageKey::Queue => "queue",
+        UsageKey::Model => "model",
+        UsageKey::Day => "day",
+    }
+}
+
+fn key_cell(r: &UsageRow, k: UsageKey) -> String {
+    match k {
+        UsageKey::User => r.user.clone().unwrap_or_default(),
+        UsageKey::Queue => r.queue.clone().unwrap_or_default(),
+        UsageKey::Model => r.model.clone().unwrap_or_default(),
+        UsageKey::Day => r.day.map(|d| d.to_string()).unwrap_or_default(),
+    }
+}
+
+/// The report as a table with a total line: hours with two decimals.
+pub(crate) fn usage_text(r: &UsageReport) -> String {
+    let mut header: Vec<String> = r.by.iter().map(|k| key_title(*k).to_uppercase()).collect();
+    header.extend(["GPU-HOURS", "CPU-HOURS", "MEMORY GIB-HOURS"].map(String::from));
+    let mut t = Table::new(&header);
+    let cells = |row: &UsageRow, keys: Vec<String>| {
+        let mut c = keys;
+        c.extend([row.gpu_hours, row.cpu_hours, row.memory_gib_hours].map(|h| format!("{h:.2}")));
+        c
+    };
+    for row in &r.rows {
+        t.row(cells(row, r.by.iter().map(|k| key_cell(row, *k)).collect()));
+    }
+    let mut keys = vec![String::new(); r.by.len()];
+    if let Some(first) = keys.first_mut() {
+        *first = "total".into();
+    }
+    t.row(cells(&r.total, keys));
+    format!("usage from {} to {}\n{}", r.from.to_rfc3339(), r.to.to_rfc3339(), t.render(""))
+}
+
+/// The report as CSV (a header line, one line per row, full precision, no total).
+pub(crate) fn usage_csv(r: &UsageReport) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut header: Vec<&str> = r.by.iter().map(|k| key_title(*k)).collect();
+    header.extend(["gpu_hours", "cpu_hours", "memory_gib_hours"]);
+    out.push(header.join(","));
+    for row in &r.rows {
+        let mut cells: Vec<String> = r.by.iter().map(|k| csv_cell(&key_cell(row, *k))).collect();
+        cells.extend([row.gpu_hours, row.cpu_hours, row.memory_gib_hours].map(|h| h.to_string()));
+        out.push(cells.join(","));
+    }
+    out.join("\n") + "\n"
+}
+
+/// A CSV field, quoted when it needs to be.
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, Utc};
+
+    fn report() -> UsageReport {
+        let row = |user: &str, gpu: f64| UsageRow {
+            user: Some(user.into()),
+            queue: None,
+            model: None,
+            day: None,
+            gpu_hours: gpu,
+            cpu_hours: 2.0 * gpu,
+            memory_gib_hours: 0.5,
+            holdings: 1,
+        };
+        let rows = vec![row("alice", 3.25), row("bob,x", 1.0)];
+        let total = gpuhub_core::usage::total(&rows);
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(s, 0).unwrap();
+        UsageReport { from: t(0), to: t(86_400), by: vec![UsageKey::User], rows, total }
+    }
+
+    #[test]
+    fn table_and_csv() {
+        let text = usage_text(&report());
+        assert!(text.contains("USER   GPU-HOURS  CPU-HOURS  MEMORY GIB-HOURS"), "{text}");
+        assert!(text.contains("alice  3.25       6.50       0.50"), "{text}");
+        assert!(text.contains("total  4.25       8.50       1.00"), "{text}");
+        assert_eq!(
+            usage_csv(&report()),
+            "user,gpu_hours,cpu_hours,memory_gib_hours\nalice,3.25,6.5,0.5\n\"bob,x\",1,2,0.5\n"
+        );
+    }
+}

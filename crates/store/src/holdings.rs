@@ -1,0 +1,104 @@
+//! Accounting: every interval a workload's run held resources (`gpuhub_core::usage::Holding`), written
+//! in the same transaction as the workload's state, and the GPU models the engines named.
+
+use crate::codec::{get_json, get_opt_time, get_time, get_u64, ms, opt_ms, to_json, u64_to_db};
+use crate::{Result, Store};
+use chrono::{DateTime, Utc};
+use gpuhub_core::usage::Holding;
+use gpuhub_core::workload::Workload;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+/// Writes `w`'s current holding, if it has one: opened (`until` empty) while it holds, closed once it
+/// has let go. Idempotent: the holding is keyed by workload and start, so writing the same workload
+/// again changes nothing. The GPUs named stay those the run held (a preempted run forgets its GPUs
+/// when it lets go; the holding keeps them).
+pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> Result<()> {
+    let Some(since) = w.held_since else { return Ok(()) };
+    let until = if w.state.holds_resources() { None } else { w.held_until.or(Some(since)) };
+    let size = u64::from(w.size.max(1));
+    sqlx::query(
+        "INSERT INTO holdings (workload_id, since, until, owner, workload, queue, gpus, gpu_milli, cpu_milli, memory) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         ON CONFLICT (workload_id, since) DO UPDATE SET until = excluded.until, \
+         gpus = CASE WHEN excluded.gpus = '[]' THEN holdings.gpus ELSE excluded.gpus END",
+    )
+    .bind(&w.id)
+    .bind(ms(since))
+    .bind(opt_ms(until))
+    .bind(&w.owner)
+    .bind(&w.name)
+    .bind(&w.queue)
+    .bind(to_json("gpus", &w.gpus)?)
+    .bind(u64_to_db(w.resources.gpu_milli_total() * size))
+    .bind(u64_to_db(w.resources.cpu_milli.0 * size))
+    .bind(u64_to_db(w.resources.memory.0 * size))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Ends workload `id`'s open holding, if any, at `at` (the workload is being deleted).
+pub(crate) async fn close(tx: &mut Transaction<'static, Any>, id: &str, at: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE holdings SET until = $2 WHERE workload_id = $1 AND until IS NULL")
+        .bind(id)
+        .bind(ms(at))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn holding_from_row(row: &AnyRow) -> Result<Holding> {
+    Ok(Holding {
+        workload_id: row.try_get("workload_id")?,
+        workload: row.try_get("workload")?,
+        owner: row.try_get("owner")?,
+        queue: row.try_get("queue")?,
+        gpus: get_json(row, "gpus")?,
+        gpu_milli: get_u64(row, "gpu_milli")?,
+        cpu_milli: get_u64(row, "cpu_milli")?,
+        memory: get_u64(row, "memory")?,
+        since: get_time(row, "since")?,
+        until: get_opt_time(row, "until")?,
+    })
+}
+
+impl Store {
+    /// The holdings that overlap `[from, to)` (open ones included), of `owner` only when given, oldest
+    /// first.
+    pub async fn holdings(&self, from: DateTime<Utc>, to: DateTime<Utc>, owner: Option<&str>) -> Result<Vec<Holding>> {
+        let mut sql = String::from(
+            "SELECT workload_id, since, until, owner, workload, queue, gpus, gpu_milli, cpu_milli, memory \
+             FROM holdings WHERE since < $1 AND (until IS NULL OR until > $2)",
+        );
+        if owner.is_some() {
+            sql.push_str(" AND owner = $3");
+        }
+        sql.push_str(" ORDER BY since, workload_id");
+        let mut q = sqlx::query(&sql).bind(ms(to)).bind(ms(from));
+        if let Some(o) = owner {
+            q = q.bind(o);
+        }
+        q.fetch_all(&self.pool).await?.iter().map(holding_from_row).collect()
+    }
+
+    /// Remembers the model of each GPU (`(gpu, model)`), replacing what was known.
+    pub async fn remember_gpu_models(&self, gpus: &[(String, String)]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for (gpu, model) in gpus {
+            sqlx::query("INSERT INTO gpu_models (gpu, model) VALUES ($1, $2) ON CONFLICT (gpu) DO UPDATE SET model = excluded.model")
+                .bind(gpu)
+                .bind(model)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every GPU model ever remembered, by GPU.
+    pub async fn gpu_models(&self) -> Result<std::collections::HashMap<String, String>> {
+        let rows = sqlx::query("SELECT gpu, model FROM gpu_models").fetch_all(&self.pool).await?;
+        rows.iter().map(|r| Ok((r.try_get("gpu")?, r.try_get("model")?))).collect()
+    }
+}
