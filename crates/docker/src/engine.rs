@@ -6,13 +6,14 @@
 mod gpus;
 
 use crate::DockerRuntime;
+use crate::cgroup::{self, HostFiles, ReadError};
 use crate::container::{ContainerInfo, ContainerSpec, ContainerStatus};
 use async_trait::async_trait;
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_driver::{
     Capabilities, DEFAULT_MASTER_PORT, Engine, EngineError, EngineNode, EventStream, ExecHandle, ExecSpec,
     LABEL_INSTANCE, LABEL_MEMBER, LABEL_MEMBERS, LABEL_OWNER, LABEL_RUN, LABEL_WORKLOAD, LogStream, MemberRef,
-    MemberState, MemberStatus, Placement, RunSpec, RunStatus, rank_env,
+    MemberState, MemberStatus, MemberUsage, Placement, RunSpec, RunStatus, rank_env,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -189,6 +190,7 @@ impl Engine for DockerEngine {
             volumes: true,
             gpu_shares: true,
             shared_ports: false,
+            usage: true,
         }
     }
 
@@ -320,5 +322,42 @@ impl Engine for DockerEngine {
         })?;
         let ip = ip.parse().map_err(|e| EngineError::Engine(format!("container address {ip:?}: {e}")))?;
         Ok(SocketAddr::new(ip, port))
+    }
+
+    /// Reads each running member container's cgroup on this host (found from the container's init PID,
+    /// so either cgroup driver, v1 or v2); a member that ends meanwhile is left out.
+    async fn usage(&self, run: &str) -> Result<Vec<MemberUsage>, EngineError> {
+        let mut containers = self.containers_of(run).await?;
+        containers.sort_by_key(member_index);
+        let mut running = Vec::with_capacity(containers.len());
+        for c in containers.iter().filter(|c| c.status == ContainerStatus::Running) {
+            match self.rt.init_pid(&c.id).await {
+                Ok(Some(pid)) => running.push((member_index(c), c.id.clone(), pid)),
+                Ok(None) | Err(EngineError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let read = move || {
+            let mut out = Vec::with_capacity(running.len());
+            for (index, id, pid) in running {
+                match cgroup::read_usage(&HostFiles, pid, &id) {
+                    Ok(u) => out.push(MemberUsage {
+                        index,
+                        cpu_seconds: u.cpu_seconds,
+                        memory_used: u.memory_used,
+                        memory_limit: u.memory_limit,
+                        pids: u.pids,
+                    }),
+                    Err(ReadError::Gone) => {}
+                    Err(ReadError::Failed(why)) => {
+                        return Err(EngineError::Engine(format!("usage of container {id}: {why}")));
+                    }
+                }
+            }
+            Ok(out)
+        };
+        tokio::task::spawn_blocking(read)
+            .await
+            .map_err(|e| EngineError::Engine(format!("reading the cgroups of run {run} failed: {e}")))?
     }
 }

@@ -9,6 +9,7 @@
 //! limit, a numeric non-root user, and no mount that reaches the engine's socket or state. A spec's
 //! output cap becomes rotating `json-file` logs, so no container can fill the engine's disk with output.
 
+mod cgroup;
 mod config;
 pub mod container;
 mod engine;
@@ -24,6 +25,7 @@ use bollard::container::{
     InspectContainerOptions, ListContainersOptions, LogsOptions, RemoveContainerOptions, StartContainerOptions,
     StopContainerOptions,
 };
+pub use cgroup::container_id_from_cgroup;
 pub use container::{ContainerInfo, ContainerSpec, ContainerStatus, DeviceMap, GpuAttach};
 pub use engine::{DockerEngine, GpuMode};
 use futures::{StreamExt, TryStreamExt};
@@ -162,6 +164,14 @@ impl DockerRuntime {
         let c =
             self.docker.inspect_container(id, None::<InspectContainerOptions>).await.map_err(|e| error::map(e, id))?;
         Ok(info::from_inspect(c))
+    }
+
+    /// The host PID of a running container's first process (its init); `None` when it is not running.
+    pub async fn init_pid(&self, id: &str) -> Result<Option<u32>, EngineError> {
+        let c =
+            self.docker.inspect_container(id, None::<InspectContainerOptions>).await.map_err(|e| error::map(e, id))?;
+        let state = c.state.unwrap_or_default();
+        Ok(state.pid.filter(|_| state.running == Some(true)).and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0))
     }
 
     /// Every container carrying the workload label, running or not.

@@ -1,7 +1,8 @@
 //! A recording, in-memory [`Engine`]: every call is recorded; runs and their members live in a map;
 //! tests make a member exit with [`FakeEngine::exit`] / [`FakeEngine::exit_member`] and feed it output with
 //! [`FakeEngine::push_log`], or any amount of output made only as it is read with
-//! [`FakeEngine::push_filler`].
+//! [`FakeEngine::push_filler`]. What members use ([`Engine::usage`]) is whatever the test scripted
+//! with [`FakeEngine::set_usage`].
 //!
 //! It places like Docker by default ([`Placement::Hub`]: a submitted run starts at once, on the nodes
 //! gpuhub chose) or, made with [`FakeEngine::engine_placed`], like Slurm: a submitted run waits with a
@@ -25,6 +26,8 @@ pub enum Call {
     Cancel(String),
     Remove(String),
     Exec(MemberRef, Box<ExecSpec>),
+    /// [`Engine::usage`] of this run.
+    Usage(String),
 }
 
 #[derive(Debug)]
@@ -41,6 +44,8 @@ struct FakeRun {
     spec: RunSpec,
     members: Vec<FakeMember>,
     pending: Option<PendingInfo>,
+    /// What [`Engine::usage`] answers, as scripted by [`FakeEngine::set_usage`].
+    usage: Vec<MemberUsage>,
 }
 
 #[derive(Debug, Default)]
@@ -212,6 +217,14 @@ impl FakeEngine {
         }
     }
 
+    /// What [`Engine::usage`] answers for `run` from now on (until set again); ignored for a run the
+    /// fake does not have. Until set, a run's usage is empty.
+    pub fn set_usage(&self, run: &str, usage: Vec<MemberUsage>) {
+        if let Some(r) = self.state.lock().unwrap().runs.get_mut(run) {
+            r.usage = usage;
+        }
+    }
+
     /// Removes a run behind the platform's back, as `docker rm -f` by hand would (one event per member).
     pub fn vanish(&self, run: &str) {
         let removed = self.state.lock().unwrap().runs.remove(run);
@@ -274,6 +287,7 @@ impl Engine for FakeEngine {
             volumes: true,
             gpu_shares: true,
             shared_ports: false,
+            usage: true,
         }
     }
 
@@ -324,7 +338,7 @@ impl Engine for FakeEngine {
                 position: Some(1),
                 estimated_start: None,
             });
-            let run = FakeRun { spec: spec.clone(), members, pending };
+            let run = FakeRun { spec: spec.clone(), members, pending, usage: Vec::new() };
             let status = Self::status(&id, &run);
             s.runs.insert(id.clone(), run);
             (id, status)
@@ -452,6 +466,15 @@ impl Engine for FakeEngine {
         let ip =
             s.endpoint.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::new(172, 30, 0, 2 + target.member as u8)));
         Ok(SocketAddr::new(ip, port))
+    }
+
+    /// What [`FakeEngine::set_usage`] scripted for the run (nothing: an empty list).
+    async fn usage(&self, run: &str) -> Result<Vec<MemberUsage>, EngineError> {
+        let mut s = self.state.lock().unwrap();
+        up(&s)?;
+        s.calls.push(Call::Usage(run.to_owned()));
+        let r = s.runs.get(run).ok_or_else(|| EngineError::NotFound(format!("run {run}")))?;
+        Ok(r.usage.clone())
     }
 }
 

@@ -100,6 +100,8 @@ pub struct Capabilities {
     /// own): then the ports apps listen on must differ between runs that may meet on a node, and
     /// gpuhub assigns them ([`RunSpec::ports`], `GPUHUB_PORT`); else each member has its own address.
     pub shared_ports: bool,
+    /// Whether [`Engine::usage`] measures members' CPU time, memory and processes.
+    pub usage: bool,
 }
 
 /// A node as an engine reports it.
@@ -318,6 +320,24 @@ impl EngineEvent {
     }
 }
 
+/// What a running member uses now, as [`Engine::usage`] measures it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberUsage {
+    /// The member's index in its run ([`MemberSpec::index`]).
+    pub index: u32,
+    /// CPU time (user and system) used by the member's processes since it started, in seconds;
+    /// cumulative, so a rate is the difference of two samples over the time between them.
+    pub cpu_seconds: f64,
+    /// Memory in use by the member: its working set (usage less the inactive file cache, as
+    /// `docker stats` shows it), so reclaimable page cache does not count.
+    pub memory_used: gpuhub_core::Bytes,
+    /// The member's memory limit; `None` when it has none.
+    pub memory_limit: Option<gpuhub_core::Bytes>,
+    /// Host PIDs of the member's processes, where the engine knows them (to attribute GPU processes
+    /// to members); may be empty.
+    pub pids: Vec<u32>,
+}
+
 /// A chunk of output.
 pub type LogStream = BoxStream<'static, Result<bytes::Bytes, EngineError>>;
 /// The engine's event feed.
@@ -388,6 +408,14 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError>;
     /// The address the hub connects to for `port` of a running member (the proxy, SSH forwarding).
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError>;
+    /// What each running member of a run uses now (CPU time, memory, processes), ordered by member
+    /// index. Members that are not running (waiting, ended, or ending while measured) are left out, so
+    /// a run that has ended answers an empty list; a run the engine does not have is `NotFound`.
+    /// Engines that cannot measure (see [`Capabilities::usage`]) answer `Unsupported`.
+    async fn usage(&self, run: &str) -> Result<Vec<MemberUsage>, EngineError> {
+        let _ = run;
+        Err(EngineError::Unsupported { engine: self.name(), what: "usage".into() })
+    }
 }
 
 /// The rank variables of member `index` of a run of `size`, with `master` the address of member 0

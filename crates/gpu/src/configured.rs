@@ -110,9 +110,14 @@ impl GpuInventory for ConfiguredInventory {
             .iter()
             .map(|g| GpuSample {
                 uuid: g.uuid.clone(),
-                utilization_pct: 0,
+                index: g.index,
+                model: g.model.clone(),
+                utilization_pct: 0.0,
                 memory_used: Bytes(0),
                 memory_total: g.memory,
+                power_watts: None,
+                temperature_c: None,
+                processes: Vec::new(),
             })
             .collect())
     }
@@ -215,7 +220,17 @@ mod tests {
         let inv = ConfiguredInventory::new(vec![gpu("a", 0)]).unwrap();
         assert_eq!(
             inv.sample().unwrap(),
-            [GpuSample { uuid: "a".into(), utilization_pct: 0, memory_used: Bytes(0), memory_total: Bytes(141 * GIB) }]
+            [GpuSample {
+                uuid: "a".into(),
+                index: 0,
+                model: "H200".into(),
+                utilization_pct: 0.0,
+                memory_used: Bytes(0),
+                memory_total: Bytes(141 * GIB),
+                power_watts: None,
+                temperature_c: None,
+                processes: vec![],
+            }]
         );
     }
 }

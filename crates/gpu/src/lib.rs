@@ -3,18 +3,22 @@
 //! Two inventories: [`NvmlInventory`] asks NVIDIA's management library (loaded at run time, so the
 //! binary needs no driver to build or start), and [`ConfiguredInventory`] serves the `[[gpus]]` list of
 //! the config file, for hosts without NVML and for tests. [`detect`] picks one.
+//!
+//! What the GPUs do now — utilization, memory, power, temperature and the processes on each — comes from
+//! a [`GpuSampler`]: [`NvmlSampler`] on a host with NVIDIA's stack, [`FakeGpuSampler`] in tests.
 
 mod configured;
 mod error;
 pub mod host;
 pub mod nvml;
+mod sample;
 
 pub use configured::ConfiguredInventory;
 pub use error::GpuError;
 pub use host::{host_capacity, hostname};
-pub use nvml::NvmlInventory;
+pub use nvml::{NvmlInventory, NvmlSampler};
+pub use sample::{FakeGpuSampler, GpuProcess, GpuSample, GpuSampler};
 
-use gpuhub_core::Bytes;
 use gpuhub_core::node::GpuDevice;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -23,21 +27,9 @@ use std::fmt;
 pub trait GpuInventory: Send + Sync + fmt::Debug {
     /// The GPUs, ordered by index.
     fn gpus(&self) -> Result<Vec<GpuDevice>, GpuError>;
-    /// The current use of each GPU, in the order of [`GpuInventory::gpus`].
+    /// The current use of each GPU, in the order of [`GpuInventory::gpus`] (as a [`GpuSampler`] of
+    /// the same GPUs measures it).
     fn sample(&self) -> Result<Vec<GpuSample>, GpuError>;
-}
-
-/// One GPU's use at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GpuSample {
-    /// The GPU's uuid (as in [`GpuDevice::uuid`]).
-    pub uuid: String,
-    /// Percent of the last sample period during which a kernel ran (0 to 100).
-    pub utilization_pct: u32,
-    /// Device memory in use.
-    pub memory_used: Bytes,
-    /// Device memory in all.
-    pub memory_total: Bytes,
 }
 
 /// Which inventory [`detect`] chose.
@@ -109,6 +101,7 @@ fn try_detect_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpuhub_core::Bytes;
     use gpuhub_core::quantity::GIB;
 
     fn assert_inventory<T: GpuInventory>() {}
@@ -117,6 +110,15 @@ mod tests {
     fn inventories_are_send_sync_debug() {
         assert_inventory::<NvmlInventory>();
         assert_inventory::<ConfiguredInventory>();
+    }
+
+    fn assert_sampler<T: GpuSampler>() {}
+
+    #[test]
+    fn samplers_are_send_sync_debug() {
+        assert_sampler::<NvmlSampler>();
+        assert_sampler::<FakeGpuSampler>();
+        let _shared: std::sync::Arc<dyn GpuSampler> = std::sync::Arc::new(FakeGpuSampler::new(vec![]));
     }
 
     fn configured() -> Vec<GpuDevice> {

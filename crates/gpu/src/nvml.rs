@@ -4,6 +4,12 @@
 //! driver and runs on hosts without one; there [`NvmlInventory::try_new`] returns
 //! [`GpuError::NvmlUnavailable`]. The calls into NVML are thin; what they return is turned into gpuhub
 //! types by the pure functions [`gpu_device`] and [`gpu_sample`], which are unit-tested without a GPU.
+//! [`NvmlSampler`] measures what the GPUs do now; [`NvmlInventory::sampler`] makes one that shares the
+//! inventory's loaded library.
+
+mod sampler;
+
+pub use sampler::{NvmlProcess, NvmlSampler, NvmlUsage, gpu_sample};
 
 use crate::{GpuError, GpuInventory, GpuSample};
 use gpuhub_core::Bytes;
@@ -11,6 +17,7 @@ use gpuhub_core::node::GpuDevice;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 use std::ffi::OsStr;
+use std::sync::Arc;
 
 /// The library NVML is loaded from (found through the dynamic loader's search path).
 pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
@@ -30,19 +37,6 @@ pub struct NvmlDeviceInfo {
     pub minor_number: Option<u32>,
 }
 
-/// What NVML says about one device's current use, as plain data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NvmlUsage {
-    /// `nvmlDeviceGetUUID`.
-    pub uuid: String,
-    /// Percent of the last sample period during which a kernel ran (`nvmlDeviceGetUtilizationRates`).
-    pub gpu_utilization: u32,
-    /// Allocated framebuffer memory in bytes.
-    pub memory_used: u64,
-    /// Total framebuffer memory in bytes.
-    pub memory_total: u64,
-}
-
 /// Maps NVML's view of a device to a [`GpuDevice`].
 pub fn gpu_device(info: NvmlDeviceInfo) -> GpuDevice {
     GpuDevice {
@@ -51,16 +45,6 @@ pub fn gpu_device(info: NvmlDeviceInfo) -> GpuDevice {
         model: info.name,
         memory: Bytes(info.memory_total),
         device: info.minor_number.map(|minor| format!("/dev/nvidia{minor}")),
-    }
-}
-
-/// Maps NVML's view of a device's use to a [`GpuSample`] (utilization clamped to 100).
-pub fn gpu_sample(usage: NvmlUsage) -> GpuSample {
-    GpuSample {
-        uuid: usage.uuid,
-        utilization_pct: usage.gpu_utilization.min(100),
-        memory_used: Bytes(usage.memory_used),
-        memory_total: Bytes(usage.memory_total),
     }
 }
 
@@ -75,10 +59,27 @@ pub(crate) fn map_nvml_error(err: NvmlError) -> GpuError {
     }
 }
 
+/// Loads NVML from `library` (a file name looked up by the dynamic loader, or a path).
+fn load(library: &OsStr) -> Result<Arc<Nvml>, GpuError> {
+    match Nvml::builder().lib_path(library).init() {
+        Ok(nvml) => Ok(Arc::new(nvml)),
+        Err(err) => {
+            tracing::debug!(library = %library.to_string_lossy(), error = %err, "nvml init failed");
+            Err(map_nvml_error(err))
+        }
+    }
+}
+
+/// Every device NVML reports, by index.
+fn devices(nvml: &Nvml) -> Result<Vec<nvml_wrapper::Device<'_>>, GpuError> {
+    let count = nvml.device_count().map_err(map_nvml_error)?;
+    (0..count).map(|i| nvml.device_by_index(i).map_err(map_nvml_error)).collect()
+}
+
 /// The GPUs of this host as NVML reports them.
 #[derive(Debug)]
 pub struct NvmlInventory {
-    nvml: Nvml,
+    nvml: Arc<Nvml>,
 }
 
 impl NvmlInventory {
@@ -94,25 +95,19 @@ impl NvmlInventory {
     /// Like [`NvmlInventory::try_new`], loading NVML from `library` (a file name looked up by the dynamic
     /// loader, or a path).
     pub fn try_with_library(library: &OsStr) -> Result<Self, GpuError> {
-        match Nvml::builder().lib_path(library).init() {
-            Ok(nvml) => Ok(NvmlInventory { nvml }),
-            Err(err) => {
-                tracing::debug!(library = %library.to_string_lossy(), error = %err, "nvml init failed");
-                Err(map_nvml_error(err))
-            }
-        }
+        Ok(NvmlInventory { nvml: load(library)? })
     }
 
-    fn devices(&self) -> Result<Vec<nvml_wrapper::Device<'_>>, GpuError> {
-        let count = self.nvml.device_count().map_err(map_nvml_error)?;
-        (0..count).map(|i| self.nvml.device_by_index(i).map_err(map_nvml_error)).collect()
+    /// A sampler of the same GPUs, sharing this inventory's loaded library.
+    pub fn sampler(&self) -> NvmlSampler {
+        NvmlSampler::from_shared(Arc::clone(&self.nvml))
     }
 }
 
 impl GpuInventory for NvmlInventory {
     fn gpus(&self) -> Result<Vec<GpuDevice>, GpuError> {
         let mut gpus = Vec::new();
-        for (index, device) in (0u32..).zip(self.devices()?) {
+        for (index, device) in (0u32..).zip(devices(&self.nvml)?) {
             let minor_number = match device.minor_number() {
                 Ok(minor) => Some(minor),
                 Err(NvmlError::NotSupported) => None,
@@ -130,18 +125,7 @@ impl GpuInventory for NvmlInventory {
     }
 
     fn sample(&self) -> Result<Vec<GpuSample>, GpuError> {
-        self.devices()?
-            .iter()
-            .map(|device| {
-                let memory = device.memory_info().map_err(map_nvml_error)?;
-                Ok(gpu_sample(NvmlUsage {
-                    uuid: device.uuid().map_err(map_nvml_error)?,
-                    gpu_utilization: device.utilization_rates().map_err(map_nvml_error)?.gpu,
-                    memory_used: memory.used,
-                    memory_total: memory.total,
-                }))
-            })
-            .collect()
+        sampler::sample_all(&self.nvml)
     }
 }
 
@@ -181,27 +165,6 @@ mod tests {
             minor_number: None,
         });
         assert_eq!(gpu.device, None);
-    }
-
-    #[test]
-    fn maps_a_sample() {
-        let s = gpu_sample(NvmlUsage {
-            uuid: "GPU-1".into(),
-            gpu_utilization: 42,
-            memory_used: GIB,
-            memory_total: 80 * GIB,
-        });
-        assert_eq!(
-            s,
-            GpuSample {
-                uuid: "GPU-1".into(),
-                utilization_pct: 42,
-                memory_used: Bytes(GIB),
-                memory_total: Bytes(80 * GIB)
-            }
-        );
-        let s = gpu_sample(NvmlUsage { uuid: "GPU-1".into(), gpu_utilization: 250, memory_used: 0, memory_total: 1 });
-        assert_eq!(s.utilization_pct, 100);
     }
 
     #[test]

@@ -531,6 +531,7 @@ impl Engine for SlurmEngine {
             volumes: true,
             gpu_shares: true,
             shared_ports: true,
+            usage: false,
         }
     }
 

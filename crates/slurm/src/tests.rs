@@ -474,5 +474,16 @@ fn capabilities() {
     let c = e.engine.capabilities();
     assert_eq!(c.placement, Placement::Engine);
     assert!(c.multi_node && c.exec && c.ingress && c.volumes && c.gpu_shares && c.shared_ports);
+    assert!(!c.usage, "slurm does not measure members");
     assert_eq!(e.engine.name(), "slurm");
+}
+
+#[tokio::test]
+async fn usage_is_unsupported() {
+    let e = env();
+    match e.engine.usage("1234").await {
+        Err(EngineError::Unsupported { engine, what }) => assert_eq!((engine, what.as_str()), ("slurm", "usage")),
+        other => panic!("expected unsupported, got {other:?}"),
+    }
+    assert!(e.cli.calls().is_empty(), "nothing was asked of slurm");
 }

@@ -8,3 +8,4 @@ mod exec;
 mod gpu;
 mod lifecycle;
 mod network;
+mod usage;

@@ -110,3 +110,38 @@ async fn filler_is_made_as_read_and_tail_counts_lines() {
     e.push_log(&id, "no newline");
     assert_eq!(read(&e, &id, Some(2)).await, b"last\nno newline");
 }
+
+#[tokio::test]
+async fn usage_is_what_the_test_scripted() {
+    let e = FakeEngine::new();
+    assert!(e.capabilities().usage);
+    let id = e.submit(&spec("a", 2)).await.unwrap().id;
+    assert_eq!(e.usage(&id).await.unwrap(), [], "nothing scripted: nothing measured");
+    let scripted = vec![
+        MemberUsage {
+            index: 0,
+            cpu_seconds: 1.5,
+            memory_used: gpuhub_core::Bytes(200 << 20),
+            memory_limit: Some(gpuhub_core::Bytes(1 << 30)),
+            pids: vec![4242, 4243],
+        },
+        MemberUsage {
+            index: 1,
+            cpu_seconds: 0.0,
+            memory_used: gpuhub_core::Bytes(0),
+            memory_limit: None,
+            pids: vec![],
+        },
+    ];
+    e.set_usage(&id, scripted.clone());
+    assert_eq!(e.usage(&id).await.unwrap(), scripted);
+    e.set_usage("nope", scripted.clone());
+    assert!(matches!(e.usage("nope").await, Err(EngineError::NotFound(r)) if r == "run nope"));
+    let usage_calls: Vec<Call> = e.calls().into_iter().filter(|c| matches!(c, Call::Usage(_))).collect();
+    assert_eq!(usage_calls, [Call::Usage(id.clone()), Call::Usage(id.clone()), Call::Usage("nope".into())]);
+    e.set_down(true);
+    assert!(matches!(e.usage(&id).await, Err(EngineError::Unavailable(_))));
+    e.set_down(false);
+    e.remove(&id).await.unwrap();
+    assert!(matches!(e.usage(&id).await, Err(EngineError::NotFound(_))), "a removed run has no usage");
+}
