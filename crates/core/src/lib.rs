@@ -8,6 +8,7 @@ pub mod api;
 pub mod env;
 pub mod error;
 pub mod lifecycle;
+pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod quantity;

@@ -83,7 +83,20 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
         EngineKind::Docker => Arc::new(docker_engine(&config).await?),
         EngineKind::Slurm => Arc::new(slurm_engine(&config).await?),
     };
-    let server = gpuhub_server::start(config, engine).await?;
+    // GPU figures of this host for the monitor: NVML where there is a driver (Docker's GPUs are this
+    // host's; a Slurm cluster's are on its nodes)
+    let gpus: Option<Arc<dyn gpuhub_gpu::GpuSampler>> = match config.engine {
+        EngineKind::Docker => match gpuhub_gpu::NvmlSampler::try_new() {
+            Ok(s) => Some(Arc::new(s)),
+            Err(e) => {
+                tracing::info!(error = %e, "no GPU figures (utilisation, memory, power): NVML is not available");
+                None
+            }
+        },
+        EngineKind::Slurm => None,
+    };
+    let seams = gpuhub_server::Seams { gpus, ..Default::default() };
+    let server = gpuhub_server::start_with(config, engine, seams).await?;
     println!("gpuhub serving on http://{}", server.addr);
     let stop = server.shutdown_handle();
     tokio::spawn(async move {

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub mod env;
+pub mod monitor;
 
 /// How GPUs reach containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -222,6 +223,10 @@ pub struct Config {
     pub admin_password: Option<String>,
     /// Per-user bounds on workloads and request sizes.
     pub limits: Limits,
+    /// Sampling, its history and `/metrics` (`[monitor]`).
+    pub monitor: monitor::MonitorConfig,
+    /// Idle GPUs found and reclaimed (`[idle]`).
+    pub idle: monitor::IdleConfig,
 }
 
 /// The default of [`Config::log_max_bytes`].
@@ -268,6 +273,8 @@ impl Default for Config {
             log_max_bytes: gpuhub_core::Bytes(DEFAULT_LOG_MAX_BYTES),
             admin_password: None,
             limits: Limits::default(),
+            monitor: monitor::MonitorConfig::default(),
+            idle: monitor::IdleConfig::default(),
         }
     }
 }
@@ -297,6 +304,8 @@ impl fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("log_max_bytes", &self.log_max_bytes)
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
+            .field("monitor", &self.monitor)
+            .field("idle", &self.idle)
             .finish_non_exhaustive()
     }
 }
@@ -399,11 +408,14 @@ impl Config {
                     self.log_max_bytes = gpuhub_core::Bytes::parse(&v)
                         .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?
                 }
-                // variables of the client, of containers and of the scripts share the prefix
-                other if env::NOT_SERVER_SETTINGS.contains(&other) || env::container_variable(other) => {}
-                other => {
-                    return Err(ConfigError::Invalid { key: key.clone(), reason: env::unknown_variable(other) });
-                }
+                other => match monitor::apply_env(&mut self.monitor, &mut self.idle, &key, other, &v) {
+                    Some(done) => done?,
+                    // variables of the client, of containers and of the scripts share the prefix
+                    None if env::NOT_SERVER_SETTINGS.contains(&other) || env::container_variable(other) => {}
+                    None => {
+                        return Err(ConfigError::Invalid { key: key.clone(), reason: env::unknown_variable(other) });
+                    }
+                },
             }
         }
         if self.reconcile_secs == 0 {
@@ -411,6 +423,7 @@ impl Config {
         }
         self.check_auth()?;
         self.limits.check()?;
+        monitor::check(&self.monitor, &self.idle)?;
         if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
             return Err(ConfigError::Invalid {
                 key: "log_max_bytes".into(),

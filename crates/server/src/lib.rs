@@ -68,6 +68,7 @@ pub struct Server {
     http: JoinHandle<()>,
     controller: JoinHandle<()>,
     ssh: JoinHandle<()>,
+    monitor: JoinHandle<()>,
 }
 
 impl Server {
@@ -77,6 +78,7 @@ impl Server {
         let _ = self.http.await;
         let _ = self.controller.await;
         let _ = self.ssh.await;
+        let _ = self.monitor.await;
     }
 
     /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
@@ -85,6 +87,7 @@ impl Server {
         let _ = self.shutdown.send(true);
         let _ = self.controller.await;
         let _ = self.ssh.await;
+        let _ = self.monitor.await;
     }
 
     /// A sender that stops the server when `true` is sent.
@@ -192,6 +195,27 @@ pub async fn start_with_clock(
     engine: Arc<dyn Engine>,
     clock: Arc<dyn Clock>,
 ) -> Result<Server, ServeError> {
+    start_with(config, engine, Seams { clock, gpus: None }).await
+}
+
+/// What a server reads the world through besides its engine: the clock and this host's GPU sampler.
+#[derive(Debug, Clone)]
+pub struct Seams {
+    /// Where the time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// Measures this host's GPUs (NVML, or a scripted fake in tests); `None`: no GPU figures.
+    pub gpus: Option<Arc<dyn gpuhub_gpu::GpuSampler>>,
+}
+
+impl Default for Seams {
+    fn default() -> Self {
+        Self { clock: Arc::new(SystemClock), gpus: None }
+    }
+}
+
+/// [`start`] with the clock and GPU sampler given.
+pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -> Result<Server, ServeError> {
+    let Seams { clock, gpus } = seams;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {
@@ -216,7 +240,11 @@ pub async fn start_with_clock(
     let config = Arc::new(config);
     let settings = Arc::new(config.controller_settings());
     let (controller, handle) =
-        Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory);
+        Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
+    let monitor_settings =
+        gpuhub_monitor::MonitorSettings { interval: Duration::from_secs(config.monitor.interval_secs) };
+    let (monitor, metrics) =
+        gpuhub_monitor::Monitor::new(store.clone(), engine.clone(), gpus, clock.clone(), inventory, monitor_settings);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
     let revocations = state::Revocations::default();
     let ssh_listener = tokio::net::TcpListener::bind(config.ssh_listen).await.map_err(|source| {
@@ -236,6 +264,7 @@ pub async fn start_with_clock(
         http_client: access::http_client(),
         ssh_addr: Some(ssh_addr),
         revocations,
+        metrics,
     };
     let gateway = gpuhub_ssh::SshGateway::on_listener(
         ssh_listener,
@@ -249,6 +278,7 @@ pub async fn start_with_clock(
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let controller = tokio::spawn(controller.run(until(rx.clone())));
+    let monitor = tokio::spawn(monitor.run(until(rx.clone())));
     let ssh_stop = until(rx.clone());
     let ssh = tokio::spawn(async move {
         if let Err(e) = gateway.run(ssh_stop).await {
@@ -268,7 +298,7 @@ pub async fn start_with_clock(
         }
     });
     tracing::info!(%addr, "gpuhub listening");
-    Ok(Server { addr, state, shutdown, http, controller, ssh })
+    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor })
 }
 
 /// The whole HTTP surface.

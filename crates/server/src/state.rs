@@ -29,6 +29,8 @@ pub struct AppState {
     pub ssh_addr: Option<std::net::SocketAddr>,
     /// Accounts whose access just ended: open SSH connections and browser terminals of them close.
     pub revocations: Revocations,
+    /// The monitor's latest measurements of running members and GPUs.
+    pub metrics: gpuhub_monitor::Latest,
 }
 
 impl AppState {
