@@ -77,6 +77,10 @@ pub enum ClientCommand {
     Reservations(ReservationsArgs),
     /// GPU-, CPU- and memory-hours held, by user, queue, GPU model and/or day (yours; admins see all).
     Usage(UsageArgs),
+    /// Keep a running workspace from being stopped for idle GPUs for some hours (`--hours 0` withdraws).
+    Keep(KeepArgs),
+    /// Every workload whose GPUs sit idle: since when, and when it will be stopped (admin).
+    Idle,
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// Manage accounts (admin).
@@ -97,6 +101,19 @@ pub enum ClientCommand {
     /// Print `~/.ssh/config` entries for your workspaces (`Host gpuhub-<name>`), for `ssh`, `scp` and
     /// editors such as VS Code Remote-SSH.
     SshConfig(SshConfigArgs),
+}
+
+/// `gpuhub keep`.
+#[derive(Debug, Clone, Args)]
+pub struct KeepArgs {
+    /// The workload.
+    pub name: String,
+    /// Hours from now (at most the server's `idle.keep_max_hours`); 0 withdraws the keep.
+    #[arg(long, value_name = "N")]
+    pub hours: u32,
+    /// Another user's workload (admin).
+    #[arg(long, value_name = "USER")]
+    pub owner: Option<String>,
 }
 
 /// `gpuhub usage`.

@@ -412,11 +412,51 @@ pub struct WorkloadView {
     /// What interrupted or ended its last run from outside, and what happens next.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruption: Option<crate::stop::InterruptionView>,
+    /// For a running workload whose GPUs sit idle: since when, and when it will be stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleView>,
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A workload whose GPUs sit idle, with no use through the hub either (`[idle]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IdleView {
+    /// Since when its GPUs and the hub saw no use.
+    pub since: DateTime<Utc>,
+    /// When its owner was warned, once they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warned_at: Option<DateTime<Utc>>,
+    /// When it will be stopped if still idle, once warned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_at: Option<DateTime<Utc>>,
+    /// Until when its owner keeps it despite idleness (`gpuhub keep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<DateTime<Utc>>,
+}
+
+/// An admin's idle-GPU report: one row per idle workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IdleReportRow {
+    /// `owner/name`.
+    pub workload: String,
+    /// The GPUs it holds.
+    pub gpus: Vec<String>,
+    /// Its queue (`default` for the default queue).
+    pub queue: String,
+    /// Where it stands.
+    pub idle: IdleView,
+}
+
+/// `POST /api/v1/workloads/{name}/keep`: keep a workspace despite idle GPUs for a while.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeepRequest {
+    /// How many hours from now (1 to the server's `idle.keep_max_hours`); 0 withdraws a keep.
+    pub hours: u32,
 }
 
 impl From<&crate::workload::Workload> for WorkloadView {
@@ -443,6 +483,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             message: w.message.clone(),
             explanation: None,
             interruption: w.interruption.as_ref().map(|r| r.view(w.kind, w.state)),
+            idle: None,
             created_at: w.created_at,
             started_at: w.started_at,
             finished_at: w.finished_at,

@@ -48,13 +48,22 @@ pub enum StopReason {
         /// When.
         at: DateTime<Utc>,
     },
+    /// It held GPUs that stayed idle, with no use through the hub either, past the warning's grace.
+    Idle {
+        /// Since when its GPUs and the hub saw no use.
+        since: DateTime<Utc>,
+        /// When it was stopped.
+        at: DateTime<Utc>,
+        /// The rule in words (`GPU utilisation below 5 % and no app, terminal or SSH use for 2h`).
+        detail: String,
+    },
 }
 
 /// An interruption as `GET /api/v1/workloads/{name}` shows it: the reason, by whom, when, and what
 /// happens next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct InterruptionView {
-    /// `user`, `preempted`, `time-limit`, `engine-failure` or `owner-disabled`.
+    /// `user`, `preempted`, `time-limit`, `engine-failure`, `owner-disabled` or `idle`.
     pub reason: String,
     /// Who: the person who stopped it, or the workload it made room for (`owner/name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,6 +88,7 @@ impl StopReason {
             StopReason::TimeLimit { .. } => "time-limit",
             StopReason::EngineFailure { .. } => "engine-failure",
             StopReason::OwnerDisabled { .. } => "owner-disabled",
+            StopReason::Idle { .. } => "idle",
         }
     }
 
@@ -89,7 +99,8 @@ impl StopReason {
             | StopReason::Preempted { at, .. }
             | StopReason::TimeLimit { at, .. }
             | StopReason::EngineFailure { at, .. }
-            | StopReason::OwnerDisabled { at } => *at,
+            | StopReason::OwnerDisabled { at }
+            | StopReason::Idle { at, .. } => *at,
         }
     }
 
@@ -101,6 +112,7 @@ impl StopReason {
             StopReason::TimeLimit { limit, .. } => format!("time limit {limit} reached"),
             StopReason::EngineFailure { detail, .. } => format!("engine failure: {detail}"),
             StopReason::OwnerDisabled { .. } => "owner's account disabled".to_owned(),
+            StopReason::Idle { since, .. } => format!("idle GPUs since {}", since.format("%Y-%m-%d %H:%M UTC")),
         }
     }
 
@@ -133,6 +145,7 @@ impl StopReason {
             StopReason::TimeLimit { limit, .. } => (None, None, Some(format!("run-time limit {limit}"))),
             StopReason::EngineFailure { detail, .. } => (None, None, Some(detail.clone())),
             StopReason::OwnerDisabled { .. } => (None, None, None),
+            StopReason::Idle { detail, .. } => (None, None, Some(detail.clone())),
         };
         InterruptionView {
             reason: self.name().to_owned(),

@@ -8,8 +8,10 @@
 //! engine or GPU driver delays a sample, never a scheduling pass. Each engine call is bounded by the
 //! interval; a member or run that cannot be measured is left out of that round.
 
+mod idle;
 mod round;
 
+pub use idle::{Facts, IdleAction, IdleRule, IdleState, IdleTracker};
 pub use round::{Round, attribute};
 
 use chrono::{DateTime, Utc};

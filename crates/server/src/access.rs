@@ -99,11 +99,12 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
             st.engine.endpoint(&member, port).await.map_err(|e| {
                 ApiError::new(StatusCode::BAD_GATEWAY, format!("workspace {name} cannot be reached: {e}"))
             })?;
-        Ok::<_, ApiError>((upstream, spec.base_url(owner, name)))
+        Ok::<_, ApiError>((upstream, spec.base_url(owner, name), w.id))
     }
     .await;
     match target {
-        Ok((upstream, prefix)) => {
+        Ok((upstream, prefix, id)) => {
+            st.activity.touch(&id);
             gpuhub_proxy::forward(Request::from_parts(parts, body), upstream, &prefix, &st.http_client).await
         }
         Err(e) => e.into_response(),
@@ -157,7 +158,10 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     // the terminal closes as soon as the viewer's or the owner's access is revoked
     let mut revoked = st.revocations.subscribe();
     let names = [user.username.clone(), w.owner.clone()];
+    let (activity, id) = (st.activity.clone(), w.id.clone());
     upgrade.on_upgrade(move |socket| async move {
+        // an open terminal is use of the workspace (the idle-GPU rule) until it closes
+        let _session = activity.open(&id);
         let until_revoked = async move {
             loop {
                 match revoked.recv().await {
@@ -240,6 +244,8 @@ impl GatewayBackend for SshBackend {
             user: format!("{uid}:{uid}"),
             home: format!("/home/{owner}"),
             member: service::running_member(&w).ok(),
+            // an open SSH connection is use of the workspace (the idle-GPU rule) until it closes
+            lease: gpuhub_ssh::Lease::new(self.st.activity.open(&w.id)),
         })
     }
 

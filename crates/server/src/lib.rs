@@ -4,10 +4,12 @@
 //! the database only through [`gpuhub_store::Store`].
 
 pub mod access;
+pub mod activity;
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod idle;
 pub mod queues;
 pub mod service;
 pub mod state;
@@ -69,6 +71,7 @@ pub struct Server {
     controller: JoinHandle<()>,
     ssh: JoinHandle<()>,
     monitor: JoinHandle<()>,
+    idle: JoinHandle<()>,
 }
 
 impl Server {
@@ -79,6 +82,7 @@ impl Server {
         let _ = self.controller.await;
         let _ = self.ssh.await;
         let _ = self.monitor.await;
+        let _ = self.idle.await;
     }
 
     /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
@@ -88,6 +92,7 @@ impl Server {
         let _ = self.controller.await;
         let _ = self.ssh.await;
         let _ = self.monitor.await;
+        let _ = self.idle.await;
     }
 
     /// A sender that stops the server when `true` is sent.
@@ -257,7 +262,6 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         store,
         engine,
         config: config.clone(),
-        clock,
         controller: handle,
         limiter,
         data_dir,
@@ -265,6 +269,9 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         ssh_addr: Some(ssh_addr),
         revocations,
         metrics,
+        activity: activity::Activity::new(clock.clone()),
+        clock,
+        idle: Arc::default(),
     };
     let gateway = gpuhub_ssh::SshGateway::on_listener(
         ssh_listener,
@@ -279,6 +286,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     };
     let controller = tokio::spawn(controller.run(until(rx.clone())));
     let monitor = tokio::spawn(monitor.run(until(rx.clone())));
+    let idle = tokio::spawn(idle::run(state.clone(), until(rx.clone())));
     let ssh_stop = until(rx.clone());
     let ssh = tokio::spawn(async move {
         if let Err(e) = gateway.run(ssh_stop).await {
@@ -298,7 +306,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         }
     });
     tracing::info!(%addr, "gpuhub listening");
-    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor })
+    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor, idle })
 }
 
 /// The whole HTTP surface.

@@ -168,6 +168,9 @@ pub fn view(st: &AppState, w: &Workload) -> WorkloadView {
     if w.state == WorkloadState::Queued {
         v.explanation = st.controller.explanation(&w.id);
     }
+    if w.state == WorkloadState::Running {
+        v.idle = st.idle.view(&w.id, st.clock.now());
+    }
     v
 }
 

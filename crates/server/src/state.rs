@@ -31,6 +31,10 @@ pub struct AppState {
     pub revocations: Revocations,
     /// The monitor's latest measurements of running members and GPUs.
     pub metrics: gpuhub_monitor::Latest,
+    /// Use of workloads through the hub (apps, terminals, SSH), for the idle-GPU rule.
+    pub activity: crate::activity::Activity,
+    /// Idle workloads and owners' keeps.
+    pub idle: Arc<crate::idle::IdleWatch>,
 }
 
 impl AppState {

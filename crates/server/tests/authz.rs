@@ -69,6 +69,12 @@ async fn every_endpoint_by_every_caller() {
         case(Method::GET, "/api/v1/workloads/{w}?owner=alice", [200, 200, 404, 401]),
         case(Method::GET, "/api/v1/workloads/{w}/logs", [200, 200, 404, 401]),
         Case { running: true, ..case(Method::POST, "/api/v1/workloads/{w}/stop", [200, 200, 404, 401]) },
+        Case {
+            running: true,
+            body: Some(json!({"hours": 1})),
+            ..case(Method::POST, "/api/v1/workloads/{w}/keep", [200, 200, 404, 401])
+        },
+        case(Method::GET, "/api/v1/idle", [200, 403, 403, 401]),
         Case { stopped: true, ..case(Method::POST, "/api/v1/workloads/{w}/start", [200, 200, 404, 401]) },
         case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
         case(Method::GET, "/api/v1/nodes", [200, 200, 200, 401]),

@@ -53,6 +53,35 @@ pub struct Target {
     pub home: String,
     /// The member to enter (member 0 of the workspace's run); `None` when the workspace is not running.
     pub member: Option<MemberRef>,
+    /// Kept alive as long as the connection (and its channels) live: the hub counts an open SSH
+    /// session as use of the workspace while it holds this.
+    pub lease: Lease,
+}
+
+/// Something a backend wants kept alive for as long as a connection lives (see [`Target::lease`]).
+/// Leases carry no data the gateway reads, so any two compare equal.
+#[derive(Clone, Default)]
+pub struct Lease(Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>);
+
+impl Lease {
+    /// A lease holding `v` until the last clone is dropped.
+    pub fn new(v: impl std::any::Any + Send + Sync) -> Self {
+        Self(Some(std::sync::Arc::new(v)))
+    }
+}
+
+impl PartialEq for Lease {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Lease {}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Lease(held)" } else { "Lease(none)" })
+    }
 }
 
 /// Why a login is refused. The client only ever sees a refusal; the reason is logged.

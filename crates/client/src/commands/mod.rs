@@ -57,6 +57,8 @@ pub(crate) async fn dispatch(
         ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,
         ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
         ClientCommand::Usage(args) => usage::usage(&api, json, args, out).await?,
+        ClientCommand::Keep(args) => usage::keep(&api, json, args, out).await?,
+        ClientCommand::Idle => usage::idle(&api, json, Utc::now(), out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,

@@ -1,11 +1,62 @@
-//! `gpuhub usage`: GPU-, CPU- and memory-hours held, as a table, CSV or JSON.
+//! `gpuhub usage` (GPU-, CPU- and memory-hours held, as a table, CSV or JSON), and the idle-GPU
+//! commands `gpuhub keep` and `gpuhub idle`.
 
 use super::{Out, print_json};
 use crate::ClientError;
-use crate::cli::UsageArgs;
+use crate::cli::{KeepArgs, UsageArgs};
 use crate::http::{Api, decode};
-use crate::table::Table;
+use crate::table::{Table, age};
+use chrono::{DateTime, Utc};
+use gpuhub_core::api::{IdleReportRow, KeepRequest, WorkloadView};
 use gpuhub_core::usage::{UsageKey, UsageReport, UsageRow};
+use reqwest::Method;
+use serde_json::Value;
+
+/// `gpuhub keep NAME --hours N [--owner USER]`.
+pub(crate) async fn keep(api: &Api, json: bool, args: KeepArgs, out: Out<'_>) -> Result<(), ClientError> {
+    let query: Vec<(&str, &str)> = args.owner.as_deref().map(|o| vec![("owner", o)]).unwrap_or_default();
+    let body = serde_json::to_value(KeepRequest { hours: args.hours }).unwrap_or(Value::Null);
+    let path = ["workloads", args.name.as_str(), "keep"];
+    let v = api.call(Method::POST, &path, &query, Some(&body)).await?.unwrap_or(Value::Null);
+    if json {
+        return print_json(out, &v);
+    }
+    let w: WorkloadView = decode(&v, api.url(&path, &query).as_str())?;
+    match w.idle.and_then(|i| i.kept_until) {
+        Some(until) => writeln!(out, "{} is kept until {} despite idle GPUs", w.name, until.to_rfc3339())?,
+        None if args.hours == 0 => writeln!(out, "{} is no longer kept", w.name)?,
+        None => writeln!(out, "{} is kept for {} h despite idle GPUs", w.name, args.hours)?,
+    }
+    Ok(())
+}
+
+/// `gpuhub idle`: the admin's idle-GPU report.
+pub(crate) async fn idle(api: &Api, json: bool, now: DateTime<Utc>, out: Out<'_>) -> Result<(), ClientError> {
+    let v = api.get(&["idle"], &[]).await?;
+    if json {
+        return print_json(out, &v);
+    }
+    let rows: Vec<IdleReportRow> = decode(&v, api.url(&["idle"], &[]).as_str())?;
+    write!(out, "{}", idle_text(&rows, now))?;
+    Ok(())
+}
+
+/// One line per idle workload: `WORKLOAD QUEUE GPUS IDLE FOR STOPS IN`.
+pub(crate) fn idle_text(rows: &[IdleReportRow], now: DateTime<Utc>) -> String {
+    if rows.is_empty() {
+        return "no idle GPUs\n".into();
+    }
+    let mut t = Table::new(&["WORKLOAD", "QUEUE", "GPUS", "IDLE FOR", "STOPS IN"]);
+    for r in rows {
+        let stops = match (r.idle.kept_until, r.idle.stop_at) {
+            (Some(k), _) => format!("kept {}", age(now, k)),
+            (None, Some(s)) => age(now, s),
+            (None, None) => "-".into(),
+        };
+        t.row(vec![r.workload.clone(), r.queue.clone(), r.gpus.join(","), age(r.idle.since, now), stops]);
+    }
+    t.render("")
+}
 
 /// `gpuhub usage [--by user,queue] [--from DATE] [--to DATE] [--user NAME] [--csv]`.
 pub(crate) async fn usage(api: &Api, json: bool, args: UsageArgs, out: Out<'_>) -> Result<(), ClientError> {

@@ -223,9 +223,18 @@ pub(crate) fn reason(w: &WorkloadView, now: DateTime<Utc>) -> String {
             ("time-limit", _) => "time limit reached".to_owned(),
             ("engine-failure", _) => format!("engine failure: {}", i.detail.as_deref().unwrap_or("")),
             ("owner-disabled", _) => "owner's account disabled".to_owned(),
+            ("idle", _) => "stopped: idle GPUs".to_owned(),
             (other, _) => other.to_owned(),
         };
         return format!("{who} {} ago", age(i.at, now));
+    }
+    if let Some(idle) = &w.idle {
+        let gone = |t: DateTime<Utc>| age(now, t);
+        return match (idle.kept_until, idle.stop_at) {
+            (Some(k), _) => format!("idle GPUs; kept for {}", gone(k)),
+            (None, Some(stop)) => format!("idle GPUs; stops in {} (gpuhub keep)", gone(stop)),
+            (None, None) => format!("idle GPUs for {}", age(idle.since, now)),
+        };
     }
     w.message.as_deref().and_then(|m| m.lines().next()).unwrap_or("").to_owned()
 }
@@ -409,6 +418,7 @@ mod tests {
             message: message.map(str::to_owned),
             interruption: None,
             explanation: None,
+            idle: None,
             created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
             started_at: None,
             finished_at: None,
@@ -483,6 +493,26 @@ mod tests {
         );
         assert!(lines[2].ends_with("2h"), "{s}");
         assert_eq!(ps_table(&[], false, now, None), "NAME  KIND  STATE  IMAGE  CPUS  MEMORY  GPUS  AGE\n");
+    }
+
+    #[test]
+    fn an_idle_workload_says_when_it_stops() {
+        let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 0).unwrap();
+        let mut w = view("nb", WorkloadState::Running, Some("running"));
+        let idle = |stop: Option<i64>, kept: Option<i64>| gpuhub_core::api::IdleView {
+            since: now - chrono::TimeDelta::hours(2),
+            warned_at: stop.map(|_| now),
+            stop_at: stop.map(|m| now + chrono::TimeDelta::minutes(m)),
+            kept_until: kept.map(|h| now + chrono::TimeDelta::hours(h)),
+        };
+        w.idle = Some(idle(None, None));
+        assert_eq!(reason(&w, now), "idle GPUs for 2h");
+        w.idle = Some(idle(Some(30), None));
+        assert_eq!(reason(&w, now), "idle GPUs; stops in 30m (gpuhub keep)");
+        w.idle = Some(idle(None, Some(3)));
+        assert_eq!(reason(&w, now), "idle GPUs; kept for 3h");
+        w.idle = None;
+        assert_eq!(reason(&w, now), "running");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod account;
 mod catalog;
+mod idle;
 mod keys;
 mod paging;
 mod queues;
@@ -64,6 +65,8 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .routes(routes!(usage::usage))
+        .routes(routes!(idle::keep_workload))
+        .routes(routes!(idle::idle_report))
         .split_for_parts()
 }
 

@@ -27,7 +27,7 @@ use utoipa::IntoParams;
 #[serde(deny_unknown_fields)]
 pub struct OwnerQuery {
     #[serde(default)]
-    owner: Option<String>,
+    pub(crate) owner: Option<String>,
 }
 
 /// `?follow=true`: keep streaming until the workload ends; `?tail=N`: only the last N lines;

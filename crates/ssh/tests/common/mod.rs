@@ -186,6 +186,7 @@ impl Fixture {
             user: format!("{UID}:{UID}"),
             home: "/tmp".into(),
             member: container.map(|c| gpuhub_driver::MemberRef::new(c, 0)),
+            lease: Default::default(),
         };
         self.backend.targets.lock().unwrap().insert(ssh_user.to_string(), target);
     }
