@@ -179,3 +179,44 @@ pub(super) fn check(monitor: &MonitorConfig, idle: &IdleConfig) -> Result<(), Co
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn variables_set_the_sections_and_bad_values_name_the_key() {
+        let c = Config::load(
+            None,
+            env(&[
+                ("GPUHUB_MONITOR_INTERVAL_SECS", "3"),
+                ("GPUHUB_MONITOR_METRICS_TOKEN", "s3cret"),
+                ("GPUHUB_MONITOR_METRICS_ALLOW", "10.0.0.0/8, 127.0.0.1"),
+                ("GPUHUB_IDLE_AFTER_SECS", "60"),
+                ("GPUHUB_IDLE_EXEMPT_QUEUES", "prod,default"),
+                ("GPUHUB_IDLE_WEBHOOK", "http://127.0.0.1:9/hook"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!((c.monitor.interval_secs, c.idle.after_secs), (3, 60));
+        assert_eq!(c.monitor.metrics_allow, ["10.0.0.0/8", "127.0.0.1"]);
+        assert_eq!(c.idle.exempt_queues, ["prod", "default"]);
+        assert!(!format!("{c:?}").contains("s3cret"), "the token is redacted");
+        for (var, value, says) in [
+            ("GPUHUB_MONITOR_INTERVAL_SECS", "0", "monitor.interval_secs"),
+            ("GPUHUB_MONITOR_METRICS_ALLOW", "not-an-address", "monitor.metrics_allow"),
+            ("GPUHUB_IDLE_THRESHOLD_PCT", "150", "idle.threshold_pct"),
+            ("GPUHUB_IDLE_WEBHOOK", "ftp://x", "idle.webhook"),
+            ("GPUHUB_MONITOR_HOUR_DAYS", "1", "monitor.hour_days"),
+        ] {
+            let e = Config::load(None, env(&[(var, value)])).unwrap_err().to_string();
+            assert!(e.contains(says), "{var}={value}: {e}");
+        }
+        let e = Config::from_toml("[idle]\nafter = 3").map(|_| ()).unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+    }
+}
