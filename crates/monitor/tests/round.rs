@@ -1,0 +1,159 @@
+//! A monitoring round over the recording fake engine, a scripted GPU sampler and a real (SQLite) store:
+//! CPU seconds become cores between rounds, GPU processes count for the member whose PID they carry,
+//! a member's GPU utilisation is its GPUs', and GPUs name their holders.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use gpuhub_controller::clock::ManualClock;
+use gpuhub_controller::inventory::Inventory;
+use gpuhub_core::Bytes;
+use gpuhub_core::node::{GpuDevice, NodeCapacity};
+use gpuhub_core::workload::{Member, MemberPhase, Resources, Workload, WorkloadKind, WorkloadState};
+use gpuhub_driver::fake::FakeEngine;
+use gpuhub_driver::{Engine, EngineNode, GpuGrant, Identity, MemberSpec, MemberUsage, RunSpec};
+use gpuhub_gpu::{FakeGpuSampler, GpuProcess};
+use gpuhub_monitor::{Monitor, MonitorSettings};
+use gpuhub_store::Store;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn gpu(i: u32) -> GpuDevice {
+    GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None }
+}
+
+fn spec(name: &str) -> RunSpec {
+    RunSpec {
+        name: name.into(),
+        image: "busybox:latest".into(),
+        command: vec![],
+        env: BTreeMap::new(),
+        labels: BTreeMap::new(),
+        identity: Identity {
+            username: "alice".into(),
+            account: "alice".into(),
+            uid: 10000,
+            gid: 10000,
+            home: "/h".into(),
+        },
+        working_dir: None,
+        mounts: vec![],
+        network: None,
+        members: (0..2)
+            .map(|index| MemberSpec {
+                index,
+                hostname: format!("{name}-{index}"),
+                node: Some("n1".into()),
+                cpu_milli: 1000,
+                memory_bytes: 1 << 30,
+                gpus: GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{index}")] },
+                env: BTreeMap::new(),
+            })
+            .collect(),
+        pids_limit: 512,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![],
+    }
+}
+
+fn running(run: &str, at: DateTime<Utc>) -> Workload {
+    let member = |index: u32| Member {
+        node: Some("n1".into()),
+        state: MemberPhase::Running,
+        gpus: vec![format!("GPU-{index}")],
+        engine_id: Some(format!("{run}-{index}")),
+        ..Member::pending(index)
+    };
+    Workload {
+        id: "w1".into(),
+        name: "train".into(),
+        owner: "alice".into(),
+        kind: WorkloadKind::Job,
+        image: "busybox:latest".into(),
+        command: vec![],
+        env: BTreeMap::new(),
+        resources: Resources { gpus: 1, ..Resources::default() },
+        priority: 0,
+        queue: "vision".into(),
+        constraint: None,
+        runtime_limit: None,
+        apps: vec![],
+        state: WorkloadState::Running,
+        size: 2,
+        gpus: vec!["GPU-0".into(), "GPU-1".into()],
+        run_id: Some(run.into()),
+        members: vec![member(0), member(1)],
+        exit_code: None,
+        message: None,
+        interruption: None,
+        created_at: at,
+        queued_at: at,
+        started_at: Some(at),
+        finished_at: None,
+        held_since: Some(at),
+        held_until: None,
+    }
+}
+
+fn usage(index: u32, cpu_seconds: f64, pids: Vec<u32>) -> MemberUsage {
+    MemberUsage { index, cpu_seconds, memory_used: Bytes(300 << 20), memory_limit: Some(Bytes(1 << 30)), pids }
+}
+
+#[tokio::test]
+async fn a_round_measures_members_and_gpus() {
+    let t0 = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    let clock = Arc::new(ManualClock::new(t0));
+    let store = Store::open("sqlite::memory:").await.unwrap();
+    let engine = Arc::new(FakeEngine::new());
+    engine.submit(&spec("run-a")).await.unwrap();
+    store.insert_workload(&running("run-a", t0)).await.unwrap();
+    engine.set_usage("run-a", vec![usage(0, 10.0, vec![100, 101]), usage(1, 5.0, vec![200])]);
+    let sampler = Arc::new(FakeGpuSampler::new(vec![gpu(0), gpu(1), gpu(2)]));
+    sampler.set("GPU-0", 60.0, Bytes(3 << 30));
+    sampler.set("GPU-1", 20.0, Bytes(3 << 30));
+    sampler.set_processes(
+        "GPU-0",
+        vec![
+            GpuProcess { pid: 100, memory_used: Bytes(2 << 30) },
+            GpuProcess { pid: 999, memory_used: Bytes(1 << 30) },
+        ],
+    );
+    sampler.set_processes("GPU-1", vec![GpuProcess { pid: 200, memory_used: Bytes(3 << 30) }]);
+    let node = NodeCapacity {
+        name: "n1".into(),
+        gpus: vec![gpu(0), gpu(1), gpu(2)],
+        ..NodeCapacity::cpu_only("n1", gpuhub_core::CpuMilli(8000), Bytes(32 << 30))
+    };
+    let inventory = Inventory::with(vec![EngineNode { capacity: node, up: true, state: "idle".into() }], t0);
+    let settings = MonitorSettings::default();
+    let (mut monitor, latest) = Monitor::new(store, engine.clone(), Some(sampler), clock.clone(), inventory, settings);
+
+    let s = monitor.sample().await;
+    assert_eq!(s.at, Some(t0));
+    assert_eq!(s.members.len(), 2);
+    let (m0, m1) = (&s.members[0], &s.members[1]);
+    assert_eq!(
+        (m0.member, m0.workload.as_str(), m0.queue.as_str(), m0.node.as_deref()),
+        (0, "train", "vision", Some("n1"))
+    );
+    assert_eq!(m0.cpu_cores, None, "no earlier round to compare with");
+    assert_eq!((m0.gpu_utilization_pct, m1.gpu_utilization_pct), (Some(60.0), Some(20.0)));
+    // pid 999 is nobody's: only pid 100's 2 GiB count for member 0
+    assert_eq!((m0.gpu_memory_used, m1.gpu_memory_used), (Some(2 << 30), Some(3 << 30)));
+    assert_eq!((m0.memory_used, m0.memory_limit), (300 << 20, Some(1 << 30)));
+    assert_eq!(s.gpus.len(), 3);
+    assert_eq!((s.gpus[0].node.as_str(), s.gpus[0].holders.clone()), ("n1", vec!["alice/train".to_string()]));
+    assert!(s.gpus[2].holders.is_empty());
+
+    // 10 s later member 0 used 20 more CPU seconds: 2 cores; member 1 none
+    clock.advance(TimeDelta::seconds(10));
+    engine.set_usage("run-a", vec![usage(0, 30.0, vec![100, 101]), usage(1, 5.0, vec![200])]);
+    let s = monitor.sample().await;
+    assert_eq!((s.members[0].cpu_cores, s.members[1].cpu_cores), (Some(2.0), Some(0.0)));
+
+    // published rounds wake who waits on them
+    let mut rounds = latest.rounds();
+    latest.publish(s.clone());
+    rounds.changed().await.unwrap();
+    assert_eq!(*latest.get(), s);
+}
