@@ -31,6 +31,8 @@ pub struct AppState {
     pub revocations: Revocations,
     /// The monitor's latest measurements of running members and GPUs.
     pub metrics: gpuhub_monitor::Latest,
+    /// The API's request durations, for `/metrics`.
+    pub http_metrics: crate::metrics::HttpMetrics,
 }
 
 impl AppState {
