@@ -4,7 +4,8 @@
 #
 #  1. apt packages: Docker, static busybox, PostgreSQL, the C toolchain, git/ssh/tmux, and what later
 #     features need (debootstrap + python3-venv for the JupyterLab image, chromium + its driver for
-#     browser tests);
+#     browser tests, prometheus for the /metrics test, which starts its own: the package's service is
+#     stopped and disabled when this script installs it, and its recommended node exporter left out);
 #  2. dockerd, started in the background when `docker info` fails (no systemd needed);
 #  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
 #  4. the gpuhub/busybox:latest image (scripts/build-busybox-image.sh), when that script exists;
@@ -19,6 +20,9 @@ PACKAGES=(
     debootstrap python3-venv
     chromium chromium-driver
 )
+# installed without their recommended packages (prometheus recommends prometheus-node-exporter, another
+# daemon the tests do not need)
+LEAN_PACKAGES=(prometheus)
 
 export DEBIAN_FRONTEND=noninteractive
 # dockerd, runuser and service live in sbin, which a non-login root shell may not have on its PATH.
@@ -39,7 +43,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install o
 # --- 1. packages -----------------------------------------------------------------------------------
 wanted=()
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${PACKAGES[@]}" "${LEAN_PACKAGES[@]}"; do
     # Docker from docker.com (docker-ce) conflicts with docker.io; any working install will do.
     if [ "$p" = docker.io ] && command -v docker >/dev/null && command -v dockerd >/dev/null; then
         continue
@@ -51,10 +55,28 @@ retry() { "$@" || { sleep 5; "$@"; } || { sleep 15; "$@"; }; }
 if [ "${GPUHUB_FORCE_APT:-0}" = 1 ]; then
     missing=("${wanted[@]}")
 fi
+lean() { local l; for l in "${LEAN_PACKAGES[@]}"; do [ "$l" = "$1" ] && return 0; done; return 1; }
 if [ "${#missing[@]}" -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     retry apt-get update
-    retry apt-get install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
+    full=() slim=()
+    for p in "${missing[@]}"; do
+        if lean "$p"; then slim+=("$p"); else full+=("$p"); fi
+    done
+    apt_install() { apt-get install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"; }
+    [ "${#full[@]}" -eq 0 ] || retry apt_install "${full[@]}"
+    [ "${#slim[@]}" -eq 0 ] || retry apt_install --no-install-recommends "${slim[@]}"
+    # Debian starts the prometheus service on install (port 9090, enabled at boot); the tests run
+    # their own on a free port, so the package's is stopped and disabled
+    if [[ " ${slim[*]-} " == *" prometheus "* ]]; then
+        if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+            systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+        else
+            { command -v service >/dev/null && service prometheus stop >/dev/null 2>&1; } || true
+            update-rc.d prometheus disable >/dev/null 2>&1 || true
+        fi
+        log "prometheus: installed; its service stopped and disabled (tests start their own)"
+    fi
 else
     log "apt packages: all present"
 fi

@@ -38,6 +38,7 @@ use burst::{next_event, until};
 use chrono::{DateTime, Utc};
 use clock::Clock;
 use gpuhub_core::api::Explanation;
+use gpuhub_core::histogram::{Histogram, HistogramSnapshot, PASS_BUCKETS};
 use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::Workload;
 use gpuhub_driver::{Engine, EngineError, EventStream, Placement};
@@ -80,6 +81,7 @@ pub struct ControllerHandle {
     changes: broadcast::Sender<String>,
     explanations: Explanations,
     passes: Arc<AtomicU64>,
+    pass_seconds: Arc<Histogram>,
     inventory: Inventory,
 }
 
@@ -91,6 +93,12 @@ impl ControllerHandle {
     /// How many scheduling passes the controller has run (for tests and metrics).
     pub fn passes(&self) -> u64 {
         self.passes.load(Ordering::Relaxed)
+    }
+
+    /// How long the scheduling passes took, in seconds (measured with [`std::time::Instant`], so a
+    /// test's manual clock does not affect it), for `/metrics`.
+    pub fn pass_durations(&self) -> HistogramSnapshot {
+        self.pass_seconds.snapshot()
     }
 
     /// Asks for a scheduling pass soon (after a submit).
@@ -165,6 +173,8 @@ pub struct Controller {
     next_deadline: Option<DateTime<Utc>>,
     /// Scheduling passes run, shared with the handle.
     passes: Arc<AtomicU64>,
+    /// How long each pass took, shared with the handle.
+    pass_seconds: Arc<Histogram>,
     /// The GPU models last written to the store (accounting by model), to write only changes.
     models_known: Vec<(String, String)>,
 }
@@ -190,6 +200,7 @@ impl Controller {
             changes: changes.clone(),
             explanations: explanations.clone(),
             passes: Arc::default(),
+            pass_seconds: Arc::new(Histogram::new(PASS_BUCKETS)),
             inventory: inventory.clone(),
         };
         let placement = engine.capabilities().placement;
@@ -211,6 +222,7 @@ impl Controller {
             usage: gpuhub_sched::Usage::default(),
             next_deadline: None,
             passes: handle.passes.clone(),
+            pass_seconds: handle.pass_seconds.clone(),
             models_known: Vec::new(),
         };
         (c, handle)

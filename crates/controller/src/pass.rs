@@ -17,9 +17,11 @@ impl Controller {
     /// Starts what fits, in queue order, and records why the rest waits.
     pub async fn schedule(&mut self) {
         self.passes.fetch_add(1, Ordering::Relaxed);
+        let began = std::time::Instant::now();
         if let Err(e) = self.try_schedule().await {
             tracing::error!(error = %e, "scheduling pass failed");
         }
+        self.pass_seconds.observe(began.elapsed().as_secs_f64());
     }
 
     async fn try_schedule(&mut self) -> Result<(), ControlError> {

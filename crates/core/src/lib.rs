@@ -7,6 +7,7 @@ pub mod admission;
 pub mod api;
 pub mod env;
 pub mod error;
+pub mod histogram;
 pub mod lifecycle;
 pub mod metrics;
 pub mod names;

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod idle;
+pub mod metrics;
 pub mod queues;
 pub mod service;
 pub mod state;
@@ -272,6 +273,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         activity: activity::Activity::new(clock.clone()),
         clock,
         idle: Arc::default(),
+        http_metrics: crate::metrics::HttpMetrics::default(),
     };
     let gateway = gpuhub_ssh::SshGateway::on_listener(
         ssh_listener,
@@ -320,6 +322,7 @@ pub fn router(state: AppState) -> axum::Router {
             async move { axum::Json((*doc).clone()) }
         }),
     )
+    .route("/metrics", axum::routing::get(metrics::scrape))
     .route("/login", axum::routing::get(access::login_page))
     .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/login") }))
     .route("/w/{owner}/{workload}/{app}", axum::routing::any(access::app_root))
@@ -331,6 +334,8 @@ pub fn router(state: AppState) -> axum::Router {
     .fallback(|| async { error::ApiError::not_found("no such endpoint") })
     .layer(axum::middleware::map_response(error::problem_for_bare_errors))
     .layer(axum::middleware::map_response_with_state(state.clone(), error::name_full_data_dir))
+    // outside the two above, so that it sees the status the client gets
+    .layer(axum::middleware::from_fn_with_state(state.http_metrics.clone(), metrics::track))
     .layer(tower_http::trace::TraceLayer::new_for_http())
     .with_state(state)
 }

@@ -35,6 +35,8 @@ pub struct AppState {
     pub activity: crate::activity::Activity,
     /// Idle workloads and owners' keeps.
     pub idle: Arc<crate::idle::IdleWatch>,
+    /// The API's request durations, for `/metrics`.
+    pub http_metrics: crate::metrics::HttpMetrics,
 }
 
 impl AppState {

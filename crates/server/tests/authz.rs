@@ -51,6 +51,8 @@ async fn every_endpoint_by_every_caller() {
     let cases = vec![
         case(Method::GET, "/api/v1/health", [200, 200, 200, 200]),
         case(Method::GET, "/api/v1/openapi.json", [200, 200, 200, 200]),
+        // no metrics token configured: the allow-list (loopback) alone decides; prometheus.rs has the rest
+        case(Method::GET, "/metrics", [200, 200, 200, 200]),
         case(Method::GET, "/api/v1/me", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/users", [200, 403, 403, 401]),
         Case { body: Some(new_user(0)), ..case(Method::POST, "/api/v1/users", [201, 403, 403, 401]) },

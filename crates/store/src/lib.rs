@@ -22,12 +22,14 @@ mod reservations;
 mod settings;
 mod tokens;
 mod users;
+mod workload_counts;
 mod workload_pages;
 mod workloads;
 
 pub use error::{Result, StoreError};
 pub use keys::SshKeyRecord;
 pub use tokens::{TOKEN_ID_LEN, TokenKind, TokenRecord};
+pub use workload_counts::ActiveCount;
 pub use workload_pages::{CapReached, OwnerCaps, OwnerCounts, WorkloadCursor, WorkloadPage, WorkloadQuery};
 pub use workloads::WorkloadFilter;
 

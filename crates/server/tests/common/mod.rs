@@ -59,6 +59,15 @@ impl Hub {
     }
 
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Hub {
+        Self::start_seams(tweak, gpuhub_server::Seams::default()).await
+    }
+
+    /// A hub like [`Hub::start_with`] whose server samples `gpus` (a scripted GPU sampler).
+    pub async fn start_sampled(tweak: impl FnOnce(&mut Config), gpus: Arc<dyn gpuhub_gpu::GpuSampler>) -> Hub {
+        Self::start_seams(tweak, gpuhub_server::Seams { gpus: Some(gpus), ..Default::default() }).await
+    }
+
+    async fn start_seams(tweak: impl FnOnce(&mut Config), seams: gpuhub_server::Seams) -> Hub {
         // the server's own log, shown with a failing test's output (`RUST_LOG` filters; default warn)
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
@@ -66,7 +75,7 @@ impl Hub {
         let runtime = fake();
         let mut cfg = config(dir.path());
         tweak(&mut cfg);
-        let server = start(cfg, runtime.clone()).await.unwrap();
+        let server = gpuhub_server::start_with(cfg, runtime.clone(), seams).await.unwrap();
         let url = format!("http://{}", server.addr);
         Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
     }

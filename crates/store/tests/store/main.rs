@@ -3,6 +3,7 @@
 
 #[macro_use]
 mod common;
+mod counts;
 mod holdings;
 mod images_keys;
 mod open;

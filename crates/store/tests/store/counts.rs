@@ -1,0 +1,56 @@
+//! The active workloads counted per queue and state, with the oldest of each group; the queues of
+//! those holding resources.
+
+use crate::common::t;
+use crate::workloads::sample;
+use gpuhub_core::workload::WorkloadState;
+use gpuhub_store::{ActiveCount, Store};
+
+both!(active_workloads_are_counted_per_queue_and_state);
+
+async fn active_workloads_are_counted_per_queue_and_state(s: Store) {
+    assert_eq!(s.count_active_workloads().await.unwrap(), vec![]);
+    // (queue, state, queued_at offset): ended ones are never counted
+    let rows = [
+        ("", WorkloadState::Queued, 30),
+        ("", WorkloadState::Queued, 10),
+        ("", WorkloadState::Running, 5),
+        ("vision", WorkloadState::Queued, 20),
+        ("vision", WorkloadState::Starting, 7),
+        ("vision", WorkloadState::Running, 3),
+        ("vision", WorkloadState::Running, 1),
+        ("vision", WorkloadState::Succeeded, 0),
+        ("", WorkloadState::Failed, 0),
+        ("", WorkloadState::Lost, 0),
+    ];
+    for (i, (queue, state, at)) in rows.into_iter().enumerate() {
+        let mut w = sample("alice", &format!("w{i}"), &format!("id-{i}"));
+        w.queue = queue.into();
+        w.state = state;
+        w.queued_at = t(at);
+        s.insert_workload(&w).await.unwrap();
+    }
+    let count =
+        |queue: &str, state, count, at| ActiveCount { queue: queue.into(), state, count, oldest_queued_at: t(at) };
+    let mut got = s.count_active_workloads().await.unwrap();
+    got.sort_by(|a, b| (&a.queue, a.state.as_str()).cmp(&(&b.queue, b.state.as_str())));
+    assert_eq!(
+        got,
+        vec![
+            count("", WorkloadState::Queued, 2, 10),
+            count("", WorkloadState::Running, 1, 5),
+            count("vision", WorkloadState::Queued, 1, 20),
+            count("vision", WorkloadState::Running, 2, 1),
+            count("vision", WorkloadState::Starting, 1, 7),
+        ]
+    );
+    assert_eq!(
+        s.list_holding_queues().await.unwrap(),
+        vec![
+            ("alice".to_owned(), "w2".to_owned(), String::new()),
+            ("alice".into(), "w4".into(), "vision".into()),
+            ("alice".into(), "w5".into(), "vision".into()),
+            ("alice".into(), "w6".into(), "vision".into()),
+        ]
+    );
+}
