@@ -154,7 +154,7 @@ impl Round {
                 holders: self
                     .workloads
                     .iter()
-                    .filter(|w| w.gpus.iter().any(|x| *x == g.uuid))
+                    .filter(|w| w.gpus.contains(&g.uuid))
                     .map(|w| format!("{}/{}", w.owner, w.name))
                     .collect(),
             })
