@@ -3,6 +3,7 @@
 mod account;
 mod catalog;
 mod keys;
+mod metrics;
 mod paging;
 mod queues;
 pub(crate) mod reservations;
@@ -64,6 +65,9 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .routes(routes!(usage::usage))
+        .routes(routes!(metrics::workload_metrics))
+        .routes(routes!(metrics::node_metrics))
+        .routes(routes!(metrics::live_metrics))
         .split_for_parts()
 }
 

@@ -71,6 +71,20 @@ impl Hub {
         Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
     }
 
+    /// A hub on the fake engine that reads the time and this host's GPUs through `seams` (a manual
+    /// clock, a scripted GPU sampler), with `tweak`ed configuration.
+    pub async fn start_seams(seams: gpuhub_server::Seams, tweak: impl FnOnce(&mut Config)) -> Hub {
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = fake();
+        let mut cfg = config(dir.path());
+        tweak(&mut cfg);
+        let server = gpuhub_server::start_with(cfg, runtime.clone(), seams).await.unwrap();
+        let url = format!("http://{}", server.addr);
+        Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
+    }
+
     /// A hub on `dir` with `cfg` and any engine (the `runtime` field then holds an unused fake).
     pub async fn start_on(dir: tempfile::TempDir, cfg: Config, engine: Arc<dyn gpuhub_driver::Engine>) -> Hub {
         let server = start(cfg, engine).await.unwrap();
