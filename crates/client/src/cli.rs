@@ -77,6 +77,10 @@ pub enum ClientCommand {
     Reservations(ReservationsArgs),
     /// GPU-, CPU- and memory-hours held, by user, queue, GPU model and/or day (yours; admins see all).
     Usage(UsageArgs),
+    /// A workload's CPU, memory and GPU use over time (means per step), from the monitor's history.
+    Stats(crate::commands::stats::StatsArgs),
+    /// What runs now: every GPU's use and every running member's (yours; admins see all).
+    Top(crate::commands::stats::TopArgs),
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// Manage accounts (admin).

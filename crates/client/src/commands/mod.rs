@@ -5,6 +5,7 @@ mod admin;
 pub mod queues;
 mod sched;
 mod ssh;
+pub mod stats;
 mod usage;
 mod workloads;
 
@@ -57,6 +58,8 @@ pub(crate) async fn dispatch(
         ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,
         ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
         ClientCommand::Usage(args) => usage::usage(&api, json, args, out).await?,
+        ClientCommand::Stats(args) => stats::stats(&api, json, args, out).await?,
+        ClientCommand::Top(args) => stats::top(&api, json, args, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,
