@@ -164,13 +164,17 @@ impl Store {
     ) -> Result<Downsampled> {
         let now = ms(now);
         let mut done = Downsampled::default();
+        let mut expired = 0;
         for kind in [&MEMBERS, &GPUS] {
             done.add(self.to_minutes(kind, floor(now.saturating_sub(dur_ms(raw_keep)), MINUTE_MS)).await?);
             done.add(self.to_hours(kind, floor(now.saturating_sub(dur_ms(minute_keep)), HOUR_MS)).await?);
-            done.add(self.expire_hours(kind, floor(now.saturating_sub(dur_ms(hour_keep)), HOUR_MS)).await?);
+            let gone = self.expire_hours(kind, floor(now.saturating_sub(dur_ms(hour_keep)), HOUR_MS)).await?;
+            expired += gone.deleted;
+            done.add(gone);
         }
-        if done.deleted > 0 {
-            // members of deleted workloads with nothing left to show are forgotten
+        if expired > 0 {
+            // members of deleted workloads with nothing left to show are forgotten (only expiry empties a
+            // series: averaging writes what it deletes); GPUs are few and stay named
             sqlx::query(
                 "DELETE FROM sample_members WHERE NOT EXISTS (SELECT 1 FROM workloads w WHERE w.id = sample_members.workload_id) \
                  AND NOT EXISTS (SELECT 1 FROM member_samples s WHERE s.series = sample_members.id)",
