@@ -81,6 +81,10 @@ pub enum ClientCommand {
     Keep(KeepArgs),
     /// Every workload whose GPUs sit idle: since when, and when it will be stopped (admin).
     Idle,
+    /// A workload's CPU, memory and GPU use over time (means per step), from the monitor's history.
+    Stats(crate::commands::stats::StatsArgs),
+    /// What runs now: every GPU's use and every running member's (yours; admins see all).
+    Top(crate::commands::stats::TopArgs),
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// Manage accounts (admin).

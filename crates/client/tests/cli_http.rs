@@ -137,6 +137,20 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
         }
         ("GET", ["workloads", _, "logs"]) => "so far\n".into_response(),
+        ("GET", ["workloads", name, "metrics"]) => axum::Json(json!({
+            "workload": name, "owner": "alice", "from": "2026-11-01T10:00:00Z", "to": "2026-11-01T11:00:00Z",
+            "step_secs": 600, "points": [{"member": 0, "at": "2026-11-01T10:00:00Z", "cpu_cores": 2.0,
+                "memory_used": 1073741824}],
+        }))
+        .into_response(),
+        ("GET", ["metrics", "live"]) => axum::Json(json!({
+            "at": "2026-11-01T11:00:00Z",
+            "members": [{"workload_id": "id", "workload": "train", "owner": "alice", "queue": "default",
+                "member": 0, "cpu_cores": 0.5, "memory_used": 1073741824}],
+            "gpus": [{"node": "node-1", "uuid": "GPU-0", "index": 0, "model": "H200", "utilization_pct": 97.0,
+                "memory_used": 1073741824, "memory_total": 151_397_597_184u64, "holders": ["alice/train"]}],
+        }))
+        .into_response(),
         ("GET", ["nodes"]) => axum::Json(json!([{
             "name": "node-1", "cpus": 16.0, "cpus_free": 14.0, "memory": "64GiB", "memory_free": "60GiB",
             "gpus": [{"uuid": "GPU-0", "index": 0, "model": "H200", "memory": "141GiB",
@@ -381,6 +395,32 @@ async fn other_commands() {
     // an unknown route on the server is a 404 problem like any other
     let (r, _) = cli(&ctx, &["images"]).await;
     assert_eq!(r.unwrap_err().to_string(), "no route GET /api/v1/images (HTTP 404)");
+}
+
+#[tokio::test]
+async fn stats_and_top() {
+    let server = Server::start().await;
+    let (_dir, ctx) = logged_in(&server);
+    let (r, out) =
+        cli(&ctx, &["stats", "train", "--from", "2026-11-01T10:00:00Z", "--step", "600", "--owner", "bob"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(server.last().uri, "/api/v1/workloads/train/metrics?from=2026-11-01T10%3A00%3A00Z&step=600&owner=bob");
+    assert!(out.starts_with("alice/train from 2026-11-01T10:00:00Z to 2026-11-01T11:00:00Z, every 600s\n"), "{out}");
+    assert!(out.contains("0       2026-11-01T10:00:00Z  2    1GiB    -      -     -"), "{out}");
+    let (r, out) = cli(&ctx, &["stats", "train", "--json"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(server.last().uri, "/api/v1/workloads/train/metrics");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["step_secs"], 600);
+
+    let (r, out) = cli(&ctx, &["top"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(server.last().uri, "/api/v1/metrics/live");
+    assert!(out.contains("node-1  0    H200   97%   1GiB/141GiB  -      -     alice/train"), "{out}");
+    assert!(out.contains("train     alice  0       -     0.50  1GiB"), "{out}");
+    let (r, out) = cli(&ctx, &["top", "--json"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["gpus"][0]["utilization_pct"], 97.0);
+    assert!(ClientCli::try_parse_from(["gpuhub", "top", "--watch", "0"]).is_err(), "a watch needs at least 1 s");
 }
 
 #[tokio::test]

@@ -247,8 +247,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let settings = Arc::new(config.controller_settings());
     let (controller, handle) =
         Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
-    let monitor_settings =
-        gpuhub_monitor::MonitorSettings { interval: Duration::from_secs(config.monitor.interval_secs) };
+    let monitor_settings = config.monitor.settings();
     let (monitor, metrics) =
         gpuhub_monitor::Monitor::new(store.clone(), engine.clone(), gpus, clock.clone(), inventory, monitor_settings);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));

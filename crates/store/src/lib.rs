@@ -1,5 +1,6 @@
 //! Persistence for gpuhub: users, API tokens and browser sessions, workloads, the image catalog, SSH
-//! public keys and small settings, on SQLite or PostgreSQL chosen at run time by URL.
+//! public keys, small settings, accounting's holdings and the monitor's history of samples, on SQLite or
+//! PostgreSQL chosen at run time by URL.
 //!
 //! ```text
 //! sqlite://PATH          a file, created when missing (WAL journal, foreign keys, 5 s busy timeout)
@@ -19,6 +20,7 @@ mod images;
 mod keys;
 mod queues;
 mod reservations;
+mod samples;
 mod settings;
 mod tokens;
 mod users;
@@ -28,6 +30,7 @@ mod workloads;
 
 pub use error::{Result, StoreError};
 pub use keys::SshKeyRecord;
+pub use samples::Downsampled;
 pub use tokens::{TOKEN_ID_LEN, TokenKind, TokenRecord};
 pub use workload_counts::ActiveCount;
 pub use workload_pages::{CapReached, OwnerCaps, OwnerCounts, WorkloadCursor, WorkloadPage, WorkloadQuery};

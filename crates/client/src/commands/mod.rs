@@ -5,6 +5,7 @@ mod admin;
 pub mod queues;
 mod sched;
 mod ssh;
+pub mod stats;
 mod usage;
 mod workloads;
 
@@ -59,6 +60,8 @@ pub(crate) async fn dispatch(
         ClientCommand::Usage(args) => usage::usage(&api, json, args, out).await?,
         ClientCommand::Keep(args) => usage::keep(&api, json, args, out).await?,
         ClientCommand::Idle => usage::idle(&api, json, Utc::now(), out).await?,
+        ClientCommand::Stats(args) => stats::stats(&api, json, args, out).await?,
+        ClientCommand::Top(args) => stats::top(&api, json, args, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,

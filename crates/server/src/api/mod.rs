@@ -4,6 +4,7 @@ mod account;
 mod catalog;
 mod idle;
 mod keys;
+mod metrics;
 mod paging;
 mod queues;
 pub(crate) mod reservations;
@@ -67,6 +68,9 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(usage::usage))
         .routes(routes!(idle::keep_workload))
         .routes(routes!(idle::idle_report))
+        .routes(routes!(metrics::workload_metrics))
+        .routes(routes!(metrics::node_metrics))
+        .routes(routes!(metrics::live_metrics))
         .split_for_parts()
 }
 

@@ -4,6 +4,7 @@ use super::ConfigError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 /// Sampling, the history kept of it, and who may scrape `/metrics`.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -48,6 +49,22 @@ impl fmt::Debug for MonitorConfig {
             .field("metrics_token", &self.metrics_token.as_ref().map(|_| "<redacted>"))
             .field("metrics_allow", &self.metrics_allow)
             .finish()
+    }
+}
+
+impl MonitorConfig {
+    /// The monitor's settings: the interval, and the history's retention (`raw_hours`, `minute_days`,
+    /// `hour_days`).
+    pub fn settings(&self) -> gpuhub_monitor::MonitorSettings {
+        let hours = |h: u64| Duration::from_secs(h.saturating_mul(3600));
+        gpuhub_monitor::MonitorSettings {
+            interval: Duration::from_secs(self.interval_secs),
+            history: gpuhub_monitor::HistoryRetention {
+                raw: hours(self.raw_hours),
+                minute: hours(self.minute_days.saturating_mul(24)),
+                hour: hours(self.hour_days.saturating_mul(24)),
+            },
+        }
     }
 }
 

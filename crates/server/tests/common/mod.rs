@@ -59,16 +59,17 @@ impl Hub {
     }
 
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Hub {
-        Self::start_seams(tweak, gpuhub_server::Seams::default()).await
+        Self::start_seams(gpuhub_server::Seams::default(), tweak).await
     }
 
     /// A hub like [`Hub::start_with`] whose server samples `gpus` (a scripted GPU sampler).
     pub async fn start_sampled(tweak: impl FnOnce(&mut Config), gpus: Arc<dyn gpuhub_gpu::GpuSampler>) -> Hub {
-        Self::start_seams(tweak, gpuhub_server::Seams { gpus: Some(gpus), ..Default::default() }).await
+        Self::start_seams(gpuhub_server::Seams { gpus: Some(gpus), ..Default::default() }, tweak).await
     }
 
-    async fn start_seams(tweak: impl FnOnce(&mut Config), seams: gpuhub_server::Seams) -> Hub {
-        // the server's own log, shown with a failing test's output (`RUST_LOG` filters; default warn)
+    /// A hub on the fake engine that reads the time and this host's GPUs through `seams` (a manual
+    /// clock, a scripted GPU sampler), with `tweak`ed configuration.
+    pub async fn start_seams(seams: gpuhub_server::Seams, tweak: impl FnOnce(&mut Config)) -> Hub {
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
         let dir = tempfile::tempdir().unwrap();

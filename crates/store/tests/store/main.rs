@@ -9,6 +9,7 @@ mod images_keys;
 mod open;
 mod pages;
 mod queues;
+mod samples;
 mod tokens;
 mod users;
 mod workloads;
