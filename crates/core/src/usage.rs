@@ -101,8 +101,28 @@ pub struct UsageRow {
     pub cpu_hours: f64,
     /// GiB-hours of memory held.
     pub memory_gib_hours: f64,
+    /// GPU-hours actually used: each holding's GPU-hours × the mean utilisation measured on its GPUs
+    /// over the window (0 where nothing was measured; a share counts its GPU's whole utilisation, up
+    /// to its share).
+    pub gpu_used_hours: f64,
+    /// CPU-hours actually used: each holding's hours × the mean cores its members used.
+    pub cpu_used_hours: f64,
+    /// GiB-hours of memory actually used: each holding's hours × the mean memory its members used.
+    pub memory_used_gib_hours: f64,
     /// How many holdings (runs, or restarts of a run) contributed.
     pub holdings: u64,
+}
+
+/// What the monitor measured of one workload over a window, as means over its samples there (its
+/// members' CPU and memory added up, their GPU utilisation averaged).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measured {
+    /// Mean utilisation of its GPUs, percent.
+    pub gpu_util_pct: Option<f64>,
+    /// Mean cores in use.
+    pub cpu_cores: Option<f64>,
+    /// Mean memory in use, bytes.
+    pub memory_bytes: Option<f64>,
 }
 
 /// A usage report: `GET /api/v1/usage`.
@@ -120,12 +140,15 @@ pub struct UsageReport {
     pub total: UsageRow,
 }
 
-/// Exact sums in integer units: milli-GPU·ms, milli-CPU·ms, byte·ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Exact sums in integer units (milli-GPU·ms, milli-CPU·ms, byte·ms), and what was used in hours.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Sums {
     gpu: u128,
     cpu: u128,
     mem: u128,
+    gpu_used: f64,
+    cpu_used: f64,
+    mem_used: f64,
     holdings: u64,
 }
 
@@ -148,7 +171,8 @@ type Group = (Option<String>, Option<String>, Option<String>, Option<NaiveDate>)
 /// Sums `holdings` clipped to `[from, to)` (open holdings count up to `now`), grouped by `by`.
 ///
 /// `model_of` names a GPU's model; a holding's GPU-time is split evenly over the GPUs it names (a
-/// holding of GPU time without named GPUs is the model `unknown`). Rows are sorted by their keys.
+/// holding of GPU time without named GPUs is the model `unknown`). `measured` says what the monitor
+/// measured of a workload (by id) over the window, for the used figures. Rows are sorted by their keys.
 pub fn aggregate(
     holdings: &[Holding],
     from: DateTime<Utc>,
@@ -156,6 +180,7 @@ pub fn aggregate(
     now: DateTime<Utc>,
     by: &[UsageKey],
     model_of: &dyn Fn(&str) -> Option<String>,
+    measured: &dyn Fn(&str) -> Option<Measured>,
 ) -> Vec<UsageRow> {
     let has = |k| by.contains(&k);
     let mut groups: BTreeMap<Group, Sums> = BTreeMap::new();
@@ -165,6 +190,7 @@ pub fn aggregate(
         if end <= start {
             continue;
         }
+        let m = measured(&h.workload_id).unwrap_or_default();
         let user = has(UsageKey::User).then(|| h.owner.clone());
         let queue = has(UsageKey::Queue).then(|| if h.queue.is_empty() { "default".into() } else { h.queue.clone() });
         // the GPU-time per model: milli-GPU of this holding per model
@@ -191,12 +217,19 @@ pub fn aggregate(
         };
         for (day, a, b) in split(start, end, has(UsageKey::Day)) {
             let ms = (b - a).num_milliseconds().max(0) as u128;
+            let hours = ms as f64 / MS_PER_HOUR;
             for (model, gpu_milli, carries_rest) in &per_model {
                 let s = groups.entry((user.clone(), queue.clone(), model.clone(), day)).or_default();
                 s.gpu += gpu_milli * ms;
+                let held_gpus = *gpu_milli as f64 / 1000.0;
+                // a share's GPU may be busy with others' work too: it used at most its share
+                let used = m.gpu_util_pct.map_or(0.0, |u| (u / 100.0).clamp(0.0, 1.0));
+                s.gpu_used += held_gpus * hours * used;
                 if *carries_rest {
                     s.cpu += u128::from(h.cpu_milli) * ms;
                     s.mem += u128::from(h.memory) * ms;
+                    s.cpu_used += m.cpu_cores.unwrap_or(0.0) * hours;
+                    s.mem_used += m.memory_bytes.unwrap_or(0.0) / GIB * hours;
                     s.holdings += 1;
                 }
             }
@@ -206,7 +239,19 @@ pub fn aggregate(
         .into_iter()
         .map(|((user, queue, model, day), s)| {
             let (gpu_hours, cpu_hours, memory_gib_hours) = s.row();
-            UsageRow { user, queue, model, day, gpu_hours, cpu_hours, memory_gib_hours, holdings: s.holdings }
+            UsageRow {
+                user,
+                queue,
+                model,
+                day,
+                gpu_hours,
+                cpu_hours,
+                memory_gib_hours,
+                gpu_used_hours: s.gpu_used,
+                cpu_used_hours: s.cpu_used,
+                memory_used_gib_hours: s.mem_used,
+                holdings: s.holdings,
+            }
         })
         .collect()
 }
@@ -245,12 +290,18 @@ pub fn total(rows: &[UsageRow]) -> UsageRow {
         gpu_hours: 0.0,
         cpu_hours: 0.0,
         memory_gib_hours: 0.0,
+        gpu_used_hours: 0.0,
+        cpu_used_hours: 0.0,
+        memory_used_gib_hours: 0.0,
         holdings: 0,
     };
     for r in rows {
         t.gpu_hours += r.gpu_hours;
         t.cpu_hours += r.cpu_hours;
         t.memory_gib_hours += r.memory_gib_hours;
+        t.gpu_used_hours += r.gpu_used_hours;
+        t.cpu_used_hours += r.cpu_used_hours;
+        t.memory_used_gib_hours += r.memory_used_gib_hours;
     }
     t.holdings = rows.iter().map(|r| r.holdings).sum();
     t

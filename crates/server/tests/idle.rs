@@ -147,5 +147,20 @@ async fn an_idle_gpu_workspace_is_warned_then_stopped_and_a_busy_or_used_one_is_
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads/idle/start", Some(&alice), None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     hub.wait_state(&alice, "idle", "running").await;
+
+    // accounting: each held its GPU from t0 until now; used, as the monitor measured it, 1 %, 80 %, 0 %
+    let q = format!(
+        "/api/v1/usage?by=user&from={}&to={}",
+        (t0 - TimeDelta::hours(1)).format("%Y-%m-%dT%H:%M:%SZ"),
+        (stop_at + TimeDelta::hours(1)).format("%Y-%m-%dT%H:%M:%SZ")
+    );
+    let (s, v) = hub.call(Method::GET, &q, Some(&alice), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let held = (stop_at - t0).num_milliseconds() as f64 / 3_600_000.0;
+    let row = &v["rows"][0];
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
+    assert!(close(row["gpu_hours"].as_f64().unwrap(), 3.0 * held), "{v}");
+    assert!(close(row["gpu_used_hours"].as_f64().unwrap(), 0.81 * held), "{v}");
+    assert!(close(row["memory_used_gib_hours"].as_f64().unwrap(), 3.0 * held * 100.0 / 1024.0), "{v}");
     hub.server.unwrap().shutdown().await;
 }

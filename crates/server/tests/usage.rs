@@ -86,9 +86,10 @@ async fn a_day_of_holdings_with_a_preemption_and_a_kill_sums_exactly() {
     let alice = hub.user(&admin, "alice").await;
     let bob = hub.user(&admin, "bob").await;
 
-    // t0: bob takes both GPUs in nlp, one of them borrowed
+    // t0: bob takes a GPU in nlp; t0+1h the other one, borrowed (the newer, so the one preempted)
     hub.submit(&bob, in_queue(job("b1", 1), "nlp")).await;
     hub.wait_state(&bob, "b1", "running").await;
+    clock.set(at(1));
     hub.submit(&bob, in_queue(job("b2", 1), "nlp")).await;
     hub.wait_state(&bob, "b2", "running").await;
     // t0+2h: alice's vision job takes its guarantee back: b2 is preempted and waits
@@ -130,17 +131,17 @@ async fn a_day_of_holdings_with_a_preemption_and_a_kill_sums_exactly() {
     let window = format!("from={}&to={}", urlencode(at(0)), urlencode(at(24)));
     let (s, v) = usage(hub, &admin, &format!("by=user&{window}")).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    // bob: b1 0→10h; b2 0→2h, then 5→24h (still running). 1 CPU and 1 GiB each.
-    assert_eq!(hours(&v, "user", "bob"), (10.0 + 2.0 + 19.0, 31.0, 31.0), "{v}");
+    // bob: b1 0→10h; b2 1→2h, then 5→24h (still running). 1 CPU and 1 GiB each.
+    assert_eq!(hours(&v, "user", "bob"), (10.0 + 1.0 + 19.0, 30.0, 30.0), "{v}");
     // alice: a1 2→5h whole; a2 12→20h half a GPU, 2 CPUs, 4 GiB
     assert_eq!(hours(&v, "user", "alice"), (3.0 + 4.0, 3.0 + 16.0, 3.0 + 32.0), "{v}");
-    assert_eq!(v["total"]["gpu_hours"].as_f64(), Some(38.0), "{v}");
+    assert_eq!(v["total"]["gpu_hours"].as_f64(), Some(37.0), "{v}");
 
     // the same hours by queue, and by GPU model; a narrower window cuts them
     let (_, v) = usage(hub, &admin, &format!("by=queue&{window}")).await;
-    assert_eq!((hours(&v, "queue", "nlp").0, hours(&v, "queue", "vision").0), (31.0, 7.0), "{v}");
+    assert_eq!((hours(&v, "queue", "nlp").0, hours(&v, "queue", "vision").0), (30.0, 7.0), "{v}");
     let (_, v) = usage(hub, &admin, &format!("by=model&{window}")).await;
-    assert_eq!(hours(&v, "model", "H200").0, 38.0, "{v}");
+    assert_eq!(hours(&v, "model", "H200").0, 37.0, "{v}");
     let (_, v) = usage(hub, &admin, &format!("by=user&from={}&to={}", urlencode(at(4)), urlencode(at(11)))).await;
     // bob: b1 4→10 and b2 5→11; alice: a1 4→5
     assert_eq!((hours(&v, "user", "bob").0, hours(&v, "user", "alice").0), (12.0, 1.0), "{v}");
@@ -153,7 +154,7 @@ async fn a_day_of_holdings_with_a_preemption_and_a_kill_sums_exactly() {
         .filter(|r| r["user"] == "bob")
         .map(|r| r["gpu_hours"].as_f64().unwrap())
         .sum();
-    assert_eq!(bob_days, 31.0, "{v}");
+    assert_eq!(bob_days, 30.0, "{v}");
 
     // users see their own usage only
     let (s, v) = usage(hub, &alice, &format!("by=user&{window}")).await;
@@ -172,7 +173,7 @@ async fn a_day_of_holdings_with_a_preemption_and_a_kill_sums_exactly() {
     }
     clock.set(at(30));
     let (_, v) = usage(hub, &admin, &format!("by=user&from={}&to={}", urlencode(at(0)), urlencode(at(30)))).await;
-    assert_eq!(hours(&v, "user", "bob").0, 31.0, "b2's holding ended when it was deleted: {v}");
+    assert_eq!(hours(&v, "user", "bob").0, 30.0, "b2's holding ended when it was deleted: {v}");
 
     // bad queries are 400s naming the problem
     for (q, says) in [

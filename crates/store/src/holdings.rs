@@ -4,7 +4,7 @@
 use crate::codec::{get_json, get_opt_time, get_time, get_u64, ms, opt_ms, to_json, u64_to_db};
 use crate::{Result, Store};
 use chrono::{DateTime, Utc};
-use gpuhub_core::usage::Holding;
+use gpuhub_core::usage::{Holding, Measured};
 use gpuhub_core::workload::Workload;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -94,6 +94,58 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// What the monitor measured of each workload over `[from, to)` (of `owner` only, when given), from
+    /// the samples' history: each member's means (every raw sample weighing alike, whatever tier it
+    /// now lives in), its members' CPU and memory added up and their GPU utilisation averaged.
+    pub async fn measured(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        owner: Option<&str>,
+    ) -> Result<std::collections::HashMap<String, Measured>> {
+        let mean = |c: &str| format!("CAST(ROUND({}) AS BIGINT) AS {c}", crate::samples::weighted_mean(c));
+        let mut sql = format!(
+            "SELECT n.workload_id AS workload_id, {}, {}, {} FROM member_samples s \
+             JOIN sample_members n ON n.id = s.series WHERE s.ts >= $1 AND s.ts < $2",
+            mean("cpu_milli"),
+            mean("memory_used"),
+            mean("gpu_util")
+        );
+        if owner.is_some() {
+            sql.push_str(" AND n.owner = $3");
+        }
+        sql.push_str(" GROUP BY n.workload_id, n.member");
+        let mut q = sqlx::query(&sql).bind(ms(from)).bind(ms(to));
+        if let Some(o) = owner {
+            q = q.bind(o);
+        }
+        let mut out: std::collections::HashMap<String, (Measured, u32)> = Default::default();
+        for row in q.fetch_all(&self.pool).await? {
+            let id: String = row.try_get("workload_id")?;
+            let (cpu, mem, gpu): (Option<i64>, Option<i64>, Option<i64>) =
+                (row.try_get("cpu_milli")?, row.try_get("memory_used")?, row.try_get("gpu_util")?);
+            let (m, gpu_members) = out.entry(id).or_default();
+            let add = |acc: Option<f64>, v: Option<f64>| match (acc, v) {
+                (a, None) => a,
+                (None, Some(v)) => Some(v),
+                (Some(a), Some(v)) => Some(a + v),
+            };
+            m.cpu_cores = add(m.cpu_cores, cpu.map(|c| c as f64 / 1000.0));
+            m.memory_bytes = add(m.memory_bytes, mem.map(|b| b as f64));
+            if let Some(g) = gpu {
+                m.gpu_util_pct = add(m.gpu_util_pct, Some(g as f64 / 10.0));
+                *gpu_members += 1;
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|(id, (mut m, n))| {
+                m.gpu_util_pct = m.gpu_util_pct.map(|sum| sum / f64::from(n.max(1)));
+                (id, m)
+            })
+            .collect())
     }
 
     /// Every GPU model ever remembered, by GPU.

@@ -447,7 +447,7 @@ async fn oldest(tx: &mut Transaction<'static, Any>, kind: &Kind, tier: i64) -> R
 
 /// The mean of column `c` over rows that each stand for `COALESCE(samples, 1)` raw samples, weighing
 /// every raw sample alike and leaving out rows where `c` is NULL (NULL when every one is), as a double.
-fn weighted_mean(c: &str) -> String {
+pub(crate) fn weighted_mean(c: &str) -> String {
     format!(
         "SUM(CAST({c} AS DOUBLE PRECISION) * COALESCE(samples, 1)) / \
          SUM(CAST(CASE WHEN {c} IS NULL THEN NULL ELSE COALESCE(samples, 1) END AS DOUBLE PRECISION))"

@@ -97,11 +97,21 @@ fn key_cell(r: &UsageRow, k: UsageKey) -> String {
 /// The report as a table with a total line: hours with two decimals.
 pub(crate) fn usage_text(r: &UsageReport) -> String {
     let mut header: Vec<String> = r.by.iter().map(|k| key_title(*k).to_uppercase()).collect();
-    header.extend(["GPU-HOURS", "CPU-HOURS", "MEMORY GIB-HOURS"].map(String::from));
+    header.extend(["GPU-HOURS", "USED", "CPU-HOURS", "USED", "MEMORY GIB-HOURS", "USED"].map(String::from));
     let mut t = Table::new(&header);
     let cells = |row: &UsageRow, keys: Vec<String>| {
         let mut c = keys;
-        c.extend([row.gpu_hours, row.cpu_hours, row.memory_gib_hours].map(|h| format!("{h:.2}")));
+        c.extend(
+            [
+                row.gpu_hours,
+                row.gpu_used_hours,
+                row.cpu_hours,
+                row.cpu_used_hours,
+                row.memory_gib_hours,
+                row.memory_used_gib_hours,
+            ]
+            .map(|h| format!("{h:.2}")),
+        );
         c
     };
     for row in &r.rows {
@@ -119,11 +129,28 @@ pub(crate) fn usage_text(r: &UsageReport) -> String {
 pub(crate) fn usage_csv(r: &UsageReport) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut header: Vec<&str> = r.by.iter().map(|k| key_title(*k)).collect();
-    header.extend(["gpu_hours", "cpu_hours", "memory_gib_hours"]);
+    header.extend([
+        "gpu_hours",
+        "gpu_used_hours",
+        "cpu_hours",
+        "cpu_used_hours",
+        "memory_gib_hours",
+        "memory_used_gib_hours",
+    ]);
     out.push(header.join(","));
     for row in &r.rows {
         let mut cells: Vec<String> = r.by.iter().map(|k| csv_cell(&key_cell(row, *k))).collect();
-        cells.extend([row.gpu_hours, row.cpu_hours, row.memory_gib_hours].map(|h| h.to_string()));
+        cells.extend(
+            [
+                row.gpu_hours,
+                row.gpu_used_hours,
+                row.cpu_hours,
+                row.cpu_used_hours,
+                row.memory_gib_hours,
+                row.memory_used_gib_hours,
+            ]
+            .map(|h| h.to_string()),
+        );
         out.push(cells.join(","));
     }
     out.join("\n") + "\n"
@@ -148,6 +175,9 @@ mod tests {
             gpu_hours: gpu,
             cpu_hours: 2.0 * gpu,
             memory_gib_hours: 0.5,
+            gpu_used_hours: gpu / 2.0,
+            cpu_used_hours: 0.0,
+            memory_used_gib_hours: 0.0,
             holdings: 1,
         };
         let rows = vec![row("alice", 3.25), row("bob,x", 1.0)];
@@ -159,12 +189,13 @@ mod tests {
     #[test]
     fn table_and_csv() {
         let text = usage_text(&report());
-        assert!(text.contains("USER   GPU-HOURS  CPU-HOURS  MEMORY GIB-HOURS"), "{text}");
-        assert!(text.contains("alice  3.25       6.50       0.50"), "{text}");
-        assert!(text.contains("total  4.25       8.50       1.00"), "{text}");
+        assert!(text.contains("USER   GPU-HOURS  USED  CPU-HOURS  USED  MEMORY GIB-HOURS  USED"), "{text}");
+        assert!(text.contains("alice  3.25       1.62  6.50       0.00  0.50              0.00"), "{text}");
+        assert!(text.contains("total  4.25       2.12  8.50       0.00  1.00              0.00"), "{text}");
         assert_eq!(
             usage_csv(&report()),
-            "user,gpu_hours,cpu_hours,memory_gib_hours\nalice,3.25,6.5,0.5\n\"bob,x\",1,2,0.5\n"
+            "user,gpu_hours,gpu_used_hours,cpu_hours,cpu_used_hours,memory_gib_hours,memory_used_gib_hours\n\
+             alice,3.25,1.625,6.5,0,0.5,0\n\"bob,x\",1,0.5,2,0,0.5,0\n"
         );
     }
 }

@@ -31,7 +31,7 @@ fn hours_are_exact_sums_clipped_to_the_window() {
         holding("alice", "vision", &["h100-1"], 500, 2, Some(4)),
         holding("bob", "", &["a100-0", "a100-1"], 2000, 1, None),
     ];
-    let rows = aggregate(&hs, t(0), t(24), t(5), &[UsageKey::User], &model);
+    let rows = aggregate(&hs, t(0), t(24), t(5), &[UsageKey::User], &model, &|_| None);
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].user.as_deref(), Some("alice"));
     assert_eq!(rows[0].gpu_hours, 3.0 + 1.0);
@@ -40,17 +40,18 @@ fn hours_are_exact_sums_clipped_to_the_window() {
     // bob's holding is still open: it counts up to now (hour 5)
     assert_eq!(rows[1].gpu_hours, 2.0 * 4.0);
     // a window cuts holdings at both ends
-    let rows = aggregate(&hs, t(2), t(3), t(5), &[UsageKey::User], &model);
+    let rows = aggregate(&hs, t(2), t(3), t(5), &[UsageKey::User], &model, &|_| None);
     assert_eq!((rows[0].gpu_hours, rows[1].gpu_hours), (1.0 + 0.5, 2.0));
     // a window before everything has no rows
-    assert!(aggregate(&hs, t(-5), t(0), t(5), &[UsageKey::User], &model).is_empty());
+    assert!(aggregate(&hs, t(-5), t(0), t(5), &[UsageKey::User], &model, &|_| None).is_empty());
 }
 
 #[test]
 fn groups_by_queue_model_and_day() {
     let hs =
         [holding("alice", "", &["h100-0", "a100-0"], 2000, 20, Some(26)), holding("bob", "vision", &[], 0, 0, Some(1))];
-    let rows = aggregate(&hs, t(0), t(48), t(48), &[UsageKey::Queue, UsageKey::Model, UsageKey::Day], &model);
+    let rows =
+        aggregate(&hs, t(0), t(48), t(48), &[UsageKey::Queue, UsageKey::Model, UsageKey::Day], &model, &|_| None);
     let got: Vec<_> = rows
         .iter()
         .map(|r| (r.queue.clone().unwrap(), r.model.clone().unwrap(), r.day.unwrap().to_string(), r.gpu_hours))
@@ -76,8 +77,29 @@ fn groups_by_queue_model_and_day() {
 #[test]
 fn a_gpu_no_inventory_named_is_unknown() {
     let hs = [holding("alice", "", &["gone-0"], 1000, 0, Some(1))];
-    let rows = aggregate(&hs, t(0), t(2), t(2), &[UsageKey::Model], &model);
+    let rows = aggregate(&hs, t(0), t(2), t(2), &[UsageKey::Model], &model, &|_| None);
     assert_eq!((rows[0].model.as_deref(), rows[0].gpu_hours), (Some("unknown"), 1.0));
+}
+
+#[test]
+fn used_hours_come_from_what_was_measured() {
+    let hs = [
+        holding("alice", "", &["h100-0", "h100-1"], 2000, 0, Some(4)),
+        holding("bob", "", &["h100-2"], 500, 0, Some(4)),
+    ];
+    let measured = |id: &str| match id {
+        "alice-0" => {
+            Some(Measured { gpu_util_pct: Some(25.0), cpu_cores: Some(1.5), memory_bytes: Some((2u64 << 30) as f64) })
+        }
+        _ => None,
+    };
+    let rows = aggregate(&hs, t(0), t(24), t(24), &[UsageKey::User], &model, &measured);
+    // alice held 2 GPUs for 4 h at 25 %: 2 GPU-hours used of 8; 1.5 cores and 2 GiB for 4 h
+    assert_eq!((rows[0].gpu_hours, rows[0].gpu_used_hours), (8.0, 2.0));
+    assert_eq!((rows[0].cpu_used_hours, rows[0].memory_used_gib_hours), (6.0, 8.0));
+    // nothing measured of bob's: held, not shown as used
+    assert_eq!((rows[1].gpu_hours, rows[1].gpu_used_hours), (2.0, 0.0));
+    assert_eq!(total(&rows).gpu_used_hours, 2.0);
 }
 
 #[test]

@@ -47,6 +47,8 @@ pub fn parse_time(what: &str, s: &str) -> Result<DateTime<Utc>, ApiError> {
 /// GPU-, CPU- and memory-hours held in a window, grouped by user, queue, GPU model and/or UTC day.
 /// Computed from the exact start and end of every holding (a preempted run that starts again counts
 /// twice, once per holding; nothing is estimated from samples); a holding still open counts up to now.
+/// The `*_used_*` figures are what was actually used: each holding's hours × the means the monitor
+/// measured of its workload in the window (GPU utilisation, cores, memory).
 #[utoipa::path(get, path = "/api/v1/usage", tag = "usage", params(UsageQuery),
     responses((status = 200, body = UsageReport), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem)))]
@@ -74,7 +76,9 @@ pub async fn usage(
     };
     let holdings = st.store.holdings(from, to, user.as_deref()).await?;
     let models = if by.contains(&UsageKey::Model) { st.store.gpu_models().await? } else { Default::default() };
-    let rows = usage::aggregate(&holdings, from, to, now, &by, &|g| models.get(g).cloned());
+    let measured = st.store.measured(from, to, user.as_deref()).await?;
+    let rows =
+        usage::aggregate(&holdings, from, to, now, &by, &|g| models.get(g).cloned(), &|id| measured.get(id).copied());
     let total = usage::total(&rows);
     Ok(ApiJson(UsageReport { from, to, by, rows, total }))
 }

@@ -73,3 +73,39 @@ async fn gpu_models(s: Store) {
     let m = s.gpu_models().await.unwrap();
     assert_eq!((m["GPU-a"].as_str(), m["n1/gpu0"].as_str(), m.len()), ("H200", "A100", 2));
 }
+
+both!(measured_means);
+
+/// What was measured of a workload over a window: members' CPU and memory added, GPU use averaged.
+async fn measured_means(s: Store) {
+    use gpuhub_core::metrics::{MemberMetrics, MetricsSnapshot};
+    let member = |member: u32, cpu: f64, gpu: f64| MemberMetrics {
+        workload_id: "w1".into(),
+        workload: "train".into(),
+        owner: "alice".into(),
+        queue: "default".into(),
+        member,
+        node: None,
+        cpu_cores: Some(cpu),
+        memory_used: 1 << 30,
+        memory_limit: None,
+        gpus: vec![format!("GPU-{member}")],
+        gpu_utilization_pct: Some(gpu),
+        gpu_memory_used: None,
+    };
+    for (i, (cpu, gpu)) in [(1.0, 20.0), (3.0, 40.0)].into_iter().enumerate() {
+        let at = t(1000 + i as i64 * 10_000);
+        let snap =
+            MetricsSnapshot { at: Some(at), members: vec![member(0, cpu, gpu), member(1, 0.5, 90.0)], gpus: vec![] };
+        s.record_metrics(&snap).await.unwrap();
+    }
+    let m = s.measured(t(0), t(100_000), None).await.unwrap();
+    let w = m["w1"];
+    // member 0: 2 cores and 30 % on average; member 1: 0.5 cores and 90 %
+    assert_eq!(w.cpu_cores, Some(2.5));
+    assert_eq!(w.gpu_util_pct, Some(60.0));
+    assert_eq!(w.memory_bytes, Some(2.0 * (1u64 << 30) as f64));
+    // the window and the owner filter
+    assert_eq!(s.measured(t(5000), t(100_000), None).await.unwrap()["w1"].cpu_cores, Some(3.5));
+    assert!(s.measured(t(0), t(100_000), Some("bob")).await.unwrap().is_empty());
+}
