@@ -37,9 +37,10 @@ pub struct WorkloadMetricsQuery {
     /// End of the window, exclusive: RFC 3339 or a UTC date; default now.
     #[serde(default)]
     pub to: Option<String>,
-    /// Seconds per point (1 to 31,622,400); default the smallest round step (10 s, 15 s, 30 s, 1 min,
-    /// …, 1 day, then whole days) of at least the sampling interval that gives at most 500 points per
-    /// member. A step giving more than 10,000 points per member is refused.
+    /// Seconds per point (1 to 31,622,400); default the smallest round step (1, 2, 5, 10, 15, 30 s, 1,
+    /// 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h, 1 day, then whole days) of at least the sampling interval
+    /// that gives at most 500 points per member. A step giving more than 10,000 points per member is
+    /// refused.
     #[serde(default)]
     pub step: Option<u64>,
     /// Another user's workload (admins only).
