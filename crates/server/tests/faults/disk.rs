@@ -69,6 +69,9 @@ async fn data_dir_full_refuses_writes_with_507_and_recovers_intact() {
     let mut cfg = config(dir.path());
     cfg.data_dir = disk.path.clone();
     cfg.reconcile_secs = 1;
+    // the writer's archive, retried once there is room, stops at 1 MiB: unbounded, it would fill the
+    // freed room again and leave none for SQLite's shared-memory file when the database is reopened
+    cfg.log_max_bytes = gpuhub_core::Bytes(1 << 20);
     let fake = Arc::new(FakeEngine::new().with_nodes(vec![node(2)]));
     let mut hub = Hub::start_on(dir, cfg, fake.clone()).await;
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
@@ -116,6 +119,9 @@ async fn data_dir_full_refuses_writes_with_507_and_recovers_intact() {
     hub.wait_state(&alice, "after", "running").await;
 
     hub.server.take().unwrap().shutdown().await;
+    for e in std::fs::read_dir(&disk.path).unwrap().flatten() {
+        println!("left in the data dir: {} {} bytes", e.path().display(), e.metadata().map(|m| m.len()).unwrap_or(0));
+    }
     let url = format!("sqlite://{}", disk.path.join("gpuhub.db").display());
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let check: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&mut conn).await.unwrap();
