@@ -6,10 +6,11 @@
 //! (`admins_open_apps` for the browser ways, `admins_enter_workspaces` for SSH). Anyone else gets 404,
 //! as if the workspace did not exist.
 //!
-//! Apps share the hub's origin, so an app's scripts run with the visitor's session cookie. The cookie
-//! therefore opens only these pages, never the API (which takes bearer tokens), and admins open other
-//! users' apps in a browser only when `admins_open_apps` says so: a user's app could otherwise act in
-//! the admin's name on every workspace the admin can open.
+//! Without `apps_domain` (path mode), apps share the hub's origin, so an app's scripts run with the
+//! visitor's session cookie. The cookie therefore opens only these pages, never the API (which takes
+//! bearer tokens), and admins open other users' apps in a browser only when `admins_open_apps` says so:
+//! a user's app could otherwise act in the admin's name on every workspace the admin can open. With
+//! `apps_domain`, each app has an origin of its own ([`crate::origins`]) and none of this reaches it.
 
 use crate::auth::{self, SESSION_COOKIE};
 use crate::error::ApiError;
@@ -27,7 +28,7 @@ use gpuhub_ssh::{Denied, GatewayBackend, PublicKey, Target};
 use std::sync::Arc;
 
 /// Whether a request comes from a browser page load (sent to the login page) rather than an API client.
-fn wants_html(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_html(headers: &HeaderMap) -> bool {
     headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
 }
 
@@ -75,6 +76,8 @@ pub async fn app_root(Path((owner, name, app)): Path<(String, String, String)>) 
 }
 
 /// `/w/{owner}/{workload}/{app}/…`: forwards HTTP and WebSockets to the app's port in the container.
+/// With `apps_domain` set, a browser (the session cookie, no bearer token) is handed off to the app's
+/// own origin instead ([`crate::origins`]): the hub's origin never serves app content to a cookie.
 pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let segments: Vec<String> = parts.uri.path().split('/').skip(2).take(3).map(str::to_owned).collect();
@@ -85,34 +88,66 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
         Ok(u) => u,
         Err(resp) => return resp,
     };
-    let target = async {
-        let w = enterable(&st, &user, owner, name).await?;
-        let spec = w
-            .apps
-            .iter()
-            .find(|a| &a.name == app)
-            .ok_or_else(|| ApiError::not_found(format!("workspace {name} has no app named {app:?}")))?;
-        let member = service::running_member(&w)?;
-        // the port the app listens on: its own, or the one gpuhub gave it where members share a node
-        let port = w.members.first().and_then(|m| m.ports.get(&spec.name)).copied().unwrap_or(spec.port);
-        let upstream =
-            st.engine.endpoint(&member, port).await.map_err(|e| {
-                ApiError::new(StatusCode::BAD_GATEWAY, format!("workspace {name} cannot be reached: {e}"))
-            })?;
-        Ok::<_, ApiError>((upstream, spec.base_url(owner, name), w.id))
+    let cookie_session =
+        auth::bearer_token(&parts.headers).is_none().then(|| auth::cookie(&parts.headers, SESSION_COOKIE));
+    if let (Some(origins), Some(Some(session))) = (st.origins.clone(), cookie_session) {
+        if let Err(e) = target(&st, &user, owner, name, app).await {
+            return e.into_response();
+        }
+        let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let label = crate::origins::label(owner, name, app);
+        return origins.hand_off(&st, auth::token_hash(&session), &label, next, &parts.headers);
     }
-    .await;
-    match target {
+    forward_to_app(&st, &user, owner, name, app, Request::from_parts(parts, body)).await
+}
+
+/// Where app `app` of workspace `owner/name` listens, if `user` may open it: its address, its URL
+/// prefix, the workload's id.
+async fn target(
+    st: &AppState,
+    user: &User,
+    owner: &str,
+    name: &str,
+    app: &str,
+) -> Result<(std::net::SocketAddr, String, String), ApiError> {
+    let w = enterable(st, user, owner, name).await?;
+    let spec = w
+        .apps
+        .iter()
+        .find(|a| a.name == app)
+        .ok_or_else(|| ApiError::not_found(format!("workspace {name} has no app named {app:?}")))?;
+    let member = service::running_member(&w)?;
+    // the port the app listens on: its own, or the one gpuhub gave it where members share a node
+    let port = w.members.first().and_then(|m| m.ports.get(&spec.name)).copied().unwrap_or(spec.port);
+    let upstream = st
+        .engine
+        .endpoint(&member, port)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, format!("workspace {name} cannot be reached: {e}")))?;
+    Ok((upstream, spec.base_url(owner, name), w.id))
+}
+
+/// Forwards `req` to app `app` of `owner/name` for `user` (404 unless they may open it), counting it
+/// as use of the workspace.
+pub(crate) async fn forward_to_app(
+    st: &AppState,
+    user: &User,
+    owner: &str,
+    name: &str,
+    app: &str,
+    req: Request,
+) -> Response {
+    match target(st, user, owner, name, app).await {
         Ok((upstream, prefix, id)) => {
             st.activity.touch(&id);
-            gpuhub_proxy::forward(Request::from_parts(parts, body), upstream, &prefix, &st.http_client).await
+            gpuhub_proxy::forward(req, upstream, &prefix, &st.http_client).await
         }
         Err(e) => e.into_response(),
     }
 }
 
 /// Refuses cross-site WebSocket handshakes (a browser sends `Origin`; it must be this host).
-fn same_origin(headers: &HeaderMap) -> bool {
+pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     let (Some(origin), Some(host)) = (headers.get(header::ORIGIN), headers.get(header::HOST)) else { return true };
     let (Ok(origin), Ok(host)) = (origin.to_str(), host.to_str()) else { return false };
     origin.split_once("://").is_some_and(|(_, rest)| rest == host)
@@ -270,7 +305,7 @@ pub fn parse_ssh_user(ssh_user: &str) -> Option<(Option<&str>, &str)> {
 
 /// A proxy client that never forwards the hub's session cookie.
 pub fn http_client() -> gpuhub_proxy::HttpClient {
-    gpuhub_proxy::HttpClient::new(&[SESSION_COOKIE])
+    gpuhub_proxy::HttpClient::new(&[SESSION_COOKIE, crate::origins::APP_COOKIE])
 }
 
 /// The backend as the gateway takes it.

@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod idle;
 pub mod metrics;
+pub mod origins;
 pub mod queues;
 pub mod service;
 pub mod state;
@@ -266,6 +267,10 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         limiter,
         data_dir,
         http_client: access::http_client(),
+        origins: config
+            .apps_domain
+            .as_deref()
+            .map(|d| Arc::new(origins::AppOrigins::new(d, config.secure_cookies, config.public_url.as_deref()))),
         ssh_addr: Some(ssh_addr),
         revocations,
         metrics,
@@ -307,6 +312,13 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         }
     });
     tracing::info!(%addr, "gpuhub listening");
+    match &config.apps_domain {
+        Some(domain) => tracing::info!(%domain, "apps on origins of their own: <app>--<workspace>--<owner>.{domain}"),
+        None => tracing::warn!(
+            "apps share the hub's origin (path mode, /w/…): a script in a user's app runs with the visitor's \
+             session cookie on the hub's pages; set apps_domain (wildcard DNS) to give each app its own origin"
+        ),
+    }
     Ok(Server { addr, state, shutdown, http, controller, ssh, monitor, idle })
 }
 
@@ -331,6 +343,8 @@ pub fn router(state: AppState) -> axum::Router {
     .route("/terminal/{owner}/{workload}/", axum::routing::get(access::terminal))
     .route("/terminal/{owner}/{workload}/{file}", axum::routing::get(access::terminal))
     .fallback(|| async { error::ApiError::not_found("no such endpoint") })
+    // an app's own origin is served by nothing else of the hub
+    .layer(axum::middleware::from_fn_with_state(state.clone(), origins::dispatch))
     .layer(axum::middleware::map_response(error::problem_for_bare_errors))
     .layer(axum::middleware::map_response_with_state(state.clone(), error::name_full_data_dir))
     // outside the two above, so that it sees the status the client gets

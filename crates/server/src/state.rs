@@ -25,6 +25,8 @@ pub struct AppState {
     pub data_dir: PathBuf,
     /// Connections to workspace apps.
     pub http_client: gpuhub_proxy::HttpClient,
+    /// The apps' own origins, with `apps_domain` set (else apps are served under `/w/…` of the hub).
+    pub origins: Option<Arc<crate::origins::AppOrigins>>,
     /// Where the SSH gateway listens, once bound.
     pub ssh_addr: Option<std::net::SocketAddr>,
     /// Accounts whose access just ended: open SSH connections and browser terminals of them close.

@@ -134,10 +134,18 @@ pub struct ServerInfo {
     /// The SSH gateway's port, when it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_port: Option<u16>,
+    /// The domain apps are served under, each on an origin of its own; absent: apps share the hub's
+    /// origin under `/w/…` (path mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apps_domain: Option<String>,
 }
 
-/// Version and the SSH gateway's port.
+/// Version, the SSH gateway's port, and where apps are served.
 #[utoipa::path(get, path = "/api/v1/info", tag = "auth", responses((status = 200, body = ServerInfo)))]
 pub async fn info(State(st): State<AppState>, _caller: Caller) -> axum::Json<ServerInfo> {
-    axum::Json(ServerInfo { version: env!("CARGO_PKG_VERSION").to_owned(), ssh_port: st.ssh_addr.map(|a| a.port()) })
+    axum::Json(ServerInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        ssh_port: st.ssh_addr.map(|a| a.port()),
+        apps_domain: st.config.apps_domain.clone(),
+    })
 }

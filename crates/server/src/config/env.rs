@@ -111,6 +111,8 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "RECONCILE_SECS",
     "SESSION_HOURS",
     "SECURE_COOKIES",
+    "APPS_DOMAIN",
+    "PUBLIC_URL",
     "LOGIN_FAILURES",
     "LOGIN_WINDOW_SECS",
     "TOKEN_DAYS",

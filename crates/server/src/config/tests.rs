@@ -1,0 +1,189 @@
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn defaults_file_env_layering() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("g.toml");
+    std::fs::write(
+        &f,
+        "listen = \"0.0.0.0:9000\"\ngpu_mode = \"none\"\n[[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"/dev/nvidia0\"\n",
+    )
+    .unwrap();
+    let c = Config::load(Some(&f), env(&[("GPUHUB_LISTEN", "127.0.0.1:7000"), ("HOME", "/x")])).unwrap();
+    assert_eq!(c.listen.port(), 7000);
+    assert_eq!(c.gpu_mode, GpuMode::None);
+    assert_eq!(c.gpus[0].memory, gpuhub_core::Bytes(141 << 30));
+    assert_eq!(c.data_dir, PathBuf::from("./gpuhub-data"));
+    assert!(c.effective_database_url().starts_with("sqlite://./gpuhub-data/"));
+    assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::default());
+    assert!(!c.scheduler.preemption.enabled);
+}
+
+#[test]
+fn scheduler_section() {
+    let c = Config::from_toml(
+        "[scheduler]\npolicy = \"bestfit\"\nbackfill = \"off\"\n[[scheduler.queues]]\nname = \"vision\"\nweight = 2.0\n",
+    )
+    .unwrap();
+    assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::BestFit);
+    assert_eq!(c.scheduler.queues[0].name, "vision");
+    let c = Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "spread")])).unwrap();
+    assert_eq!(c.scheduler.policy, gpuhub_sched::Policy::Spread);
+    assert!(Config::load(None, env(&[("GPUHUB_SCHEDULER_POLICY", "magic")])).is_err());
+}
+
+#[test]
+fn unknown_variables_are_refused_and_every_setting_is_read_and_documented() {
+    let e = Config::load(None, env(&[("GPUHUB_LISTN", "127.0.0.1:7000")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_LISTN") && e.contains("did you mean GPUHUB_LISTEN?"), "{e}");
+    // the client's, the containers' and the scripts' variables are not the server's business
+    let others: Vec<_> = env::NOT_SERVER_SETTINGS.iter().map(|v| (format!("GPUHUB_{v}"), "x".to_owned())).collect();
+    Config::load(None, others).unwrap();
+    let readme = include_str!("../../../../README.md");
+    for v in env::SERVER_VARIABLES {
+        let var = format!("GPUHUB_{v}");
+        // a value no setting takes: the error, if any, is about the value, never "no such setting"
+        if let Err(e) = Config::load(None, [(var.clone(), "\u{1}not-a-value".to_owned())]) {
+            assert!(!e.to_string().contains("no such setting"), "{var} is listed but not read: {e}");
+        }
+        assert!(readme.contains(&var), "{var} is not documented in README.md");
+    }
+}
+
+#[test]
+fn the_readme_example_is_a_valid_config() {
+    let readme = include_str!("../../../../README.md");
+    let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let text = &readme[start..start + readme[start..].find("```").unwrap()];
+    let c = Config::from_toml(text).unwrap();
+    assert_eq!(c.scheduler.queues[0].name, "vision");
+    assert!(c.scheduler.preemption.enabled);
+    assert_eq!(c.scheduler.reservations[0].gpus, 2);
+    assert_eq!(c.queue_for("alice", false, None).unwrap(), "vision");
+    c.check_queues().unwrap();
+}
+
+#[test]
+fn queues_and_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("gpuhub.toml");
+    std::fs::write(
+        &f,
+        "[queue_members]\nvision = [\"alice\", \"bob\"]\n\
+         [[scheduler.queues]]\nname = \"vision\"\nguarantee = { gpu_milli = 2000 }\n\
+         [[scheduler.queues]]\nname = \"nlp\"\n",
+    )
+    .unwrap();
+    let c = Config::load(Some(&f), env(&[])).unwrap();
+    // named, defaulted to the only queue of a member, open queues for all, members-only queues refused
+    assert_eq!(c.queue_for("alice", false, Some("vision")).unwrap(), "vision");
+    assert_eq!(c.queue_for("alice", false, None).unwrap(), "vision");
+    assert_eq!(c.queue_for("carol", false, None).unwrap(), "");
+    assert_eq!(c.queue_for("carol", false, Some("nlp")).unwrap(), "nlp");
+    let e = c.queue_for("carol", false, Some("vision")).unwrap_err();
+    assert!(e.contains("alice, bob"), "{e}");
+    assert_eq!(c.queue_for("root", true, Some("vision")).unwrap(), "vision");
+    let e = c.queue_for("alice", false, Some("cv")).unwrap_err();
+    assert!(e.contains("\"cv\"") && e.contains("nlp, vision"), "{e}");
+    // members of a queue that is not configured, and duplicate queues, are refused at load
+    std::fs::write(&f, "[queue_members]\ncv = [\"alice\"]\n[[scheduler.queues]]\nname = \"nlp\"\n").unwrap();
+    let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
+    assert!(e.contains("queue_members.cv") && e.contains("configured: nlp"), "{e}");
+    std::fs::write(&f, "[[scheduler.queues]]\nname = \"nlp\"\n[[scheduler.queues]]\nname = \"nlp\"\n").unwrap();
+    let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
+    assert!(e.contains("twice"), "{e}");
+}
+
+#[test]
+fn priority_comes_from_the_queue_policy() {
+    let c = Config::from_toml(
+        "[priority_classes]\nhigh = 100\nlow = -50\n[queue_priority_classes]\nvision = [\"high\"]\n\"*\" = [\"low\"]\n\
+         [[scheduler.queues]]\nname = \"vision\"\n[[scheduler.queues]]\nname = \"nlp\"\n",
+    )
+    .unwrap();
+    c.check_queues().unwrap();
+    assert_eq!(c.priority_for("vision", false, None, Some("high")), Ok(100));
+    assert_eq!(c.priority_for("nlp", false, None, Some("low")), Ok(-50));
+    let e = c.priority_for("nlp", false, None, Some("high")).unwrap_err();
+    assert!(e.contains("queue nlp does not allow high") && e.contains("allowed: low"), "{e}");
+    assert!(c.priority_for("", false, None, Some("nope")).unwrap_err().contains("classes: high, low"));
+    // a number: down freely, up only as far as an allowed class, anything for admins
+    assert_eq!(c.priority_for("nlp", false, Some(-5), None), Ok(-5));
+    assert!(c.priority_for("nlp", false, Some(100), None).unwrap_err().contains("at most 0"));
+    assert_eq!(c.priority_for("vision", false, Some(100), None), Ok(100));
+    assert!(c.priority_for("vision", false, Some(101), None).is_err());
+    assert_eq!(c.priority_for("nlp", true, Some(500), None), Ok(500));
+    assert_eq!(c.priority_for("nlp", true, None, Some("high")), Ok(100));
+    assert!(c.priority_for("nlp", false, Some(1), Some("low")).is_err());
+    assert_eq!(c.priority_for("nlp", false, None, None), Ok(0));
+    // classes and queues named must exist
+    let e = Config::from_toml("[queue_priority_classes]\n\"*\" = [\"urgent\"]\n").unwrap().check_queues().unwrap_err();
+    assert!(e.to_string().contains("no priority class urgent"), "{e}");
+}
+
+#[test]
+fn a_partial_user_limit_limits_only_what_it_names() {
+    let c = Config::from_toml("[[scheduler.queues]]\nname = \"vision\"\nuser_limit = { gpu_milli = 2000 }\n").unwrap();
+    let l = c.scheduler.queues[0].user_limit.unwrap();
+    assert_eq!((l.gpu_milli, l.cpu_milli, l.memory), (2000, u64::MAX, u64::MAX));
+    assert!(c.scheduler.queues[0].borrow_limit.is_none());
+    assert!(Config::from_toml("[[scheduler.queues]]\nname = \"v\"\nuser_limit = { gpus = 2 }\n").is_err());
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let e = Config::from_toml("listen = \"x\"\n").unwrap_err();
+    assert!(e.contains("listen") || e.contains("invalid"), "{e}");
+    let e = Config::from_toml("colour = 1\n").unwrap_err();
+    assert!(e.contains("unknown field `colour`"), "{e}");
+    let e = Config::load(None, env(&[("GPUHUB_GPU_MODE", "magic")])).unwrap_err();
+    assert!(e.to_string().contains("gpu_mode"), "{e}");
+}
+
+#[test]
+fn limits_layering_and_checks() {
+    let c = Config::default();
+    assert_eq!((c.limits.max_queued_per_user, c.limits.max_workloads_per_user), (1000, 5000));
+    assert_eq!((c.limits.max_command_bytes, c.limits.max_env_bytes, c.limits.max_apps), (65536, 65536, 16));
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("g.toml");
+    std::fs::write(&f, "[limits]\nmax_queued_per_user = 10\nmax_env_bytes = 100\n").unwrap();
+    let c = Config::load(Some(&f), env(&[("GPUHUB_MAX_QUEUED_PER_USER", "20"), ("GPUHUB_MAX_APPS", "2")])).unwrap();
+    assert_eq!(c.limits, Limits { max_queued_per_user: 20, max_env_bytes: 100, max_apps: 2, ..Limits::default() });
+    let e = Config::from_toml("[limits]\nmax_jobs = 1\n").unwrap_err();
+    assert!(e.contains("unknown field `max_jobs`"), "{e}");
+    let e = Config::load(None, env(&[("GPUHUB_MAX_COMMAND_BYTES", "lots")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_MAX_COMMAND_BYTES"), "{e}");
+    std::fs::write(&f, "[limits]\nmax_workloads_per_user = 0\n").unwrap();
+    let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
+    assert!(e.contains("limits.max_workloads_per_user") && e.contains("at least 1"), "{e}");
+}
+
+#[test]
+fn log_cap() {
+    assert_eq!(Config::default().log_max_bytes, gpuhub_core::Bytes(100 << 20));
+    let c = Config::from_toml("log_max_bytes = \"16MiB\"\n").unwrap();
+    assert_eq!(c.log_max_bytes, gpuhub_core::Bytes(16 << 20));
+    let c = Config::load(None, env(&[("GPUHUB_LOG_MAX_BYTES", "2GiB")])).unwrap();
+    assert_eq!(c.log_max_bytes, gpuhub_core::Bytes(2 << 30));
+    let e = Config::load(None, env(&[("GPUHUB_LOG_MAX_BYTES", "lots")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_LOG_MAX_BYTES"), "{e}");
+    let e = Config::load(None, env(&[("GPUHUB_LOG_MAX_BYTES", "4KiB")])).unwrap_err().to_string();
+    assert!(e.contains("log_max_bytes") && e.contains("1MiB"), "{e}");
+}
+
+#[test]
+fn secrets_redacted() {
+    let c = Config {
+        database_url: Some("postgres://gpuhub:hunter2@db/gpuhub".into()),
+        admin_password: Some("hunter3".into()),
+        ..Config::default()
+    };
+    let d = format!("{c:?}");
+    assert!(!d.contains("hunter2") && !d.contains("hunter3"), "{d}");
+    assert!(d.contains("postgres://gpuhub:<redacted>@db/gpuhub"));
+}

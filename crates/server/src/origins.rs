@@ -1,0 +1,336 @@
+//! Apps on origins of their own (`apps_domain`). Each app of a workspace is served at
+//! `<label>.<apps_domain>` ([`label`]), so that its scripts share nothing with the hub's origin: the
+//! browser never sends the hub's session cookie there, and nothing served there can read the hub's
+//! pages or call its API as the visitor.
+//!
+//! The way in is a handoff, as JupyterHub does for single-user servers: the hub's `/w/<owner>/<ws>/
+//! <app>/…`, opened with the hub's session, checks that the visitor may open the app and redirects to
+//! `<app origin>/_gpuhub/handoff?code=…` with a code that is single-use, lives a minute, and names that
+//! one origin. Redeemed there, the code becomes an app session: a cookie (`gpuhub_app`, `HttpOnly`,
+//! host-only) valid on that origin alone, and only while the hub session it came from is (logging out
+//! at the hub ends it). The cookie never reaches the app: the proxy strips it like the hub's own.
+//! An app origin serves its own app's prefix and the handoff, nothing else of the hub.
+
+use crate::auth;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
+use gpuhub_core::user::User;
+use sha2::{Digest as _, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The cookie of an app session, on an app's origin only.
+pub const APP_COOKIE: &str = "gpuhub_app";
+/// Where an app origin redeems a handoff code.
+pub const HANDOFF_PATH: &str = "/_gpuhub/handoff";
+/// How long a handoff code may wait to be redeemed.
+const HANDOFF_SECS: i64 = 60;
+/// Codes and sessions kept at most; the oldest go first beyond this (a flood cannot grow memory).
+const MAX_ENTRIES: usize = 100_000;
+
+/// The host label of app `app` of workspace `ws` of `owner`: `<app>--<ws>--<owner>` where that is one
+/// DNS label (at most 63 characters, no name holding `--`), else `h--` and 26 hex digits of a SHA-256 of
+/// the three. Distinct apps get distinct labels: names never start or end with `-`, so in the readable
+/// form every `--` separates, and it has three parts where the hashed one has two.
+pub fn label(owner: &str, ws: &str, app: &str) -> String {
+    let readable = format!("{app}--{ws}--{owner}");
+    if readable.len() <= 63 && ![owner, ws, app].iter().any(|n| n.contains("--")) {
+        return readable;
+    }
+    let digest = Sha256::digest(format!("{owner}/{ws}/{app}").as_bytes());
+    format!("h--{}", &hex::encode(digest)[..26])
+}
+
+/// A handoff code waiting to be redeemed.
+struct Handoff {
+    /// The hash of the hub session it was minted for.
+    session: String,
+    /// The app origin's label it is valid on.
+    label: String,
+    /// Where on that origin the visitor goes (path and query).
+    next: String,
+    expires: DateTime<Utc>,
+}
+
+/// An app session: a cookie on one app origin, standing for a hub session.
+struct AppSession {
+    session: String,
+    label: String,
+    expires: DateTime<Utc>,
+}
+
+/// The app origins of this hub: the domain, the codes handed off, the sessions made of them.
+pub struct AppOrigins {
+    domain: String,
+    https: bool,
+    public: Option<String>,
+    handoffs: Mutex<HashMap<String, Handoff>>,
+    sessions: Mutex<HashMap<String, AppSession>>,
+}
+
+/// The codes and sessions are secrets: only how many there are is shown.
+impl std::fmt::Debug for AppOrigins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppOrigins")
+            .field("domain", &self.domain)
+            .field("https", &self.https)
+            .field("public", &self.public)
+            .field("handoffs", &self.handoffs.lock().map(|m| m.len()).unwrap_or(0))
+            .field("sessions", &self.sessions.lock().map(|m| m.len()).unwrap_or(0))
+            .finish()
+    }
+}
+
+impl AppOrigins {
+    /// App origins under `domain`; `https` when the hub is served over TLS; `public_url` as configured.
+    pub fn new(domain: &str, https: bool, public_url: Option<&str>) -> Self {
+        let public = public_url.map(|u| u.trim_end_matches('/').to_owned());
+        Self { domain: domain.to_owned(), https, public, handoffs: Mutex::default(), sessions: Mutex::default() }
+    }
+
+    /// The label of the app origin a request's `Host` names, if it names one.
+    pub fn label_of(&self, headers: &HeaderMap) -> Option<String> {
+        let host = headers.get(header::HOST)?.to_str().ok()?;
+        let name = strip_port(host).to_ascii_lowercase();
+        let label = name.strip_suffix(&self.domain)?.strip_suffix('.')?;
+        (!label.is_empty() && !label.contains('.')).then(|| label.to_owned())
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.https { "https" } else { "http" }
+    }
+
+    /// The URL of `label`'s origin as the browser reaches it, on the port it used for `headers`' host.
+    fn origin(&self, label: &str, headers: &HeaderMap) -> String {
+        format!("{}://{label}.{}{}", self.scheme(), self.domain, port_of(headers))
+    }
+
+    /// The hub's URL for a visitor of an app origin: `public_url`, else the apps domain less its first
+    /// label, with this request's scheme and port.
+    fn hub(&self, headers: &HeaderMap) -> String {
+        if let Some(p) = &self.public {
+            return p.clone();
+        }
+        let parent = self.domain.split_once('.').map_or(self.domain.as_str(), |(_, rest)| rest);
+        format!("{}://{parent}{}", self.scheme(), port_of(headers))
+    }
+
+    /// Mints a code for the hub session `session` (its hash) to enter app origin `label` at `next`, and
+    /// returns the redirect there.
+    pub fn hand_off(&self, st: &AppState, session: String, label: &str, next: &str, headers: &HeaderMap) -> Response {
+        let (code, key) = secret();
+        let now = st.clock.now();
+        let expires = now + chrono::Duration::seconds(HANDOFF_SECS);
+        {
+            let mut map = self.handoffs.lock().unwrap();
+            prune(&mut map, now, |h| h.expires);
+            map.insert(key, Handoff { session, label: label.to_owned(), next: next.to_owned(), expires });
+        }
+        let to = format!("{}{HANDOFF_PATH}?code={code}", self.origin(label, headers));
+        private(Redirect::to(&to).into_response())
+    }
+
+    /// `GET /_gpuhub/handoff?code=…` on app origin `label`: the code, once and in time, becomes an app
+    /// session cookie for this origin, and the visitor goes where the hub sent them.
+    fn redeem(&self, st: &AppState, label: &str, req: &Request) -> Response {
+        let code = req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("code=")));
+        let now = st.clock.now();
+        let handoff = code.and_then(|c| self.handoffs.lock().unwrap().remove(&hash(c)));
+        let Some(h) = handoff.filter(|h| h.expires > now && h.label == label) else {
+            return ApiError::bad_request(
+                "this sign-in link is used, expired or for another app: open the app from the hub again",
+            )
+            .into_response();
+        };
+        let (token, key) = secret();
+        let expires = now + chrono::Duration::hours(st.config.session_hours);
+        {
+            let mut map = self.sessions.lock().unwrap();
+            prune(&mut map, now, |s| s.expires);
+            map.insert(key, AppSession { session: h.session, label: label.to_owned(), expires });
+        }
+        let cookie =
+            format!("{APP_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax{}", if self.https { "; Secure" } else { "" });
+        let mut resp = private(Redirect::to(&h.next).into_response());
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            resp.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        resp
+    }
+
+    /// The visitor of app origin `label`: by bearer token, else by this origin's app session while its
+    /// hub session lasts.
+    async fn visitor(&self, st: &AppState, label: &str, headers: &HeaderMap) -> Result<User, ApiError> {
+        if let Some(t) = auth::bearer_token(headers) {
+            return auth::user_for_token(st, &t).await;
+        }
+        let now = st.clock.now();
+        let session = auth::cookie(headers, APP_COOKIE).and_then(|c| {
+            let map = self.sessions.lock().unwrap();
+            map.get(&hash(&c)).filter(|s| s.label == label && s.expires > now).map(|s| s.session.clone())
+        });
+        let Some(session) = session else {
+            return Err(ApiError::unauthorized("authentication required: open the app from the hub"));
+        };
+        match st.store.token_user(&session, Utc::now()).await? {
+            Some((u, _)) if !u.disabled => Ok(u),
+            Some(_) => Err(ApiError::forbidden("account is disabled")),
+            None => Err(ApiError::unauthorized("your hub session ended: open the app from the hub again")),
+        }
+    }
+}
+
+/// Sends every request whose `Host` is an app origin to [`serve`], the rest on into the hub.
+pub async fn dispatch(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match st.origins.clone() {
+        Some(origins) => match origins.label_of(req.headers()) {
+            Some(label) => serve(st, &origins, label, req).await,
+            None => next.run(req).await,
+        },
+        None => next.run(req).await,
+    }
+}
+
+/// Every request whose `Host` is an app origin: the handoff, or the app's own prefix through the proxy;
+/// nothing else of the hub is served there.
+pub async fn serve(st: AppState, origins: &AppOrigins, label: String, req: Request) -> Response {
+    let path = req.uri().path().to_owned();
+    if path == HANDOFF_PATH {
+        return origins.redeem(&st, &label, &req);
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    let triple = match segments.as_slice() {
+        ["", "w", o, n, a, ..] if label == self::label(o, n, a) => Some((o.to_string(), n.to_string(), a.to_string())),
+        _ => None,
+    };
+    let Some((owner, name, app)) = triple else {
+        // the bare origin goes to its app, where the label says which (the readable form does)
+        if path == "/" {
+            if let [app, ws, owner] = label.split("--").collect::<Vec<_>>()[..] {
+                if self::label(owner, ws, app) == label {
+                    return Redirect::to(&format!("/w/{owner}/{ws}/{app}/")).into_response();
+                }
+            }
+        }
+        return ApiError::not_found("no such page: this origin serves its own app only").into_response();
+    };
+    if segments.len() == 5 {
+        return Redirect::permanent(&format!("/w/{owner}/{name}/{app}/")).into_response();
+    }
+    let user = match origins.visitor(&st, &label, req.headers()).await {
+        Ok(u) => u,
+        Err(e) if e.status == StatusCode::UNAUTHORIZED && crate::access::wants_html(req.headers()) => {
+            let back = req.uri().path_and_query().map_or(path.as_str(), |p| p.as_str());
+            return private(Redirect::to(&format!("{}{back}", origins.hub(req.headers()))).into_response());
+        }
+        Err(e) => return e.into_response(),
+    };
+    if req.headers().contains_key(header::UPGRADE) && !crate::access::same_origin(req.headers()) {
+        return ApiError::forbidden("cross-origin WebSocket connections to an app are refused").into_response();
+    }
+    crate::access::forward_to_app(&st, &user, &owner, &name, &app, req).await
+}
+
+/// `host[:port]` → `host` (an IPv6 literal keeps its brackets).
+fn strip_port(host: &str) -> &str {
+    match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    }
+}
+
+/// `:port` of the request's `Host`, or nothing.
+fn port_of(headers: &HeaderMap) -> String {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let name = strip_port(host);
+    host[name.len()..].to_owned()
+}
+
+/// A new random secret and the hash it is kept by.
+fn secret() -> (String, String) {
+    let (token, _) = auth::new_token(gpuhub_store::TokenKind::Session);
+    let token = token.trim_start_matches(auth::SESSION_TOKEN_PREFIX).to_owned();
+    let key = hash(&token);
+    (token, key)
+}
+
+fn hash(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// Drops expired entries; beyond [`MAX_ENTRIES`], the ones closest to expiry too.
+fn prune<T>(map: &mut HashMap<String, T>, now: DateTime<Utc>, expires: impl Fn(&T) -> DateTime<Utc>) {
+    map.retain(|_, v| expires(v) > now);
+    if map.len() >= MAX_ENTRIES {
+        let mut by: Vec<(DateTime<Utc>, String)> = map.iter().map(|(k, v)| (expires(v), k.clone())).collect();
+        by.sort();
+        for (_, k) in by.into_iter().take(map.len() + 1 - MAX_ENTRIES) {
+            map.remove(&k);
+        }
+    }
+}
+
+/// Not cached, and no `Referer` carrying a code onwards.
+fn private(mut resp: Response) -> Response {
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_dns_labels_and_distinct() {
+        assert_eq!(label("alice", "nb", "lab"), "lab--nb--alice");
+        let cases = [("a", "b--c", "d"), ("a--b", "c", "d"), ("a", "b", "c--d"), ("x", "y", "h"), ("a", "b", "c")];
+        let labels: std::collections::BTreeSet<String> = cases.iter().map(|(o, w, a)| label(o, w, a)).collect();
+        assert_eq!(labels.len(), cases.len(), "{labels:?}");
+        let long = "a".repeat(40);
+        for l in [label(&long, &long, "lab"), label("a", "b--c", "d")] {
+            assert!(l.starts_with("h--") && l.len() == 29, "{l}");
+            assert!(l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{l}");
+        }
+    }
+
+    #[test]
+    fn hosts_name_app_origins_only_under_the_domain() {
+        let o = AppOrigins::new("apps.localhost", false, None);
+        let h = |host: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            m
+        };
+        assert_eq!(o.label_of(&h("lab--nb--alice.apps.localhost:8080")).as_deref(), Some("lab--nb--alice"));
+        assert_eq!(o.label_of(&h("LAB--nb--alice.Apps.Localhost")).as_deref(), Some("lab--nb--alice"));
+        for not in ["apps.localhost", "localhost:8080", "a.b.apps.localhost", "xapps.localhost", ".apps.localhost"] {
+            assert_eq!(o.label_of(&h(not)), None, "{not}");
+        }
+        assert_eq!(o.hub(&h("lab--nb--alice.apps.localhost:8080")), "http://localhost:8080");
+        assert_eq!(o.origin("x", &h("localhost:9")), "http://x.apps.localhost:9");
+        let p = AppOrigins::new("apps.example.net", true, Some("https://gpu.example.org/"));
+        assert_eq!(p.hub(&h("x.apps.example.net")), "https://gpu.example.org");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn pruning_bounds_the_maps() {
+        let now = Utc::now();
+        let mut m: HashMap<String, DateTime<Utc>> = HashMap::new();
+        m.insert("old".into(), now - chrono::Duration::seconds(1));
+        m.insert("new".into(), now + chrono::Duration::seconds(1));
+        prune(&mut m, now, |e| *e);
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["new"]);
+    }
+}
