@@ -56,6 +56,7 @@ fn main() -> Result<()> {
         println!("history: run with `cargo bench -p gpuhub --bench history`");
         return Ok(());
     }
+    tracing_subscriber::fmt().with_env_filter("warn").with_writer(std::io::stderr).init();
     let workloads = match std::env::var("GPUHUB_HISTORY_BENCH_WORKLOADS") {
         Ok(n) => n.parse().context("GPUHUB_HISTORY_BENCH_WORKLOADS")?,
         Err(_) => 500,
@@ -206,67 +207,90 @@ async fn bench(n: usize) -> Result<()> {
     line("write_history (record + downsample)", &mut write, n);
     line("both", &mut total, n);
 
-    // 2. store growth
-    let (before, wal) = db_bytes(&db);
-    println!("\n2. store growth at {n} members + {GPUS} GPUs, a round every 10 s, default retention");
-    println!("   before: {} (+ WAL {})", mib(before), mib(wal));
+    // 2. store growth (skipped with GPUHUB_HISTORY_BENCH_SKIP_GROWTH=1: part 3 then lays down 29 days)
+    let growth = std::env::var("GPUHUB_HISTORY_BENCH_SKIP_GROWTH").map_or(true, |v| v != "1");
     let mut at = clock.now();
     let mut k: u64 = 0;
-    let mut days = Vec::new();
-    for day in 1..=2 {
-        let t = Instant::now();
-        for _ in 0..DAY_ROUNDS {
-            at += chrono::Duration::seconds(10);
-            k += 1;
-            monitor.write_history(&vary(&template, at, k)).await;
+    if growth {
+        let (before, wal) = db_bytes(&db);
+        println!("\n2. store growth at {n} members + {GPUS} GPUs, a round every 10 s, default retention");
+        println!("   before: {} (+ WAL {})", mib(before), mib(wal));
+        let mut days = Vec::new();
+        for day in 1..=2 {
+            let t = Instant::now();
+            for _ in 0..DAY_ROUNDS {
+                at += chrono::Duration::seconds(10);
+                k += 1;
+                monitor.write_history(&vary(&template, at, k)).await;
+            }
+            let (size, wal) = db_bytes(&db);
+            println!(
+                "   after day {day}: {} (+ WAL {}), {DAY_ROUNDS} rounds written in {:.1} s ({:.2} ms a round)",
+                mib(size),
+                mib(wal),
+                t.elapsed().as_secs_f64(),
+                t.elapsed().as_secs_f64() * 1e3 / DAY_ROUNDS as f64
+            );
+            days.push(size);
         }
-        let (size, wal) = db_bytes(&db);
+        let (day1, growth) = (days[0].saturating_sub(before), days[1].saturating_sub(days[0]));
         println!(
-            "   after day {day}: {} (+ WAL {}), {DAY_ROUNDS} rounds written in {:.1} s ({:.2} ms a round)",
-            mib(size),
-            mib(wal),
-            t.elapsed().as_secs_f64(),
-            t.elapsed().as_secs_f64() * 1e3 / DAY_ROUNDS as f64
+            "   day 1 (raw samples only): +{}; each day from day 2 to day 30: +{} (day 2's)",
+            mib(day1),
+            mib(growth)
         );
-        days.push(size);
+        println!(
+            "   extrapolated at day 30: {} (before + day 1 + 29 × day 2's growth); after that about flat",
+            mib(before + day1 + 29 * growth)
+        );
     }
-    let (day1, growth) = (days[0].saturating_sub(before), days[1].saturating_sub(days[0]));
-    println!("   day 1 (raw samples only): +{}; each day from day 2 to day 30: +{} (day 2's)", mib(day1), mib(growth));
-    println!(
-        "   extrapolated at day 30: {} (before + day 1 + 29 × day 2's growth); after that about flat",
-        mib(before + day1 + 29 * growth)
-    );
-
     // 3. 30 days of history, then queries
     let t = Instant::now();
+    let laid_days: i64 = if growth { 27 } else { 29 };
     let day3 = at;
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display())).await?;
     sqlx::query("CREATE TEMP TABLE holders AS SELECT DISTINCT series FROM member_samples WHERE gpu_util IS NOT NULL")
         .execute(&mut conn)
         .await?;
-    for day in 0..27i64 {
+    for day in 0..laid_days {
         let start = (day3 + chrono::Duration::days(day)).timestamp_millis();
         let (start, end) = ((start / 60_000 + 1) * 60_000, (start / 60_000 + 1 + 1440) * 60_000);
         sqlx::query(MINUTE_MEMBERS).bind(start).bind(end).execute(&mut conn).await?;
         sqlx::query(MINUTE_GPUS).bind(start).bind(end).execute(&mut conn).await?;
     }
     conn.close().await?;
-    at = day3 + chrono::Duration::days(27);
+    at = day3 + chrono::Duration::days(laid_days);
     let laid = t.elapsed();
     let t = Instant::now();
+    for _ in 0..DAY_ROUNDS {
+        at += chrono::Duration::seconds(10);
+        k += 1;
+        monitor.write_history(&vary(&template, at, k)).await;
+    }
     // and whatever backlog of thinning out is left, as the monitor would do over the next minutes
     let h = monitor_retention();
     while store.downsample(at, h.raw, h.minute, h.hour).await?.more {}
     clock.set(at);
     let (size, wal) = db_bytes(&db);
     println!(
-        "\n3. query over 30 days (days 3-29 laid down as 1-minute means in {:.0} s, day 30's {DAY_ROUNDS} rounds \
-         written in {:.0} s; database now {} + WAL {})",
+        "\n3. query over 30 days ({laid_days} days laid down as 1-minute means in {:.0} s, day 30's {DAY_ROUNDS} \
+         rounds written in {:.0} s; database now {} + WAL {})",
         laid.as_secs_f64(),
         t.elapsed().as_secs_f64(),
         mib(size),
         mib(wal)
     );
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display())).await?;
+    let tiers: Vec<(i64, i64)> =
+        sqlx::query_as("SELECT tier, COUNT(*) FROM member_samples GROUP BY tier ORDER BY tier")
+            .fetch_all(&mut conn)
+            .await?;
+    conn.close().await?;
+    println!("   member samples by tier (0 raw, 1 minute, 2 hour): {tiers:?}");
+    let raw = tiers.iter().find(|(t, _)| *t == 0).map_or(0, |(_, c)| *c);
+    if raw < (n as i64) * DAY_ROUNDS * 9 / 10 {
+        bail!("day 30's rounds are not in the history ({raw} raw samples): see the warnings above");
+    }
     let from = at - chrono::Duration::days(30);
     let (mut direct, mut api) = (Vec::new(), Vec::new());
     let mut points = 0;
