@@ -425,53 +425,26 @@ fn parse_duration(s: &str) -> Result<gpuhub_core::Seconds, String> {
     gpuhub_core::Seconds::parse(s).map_err(|e| e.to_string())
 }
 
-/// What `--gpus` asks for: whole GPUs or a share of one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuAsk {
-    /// This many whole GPUs.
-    Whole(u32),
-    /// Thousandths of one GPU (1…999).
-    Milli(u32),
-}
+pub use gpuhub_core::parse::GpuAsk;
 
 /// Parses `--gpus`: a whole number of GPUs, or a share of one GPU below 1 (`0.25`, to a thousandth).
 pub(crate) fn parse_gpus(s: &str) -> Result<GpuAsk, String> {
-    if let Ok(n) = s.parse::<u32>() {
-        return Ok(GpuAsk::Whole(n));
-    }
-    let f: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of GPUs (2, or a share such as 0.25)"))?;
-    if !(f > 0.0 && f < 1.0) {
-        return Err(format!("{s:?}: a share of a GPU must be above 0 and below 1; whole GPUs are a whole number"));
-    }
-    let milli = (f * 1000.0).round();
-    if (milli - f * 1000.0).abs() > 1e-6 || milli < 1.0 {
-        return Err(format!("{s:?}: a share of a GPU is counted in thousandths (0.001 to 0.999)"));
-    }
-    Ok(GpuAsk::Milli(milli as u32))
+    gpuhub_core::parse::gpus(s)
+}
+
+/// Parses one `--app NAME:PORT`.
+pub(crate) fn parse_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
+    gpuhub_core::parse::app(s)
+}
+
+/// Parses one catalog `--app NAME:PORT=COMMAND`.
+pub(crate) fn parse_catalog_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
+    gpuhub_core::parse::catalog_app(s)
 }
 
 /// Parses one `--env K=V`.
-pub(crate) fn parse_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
-    let (name, port) = s.split_once(':').ok_or_else(|| format!("{s:?} is not NAME:PORT"))?;
-    let port = port.parse::<u16>().map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
-    let app = gpuhub_core::workload::AppSpec { name: name.to_owned(), port, command: Vec::new() };
-    app.validate().map_err(|e| e.to_string())?;
-    Ok(app)
-}
-
-pub(crate) fn parse_catalog_app(s: &str) -> Result<gpuhub_core::workload::AppSpec, String> {
-    let (head, command) = s.split_once('=').unwrap_or((s, ""));
-    let mut app = parse_app(head)?;
-    app.command = command.split_whitespace().map(str::to_owned).collect();
-    Ok(app)
-}
-
 pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        Some(_) => Err(format!("{s:?} has an empty variable name (expected K=V)")),
-        None => Err(format!("{s:?} is not K=V (no '=')")),
-    }
+    gpuhub_core::parse::env(s)
 }
 
 #[cfg(test)]

@@ -515,6 +515,10 @@ pub struct Problem {
     pub status: u16,
     /// What exactly is wrong, for a person.
     pub detail: String,
+    /// The request field at fault (`resources.gpus`, `name`), where one is: forms show the detail
+    /// beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod names;
 pub mod node;
+pub mod parse;
 pub mod quantity;
 pub mod queue;
 pub mod stop;

@@ -7,10 +7,10 @@
 
 mod access_support;
 
-use access_support::browser::Browser;
+use access_support::browser::{self, Browser};
 use access_support::{Hub, PASSWORD, WAIT, eventually};
 use anyhow::{Context as _, Result, ensure};
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
 use reqwest::Method;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -37,63 +37,6 @@ async function probe(url, init) {
 })();
 </script><body data-owner="OWNER">probing</body>"#;
 
-async fn log_in(c: &Client, name: &str) -> Result<()> {
-    c.find(Locator::Css("input[name=username]")).await?.send_keys(name).await?;
-    c.find(Locator::Css("input[name=password]")).await?.send_keys(PASSWORD).await?;
-    c.find(Locator::Css("form button")).await?.click().await?;
-    Ok(())
-}
-
-/// Waits until the browser is at a URL whose host is `host`; returns it.
-async fn at_host(c: &Client, host: &str) -> Result<reqwest::Url> {
-    eventually(&format!("the browser at {host}"), WAIT, Duration::from_millis(100), || async {
-        let at = c.current_url().await?;
-        Ok((at.host_str() == Some(host)).then_some(at))
-    })
-    .await
-}
-
-/// Types `code` into the notebook's first cell once its kernel is idle, runs it, and returns the text
-/// of its output.
-async fn run_cell(c: &Client, code: &str) -> Result<String> {
-    let cell = ".jp-NotebookPanel .jp-Cell .cm-content";
-    c.wait().at_most(WAIT).for_element(Locator::Css(cell)).await.context("no cell editor")?;
-    c.wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(".jp-Notebook-ExecutionIndicator[data-status=idle]"))
-        .await
-        .context("the kernel did not become idle")?;
-    // typed until the editor holds it (keys sent while the editor still sets itself up can be lost)
-    eventually("the code in the cell", WAIT, Duration::from_millis(500), || async {
-        let editor = c.find(Locator::Css(cell)).await?;
-        if editor.text().await?.trim() == code {
-            return Ok(Some(()));
-        }
-        editor.click().await?;
-        editor.send_keys(code).await?;
-        Ok(None)
-    })
-    .await?;
-    c.find(Locator::Css(cell)).await?.send_keys("\u{E008}\u{E007}").await?; // Shift+Enter
-    eventually("the cell's output", WAIT, Duration::from_millis(200), || async {
-        match c.find(Locator::Css(".jp-OutputArea-output")).await {
-            Ok(e) => Ok(Some(e.text().await?)),
-            Err(_) => Ok(None),
-        }
-    })
-    .await
-}
-
-/// Saves what the browser shows as `target/screenshots/origins-<name>.png` (kept by CI), so that a
-/// failed step can be seen.
-async fn screenshot(c: &Client, name: &str) {
-    let dir = access_support::repo_root().join("target/screenshots");
-    if let Ok(png) = c.screenshot().await {
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(dir.join(format!("origins-{name}.png")), png);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jupyterlab_on_its_own_origin_and_an_apps_scripts_cannot_act_at_the_hub() -> Result<()> {
     let _serial = access_support::serial().await;
@@ -119,8 +62,8 @@ async fn jupyterlab_on_its_own_origin_and_an_apps_scripts_cannot_act_at_the_hub(
     c.goto(&format!("{hub_url}/w/{}/nb/lab/", alice.name)).await?;
     let login = c.current_url().await?;
     ensure!(login.path() == "/login" && login.host_str() == Some("localhost"), "anonymous at {login}");
-    log_in(c, &alice.name).await?;
-    let at = at_host(c, &lab_host).await?;
+    browser::log_in(c, &alice.name, PASSWORD).await?;
+    let at = browser::at_host(c, &lab_host).await?;
     ensure!(at.path().starts_with(&format!("/w/{}/nb/lab", alice.name)), "the lab at {at}");
     c.wait().at_most(WAIT).for_element(Locator::Css(".jp-LauncherCard")).await.context("no launcher")?;
     ensure!(c.get_named_cookie("gpuhub_session").await.is_err(), "the hub's cookie is not on the lab's origin");
@@ -128,20 +71,20 @@ async fn jupyterlab_on_its_own_origin_and_an_apps_scripts_cannot_act_at_the_hub(
     ensure!(app.http_only() == Some(true) && app.domain().is_none_or(|d| !d.starts_with('.')), "app cookie {app}");
     // a notebook, and a cell run in it
     c.find(Locator::Css(".jp-LauncherCard[data-category=Notebook]")).await?.click().await?;
-    let out = run_cell(c, "6*7").await;
-    screenshot(c, "lab").await;
+    let out = browser::run_cell(c, "6*7").await;
+    browser::screenshot(c, "origins-lab").await;
     let out = out?;
     ensure!(out.trim() == "42", "the cell printed {out:?}");
 
     // a page of alice's own app, with alice's credentials in the browser, cannot read the hub or act there
     c.goto(&format!("{hub_url}/w/{}/site/web/probe.html?hub={hub_url}", alice.name)).await?;
-    at_host(c, &site_host).await?;
+    browser::at_host(c, &site_host).await?;
     let result = eventually("the probe's result", WAIT, Duration::from_millis(200), || async {
         let body = c.find(Locator::Css("body")).await?;
         Ok(body.attr("data-result").await?)
     })
     .await?;
-    screenshot(c, "probe").await;
+    browser::screenshot(c, "origins-probe").await;
     let r: Value = serde_json::from_str(&result)?;
     eprintln!("the probe in alice's app: {r}");
     ensure!(r["own"].as_str().is_some_and(|s| s.starts_with("read 200 hello")), "its own origin: {r}");
@@ -155,11 +98,11 @@ async fn jupyterlab_on_its_own_origin_and_an_apps_scripts_cannot_act_at_the_hub(
     c.goto(&format!("{hub_url}/login")).await?;
     c.execute("return fetch('/api/v1/logout', {method: 'POST'}).then(r => r.status)", vec![]).await?;
     c.goto(&format!("http://{lab_host}:{port}/w/{}/nb/lab/", alice.name)).await?;
-    let at = at_host(c, "localhost").await?;
+    let at = browser::at_host(c, "localhost").await?;
     ensure!(at.path() == "/login", "after logging out, the lab sends the browser to {at}");
 
     // bob, logged in, gets 404 for alice's lab at the hub, and at the lab's origin is sent back there
-    log_in(c, &bob.name).await?;
+    browser::log_in(c, &bob.name, PASSWORD).await?;
     eventually("bob's 404", WAIT, Duration::from_millis(200), || async {
         let at = c.current_url().await?;
         let text = c.find(Locator::Css("body")).await?.text().await?;
@@ -168,7 +111,7 @@ async fn jupyterlab_on_its_own_origin_and_an_apps_scripts_cannot_act_at_the_hub(
     .await
     .context("bob opening alice's lab")?;
     c.goto(&format!("http://{lab_host}:{port}/w/{}/nb/lab/", alice.name)).await?;
-    let at = at_host(c, "localhost").await?;
+    let at = browser::at_host(c, "localhost").await?;
     let text = c.find(Locator::Css("body")).await?.text().await?;
     ensure!(text.contains("404"), "bob at alice's lab origin ended at {at}: {text}");
     browser.close().await?;

@@ -17,12 +17,19 @@ pub struct ApiError {
     pub detail: String,
     /// Seconds to wait before retrying (429, 503).
     pub retry_after: Option<u64>,
+    /// The request field at fault, where one is (shown as the problem's `field`).
+    pub field: Option<String>,
 }
 
 impl ApiError {
     /// An error with this status and detail.
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        Self { status, detail: detail.into(), retry_after: None }
+        Self { status, detail: detail.into(), retry_after: None, field: None }
+    }
+    /// The same error, naming the request field at fault.
+    pub fn at(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
     }
     /// 400.
     pub fn bad_request(detail: impl Into<String>) -> Self {
@@ -66,6 +73,7 @@ impl IntoResponse for ApiError {
             title: self.status.canonical_reason().unwrap_or("error").to_owned(),
             status: self.status.as_u16(),
             detail: self.detail,
+            field: self.field,
         };
         let mut resp = (self.status, axum::Json(problem)).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
@@ -77,12 +85,15 @@ impl IntoResponse for ApiError {
 }
 
 /// Turns error responses made outside the handlers (405 from the router, 413 from a body limit…) into
-/// problem documents, so that every error a client sees has the same shape.
+/// problem documents, so that every error an API client sees has the same shape; HTML pages (the
+/// portal's, an app's) stay pages.
 pub async fn problem_for_bare_errors(resp: Response) -> Response {
     let status = resp.status();
     let is_problem =
         resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    // pages for people (the portal's error pages, an app's own) are left as they are
+    let is_page = resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem || is_page {
         return resp;
     }
     let allow = resp.headers().get(header::ALLOW).cloned();
@@ -117,6 +128,10 @@ impl From<gpuhub_core::CoreError> for ApiError {
     fn from(e: gpuhub_core::CoreError) -> Self {
         match e {
             gpuhub_core::CoreError::Transition { .. } => Self::conflict(e.to_string()),
+            gpuhub_core::CoreError::Invalid { ref field, .. } => {
+                let field = field.clone();
+                Self::unprocessable(e.to_string()).at(field)
+            }
             _ => Self::unprocessable(e.to_string()),
         }
     }
@@ -158,6 +173,7 @@ impl From<gpuhub_driver::EngineError> for ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 detail: format!("{e}; retry shortly"),
                 retry_after: Some(DATABASE_RETRY_AFTER_SECS),
+                field: None,
             },
         }
     }
@@ -180,6 +196,8 @@ impl From<crate::service::ServiceError> for ApiError {
     fn from(e: crate::service::ServiceError) -> Self {
         use crate::service::Kind;
         if let Some(api) = e.api {
+            let mut api = *api;
+            api.field = e.field.or(api.field);
             return api;
         }
         let status = match e.kind {
@@ -193,7 +211,7 @@ impl From<crate::service::ServiceError> for ApiError {
             Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
             Kind::Internal => return Self::internal(e.detail),
         };
-        Self::new(status, e.detail)
+        Self { field: e.field, ..Self::new(status, e.detail) }
     }
 }
 

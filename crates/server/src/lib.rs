@@ -12,6 +12,7 @@ pub mod error;
 pub mod idle;
 pub mod metrics;
 pub mod origins;
+pub mod portal;
 pub mod queues;
 pub mod service;
 pub mod state;
@@ -335,7 +336,7 @@ pub fn router(state: AppState) -> axum::Router {
     )
     .route("/metrics", axum::routing::get(metrics::scrape))
     .route("/login", axum::routing::get(access::login_page))
-    .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/login") }))
+    .merge(portal::router())
     .route("/w/{owner}/{workload}/{app}", axum::routing::any(access::app_root))
     .route("/w/{owner}/{workload}/{app}/", axum::routing::any(access::app_proxy))
     .route("/w/{owner}/{workload}/{app}/{*rest}", axum::routing::any(access::app_proxy))

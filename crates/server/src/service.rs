@@ -49,14 +49,25 @@ pub struct ServiceError {
     pub kind: Kind,
     /// What exactly is wrong.
     pub detail: String,
+    /// The request field at fault, where one is (`resources.gpus`): forms show the error beside it.
+    pub field: Option<String>,
     /// The front end's own answer, when a lower layer already decided it (a store or engine error).
-    pub(crate) api: Option<crate::error::ApiError>,
+    pub(crate) api: Option<Box<crate::error::ApiError>>,
 }
 
 impl ServiceError {
     /// An error of `kind`.
     pub fn new(kind: Kind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into(), api: None }
+        Self { kind, detail: detail.into(), field: None, api: None }
+    }
+    /// [`Kind::Invalid`], naming the request field at fault.
+    pub fn invalid_at(field: &str, detail: impl Into<String>) -> Self {
+        Self::invalid(detail).at(field)
+    }
+    /// The same error, naming the request field at fault.
+    pub fn at(mut self, field: &str) -> Self {
+        self.field = Some(field.to_owned());
+        self
     }
     /// [`Kind::Invalid`].
     pub fn invalid(detail: impl Into<String>) -> Self {
@@ -84,7 +95,7 @@ macro_rules! through_api {
                     s if s >= 500 => Kind::Upstream,
                     _ => Kind::Invalid,
                 };
-                Self { kind, detail: api.detail.clone(), api: Some(api) }
+                Self { kind, detail: api.detail.clone(), field: api.field.clone(), api: Some(Box::new(api)) }
             }
         }
     };

@@ -4,11 +4,13 @@
 use super::{WAIT, free_port};
 use anyhow::{Context as _, Result, bail};
 use fantoccini::ClientBuilder;
+use fantoccini::{Client, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// Chromium's flags: headless, no sandbox (root in a container), nothing phoning home.
 const FLAGS: [&str; 9] = [
@@ -110,4 +112,62 @@ impl Drop for DriverGuard {
 fn kill_group(child: &mut Child) {
     let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
     let _ = child.wait();
+}
+
+/// Types `code` into the notebook's first cell once its kernel is idle, runs it, and returns the text
+/// of its output.
+pub async fn run_cell(c: &Client, code: &str) -> Result<String> {
+    let cell = ".jp-NotebookPanel .jp-Cell .cm-content";
+    c.wait().at_most(WAIT).for_element(Locator::Css(cell)).await.context("no cell editor")?;
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(".jp-Notebook-ExecutionIndicator[data-status=idle]"))
+        .await
+        .context("the kernel did not become idle")?;
+    // typed until the editor holds it (keys sent while the editor still sets itself up can be lost)
+    super::eventually("the code in the cell", WAIT, Duration::from_millis(500), || async {
+        let editor = c.find(Locator::Css(cell)).await?;
+        if editor.text().await?.trim() == code {
+            return Ok(Some(()));
+        }
+        editor.click().await?;
+        editor.send_keys(code).await?;
+        Ok(None)
+    })
+    .await?;
+    c.find(Locator::Css(cell)).await?.send_keys("\u{E008}\u{E007}").await?; // Shift+Enter
+    super::eventually("the cell's output", WAIT, Duration::from_millis(200), || async {
+        match c.find(Locator::Css(".jp-OutputArea-output")).await {
+            Ok(e) => Ok(Some(e.text().await?)),
+            Err(_) => Ok(None),
+        }
+    })
+    .await
+}
+
+/// Saves what the browser shows as `target/screenshots/<name>.png` (kept by CI), so that a
+/// failed step can be seen.
+pub async fn screenshot(c: &Client, name: &str) {
+    let dir = super::repo_root().join("target/screenshots");
+    if let Ok(png) = c.screenshot().await {
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(format!("{name}.png")), png);
+    }
+}
+
+/// Fills the login page's form as `name` and sends it.
+pub async fn log_in(c: &Client, name: &str, password: &str) -> Result<()> {
+    c.find(Locator::Css("input[name=username]")).await?.send_keys(name).await?;
+    c.find(Locator::Css("input[name=password]")).await?.send_keys(password).await?;
+    c.find(Locator::Css("form button")).await?.click().await?;
+    Ok(())
+}
+
+/// Waits until the browser is at a URL whose host is `host`; returns it.
+pub async fn at_host(c: &Client, host: &str) -> Result<reqwest::Url> {
+    super::eventually(&format!("the browser at {host}"), WAIT, Duration::from_millis(100), || async {
+        let at = c.current_url().await?;
+        Ok((at.host_str() == Some(host)).then_some(at))
+    })
+    .await
 }

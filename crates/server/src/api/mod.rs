@@ -9,7 +9,7 @@ mod paging;
 mod queues;
 pub(crate) mod reservations;
 mod usage;
-mod workloads;
+pub(crate) mod workloads;
 
 use crate::state::AppState;
 use axum::Router;

@@ -2,7 +2,7 @@
 //! (another user's name answers 404); admins see all.
 
 mod app_logs;
-mod listing;
+pub(crate) mod listing;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson, ApiQuery};

@@ -25,32 +25,39 @@ pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), S
     let args = |c: &[String]| c.iter().map(String::len).sum::<usize>();
     let command = req.command.as_deref().map_or(0, args) + req.apps.iter().map(|a| args(&a.command)).sum::<usize>();
     if command > limits.max_command_bytes {
-        return Err(ServiceError::invalid(format!(
-            "invalid command: its arguments and those of its apps hold {command} bytes, more than the limit of \
+        return Err(ServiceError::invalid_at(
+            "command",
+            format!(
+                "invalid command: its arguments and those of its apps hold {command} bytes, more than the limit of \
              {} (limits.max_command_bytes)",
-            limits.max_command_bytes
-        )));
+                limits.max_command_bytes
+            ),
+        ));
     }
     let env = req.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
     if env > limits.max_env_bytes {
-        return Err(ServiceError::invalid(format!(
-            "invalid env: its names and values hold {env} bytes, more than the limit of {} (limits.max_env_bytes)",
-            limits.max_env_bytes
-        )));
+        return Err(ServiceError::invalid_at(
+            "env",
+            format!(
+                "invalid env: its names and values hold {env} bytes, more than the limit of {} (limits.max_env_bytes)",
+                limits.max_env_bytes
+            ),
+        ));
     }
     for (field, len) in [("image", req.image.len()), ("constraint", req.constraint.as_ref().map_or(0, String::len))] {
         if len > MAX_FIELD_BYTES {
-            return Err(ServiceError::invalid(format!(
-                "invalid {field}: {len} bytes, more than the limit of {MAX_FIELD_BYTES}"
-            )));
+            return Err(ServiceError::invalid_at(
+                field,
+                format!("invalid {field}: {len} bytes, more than the limit of {MAX_FIELD_BYTES}"),
+            ));
         }
     }
     let apps = req.apps.len();
     if apps > limits.max_apps {
-        return Err(ServiceError::invalid(format!(
-            "invalid apps: {apps} apps, more than the limit of {} (limits.max_apps)",
-            limits.max_apps
-        )));
+        return Err(ServiceError::invalid_at(
+            "apps",
+            format!("invalid apps: {apps} apps, more than the limit of {} (limits.max_apps)", limits.max_apps),
+        ));
     }
     Ok(())
 }
@@ -82,10 +89,9 @@ fn check_fits(nodes: &[NodeCapacity], r: &Resources) -> Result<(), ServiceError>
     match largest {
         // the engine's nodes are unknown for now: the scheduler decides later
         None => Ok(()),
-        Some(n) => Err(gpuhub_core::admission::check_fits_node(n, r)
-            .err()
-            .map(Into::into)
-            .unwrap_or_else(|| ServiceError::invalid("invalid resources: no node here has what one member asks for"))),
+        Some(n) => Err(gpuhub_core::admission::check_fits_node(n, r).err().map(Into::into).unwrap_or_else(|| {
+            ServiceError::invalid_at("resources", "invalid resources: no node here has what one member asks for")
+        })),
     }
 }
 
@@ -95,7 +101,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     let id = uuid::Uuid::new_v4().simple().to_string();
     let name = match &req.name {
         Some(n) => {
-            names::validate("workload", n)?;
+            names::validate("workload", n).map_err(|e| ServiceError::from(e).at("name"))?;
             n.clone()
         }
         None => format!("{}-{}", req.kind.as_str(), &id[..6]),
@@ -103,57 +109,67 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     let caps = st.engine.capabilities();
     let resources = req.resources.resolve()?;
     if resources.gpu_milli_total() > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
-        return Err(ServiceError::invalid("invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)"));
+        return Err(ServiceError::invalid_at(
+            "resources.gpus",
+            "invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)",
+        ));
     }
     if resources.gpu_milli > 0 && !caps.gpu_shares {
-        return Err(ServiceError::invalid(format!(
-            "invalid resources.gpu_milli: the {} engine cannot share a GPU; ask for whole GPUs",
-            st.engine.name()
-        )));
+        return Err(ServiceError::invalid_at(
+            "resources.gpu_milli",
+            format!(
+                "invalid resources.gpu_milli: the {} engine cannot share a GPU; ask for whole GPUs",
+                st.engine.name()
+            ),
+        ));
     }
     let nodes = st.nodes();
     check_fits(&nodes, &resources)?;
     let size = match req.members {
         None => 1,
-        Some(0) => return Err(ServiceError::invalid("invalid members: a gang has at least 1 member")),
+        Some(0) => return Err(ServiceError::invalid_at("members", "invalid members: a gang has at least 1 member")),
         Some(n) if n > caps.max_members => {
-            return Err(ServiceError::invalid(format!(
-                "invalid members: the {} engine runs at most {} members in one gang, not {n}",
-                st.engine.name(),
-                caps.max_members
-            )));
+            return Err(ServiceError::invalid_at(
+                "members",
+                format!(
+                    "invalid members: the {} engine runs at most {} members in one gang, not {n}",
+                    st.engine.name(),
+                    caps.max_members
+                ),
+            ));
         }
         Some(n) => n,
     };
     let live = st.live_config().await?; // the queues in force
     let queue = live
         .queue_for(&caller.username, caller.is_admin(), req.queue.as_deref())
-        .map_err(|e| ServiceError::invalid(format!("invalid queue: {e}")))?;
+        .map_err(|e| ServiceError::invalid_at("queue", format!("invalid queue: {e}")))?;
     let constraint = match req.constraint.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(c) => {
             gpuhub_sched::expr::Compiled::new(c)
-                .map_err(|e| ServiceError::invalid(format!("invalid constraint: {e}")))?;
+                .map_err(|e| ServiceError::invalid_at("constraint", format!("invalid constraint: {e}")))?;
             Some(c.to_owned())
         }
     };
     if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
-        return Err(ServiceError::invalid("invalid runtime_limit: must be from 1s to 366d"));
+        return Err(ServiceError::invalid_at("runtime_limit", "invalid runtime_limit: must be from 1s to 366d"));
     }
-    let priority = live
-        .priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref())
-        .map_err(ServiceError::invalid)?;
+    let priority =
+        live.priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref()).map_err(|e| {
+            ServiceError::invalid_at(if req.priority_class.is_some() { "priority_class" } else { "priority" }, e)
+        })?;
     gpuhub_core::env::check_user_env(&req.env)?;
     check_sizes(&st.config.limits, req)?;
     let command = req.command.clone().unwrap_or_default();
     if command.iter().any(|a| a.contains('\0')) {
-        return Err(ServiceError::invalid("invalid command: arguments must not contain NUL"));
+        return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
     }
     let (image, mut apps) = resolve_image(st, &req.image).await?;
     for app in &req.apps {
         app.validate()?;
         if apps.iter().any(|a| a.name == app.name) {
-            return Err(ServiceError::invalid(format!("invalid apps: {} is declared twice", app.name)));
+            return Err(ServiceError::invalid_at("apps", format!("invalid apps: {} is declared twice", app.name)));
         }
         apps.push(app.clone());
     }
@@ -195,7 +211,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     }
     if !nodes.is_empty() {
         if let Some(why) = gpuhub_controller::unmet::never(&nodes, &w, &scheduler) {
-            return Err(ServiceError::invalid(format!("this workload can never start here: {why}")));
+            return Err(ServiceError::invalid_at("resources", format!("this workload can never start here: {why}")));
         }
     }
     let limits = &st.config.limits;
@@ -209,7 +225,8 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         Ok(None) => {}
         Ok(Some(cap)) => return Err(cap_error(&w.owner, limits, cap)),
         Err(StoreError::Conflict(_)) => {
-            return Err(ServiceError::new(Kind::Conflict, format!("you already have a workload named {:?}", w.name)));
+            let detail = format!("you already have a workload named {:?}", w.name);
+            return Err(ServiceError::new(Kind::Conflict, detail).at("name"));
         }
         Err(e) => return Err(e.into()),
     }
@@ -220,28 +237,35 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
 /// A catalog name becomes its image reference and apps; a reference must be allowed by policy and present.
 async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>), ServiceError> {
     if image.trim().is_empty() {
-        return Err(ServiceError::invalid("invalid image: must not be empty"));
+        return Err(ServiceError::invalid_at("image", "invalid image: must not be empty"));
     }
     if image.len() > MAX_IMAGE_BYTES || !image.chars().all(|c| c.is_ascii_graphic()) {
-        return Err(ServiceError::invalid(format!(
-            "invalid image: {:?} is not an image reference (at most {MAX_IMAGE_BYTES} bytes of printable ASCII, no spaces)",
-            image.chars().take(80).collect::<String>()
-        )));
+        return Err(ServiceError::invalid_at(
+            "image",
+            format!(
+                "invalid image: {:?} is not an image reference (at most {MAX_IMAGE_BYTES} bytes of printable ASCII, no spaces)",
+                image.chars().take(80).collect::<String>()
+            ),
+        ));
     }
     let (reference, apps) = match st.store.get_image(image).await {
         Ok(entry) => (entry.image, entry.apps),
         Err(StoreError::NotFound { .. }) if st.config.allow_any_image => (image.to_owned(), Vec::new()),
         Err(StoreError::NotFound { .. }) => {
-            return Err(ServiceError::invalid(format!(
-                "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs catalog images only"
-            )));
+            return Err(ServiceError::invalid_at(
+                "image",
+                format!(
+                    "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs catalog images only"
+                ),
+            ));
         }
         Err(e) => return Err(e.into()),
     };
     if !st.engine.image_exists(&reference).await? {
-        return Err(ServiceError::invalid(format!(
-            "invalid image: {reference:?} is neither a catalog name nor an image the container engine has"
-        )));
+        return Err(ServiceError::invalid_at(
+            "image",
+            format!("invalid image: {reference:?} is neither a catalog name nor an image the container engine has"),
+        ));
     }
     Ok((reference, apps))
 }

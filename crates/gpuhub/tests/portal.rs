@@ -1,0 +1,199 @@
+//! The portal in headless Chromium, end to end: the real `gpuhub` binary on the local Docker engine
+//! with one fake GPU (`mknod`), apps on their own origins (`*.apps.localhost`). Alice logs in, submits a
+//! job with half a GPU from the form and watches it go queued → running → succeeded on her list without
+//! a reload, reads its logs on its page and deletes it; a form asking for 99 GPUs shows the API's error
+//! beside the GPUs field; she creates a workspace from the Jupyter catalog image, opens JupyterLab from
+//! its page (on the lab's own origin) and runs a cell; bob, logged in, gets 404 for her workspace's
+//! page and at her lab's origin. Each page's screenshot is written to `target/screenshots/portal-*.png`.
+
+mod access_support;
+
+use access_support::browser::{self, Browser};
+use access_support::{Hub, PASSWORD, WAIT, eventually};
+use anyhow::{Context as _, Result, ensure};
+use fantoccini::{Client, Locator};
+use std::time::{Duration, Instant};
+
+/// Fills the form field `name` (an input, a textarea) with `value`.
+async fn fill(c: &Client, name: &str, value: &str) -> Result<()> {
+    let e = c.find(Locator::Css(&format!("[name={name}]"))).await.with_context(|| format!("no field {name}"))?;
+    e.clear().await?;
+    e.send_keys(value).await?;
+    Ok(())
+}
+
+/// Picks `value` in the select `name`.
+async fn pick(c: &Client, name: &str, value: &str) -> Result<()> {
+    let select = c.find(Locator::Css(&format!("select[name={name}]"))).await?;
+    select.select_by_value(value).await?;
+    Ok(())
+}
+
+/// The state the list shows for `name`, if it lists it.
+async fn listed_state(c: &Client, name: &str) -> Result<Option<String>> {
+    match c.find(Locator::Css(&format!("tr[data-name=\"{name}\"]"))).await {
+        Ok(row) => Ok(row.attr("data-state").await?),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Makes one fake GPU device node in `dir`; the config lines that declare it.
+fn fake_gpu(dir: &std::path::Path) -> Result<String> {
+    let node = dir.join("nvidia0");
+    let out = std::process::Command::new("mknod").arg(&node).args(["c", "195", "0"]).output()?;
+    ensure!(out.status.success(), "mknod: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(format!(
+        "[[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
+        node.display()
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_works_in_the_portal_and_another_cannot_see_it() -> Result<()> {
+    let _serial = access_support::serial().await;
+    let t0 = Instant::now();
+    access_support::ensure_image("build-jupyter-image.sh").await?;
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let dev = tempfile::tempdir()?;
+    let config = format!(
+        "gpu_mode = \"devices\"\nreconcile_secs = 600\napps_domain = \"apps.localhost\"\n{}",
+        fake_gpu(dev.path())?
+    );
+    let mut hub = Hub::start_with(&config).await?;
+    hub.add_jupyter_catalog_entry().await?;
+    let alice = hub.user("alice").await?;
+    let bob = hub.user("bob").await?;
+    let port = reqwest::Url::parse(&hub.url)?.port().context("port")?;
+    let hub_url = format!("http://localhost:{port}");
+    // the GPU is taken for a few seconds, so that the half-GPU job waits in the queue first
+    alice
+        .ok(&["run", "--name", "blocker", "--gpus", "1", "--image", "gpuhub/busybox:latest", "--", "sleep", "15"])
+        .await?;
+    alice.wait_state("blocker", "running").await?;
+
+    let b = Browser::start().await?;
+    let c = &b.client;
+    c.goto(&format!("{hub_url}/")).await?;
+    browser::log_in(c, &alice.name, PASSWORD).await?;
+    let at = browser::at_host(c, "localhost").await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("table.workloads")).await.context("no list after login")?;
+    ensure!(c.current_url().await?.path() == "/workloads", "after login at {at}");
+    browser::screenshot(c, "portal-workloads").await;
+
+    // a job with half a GPU, from the form
+    c.find(Locator::LinkText("New workload")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("form.new")).await?;
+    fill(c, "name", "half").await?;
+    fill(c, "image_other", "gpuhub/busybox:latest").await?;
+    fill(c, "command", "sh -c 'echo started; sleep 4; echo all done'").await?;
+    fill(c, "cpus", "0.5").await?;
+    fill(c, "memory", "64MiB").await?;
+    fill(c, "gpus", "0.5").await?;
+    browser::screenshot(c, "portal-new").await;
+    c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
+    eventually("the job's page", WAIT, Duration::from_millis(100), || async {
+        Ok((c.current_url().await?.path() == "/workloads/half").then_some(()))
+    })
+    .await?;
+    // on the list, without a reload: queued → running → succeeded
+    c.goto(&format!("{hub_url}/workloads")).await?;
+    c.execute("window.gpuhubMarker = 'same page'", vec![]).await?;
+    let seen: std::sync::Mutex<Vec<String>> = std::sync::Mutex::default();
+    eventually("half to succeed on the list", WAIT, Duration::from_millis(100), || async {
+        let Some(s) = listed_state(c, "half").await? else { return Ok(None) };
+        let mut seen = seen.lock().unwrap();
+        if seen.last() != Some(&s) {
+            seen.push(s.clone());
+        }
+        Ok((s == "succeeded").then_some(()))
+    })
+    .await
+    .with_context(|| format!("states seen: {:?}", seen.lock().unwrap()))?;
+    let states = seen.into_inner().unwrap();
+    let marker = c.execute("return window.gpuhubMarker || null", vec![]).await?;
+    ensure!(marker == "same page", "the list was reloaded");
+    let want = ["queued", "starting", "running", "succeeded"];
+    ensure!(
+        states.iter().all(|s| want.contains(&s.as_str())) && states.first().map(String::as_str) == Some("queued"),
+        "the list showed {states:?}"
+    );
+    ensure!(states.iter().any(|s| s == "running"), "running was never shown: {states:?}");
+    browser::screenshot(c, "portal-list-live").await;
+
+    // its page: the GPU share it held and its logs; then delete it, confirmed
+    c.find(Locator::LinkText("half")).await?.click().await?;
+    let logs = eventually("the job's logs", WAIT, Duration::from_millis(200), || async {
+        let text = c.find(Locator::Id("logs")).await?.text().await?;
+        Ok(text.contains("all done").then_some(text))
+    })
+    .await?;
+    ensure!(logs.contains("started"), "logs: {logs}");
+    let page = c.find(Locator::Css("main")).await?.text().await?;
+    ensure!(page.contains("0.5 of a GPU") && page.contains("GPU-fake-0"), "the job's page: {page}");
+    browser::screenshot(c, "portal-workload").await;
+    c.find(Locator::LinkText("Delete…")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Id("confirm")).await?.click().await?;
+    eventually("half gone from the list", WAIT, Duration::from_millis(100), || async {
+        let at = c.current_url().await?;
+        Ok((at.path() == "/workloads" && listed_state(c, "half").await?.is_none()).then_some(()))
+    })
+    .await?;
+    let (s, _) = alice.api(reqwest::Method::GET, "/api/v1/workloads/half", None).await?;
+    ensure!(s == reqwest::StatusCode::NOT_FOUND, "half after deleting: {s}");
+
+    // 99 GPUs: the API's error beside the GPUs field
+    c.goto(&format!("{hub_url}/new")).await?;
+    fill(c, "image_other", "gpuhub/busybox:latest").await?;
+    fill(c, "gpus", "99").await?;
+    c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
+    let shown = c.wait().at_most(WAIT).for_element(Locator::Id("gpus-error")).await?.text().await?;
+    ensure!(shown.contains("99 GPUs"), "beside the GPUs field: {shown:?}");
+    browser::screenshot(c, "portal-form-error").await;
+
+    // a workspace from the Jupyter catalog image; JupyterLab from its page, on its own origin
+    c.goto(&format!("{hub_url}/new")).await?;
+    c.find(Locator::Css("input[name=kind][value=workspace]")).await?.click().await?;
+    fill(c, "name", "nb").await?;
+    pick(c, "image", "jupyter").await?;
+    fill(c, "command", "sleep infinity").await?;
+    fill(c, "memory", "2GiB").await?;
+    c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
+    eventually("nb running on its page", WAIT, Duration::from_millis(200), || async {
+        let state = match c.find(Locator::Css("#live .state .badge")).await {
+            Ok(e) => e.text().await?,
+            Err(_) => return Ok(None),
+        };
+        Ok((state == "running").then_some(()))
+    })
+    .await?;
+    browser::screenshot(c, "portal-workspace").await;
+    alice.wait_http_ok(&format!("{}api/status", alice.app_url("nb", "lab"))).await?;
+    c.find(Locator::LinkText("lab")).await?.click().await?;
+    let lab_host = format!("lab--nb--{}.apps.localhost", alice.name);
+    browser::at_host(c, &lab_host).await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css(".jp-LauncherCard[data-category=Notebook]")).await?.click().await?;
+    let out = browser::run_cell(c, "6*7").await;
+    browser::screenshot(c, "portal-lab").await;
+    ensure!(out?.trim() == "42", "the cell's output");
+
+    // bob: 404 for alice's workspace at the hub and at her lab's origin
+    c.goto(&format!("{hub_url}/workloads")).await?;
+    c.find(Locator::Css("form.logout button")).await?.click().await?;
+    browser::at_host(c, "localhost").await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("input[name=username]")).await?;
+    browser::log_in(c, &bob.name, PASSWORD).await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("main")).await?;
+    for path in ["/workloads/nb".to_owned(), format!("/workloads/nb?owner={}", alice.name)] {
+        c.goto(&format!("{hub_url}{path}")).await?;
+        let text = c.find(Locator::Css("body")).await?.text().await?;
+        ensure!(text.contains("404"), "bob at {path}: {text}");
+    }
+    browser::screenshot(c, "portal-not-found").await;
+    c.goto(&format!("http://{lab_host}:{port}/w/{}/nb/lab/", alice.name)).await?;
+    browser::at_host(c, "localhost").await?;
+    let text = c.find(Locator::Css("body")).await?.text().await?;
+    ensure!(text.contains("404"), "bob at alice's lab origin: {text}");
+    b.close().await?;
+    eprintln!("portal walk took {:?}", t0.elapsed());
+    Ok(())
+}

@@ -1,0 +1,54 @@
+// gpuhub's portal: live parts of a page (server-sent events from /events, then the page's
+// `?fragment=live` swapped in) and following a workload's log. Every page works without it.
+(function () {
+  'use strict';
+  const live = document.querySelector('[data-live]');
+  if (live && window.EventSource) {
+    let timer = null;
+    const refresh = function () {
+      const url = new URL(location.href);
+      url.searchParams.set('fragment', 'live');
+      fetch(url, {credentials: 'same-origin'})
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          live.innerHTML = html;
+          live.dataset.refreshed = String(Number(live.dataset.refreshed || 0) + 1);
+        });
+    };
+    const events = new EventSource('/events');
+    events.addEventListener('open', function () { document.body.dataset.live = 'connected'; });
+    events.addEventListener('change', function (ev) {
+      const name = live.dataset.name;
+      if (name) {
+        try {
+          const d = JSON.parse(ev.data);
+          if (d.name && d.name !== name) return;
+        } catch (e) { /* refresh anyway */ }
+      }
+      clearTimeout(timer);
+      timer = setTimeout(refresh, 150);
+    });
+  }
+  const logs = document.getElementById('logs');
+  if (logs && logs.dataset.follow && window.fetch) {
+    const url = new URL(logs.dataset.follow, location.href);
+    url.searchParams.set('follow', 'true');
+    fetch(url, {credentials: 'same-origin'}).then(async function (r) {
+      if (!r.ok) {
+        logs.textContent = await r.text();
+        return;
+      }
+      const reader = r.body.getReader();
+      const decoder = new TextDecoder();
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        const atEnd = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+        logs.append(decoder.decode(value, {stream: true}));
+        if (atEnd) logs.scrollTop = logs.scrollHeight;
+      }
+      logs.dataset.ended = 'true';
+    });
+  }
+})();

@@ -1,0 +1,292 @@
+//! The portal over HTTP, as a browser sends it (session cookie, form posts), on the fake engine: the
+//! authorisation matrix of its routes (admin / owner / other user / anonymous; a refused call leaves
+//! the owner's workload as it was), its guards (CSRF token, same-origin, page loads only for pages
+//! with a token, security headers), the form's errors beside the field the API's problem names, and
+//! live changes (server-sent events, then the page's live fragment).
+
+mod common;
+
+use common::{ADMIN_PASSWORD, Hub};
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Method, StatusCode, redirect::Policy};
+use serde_json::json;
+
+/// A browser's session: its cookie and the CSRF token its pages carry.
+struct Session {
+    cookie: String,
+    csrf: String,
+}
+
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
+}
+
+async fn session(hub: &Hub, user: &str, password: &str) -> Session {
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&json!({"username": user, "password": password}));
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let cookie = r.headers()[SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let page = get(hub, Some(&cookie), "/new").await.1;
+    let csrf = page.split("name=\"_csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    Session { cookie, csrf }
+}
+
+/// A page load: status, body, `Location`.
+async fn get(hub: &Hub, cookie: Option<&str>, path: &str) -> (StatusCode, String, String) {
+    let mut req = browser().get(format!("{}{path}", hub.url)).header("sec-fetch-mode", "navigate");
+    if let Some(c) = cookie {
+        req = req.header(COOKIE, c);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let location = r.headers().get(LOCATION).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    (status, r.text().await.unwrap(), location)
+}
+
+/// A form post from the portal's own page.
+async fn post(hub: &Hub, s: Option<&Session>, path: &str, fields: &[(&str, &str)]) -> (StatusCode, String, String) {
+    let mut form: Vec<(&str, &str)> = fields.to_vec();
+    let mut req = browser().post(format!("{}{path}", hub.url)).header("origin", hub.url.clone());
+    if let Some(s) = s {
+        form.push(("_csrf", &s.csrf));
+        req = req.header(COOKIE, &s.cookie);
+    }
+    let r = req.form(&form).send().await.unwrap();
+    let status = r.status();
+    let location = r.headers().get(LOCATION).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    (status, r.text().await.unwrap(), location)
+}
+
+/// A workload that takes little of the fake node (its runs never end by themselves).
+fn small(name: &str, kind: &str) -> serde_json::Value {
+    json!({"name": name, "kind": kind, "image": "busybox:latest", "command": ["sleep", "infinity"],
+        "resources": {"cpus": 0.1, "memory": "64MiB", "gpus": 0}})
+}
+
+#[tokio::test]
+async fn every_portal_route_by_every_caller() {
+    let hub = Hub::start().await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.user(&admin, "bob").await;
+    let sessions = [
+        Some(session(&hub, "admin", ADMIN_PASSWORD).await),
+        Some(session(&hub, "alice", "alice-password").await),
+        Some(session(&hub, "bob", "bob-password").await),
+        None,
+    ];
+    let who = ["admin", "owner", "other", "anonymous"];
+    let mut n = 0;
+    // pages: admin sees alice's with ?owner=, others' ?owner= is ignored (their own: none by that name)
+    let pages: [(&str, [u16; 4]); 9] = [
+        ("/", [303, 303, 303, 303]),
+        ("/workloads", [200, 200, 200, 303]),
+        ("/workloads?owner=alice", [200, 200, 403, 303]),
+        ("/workloads?all=true", [200, 403, 403, 303]),
+        ("/workloads/{w}?owner=alice", [200, 200, 404, 303]),
+        ("/workloads/{w}/logs?owner=alice", [200, 200, 404, 303]),
+        ("/workloads/{w}/stop?owner=alice", [200, 200, 404, 303]),
+        ("/new?from={w}&owner=alice", [200, 200, 404, 303]),
+        ("/static/portal.js", [200, 200, 200, 200]),
+    ];
+    for (path, expect) in pages {
+        n += 1;
+        let w = format!("w{n}");
+        hub.submit(&alice, small(&w, "job")).await;
+        let path = path.replace("{w}", &w);
+        for (i, s) in sessions.iter().enumerate() {
+            let (status, body, location) = get(&hub, s.as_ref().map(|s| s.cookie.as_str()), &path).await;
+            assert_eq!(status.as_u16(), expect[i], "GET {path} as {}: {body}", who[i]);
+            if s.is_none() && status == StatusCode::SEE_OTHER {
+                assert!(location.starts_with("/login?next="), "GET {path}: to {location}");
+            }
+        }
+    }
+    // forms: each caller acts on a fresh workload of alice's; a refusal leaves it as it was
+    let forms: [(&str, &str, [u16; 4]); 3] = [
+        ("/workloads/{w}/stop", "running", [303, 303, 404, 303]),
+        ("/workloads/{w}/start", "stopped", [303, 303, 404, 303]),
+        ("/workloads/{w}/delete", "running", [303, 303, 404, 303]),
+    ];
+    for (path, before, expect) in forms {
+        for (i, s) in sessions.iter().enumerate() {
+            n += 1;
+            let w = format!("w{n}");
+            hub.submit(
+                &alice,
+                json!({"name": w, "kind": "workspace", "image": "busybox:latest",
+                "command": ["sleep", "infinity"], "resources": {"cpus": 0.1, "memory": "64MiB", "gpus": 0}}),
+            )
+            .await;
+            hub.wait_state(&alice, &w, "running").await;
+            if before == "stopped" {
+                let (st, v) = hub.call(Method::POST, &format!("/api/v1/workloads/{w}/stop"), Some(&alice), None).await;
+                assert_eq!(st, StatusCode::OK, "{v}");
+            }
+            let path = path.replace("{w}", &w);
+            let (status, body, _) = post(&hub, s.as_ref(), &path, &[("owner", "alice")]).await;
+            assert_eq!(status.as_u16(), expect[i], "POST {path} as {}: {body}", who[i]);
+            if status != StatusCode::SEE_OTHER || s.is_none() {
+                let v = hub.get(&alice, &w).await;
+                assert_eq!(v["state"], before, "{} refused, yet {w} changed: {v}", who[i]);
+            }
+        }
+    }
+    // a new workload from the form, for each signed-in caller; the anonymous one is sent to log in
+    for (i, s) in sessions.iter().enumerate() {
+        let name = format!("form{i}");
+        let fields = [
+            ("kind", "job"),
+            ("name", &name),
+            ("image_other", "busybox:latest"),
+            ("command", "true"),
+            ("cpus", "0.1"),
+            ("memory", "64MiB"),
+            ("gpus", "0"),
+            ("members", "1"),
+        ];
+        let (status, body, location) = post(&hub, s.as_ref(), "/new", &fields).await;
+        match s {
+            Some(_) => {
+                assert_eq!(status, StatusCode::SEE_OTHER, "POST /new as {}: {body}", who[i]);
+                assert_eq!(location, format!("/workloads/{name}"));
+            }
+            None => assert!(status == StatusCode::SEE_OTHER && location.starts_with("/login"), "{status} {location}"),
+        }
+    }
+    // logging out ends the session
+    let (status, _, location) = post(&hub, sessions[2].as_ref(), "/logout", &[]).await;
+    assert_eq!((status, location.as_str()), (StatusCode::SEE_OTHER, "/login"));
+    let (status, _, _) = get(&hub, Some(&sessions[2].as_ref().unwrap().cookie), "/workloads").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "after logging out");
+}
+
+#[tokio::test]
+async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
+    let hub = Hub::start().await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let s = session(&hub, "alice", "alice-password").await;
+    let url = |p: &str| format!("{}{p}", hub.url);
+
+    // headers of every page
+    let r = browser().get(url("/workloads")).header(COOKIE, &s.cookie).send().await.unwrap();
+    let h = r.headers();
+    let csp = h["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["referrer-policy"], "same-origin");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["cache-control"], "no-store");
+
+    // a page with a token opens only as a page: a script's fetch of it is refused
+    let r = browser().get(url("/new")).header(COOKIE, &s.cookie).header("sec-fetch-mode", "cors").send().await;
+    assert_eq!(r.unwrap().status(), StatusCode::FORBIDDEN);
+
+    // a form without the token, with another's, from another site: refused, nothing made
+    let fields = [
+        ("kind", "job"),
+        ("name", "sneaky"),
+        ("image_other", "busybox:latest"),
+        ("cpus", "1"),
+        ("memory", "64MiB"),
+        ("gpus", "0"),
+        ("members", "1"),
+    ];
+    let no_token = browser().post(url("/new")).header(COOKIE, &s.cookie).form(&fields).send().await.unwrap();
+    assert_eq!(no_token.status(), StatusCode::FORBIDDEN);
+    let mut with = fields.to_vec();
+    with.push(("_csrf", &s.csrf));
+    for (header, value) in [("origin", "http://evil.example"), ("sec-fetch-site", "cross-site")] {
+        let r = browser().post(url("/new")).header(COOKIE, &s.cookie).header(header, value).form(&with);
+        assert_eq!(r.send().await.unwrap().status(), StatusCode::FORBIDDEN, "{header}: {value}");
+    }
+    hub.user(&admin, "bob").await;
+    let other = session(&hub, "bob", "bob-password").await;
+    let mut stolen = fields.to_vec();
+    stolen.push(("_csrf", &other.csrf));
+    let r = browser().post(url("/new")).header(COOKIE, &s.cookie).form(&stolen).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "another session's token");
+    let (status, v) = hub.call(Method::GET, "/api/v1/workloads/sneaky", Some(&alice), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+
+    // 99 GPUs: the API's problem names resources.gpus, and the form shows it beside the GPUs field,
+    // keeping what was typed
+    let (status, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(common::job("big", 99))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["field"], "resources.gpus", "{v}");
+    let big = [
+        ("kind", "job"),
+        ("name", "big"),
+        ("image_other", "busybox:latest"),
+        ("command", "python train.py"),
+        ("cpus", "1"),
+        ("memory", "1GiB"),
+        ("gpus", "99"),
+        ("members", "1"),
+    ];
+    let (status, body, _) = post(&hub, Some(&s), "/new", &big).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let beside = body.split("id=\"gpus-error\"").nth(1).expect("an error beside the GPUs field");
+    assert!(beside.split("</p>").next().unwrap().contains("99 GPUs"), "{beside}");
+    assert!(body.contains("name=\"gpus\" value=\"99\"") && body.contains("value=\"python train.py\""), "kept");
+    // what the form itself cannot read is named by field too
+    let bad = [
+        ("kind", "job"),
+        ("image_other", "busybox:latest"),
+        ("cpus", "lots"),
+        ("memory", "1GiB"),
+        ("gpus", "1.5"),
+        ("members", "1"),
+    ];
+    let (status, body, _) = post(&hub, Some(&s), "/new", &bad).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body.contains("id=\"cpus-error\"") && body.contains("id=\"gpus-error\""), "{body}");
+
+    // an error page is a page, not a problem document
+    let (status, body, _) = get(&hub, Some(&s.cookie), "/workloads/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("<!DOCTYPE html>") && body.contains("no workload named"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_reach_the_page_without_a_reload() {
+    let hub = Hub::start().await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let s = session(&hub, "alice", "alice-password").await;
+    let events = browser().get(format!("{}/events", hub.url)).header(COOKIE, &s.cookie).send().await.unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    assert!(events.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut stream = events.bytes_stream();
+    // bob's change is not alice's to see; hers is, and her list's live part shows it
+    hub.submit(&bob, common::job("theirs", 0)).await;
+    hub.submit(&alice, common::job("mine", 0)).await;
+    use futures::StreamExt as _;
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("\"name\":\"mine\"") {
+        let chunk =
+            tokio::time::timeout_at(deadline, stream.next()).await.expect("an event for mine").unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("event: change") && !seen.contains("theirs"), "{seen}");
+    hub.wait_state(&alice, "mine", "running").await;
+    let run = hub.run(&alice, "mine").await;
+    hub.runtime.exit(&run, 0);
+    hub.wait_state(&alice, "mine", "succeeded").await;
+    let fragment = browser()
+        .get(format!("{}/workloads?fragment=live", hub.url))
+        .header(COOKIE, &s.cookie)
+        .header("sec-fetch-mode", "cors")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fragment.status(), StatusCode::OK, "the live part is for the page's script");
+    let html = fragment.text().await.unwrap();
+    assert!(html.contains("data-name=\"mine\" data-state=\"succeeded\"") && !html.contains("theirs"), "{html}");
+}
