@@ -4,7 +4,8 @@
 //! a reload, reads its logs on its page and deletes it; a form asking for 99 GPUs shows the API's error
 //! beside the GPUs field; she creates a workspace from the Jupyter catalog image, opens JupyterLab from
 //! its page (on the lab's own origin) and runs a cell; bob, logged in, gets 404 for her workspace's
-//! page and at her lab's origin. Each page's screenshot is written to `target/screenshots/portal-*.png`.
+//! page and at her lab's origin; the admin adds a user and a catalog image from the admin pages. Each
+//! page's screenshot is written to `target/screenshots/portal-*.png`.
 
 mod access_support;
 
@@ -193,6 +194,30 @@ async fn a_user_works_in_the_portal_and_another_cannot_see_it() -> Result<()> {
     browser::at_host(c, "localhost").await?;
     let text = c.find(Locator::Css("body")).await?.text().await?;
     ensure!(text.contains("404"), "bob at alice's lab origin: {text}");
+    browser::screenshot(c, "portal-bob-at-lab").await;
+
+    // the admin adds a user and an image from the admin pages
+    c.goto(&format!("{hub_url}/workloads")).await?;
+    c.find(Locator::Css("form.logout button")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("input[name=username]")).await?;
+    browser::log_in(c, "admin", access_support::ADMIN_PASSWORD).await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("main")).await?;
+    c.find(Locator::LinkText("Users")).await?.click().await?;
+    let carol = format!("carol-{}", access_support::suffix());
+    fill(c, "username", &carol).await?;
+    fill(c, "password", "carol-password-1").await?;
+    c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css(&format!("tr[data-user=\"{carol}\"]"))).await?;
+    browser::screenshot(c, "portal-admin-users").await;
+    c.find(Locator::LinkText("Images")).await?.click().await?;
+    fill(c, "name", "plain").await?;
+    fill(c, "image", "gpuhub/busybox:latest").await?;
+    fill(c, "description", "busybox, for quick jobs").await?;
+    c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("tr[data-image=plain]")).await?;
+    browser::screenshot(c, "portal-admin-images").await;
+    let (s, v) = hub.admin.api(reqwest::Method::GET, &format!("/api/v1/users/{carol}"), None).await?;
+    ensure!(s == reqwest::StatusCode::OK, "carol after the admin page: {s} {v}");
     b.close().await?;
     eprintln!("portal walk took {:?}", t0.elapsed());
     Ok(())

@@ -78,8 +78,13 @@ async fn every_portal_route_by_every_caller() {
     let who = ["admin", "owner", "other", "anonymous"];
     let mut n = 0;
     // pages: admin sees alice's with ?owner=, others' ?owner= is ignored (their own: none by that name)
-    let pages: [(&str, [u16; 4]); 9] = [
+    let pages: [(&str, [u16; 4]); 14] = [
         ("/", [303, 303, 303, 303]),
+        ("/nodes", [200, 200, 200, 303]),
+        ("/queues", [200, 200, 200, 303]),
+        ("/account", [200, 200, 200, 303]),
+        ("/admin/users", [200, 403, 403, 303]),
+        ("/admin/images", [200, 403, 403, 303]),
         ("/workloads", [200, 200, 200, 303]),
         ("/workloads?owner=alice", [200, 200, 403, 303]),
         ("/workloads?all=true", [200, 403, 403, 303]),
@@ -153,6 +158,32 @@ async fn every_portal_route_by_every_caller() {
             }
             None => assert!(status == StatusCode::SEE_OTHER && location.starts_with("/login"), "{status} {location}"),
         }
+    }
+    // admin forms: only admins; a refused one adds or changes nothing
+    hub.user(&admin, "erin").await;
+    for (i, s) in sessions.iter().enumerate() {
+        let user = format!("dave{i}");
+        let (status, body, loc) =
+            post(&hub, s.as_ref(), "/admin/users", &[("username", &user), ("password", "dave-password")]).await;
+        let want = [303, 403, 403, 303][i];
+        assert_eq!(status.as_u16(), want, "POST /admin/users as {}: {body} to {loc}", who[i]);
+        let (st, _) = hub.call(Method::GET, &format!("/api/v1/users/{user}"), Some(&admin), None).await;
+        assert_eq!(st == StatusCode::OK, i == 0, "{user} after {}'s form", who[i]);
+        let (status, body, _) = post(&hub, s.as_ref(), "/admin/users/erin/disable", &[]).await;
+        assert_eq!(status.as_u16(), want, "POST /admin/users/erin/disable as {}: {body}", who[i]);
+        let (_, v) = hub.call(Method::GET, "/api/v1/users/erin", Some(&admin), None).await;
+        assert_eq!(v["disabled"] == true, i == 0, "erin after {}'s form: {v}", who[i]);
+        if i == 0 {
+            let (st, v) =
+                hub.call(Method::PATCH, "/api/v1/users/erin", Some(&admin), Some(json!({"disabled": false}))).await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+        }
+        let image = format!("img{i}");
+        let fields = [("name", image.as_str()), ("image", "busybox:latest"), ("apps", "web:8000=httpd -f")];
+        let (status, body, _) = post(&hub, s.as_ref(), "/admin/images", &fields).await;
+        assert_eq!(status.as_u16(), want, "POST /admin/images as {}: {body}", who[i]);
+        let listed = hub.call(Method::GET, "/api/v1/images", Some(&admin), None).await.1.to_string();
+        assert_eq!(listed.contains(&format!("\"{image}\"")), i == 0, "{image} after {}'s form: {listed}", who[i]);
     }
     // logging out ends the session
     let (status, _, location) = post(&hub, sessions[2].as_ref(), "/logout", &[]).await;

@@ -15,7 +15,7 @@ use gpuhub_core::api::{
     UserView,
 };
 use gpuhub_core::names;
-use gpuhub_core::user::Role;
+use gpuhub_core::user::{Role, User};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_store::{TokenKind, WorkloadFilter};
 use std::net::SocketAddr;
@@ -125,9 +125,16 @@ pub async fn list_tokens(
 ) -> Result<Response, ApiError> {
     let page = paging::from_query(q)?;
     let current = auth::bearer_token(&headers).map(|t| auth::token_hash(&t));
+    let views = token_views(&st, &user, current.as_deref()).await?;
+    let (views, next) = paging::slice(views, |t| paging::time_key(t.created_at, &t.id), &page);
+    Ok(paging::respond(views, next, "/api/v1/me/tokens", &page))
+}
+
+/// `user`'s live tokens and sessions, oldest first; `current` (a hash) is marked.
+pub(crate) async fn token_views(st: &AppState, user: &User, current: Option<&str>) -> Result<Vec<TokenView>, ApiError> {
     let now = Utc::now();
     let tokens = st.store.list_user_tokens(user.id).await?;
-    let views: Vec<TokenView> = tokens
+    Ok(tokens
         .into_iter()
         .filter(|t| t.expires_at.is_none_or(|e| e > now))
         .map(|t| TokenView {
@@ -135,11 +142,9 @@ pub async fn list_tokens(
             kind: t.kind.as_str().to_owned(),
             created_at: t.created_at,
             expires_at: t.expires_at,
-            current: current.as_deref() == Some(t.hash.as_str()),
+            current: current == Some(t.hash.as_str()),
         })
-        .collect();
-    let (views, next) = paging::slice(views, |t| paging::time_key(t.created_at, &t.id), &page);
-    Ok(paging::respond(views, next, "/api/v1/me/tokens", &page))
+        .collect())
 }
 
 /// Revokes one of the caller's tokens or sessions by its id.

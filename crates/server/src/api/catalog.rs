@@ -24,6 +24,13 @@ pub async fn list_nodes(
     q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let page = paging::from_query(q)?;
+    let nodes = node_views(&st).await?;
+    let (nodes, next) = paging::slice(nodes, |n| n.name.clone(), &page);
+    Ok(paging::respond(nodes, next, "/api/v1/nodes", &page))
+}
+
+/// Every node as [`list_nodes`] shows it, or the engine's error (503).
+pub(crate) async fn node_views(st: &AppState) -> Result<Vec<NodeView>, ApiError> {
     let snapshot = st.controller.inventory().snapshot();
     if let Some(e) = &snapshot.error {
         let mut err = ApiError::new(
@@ -38,9 +45,7 @@ pub async fn list_nodes(
     }
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
     let active = st.store.list_workloads(&filter).await?;
-    let nodes: Vec<NodeView> = snapshot.nodes.iter().map(|n| node_view(n, &active, snapshot.nodes.len())).collect();
-    let (nodes, next) = paging::slice(nodes, |n| n.name.clone(), &page);
-    Ok(paging::respond(nodes, next, "/api/v1/nodes", &page))
+    Ok(snapshot.nodes.iter().map(|n| node_view(n, &active, snapshot.nodes.len())).collect())
 }
 
 /// What runs on a node: each member placed there (a row from before members were kept runs on the only

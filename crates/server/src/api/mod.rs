@@ -1,12 +1,12 @@
 //! The HTTP API under `/api/v1`, and the OpenAPI document generated from these handlers.
 
-mod account;
-mod catalog;
+pub(crate) mod account;
+pub(crate) mod catalog;
 mod idle;
-mod keys;
+pub(crate) mod keys;
 mod metrics;
 mod paging;
-mod queues;
+pub(crate) mod queues;
 pub(crate) mod reservations;
 mod usage;
 pub(crate) mod workloads;

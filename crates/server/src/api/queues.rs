@@ -46,6 +46,13 @@ fn view(q: &QueueDef, active: &[Workload], caller: &Caller) -> QueueView {
     }
 }
 
+/// Every team queue as `caller` sees it, by name.
+pub(crate) async fn queue_views(st: &AppState, caller: &Caller) -> Result<Vec<QueueView>, ApiError> {
+    let active = active(st, None).await?;
+    let queues = st.store.list_queues().await?;
+    Ok(queues.iter().map(|q| view(q, &active, caller)).collect())
+}
+
 async fn active(st: &AppState, queue: Option<&str>) -> Result<Vec<Workload>, ApiError> {
     let states = vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running];
     let mut list = st.store.list_workloads(&WorkloadFilter { owner: None, states: Some(states) }).await?;
@@ -80,9 +87,7 @@ pub async fn list_queues(
     q: Result<axum::extract::Query<super::paging::PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::response::Response, ApiError> {
     let page = super::paging::from_query(q)?;
-    let active = active(&st, None).await?;
-    let queues = st.store.list_queues().await?;
-    let views: Vec<QueueView> = queues.iter().map(|q| view(q, &active, &caller)).collect();
+    let views = queue_views(&st, &caller).await?;
     let (views, next) = super::paging::slice(views, |q| q.name.clone(), &page);
     Ok(super::paging::respond(views, next, "/api/v1/queues", &page))
 }

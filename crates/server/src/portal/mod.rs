@@ -8,6 +8,7 @@
 //! 404 here too.
 
 mod form;
+mod pages;
 mod workloads;
 
 use crate::auth::{self, SESSION_COOKIE};
@@ -31,6 +32,15 @@ pub fn router() -> axum::Router<AppState> {
         .route("/workloads/{name}", get(workloads::detail))
         .route("/workloads/{name}/logs", get(workloads::logs))
         .route("/workloads/{name}/{action}", get(workloads::confirm).post(workloads::act))
+        .route("/nodes", get(pages::nodes))
+        .route("/queues", get(pages::queue_list))
+        .route("/account", get(pages::account_page))
+        .route("/account/password", axum::routing::post(pages::change_password))
+        .route("/account/tokens/{id}/revoke", axum::routing::post(pages::revoke_token))
+        .route("/account/keys/remove", axum::routing::post(pages::remove_key))
+        .route("/admin/users", get(pages::users).post(pages::add_user))
+        .route("/admin/users/{name}/{what}", axum::routing::post(pages::change_user))
+        .route("/admin/images", get(pages::images).post(pages::add_image))
         .route("/logout", axum::routing::post(logout))
         .route("/static/{file}", get(asset))
         .layer(axum::middleware::map_response(guard))
@@ -177,6 +187,13 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
                     nav {
                         a href="/workloads" { "Workloads" }
                         a href="/new" { "New workload" }
+                        a href="/nodes" { "Nodes" }
+                        a href="/queues" { "Queues" }
+                        a href="/account" { "Account" }
+                        @if viewer.user.is_admin() {
+                            a href="/admin/users" { "Users" }
+                            a href="/admin/images" { "Images" }
+                        }
                     }
                     span.who { (viewer.user.username) @if viewer.user.is_admin() { " (admin)" } }
                     form.logout method="post" action="/logout" {

@@ -1,0 +1,431 @@
+//! The portal's other pages: nodes (every GPU and who holds it), team queues, the viewer's account
+//! (password, tokens and sessions, SSH keys) and, for admins, users and the image catalog. Every action
+//! calls the API's own handler with the viewer as the caller, so that what is allowed and what is
+//! checked is the API's, once.
+
+use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation, page_error};
+use crate::api::{account, catalog, keys, queues};
+use crate::auth::{self, Caller, SESSION_COOKIE};
+use crate::error::{ApiError, ApiJson};
+use crate::state::AppState;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use gpuhub_core::api::{ChangePasswordRequest, CreateUserRequest, ImageEntry, PatchUserRequest};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+/// `?done=` (what the last action did) and `?error=` (why it failed), shown once at the top.
+#[derive(Debug, Default, Deserialize)]
+pub struct Notice {
+    done: Option<String>,
+    error: Option<String>,
+}
+
+fn notice(n: &Notice) -> Markup {
+    html! {
+        @if let Some(d) = &n.done { p.done role="status" { (d) } }
+        @if let Some(e) = &n.error { p.error role="alert" { (e) } }
+    }
+}
+
+/// Back to `page` saying what happened (or why not).
+fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
+    let (key, text) = match outcome {
+        Ok(done) => ("done", done),
+        Err(e) => ("error", e.detail),
+    };
+    let text: String = text.chars().take(300).collect();
+    let q = super::encode(&text).replace('/', "%2F");
+    Redirect::to(&format!("{page}?{key}={q}")).into_response()
+}
+
+/// `GET /nodes`: each node's CPUs and memory (free of total) and each GPU with whoever holds it, whole
+/// or in shares.
+pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> Response {
+    if let Some(r) = only_navigation(&req) {
+        return r;
+    }
+    let views = match catalog::node_views(&st).await {
+        Ok(v) => v,
+        Err(e) => return api_error_page(e),
+    };
+    let body = html! {
+        h1 { "Nodes" }
+        @for n in &views {
+            section.node {
+                h2 { (n.name) " " small { (n.state) } }
+                p { (format!("{:.1}", n.cpus_free)) " of " (format!("{:.1}", n.cpus)) " CPUs free, "
+                    (n.memory_free) " of " (n.memory) " memory free" }
+                @if n.gpus.is_empty() { p { "No GPUs." } } @else {
+                    table.gpus {
+                        thead { tr { th { "GPU" } th { "Model" } th { "Memory" } th { "Held by" } } }
+                        tbody { @for g in &n.gpus {
+                            tr data-gpu=(g.uuid) {
+                                td { (g.index) " " small { (g.uuid) } }
+                                td { (g.model) }
+                                td { (g.memory) }
+                                td {
+                                    @if let Some(h) = &g.holder { (h.owner) "/" (h.workload) " (whole)" }
+                                    @else if g.shares.is_empty() { "free" }
+                                    @else {
+                                        @for (i, s) in g.shares.iter().enumerate() {
+                                            @if i > 0 { ", " }
+                                            (s.owner) "/" (s.workload) " " (format!("{}", f64::from(s.milli) / 1000.0))
+                                            @if let Some(m) = s.memory { " (" (m) ")" }
+                                        }
+                                    }
+                                }
+                            }
+                        } }
+                    }
+                }
+            }
+        }
+    };
+    layout(&st, &viewer, "Nodes", body).into_response()
+}
+
+/// `GET /queues`: guarantees, use, borrowing limits and what waits, per team queue.
+pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, req: Request) -> Response {
+    if let Some(r) = only_navigation(&req) {
+        return r;
+    }
+    let caller = Caller(viewer.user.clone());
+    let views = match queues::queue_views(&st, &caller).await {
+        Ok(v) => v,
+        Err(e) => return api_error_page(e),
+    };
+    let body = html! {
+        h1 { "Queues" }
+        @if views.is_empty() { p { "No team queues: everything runs in the default queue." } } @else {
+            table.queues {
+                thead { tr { th { "Queue" } th { "Guaranteed GPUs" } th { "In use" } th { "May borrow up to" }
+                    th { "Running" } th { "Waiting" } th { "Open to you" } } }
+                tbody { @for q in &views {
+                    tr data-queue=(q.name) {
+                        td { (q.name) }
+                        td { (q.guarantee.gpus) " GPUs, " (q.guarantee.cpus) " CPUs, " (q.guarantee.memory) }
+                        td { (q.used.gpus) " GPUs, " (q.used.cpus) " CPUs, " (q.used.memory) }
+                        td { @match &q.borrow_limit { Some(l) => (limit(l)), None => "no limit" } }
+                        td { (q.running) }
+                        td { (q.queued) }
+                        td { @if q.open_to_you { "yes" } @else { "no" } }
+                    }
+                } }
+            }
+        }
+    };
+    layout(&st, &viewer, "Queues", body).into_response()
+}
+
+/// `2 GPUs, 16 CPUs, 64GiB` of what a limit names.
+fn limit(l: &gpuhub_core::api::LimitView) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = l.gpus {
+        parts.push(format!("{g} GPUs"));
+    }
+    if let Some(c) = l.cpus {
+        parts.push(format!("{c} CPUs"));
+    }
+    if let Some(m) = l.memory {
+        parts.push(m.to_string());
+    }
+    if parts.is_empty() { "no limit".to_owned() } else { parts.join(", ") }
+}
+
+/// `GET /account`: change the password, the tokens and sessions (revoke), the SSH keys (remove; adding
+/// one needs proof of its private half, which `gpuhub ssh-key add` gives).
+pub async fn account_page(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Query(n): Query<Notice>,
+    req: Request,
+) -> Response {
+    if let Some(r) = only_navigation(&req) {
+        return r;
+    }
+    let session = auth::cookie(req.headers(), SESSION_COOKIE).map(|t| auth::token_hash(&t));
+    let tokens = match account::token_views(&st, &viewer.user, session.as_deref()).await {
+        Ok(t) => t,
+        Err(e) => return api_error_page(e),
+    };
+    let keys = match st.store.list_ssh_keys(viewer.user.id).await {
+        Ok(k) => k,
+        Err(e) => return api_error_page(e.into()),
+    };
+    let body = html! {
+        h1 { "Account" }
+        (notice(&n))
+        p { "You are " strong { (viewer.user.username) } " (UID " (viewer.user.uid) ")." }
+        h2 { "Password" }
+        form.new method="post" action="/account/password" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "Current password " input type="password" name="current_password" autocomplete="current-password"; }
+            label { "New password " input type="password" name="new_password" autocomplete="new-password"; }
+            button type="submit" { "Change password" }
+            small { "Every other session and token of yours is ended; this one stays." }
+        }
+        h2 { "Tokens and sessions" }
+        table.tokens {
+            thead { tr { th { "Id" } th { "Kind" } th { "Created" } th { "Expires" } th {} } }
+            tbody { @for t in &tokens {
+                tr data-token=(t.id) {
+                    td { code { (t.id) } } td { (t.kind) @if t.current { " (this one)" } }
+                    td { (t.created_at.format("%Y-%m-%d %H:%M")) }
+                    td { @if let Some(e) = t.expires_at { (e.format("%Y-%m-%d %H:%M")) } @else { "never" } }
+                    td { form method="post" action={"/account/tokens/" (t.id) "/revoke"} {
+                        input type="hidden" name="_csrf" value=(viewer.csrf);
+                        button type="submit" { "Revoke" }
+                    } }
+                }
+            } }
+        }
+        p { "New API tokens come from " code { "gpuhub login" } " (they last " (st.config.token_days) " days)." }
+        h2 { "SSH keys" }
+        @if keys.is_empty() { p { "None yet." } }
+        ul.keys { @for k in &keys {
+            li { code { (k.fingerprint) } " " (k.comment) " "
+                form.inline method="post" action="/account/keys/remove" {
+                    input type="hidden" name="_csrf" value=(viewer.csrf);
+                    input type="hidden" name="fingerprint" value=(k.fingerprint);
+                    button type="submit" { "Remove" }
+                }
+            }
+        } }
+        p { "Add a key with " code { "gpuhub ssh-key add ~/.ssh/id_ed25519.pub" }
+            ": it signs the hub's challenge with the private key, which never leaves your machine." }
+    };
+    layout(&st, &viewer, "Account", body).into_response()
+}
+
+/// `POST /account/password`: the API's password change, keeping this session.
+pub async fn change_password(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let req = ChangePasswordRequest {
+        current_password: field(&f, "current_password").unwrap_or_default().to_owned(),
+        new_password: field(&f, "new_password").unwrap_or_default().to_owned(),
+    };
+    // the session this page was sent with is the one to keep
+    let mut keep = HeaderMap::new();
+    if let Some(v) =
+        auth::cookie(&headers, SESSION_COOKIE).and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
+    {
+        keep.insert(header::AUTHORIZATION, v);
+    }
+    let done = account::change_password(State(st), Caller(viewer.user), keep, ApiJson(req)).await;
+    back("/account", done.map(|_| "password changed; your other sessions and tokens are ended".to_owned()))
+}
+
+/// `POST /account/tokens/{id}/revoke`.
+pub async fn revoke_token(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let done = account::delete_token(State(st), Caller(viewer.user), Path(id.clone())).await;
+    back("/account", done.map(|_| format!("token {id} revoked")))
+}
+
+/// `POST /account/keys/remove` (`fingerprint`).
+pub async fn remove_key(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let fp = field(&f, "fingerprint").unwrap_or_default().to_owned();
+    let done = keys::delete_key(State(st), Caller(viewer.user), Path(fp.clone())).await;
+    back("/account", done.map(|_| format!("key {fp} removed")))
+}
+
+/// Admin pages answer 403 to anyone else.
+fn admin_only(viewer: &Viewer) -> Option<Response> {
+    (!viewer.user.is_admin()).then(|| page_error(StatusCode::FORBIDDEN, "only admins may open this page"))
+}
+
+/// `GET /admin/users`: every account, with a form to add one, and per account: enable or disable,
+/// make admin or not, reset the password.
+pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
+    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
+        return r;
+    }
+    let users = match st.store.list_users().await {
+        Ok(u) => u,
+        Err(e) => return api_error_page(e.into()),
+    };
+    let csrf = viewer.csrf.clone();
+    let button = |action: &str, user: &str, label: &str| -> Markup {
+        html! { form.inline method="post" action={"/admin/users/" (user) "/" (action)} {
+            input type="hidden" name="_csrf" value=(csrf);
+            button type="submit" { (label) }
+        } }
+    };
+    let body = html! {
+        h1 { "Users" }
+        (notice(&n))
+        form.new method="post" action="/admin/users" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "User name " input name="username" autocomplete="off"; }
+            label { "Password " input type="password" name="password" autocomplete="new-password"; }
+            label { input type="checkbox" name="admin" value="true"; " admin" }
+            button type="submit" { "Add user" }
+        }
+        table.users {
+            thead { tr { th { "User" } th { "Role" } th { "UID" } th { "State" } th {} } }
+            tbody { @for u in &users {
+                tr data-user=(u.username) {
+                    td { (u.username) } td { @if u.is_admin() { "admin" } @else { "user" } } td { (u.uid) }
+                    td { @if u.disabled { "disabled" } @else { "enabled" } }
+                    td {
+                        @if u.disabled { (button("enable", &u.username, "Enable")) }
+                        @else { (button("disable", &u.username, "Disable")) }
+                        @if u.is_admin() { (button("user", &u.username, "Make user")) }
+                        @else { (button("admin", &u.username, "Make admin")) }
+                        form.inline method="post" action={"/admin/users/" (u.username) "/password"} {
+                            input type="hidden" name="_csrf" value=(viewer.csrf);
+                            input type="password" name="password" placeholder="new password" autocomplete="new-password";
+                            button type="submit" { "Reset password" }
+                        }
+                        " " a href={"/workloads?owner=" (u.username)} { "workloads" }
+                    }
+                }
+            } }
+        }
+    };
+    layout(&st, &viewer, "Users", body).into_response()
+}
+
+/// `POST /admin/users`: the API's account creation.
+pub async fn add_user(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = admin_only(&viewer) {
+        return r;
+    }
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let req = CreateUserRequest {
+        username: field(&f, "username").unwrap_or_default().trim().to_owned(),
+        password: field(&f, "password").unwrap_or_default().to_owned(),
+        admin: field(&f, "admin") == Some("true"),
+    };
+    let name = req.username.clone();
+    let done = account::create_user(State(st), Caller(viewer.user), ApiJson(req)).await;
+    back("/admin/users", done.map(|_| format!("user {name} added")))
+}
+
+/// `POST /admin/users/{name}/{enable|disable|admin|user|password}`: the API's account change.
+pub async fn change_user(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path((name, what)): Path<(String, String)>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = admin_only(&viewer) {
+        return r;
+    }
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let none = PatchUserRequest { password: None, admin: None, disabled: None, keep_workloads: None };
+    let (req, said) = match what.as_str() {
+        "enable" => (PatchUserRequest { disabled: Some(false), ..none }, "enabled"),
+        "disable" => (PatchUserRequest { disabled: Some(true), ..none }, "disabled"),
+        "admin" => (PatchUserRequest { admin: Some(true), ..none }, "made an admin"),
+        "user" => (PatchUserRequest { admin: Some(false), ..none }, "made a user"),
+        "password" => {
+            let p = field(&f, "password").unwrap_or_default().to_owned();
+            (PatchUserRequest { password: Some(p), ..none }, "given a new password")
+        }
+        _ => return page_error(StatusCode::NOT_FOUND, "no such action"),
+    };
+    let done =
+        account::patch_user(State(st), Caller(viewer.user), HeaderMap::new(), Path(name.clone()), ApiJson(req)).await;
+    back("/admin/users", done.map(|_| format!("{name} {said}")))
+}
+
+/// `GET /admin/images`: the catalog, with a form to add an image (with its apps).
+pub async fn images(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
+    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
+        return r;
+    }
+    let list = match st.store.list_images().await {
+        Ok(l) => l,
+        Err(e) => return api_error_page(e.into()),
+    };
+    let body = html! {
+        h1 { "Image catalog" }
+        (notice(&n))
+        table.images {
+            thead { tr { th { "Name" } th { "Image" } th { "Description" } th { "Apps" } } }
+            tbody { @for e in &list {
+                tr data-image=(e.name) {
+                    td { (e.name) } td.image { (e.image) } td { (e.description) }
+                    td { @for a in &e.apps { code { (a.name) ":" (a.port) } " " } }
+                }
+            } }
+        }
+        h2 { "Add an image" }
+        form.new method="post" action="/admin/images" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "Name (what users pick) " input name="name"; }
+            label { "Image reference (the engine must have it) " input name="image" placeholder="gpuhub/jupyter:latest"; }
+            label { "Description " input name="description"; }
+            label { "Apps (one name:port=command a line; {base_url} and {port} are filled in) " textarea name="apps" rows="3" {} }
+            button type="submit" { "Add image" }
+        }
+    };
+    layout(&st, &viewer, "Image catalog", body).into_response()
+}
+
+/// `POST /admin/images`: the API's catalog entry.
+pub async fn add_image(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = admin_only(&viewer) {
+        return r;
+    }
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let mut apps = Vec::new();
+    for line in field(&f, "apps").unwrap_or_default().lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match gpuhub_core::parse::catalog_app(line) {
+            Ok(a) => apps.push(a),
+            Err(e) => return back("/admin/images", Err(ApiError::unprocessable(format!("invalid apps: {e}")))),
+        }
+    }
+    let entry = ImageEntry {
+        name: field(&f, "name").unwrap_or_default().trim().to_owned(),
+        image: field(&f, "image").unwrap_or_default().trim().to_owned(),
+        description: field(&f, "description").unwrap_or_default().trim().to_owned(),
+        apps,
+    };
+    let name = entry.name.clone();
+    let done = catalog::create_image(State(st), Caller(viewer.user), ApiJson(entry)).await;
+    back("/admin/images", done.map(|_| format!("image {name} added")))
+}
