@@ -360,6 +360,12 @@ pub enum UserCommand {
 /// `gpuhub tokens …`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum TokensCommand {
+    /// Make an API token (for a script or CI) and print it once.
+    Create {
+        /// Days it is valid (1 to the server's token_days; that by default).
+        #[arg(long)]
+        days: Option<i64>,
+    },
     /// Revoke a token or session by the id `gpuhub tokens` shows.
     Rm {
         /// The token's id.

@@ -41,6 +41,25 @@ pub struct TokenView {
     pub current: bool,
 }
 
+/// `POST /api/v1/me/tokens`: a new API token for the caller (for a script, CI), valid `days` (1 to the
+/// server's `token_days`; that by default).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTokenRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<i64>,
+}
+
+/// A token just made: its secret, shown this once, and its id and expiry.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NewTokenView {
+    /// Identifies it in `GET /api/v1/me/tokens`.
+    pub id: String,
+    /// The secret (`Authorization: Bearer …`); not shown again.
+    pub token: String,
+    pub expires_at: DateTime<Utc>,
+}
+
 /// `POST /api/v1/me/password`: the caller changes their own password. Every other token and session of
 /// the account is revoked; the one the request came with keeps working.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

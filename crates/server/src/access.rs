@@ -214,7 +214,8 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     })
 }
 
-/// The login page browsers are sent to; it posts to `/api/v1/login` and returns to `next`.
+/// The login page browsers are sent to; its script (`/static/login.js`) posts to `/api/v1/login` and
+/// returns to `next`. Served through the portal's router, with its headers.
 pub async fn login_page() -> Html<&'static str> {
     Html(LOGIN_HTML)
 }
@@ -222,30 +223,12 @@ pub async fn login_page() -> Html<&'static str> {
 const LOGIN_HTML: &str = r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuhub — log in</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{font:16px system-ui,sans-serif;display:grid;place-items:center;height:100vh;margin:0;background:#f4f5f7}
-form{background:#fff;padding:2rem;border-radius:8px;box-shadow:0 1px 4px #0002;display:grid;gap:.8rem;min-width:18rem}
-input,button{font:inherit;padding:.5rem}#err{color:#b00020;min-height:1.2em}</style></head>
-<body><form id="f"><h1>gpuhub</h1>
+<link rel="stylesheet" href="/static/portal.css"><script src="/static/login.js" defer></script></head>
+<body class="login"><form id="f"><h1>gpuhub</h1>
 <label>User <input name="username" autocomplete="username" required autofocus></label>
 <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
 <button>Log in</button><div id="err" role="alert"></div></form>
-<script>
-const f = document.getElementById("f");
-f.addEventListener("submit", async (e) => {
-  e.preventDefault();
-  const r = await fetch("/api/v1/login", {method: "POST", headers: {"content-type": "application/json"},
-    body: JSON.stringify({username: f.username.value, password: f.password.value})});
-  if (!r.ok) { document.getElementById("err").textContent = (await r.json()).detail; return; }
-  // return only into the hub: resolve `next` as the browser would and keep it only on this origin
-  // (this also defeats `/\\host`, tabs and other forms browsers read as another site)
-  let next = "/";
-  try {
-    const u = new URL(new URLSearchParams(location.search).get("next") || "/", location.origin);
-    if (u.origin === location.origin) next = u.pathname + u.search + u.hash;
-  } catch (_) {}
-  location.replace(next);
-});
-</script></body></html>"#;
+</body></html>"#;
 
 /// The SSH gateway's view of the hub: keys registered through the API, workspaces found and entered
 /// through the service layer (the same rules as the browser's, with `admins_enter_workspaces`).

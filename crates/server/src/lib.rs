@@ -335,7 +335,6 @@ pub fn router(state: AppState) -> axum::Router {
         }),
     )
     .route("/metrics", axum::routing::get(metrics::scrape))
-    .route("/login", axum::routing::get(access::login_page))
     .merge(portal::router())
     .route("/w/{owner}/{workload}/{app}", axum::routing::any(access::app_root))
     .route("/w/{owner}/{workload}/{app}/", axum::routing::any(access::app_proxy))

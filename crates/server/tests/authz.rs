@@ -54,6 +54,8 @@ async fn every_endpoint_by_every_caller() {
         // no metrics token configured: the allow-list (loopback) alone decides; prometheus.rs has the rest
         case(Method::GET, "/metrics", [200, 200, 200, 200]),
         case(Method::GET, "/api/v1/me", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/me/tokens", [200, 200, 200, 401]),
+        Case { body: Some(json!({"days": 1})), ..case(Method::POST, "/api/v1/me/tokens", [201, 201, 201, 401]) },
         case(Method::GET, "/api/v1/users", [200, 403, 403, 401]),
         Case { body: Some(new_user(0)), ..case(Method::POST, "/api/v1/users", [201, 403, 403, 401]) },
         case(Method::GET, "/api/v1/users/{u}", [200, 403, 403, 401]),

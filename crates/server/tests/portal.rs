@@ -277,6 +277,22 @@ async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body.contains("id=\"cpus-error\"") && body.contains("id=\"gpus-error\""), "{body}");
 
+    // the login page has the portal's headers too (its script is a file of the portal's)
+    let r = browser().get(url("/login")).send().await.unwrap();
+    assert!(r.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+    assert!(!r.text().await.unwrap().contains("<script>"), "no inline script");
+
+    // an API token from the account page: shown once, works, and a bad expiry is refused
+    let (status, body, _) = post(&hub, Some(&s), "/account/tokens", &[("days", "2")]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let token = body.split("id=\"token\">").nth(1).unwrap().split('<').next().unwrap().to_owned();
+    let (st, v) = hub.call(Method::GET, "/api/v1/me", Some(&token), None).await;
+    assert_eq!((st, v["username"].as_str()), (StatusCode::OK, Some("alice")), "{v}");
+    let (status, _, location) = post(&hub, Some(&s), "/account/tokens", &[("days", "0")]).await;
+    assert!(status == StatusCode::SEE_OTHER && location.contains("error=invalid%20days"), "{location}");
+    let (st, v) = hub.call(Method::POST, "/api/v1/me/tokens", Some(&alice), Some(json!({"days": 99999}))).await;
+    assert_eq!((st, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("days")), "{v}");
+
     // an error page is a page, not a problem document
     let (status, body, _) = get(&hub, Some(&s.cookie), "/workloads/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -5,7 +5,7 @@ use crate::cli::TokensCommand;
 use crate::http::{Api, decode};
 use crate::table::Table;
 use crate::{ClientError, Context};
-use gpuhub_core::api::{ChangePasswordRequest, TokenView};
+use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest, NewTokenView, TokenView};
 use reqwest::Method;
 
 /// The tokens as a table: `ID KIND CREATED EXPIRES` with `*` on the one in use.
@@ -24,7 +24,7 @@ pub(crate) fn tokens_text(list: &[TokenView]) -> String {
     t.render("")
 }
 
-/// `gpuhub tokens [rm ID]`.
+/// `gpuhub tokens [create [--days N] | rm ID]`.
 pub(crate) async fn tokens(api: &Api, json: bool, cmd: Option<TokensCommand>, out: Out<'_>) -> Result<(), ClientError> {
     match cmd {
         None => {
@@ -34,6 +34,21 @@ pub(crate) async fn tokens(api: &Api, json: bool, cmd: Option<TokensCommand>, ou
             }
             let list: Vec<TokenView> = decode(&v, api.url(&["me", "tokens"], &[]).as_str())?;
             write!(out, "{}", tokens_text(&list))?;
+        }
+        Some(TokensCommand::Create { days }) => {
+            let v = api.send_json(Method::POST, &["me", "tokens"], &CreateTokenRequest { days }).await?;
+            let v = v.unwrap_or_default();
+            if json {
+                return print_json(out, &v);
+            }
+            let t: NewTokenView = decode(&v, api.url(&["me", "tokens"], &[]).as_str())?;
+            writeln!(out, "{}", t.token)?;
+            writeln!(
+                out,
+                "token {} expires {}; it is not shown again",
+                t.id,
+                t.expires_at.format("%Y-%m-%d %H:%M UTC")
+            )?;
         }
         Some(TokensCommand::Rm { id }) => {
             api.call(Method::DELETE, &["me", "tokens", &id], &[], None).await?;

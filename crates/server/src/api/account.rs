@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use gpuhub_controller::ControlError;
 use gpuhub_core::api::{
-    ChangePasswordRequest, CreateUserRequest, LoginRequest, PatchUserRequest, Problem, TokenResponse, TokenView,
-    UserView,
+    ChangePasswordRequest, CreateTokenRequest, CreateUserRequest, LoginRequest, NewTokenView, PatchUserRequest,
+    Problem, TokenResponse, TokenView, UserView,
 };
 use gpuhub_core::names;
 use gpuhub_core::user::{Role, User};
@@ -145,6 +145,28 @@ pub(crate) async fn token_views(st: &AppState, user: &User, current: Option<&str
             current: current == Some(t.hash.as_str()),
         })
         .collect())
+}
+
+/// Makes an API token for the caller, valid `days` (1 to `token_days`, that by default); its secret is
+/// in the answer only.
+#[utoipa::path(post, path = "/api/v1/me/tokens", tag = "auth", request_body = CreateTokenRequest,
+    responses((status = 201, body = NewTokenView), (status = 401, body = Problem), (status = 422, body = Problem)))]
+pub async fn create_token(
+    State(st): State<AppState>,
+    Caller(user): Caller,
+    ApiJson(req): ApiJson<CreateTokenRequest>,
+) -> Result<(StatusCode, axum::Json<NewTokenView>), ApiError> {
+    let most = st.config.token_days;
+    let days = req.days.unwrap_or(most);
+    if !(1..=most).contains(&days) {
+        return Err(ApiError::unprocessable(format!("invalid days: must be from 1 to {most} (token_days)")).at("days"));
+    }
+    let now = Utc::now();
+    let expires_at = now + chrono::Duration::days(days);
+    let (token, hash) = auth::new_token(TokenKind::Api);
+    st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires_at)).await?;
+    let id = auth::token_id(&hash).to_owned();
+    Ok((StatusCode::CREATED, axum::Json(NewTokenView { id, token, expires_at })))
 }
 
 /// Revokes one of the caller's tokens or sessions by its id.

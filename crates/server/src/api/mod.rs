@@ -45,7 +45,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(account::login))
         .routes(routes!(account::logout))
         .routes(routes!(account::me))
-        .routes(routes!(account::list_tokens))
+        .routes(routes!(account::list_tokens, account::create_token))
         .routes(routes!(account::delete_token))
         .routes(routes!(account::change_password))
         .routes(routes!(account::list_users, account::create_user))

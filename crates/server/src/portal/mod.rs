@@ -36,12 +36,14 @@ pub fn router() -> axum::Router<AppState> {
         .route("/queues", get(pages::queue_list))
         .route("/account", get(pages::account_page))
         .route("/account/password", axum::routing::post(pages::change_password))
+        .route("/account/tokens", axum::routing::post(pages::create_token))
         .route("/account/tokens/{id}/revoke", axum::routing::post(pages::revoke_token))
         .route("/account/keys/remove", axum::routing::post(pages::remove_key))
         .route("/admin/users", get(pages::users).post(pages::add_user))
         .route("/admin/users/{name}/{what}", axum::routing::post(pages::change_user))
         .route("/admin/images", get(pages::images).post(pages::add_image))
         .route("/logout", axum::routing::post(logout))
+        .route("/login", get(crate::access::login_page))
         .route("/static/{file}", get(asset))
         .layer(axum::middleware::map_response(guard))
 }
@@ -240,12 +242,14 @@ pub fn api_error_page(e: ApiError) -> Response {
 
 const PORTAL_JS: &str = include_str!("portal.js");
 const PORTAL_CSS: &str = include_str!("portal.css");
+const LOGIN_JS: &str = include_str!("login.js");
 
 /// `/static/{file}`: the portal's script and style.
 async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "portal.js" => (PORTAL_JS, "text/javascript; charset=utf-8"),
         "portal.css" => (PORTAL_CSS, "text/css; charset=utf-8"),
+        "login.js" => (LOGIN_JS, "text/javascript; charset=utf-8"),
         _ => return page_error(StatusCode::NOT_FOUND, "no such file"),
     };
     ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "max-age=300")], body).into_response()

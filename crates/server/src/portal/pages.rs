@@ -11,7 +11,7 @@ use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use gpuhub_core::api::{ChangePasswordRequest, CreateUserRequest, ImageEntry, PatchUserRequest};
+use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest, CreateUserRequest, ImageEntry, PatchUserRequest};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -181,7 +181,11 @@ pub async fn account_page(
                 }
             } }
         }
-        p { "New API tokens come from " code { "gpuhub login" } " (they last " (st.config.token_days) " days)." }
+        form.new method="post" action="/account/tokens" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "New API token, valid for days " input name="days" value=(st.config.token_days) inputmode="numeric"; }
+            button type="submit" { "Create token" }
+        }
         h2 { "SSH keys" }
         @if keys.is_empty() { p { "None yet." } }
         ul.keys { @for k in &keys {
@@ -222,6 +226,37 @@ pub async fn change_password(
     }
     let done = account::change_password(State(st), Caller(viewer.user), keep, ApiJson(req)).await;
     back("/account", done.map(|_| "password changed; your other sessions and tokens are ended".to_owned()))
+}
+
+/// `POST /account/tokens` (`days`): the API's token creation; the secret is shown on this page once.
+pub async fn create_token(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let days = match field(&f, "days").map(str::trim).filter(|d| !d.is_empty()).map(str::parse::<i64>) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(_)) => return back("/account", Err(ApiError::unprocessable("invalid days: not a whole number"))),
+    };
+    let made =
+        account::create_token(State(st.clone()), Caller(viewer.user.clone()), ApiJson(CreateTokenRequest { days }))
+            .await;
+    let t = match made {
+        Ok((_, axum::Json(t))) => t,
+        Err(e) => return back("/account", Err(e)),
+    };
+    let body = html! {
+        h1 { "New API token" }
+        p { "Copy it now: it is not shown again. It expires " (t.expires_at.format("%Y-%m-%d %H:%M UTC")) "." }
+        pre.copy #token { (t.token) }
+        p { "Use it as " code { "Authorization: Bearer …" } " or " code { "GPUHUB_TOKEN" } ". " a href="/account" { "Back to your account" } }
+    };
+    layout(&st, &viewer, "New API token", body).into_response()
 }
 
 /// `POST /account/tokens/{id}/revoke`.

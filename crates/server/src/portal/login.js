@@ -1,0 +1,19 @@
+// gpuhub's login page: logs in through the API (which sets the session cookie) and returns to `next`.
+(function () {
+  'use strict';
+  const f = document.getElementById('f');
+  f.addEventListener('submit', async function (e) {
+    e.preventDefault();
+    const r = await fetch('/api/v1/login', {method: 'POST', headers: {'content-type': 'application/json'},
+      body: JSON.stringify({username: f.username.value, password: f.password.value})});
+    if (!r.ok) { document.getElementById('err').textContent = (await r.json()).detail; return; }
+    // return only into the hub: resolve `next` as the browser would and keep it only on this origin
+    // (this also defeats `/\host`, tabs and other forms browsers read as another site)
+    let next = '/';
+    try {
+      const u = new URL(new URLSearchParams(location.search).get('next') || '/', location.origin);
+      if (u.origin === location.origin) next = u.pathname + u.search + u.hash;
+    } catch (_) { /* stay with / */ }
+    location.replace(next);
+  });
+})();
