@@ -272,6 +272,11 @@ pub enum ImagesCommand {
         #[arg(long = "app", value_name = "NAME:PORT=CMD", value_parser = parse_catalog_app)]
         apps: Vec<gpuhub_core::workload::AppSpec>,
     },
+    /// Remove an entry from the catalog (admin); workloads made from it keep running.
+    Rm {
+        /// Catalog name.
+        name: String,
+    },
 }
 
 /// `gpuhub reservations [add … | rm ID]`.

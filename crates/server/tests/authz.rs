@@ -20,7 +20,7 @@ const WHO: [Who; 4] = [Who::Admin, Who::Owner, Who::Other, Who::Anonymous];
 struct Case {
     method: Method,
     /// `{w}` is replaced by a fresh workload of the owner, `{u}` by a fresh account, `{r}` by a fresh
-    /// reservation, `{q}` by a fresh team queue.
+    /// reservation, `{q}` by a fresh team queue, `{i}` by a fresh catalog image.
     path: &'static str,
     body: Option<serde_json::Value>,
     /// Expected status for admin, owner, other, anonymous.
@@ -106,6 +106,7 @@ async fn every_endpoint_by_every_caller() {
         },
         case(Method::DELETE, "/api/v1/reservations/{r}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/images", [200, 200, 200, 401]),
+        case(Method::DELETE, "/api/v1/images/{i}", [204, 403, 403, 401]),
         case(Method::PUT, "/api/v1/workloads/{w}", [405, 405, 405, 405]),
         case(Method::GET, "/api/v1/nothing-here", [404, 404, 404, 404]),
         Case {
@@ -158,8 +159,19 @@ async fn every_endpoint_by_every_caller() {
             let (s, v) = hub.call(Method::POST, "/api/v1/queues", Some(&admin), Some(json!({"name": qname}))).await;
             assert_eq!(s, StatusCode::CREATED, "{v}");
 
-            let mut path =
-                c.path.replace("{w}", &wname).replace("{u}", &uname).replace("{r}", &rname).replace("{q}", &qname);
+            // a fresh catalog image, for its removal
+            let iname = format!("i{n}");
+            let image = json!({"name": iname, "image": "busybox:latest"});
+            let (s, v) = hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(image)).await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
+
+            let mut path = c
+                .path
+                .replace("{w}", &wname)
+                .replace("{u}", &uname)
+                .replace("{r}", &rname)
+                .replace("{q}", &qname)
+                .replace("{i}", &iname);
             // admins address another user's workload by naming its owner
             if who == Who::Admin && c.path.contains("{w}") && !path.contains('?') {
                 path.push_str("?owner=alice");

@@ -78,13 +78,14 @@ async fn every_portal_route_by_every_caller() {
     let who = ["admin", "owner", "other", "anonymous"];
     let mut n = 0;
     // pages: admin sees alice's with ?owner=, others' ?owner= is ignored (their own: none by that name)
-    let pages: [(&str, [u16; 4]); 14] = [
+    let pages: [(&str, [u16; 4]); 15] = [
         ("/", [303, 303, 303, 303]),
         ("/nodes", [200, 200, 200, 303]),
         ("/queues", [200, 200, 200, 303]),
         ("/account", [200, 200, 200, 303]),
         ("/admin/users", [200, 403, 403, 303]),
         ("/admin/images", [200, 403, 403, 303]),
+        ("/admin/queues", [200, 403, 403, 303]),
         ("/workloads", [200, 200, 200, 303]),
         ("/workloads?owner=alice", [200, 200, 403, 303]),
         ("/workloads?all=true", [200, 403, 403, 303]),
@@ -184,6 +185,42 @@ async fn every_portal_route_by_every_caller() {
         assert_eq!(status.as_u16(), want, "POST /admin/images as {}: {body}", who[i]);
         let listed = hub.call(Method::GET, "/api/v1/images", Some(&admin), None).await.1.to_string();
         assert_eq!(listed.contains(&format!("\"{image}\"")), i == 0, "{image} after {}'s form: {listed}", who[i]);
+    }
+    // queues, reservations and the catalog's removals: only admins
+    let keep = json!({"name": "keep", "image": "busybox:latest"});
+    assert_eq!(hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(keep)).await.0, StatusCode::CREATED);
+    for (i, s) in sessions.iter().enumerate() {
+        let want = [303, 403, 403, 303][i];
+        let q = format!("q{i}");
+        let (status, body, _) = post(&hub, s.as_ref(), "/admin/queues", &[("name", &q), ("guarantee_gpus", "1")]).await;
+        assert_eq!(status.as_u16(), want, "POST /admin/queues as {}: {body}", who[i]);
+        let queues = hub.call(Method::GET, "/api/v1/queues", Some(&admin), None).await.1;
+        let named = |n: &str| queues.as_array().unwrap().iter().find(|v| v["name"] == n).cloned();
+        assert_eq!(named(&q).is_some(), i == 0, "{q} after {}'s form: {queues}", who[i]);
+        let weight = format!("{}", i + 2);
+        let (status, body, _) =
+            post(&hub, s.as_ref(), "/admin/queues/q0", &[("weight", &weight), ("guarantee_gpus", "1")]).await;
+        assert_eq!(status.as_u16(), want, "POST /admin/queues/q0 as {}: {body}", who[i]);
+        let queues = hub.call(Method::GET, "/api/v1/queues", Some(&admin), None).await.1;
+        let q0 = queues.as_array().unwrap().iter().find(|v| v["name"] == "q0").cloned().unwrap();
+        assert_eq!(q0["weight"], 2.0, "q0's weight after {}'s form: {q0}", who[i]);
+        let booking =
+            [("queue", "q0"), ("gpus", "1"), ("start", "2031-01-01T00:00:00Z"), ("end", "2031-01-01T01:00:00Z")];
+        let (status, body, _) = post(&hub, s.as_ref(), "/admin/reservations", &booking).await;
+        assert_eq!(status.as_u16(), want, "POST /admin/reservations as {}: {body}", who[i]);
+        let booked = hub.call(Method::GET, "/api/v1/reservations", Some(&admin), None).await.1;
+        assert_eq!(booked.as_array().unwrap().len(), 1, "reservations after {}'s form: {booked}", who[i]);
+        let (status, body, _) = post(&hub, s.as_ref(), "/admin/images/keep/remove", &[]).await;
+        let removed = i == 0;
+        if !removed {
+            assert_eq!(status.as_u16(), want, "POST /admin/images/keep/remove as {}: {body}", who[i]);
+        }
+        let listed = hub.call(Method::GET, "/api/v1/images", Some(&admin), None).await.1.to_string();
+        assert_eq!(listed.contains("\"keep\""), !removed, "keep after {}'s form", who[i]);
+        if removed {
+            let keep = json!({"name": "keep", "image": "busybox:latest"});
+            assert_eq!(hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(keep)).await.0, StatusCode::CREATED);
+        }
     }
     // logging out ends the session
     let (status, _, location) = post(&hub, sessions[2].as_ref(), "/logout", &[]).await;

@@ -89,6 +89,12 @@ pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, ou
                 _ => writeln!(out, "added image {} ({})", entry.name, entry.image)?,
             }
         }
+        Some(ImagesCommand::Rm { name }) => {
+            api.call(Method::DELETE, &["images", &name], &[], None).await?;
+            if !json {
+                writeln!(out, "removed image {name} from the catalog")?;
+            }
+        }
     }
     Ok(())
 }

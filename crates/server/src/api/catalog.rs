@@ -138,3 +138,16 @@ pub async fn create_image(
     st.store.upsert_image(&entry).await?;
     Ok((StatusCode::CREATED, axum::Json(entry)))
 }
+
+/// Removes a catalog entry (admin). Workloads made from it keep their image reference.
+#[utoipa::path(delete, path = "/api/v1/images/{name}", tag = "images", params(("name" = String, Path)),
+    responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
+pub async fn delete_image(
+    State(st): State<AppState>,
+    caller: Caller,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_admin()?;
+    st.store.delete_image(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

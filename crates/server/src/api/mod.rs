@@ -65,6 +65,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(reservations::list_reservations, reservations::create_reservation))
         .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
+        .routes(routes!(catalog::delete_image))
         .routes(routes!(usage::usage))
         .routes(routes!(idle::keep_workload))
         .routes(routes!(idle::idle_report))

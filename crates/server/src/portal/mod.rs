@@ -7,6 +7,7 @@
 //! (`service::lookup`, `submit`, `stop`, `start`, `delete`), as for the API: another user's workload is
 //! 404 here too.
 
+mod admin;
 mod form;
 mod pages;
 mod workloads;
@@ -39,9 +40,15 @@ pub fn router() -> axum::Router<AppState> {
         .route("/account/tokens", axum::routing::post(pages::create_token))
         .route("/account/tokens/{id}/revoke", axum::routing::post(pages::revoke_token))
         .route("/account/keys/remove", axum::routing::post(pages::remove_key))
-        .route("/admin/users", get(pages::users).post(pages::add_user))
-        .route("/admin/users/{name}/{what}", axum::routing::post(pages::change_user))
-        .route("/admin/images", get(pages::images).post(pages::add_image))
+        .route("/admin/users", get(admin::users).post(admin::add_user))
+        .route("/admin/users/{name}/{what}", axum::routing::post(admin::change_user))
+        .route("/admin/images", get(admin::images).post(admin::add_image))
+        .route("/admin/images/{name}/remove", axum::routing::post(admin::remove_image))
+        .route("/admin/queues", get(admin::queue_admin).post(admin::add_queue))
+        .route("/admin/queues/{name}", axum::routing::post(admin::change_queue))
+        .route("/admin/queues/{name}/remove", axum::routing::post(admin::remove_queue))
+        .route("/admin/reservations", axum::routing::post(admin::add_reservation))
+        .route("/admin/reservations/{id}/cancel", axum::routing::post(admin::cancel_reservation))
         .route("/logout", axum::routing::post(logout))
         .route("/login", get(crate::access::login_page))
         .route("/static/{file}", get(asset))
@@ -195,6 +202,7 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
                         @if viewer.user.is_admin() {
                             a href="/admin/users" { "Users" }
                             a href="/admin/images" { "Images" }
+                            a href="/admin/queues" { "Admin queues" }
                         }
                     }
                     span.who { (viewer.user.username) @if viewer.user.is_admin() { " (admin)" } }

@@ -1,17 +1,17 @@
-//! The portal's other pages: nodes (every GPU and who holds it), team queues, the viewer's account
-//! (password, tokens and sessions, SSH keys) and, for admins, users and the image catalog. Every action
+//! The portal's other pages: nodes (every GPU and who holds it), team queues and the viewer's account
+//! (password, tokens and sessions, SSH keys). Every action
 //! calls the API's own handler with the viewer as the caller, so that what is allowed and what is
 //! checked is the API's, once.
 
-use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation, page_error};
+use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation};
 use crate::api::{account, catalog, keys, queues};
 use crate::auth::{self, Caller, SESSION_COOKIE};
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest, CreateUserRequest, ImageEntry, PatchUserRequest};
+use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -22,7 +22,7 @@ pub struct Notice {
     error: Option<String>,
 }
 
-fn notice(n: &Notice) -> Markup {
+pub(super) fn notice(n: &Notice) -> Markup {
     html! {
         @if let Some(d) = &n.done { p.done role="status" { (d) } }
         @if let Some(e) = &n.error { p.error role="alert" { (e) } }
@@ -30,7 +30,7 @@ fn notice(n: &Notice) -> Markup {
 }
 
 /// Back to `page` saying what happened (or why not).
-fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
+pub(super) fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
     let (key, text) = match outcome {
         Ok(done) => ("done", done),
         Err(e) => ("error", e.detail),
@@ -120,7 +120,7 @@ pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, req: Request
 }
 
 /// `2 GPUs, 16 CPUs, 64GiB` of what a limit names.
-fn limit(l: &gpuhub_core::api::LimitView) -> String {
+pub(super) fn limit(l: &gpuhub_core::api::LimitView) -> String {
     let mut parts = Vec::new();
     if let Some(g) = l.gpus {
         parts.push(format!("{g} GPUs"));
@@ -287,180 +287,4 @@ pub async fn remove_key(
     let fp = field(&f, "fingerprint").unwrap_or_default().to_owned();
     let done = keys::delete_key(State(st), Caller(viewer.user), Path(fp.clone())).await;
     back("/account", done.map(|_| format!("key {fp} removed")))
-}
-
-/// Admin pages answer 403 to anyone else.
-fn admin_only(viewer: &Viewer) -> Option<Response> {
-    (!viewer.user.is_admin()).then(|| page_error(StatusCode::FORBIDDEN, "only admins may open this page"))
-}
-
-/// `GET /admin/users`: every account, with a form to add one, and per account: enable or disable,
-/// make admin or not, reset the password.
-pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
-    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
-        return r;
-    }
-    let users = match st.store.list_users().await {
-        Ok(u) => u,
-        Err(e) => return api_error_page(e.into()),
-    };
-    let csrf = viewer.csrf.clone();
-    let button = |action: &str, user: &str, label: &str| -> Markup {
-        html! { form.inline method="post" action={"/admin/users/" (user) "/" (action)} {
-            input type="hidden" name="_csrf" value=(csrf);
-            button type="submit" { (label) }
-        } }
-    };
-    let body = html! {
-        h1 { "Users" }
-        (notice(&n))
-        form.new method="post" action="/admin/users" {
-            input type="hidden" name="_csrf" value=(viewer.csrf);
-            label { "User name " input name="username" autocomplete="off"; }
-            label { "Password " input type="password" name="password" autocomplete="new-password"; }
-            label { input type="checkbox" name="admin" value="true"; " admin" }
-            button type="submit" { "Add user" }
-        }
-        table.users {
-            thead { tr { th { "User" } th { "Role" } th { "UID" } th { "State" } th {} } }
-            tbody { @for u in &users {
-                tr data-user=(u.username) {
-                    td { (u.username) } td { @if u.is_admin() { "admin" } @else { "user" } } td { (u.uid) }
-                    td { @if u.disabled { "disabled" } @else { "enabled" } }
-                    td {
-                        @if u.disabled { (button("enable", &u.username, "Enable")) }
-                        @else { (button("disable", &u.username, "Disable")) }
-                        @if u.is_admin() { (button("user", &u.username, "Make user")) }
-                        @else { (button("admin", &u.username, "Make admin")) }
-                        form.inline method="post" action={"/admin/users/" (u.username) "/password"} {
-                            input type="hidden" name="_csrf" value=(viewer.csrf);
-                            input type="password" name="password" placeholder="new password" autocomplete="new-password";
-                            button type="submit" { "Reset password" }
-                        }
-                        " " a href={"/workloads?owner=" (u.username)} { "workloads" }
-                    }
-                }
-            } }
-        }
-    };
-    layout(&st, &viewer, "Users", body).into_response()
-}
-
-/// `POST /admin/users`: the API's account creation.
-pub async fn add_user(
-    State(st): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
-    axum::Form(f): Fields,
-) -> Response {
-    if let Some(r) = admin_only(&viewer) {
-        return r;
-    }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
-        return r;
-    }
-    let req = CreateUserRequest {
-        username: field(&f, "username").unwrap_or_default().trim().to_owned(),
-        password: field(&f, "password").unwrap_or_default().to_owned(),
-        admin: field(&f, "admin") == Some("true"),
-    };
-    let name = req.username.clone();
-    let done = account::create_user(State(st), Caller(viewer.user), ApiJson(req)).await;
-    back("/admin/users", done.map(|_| format!("user {name} added")))
-}
-
-/// `POST /admin/users/{name}/{enable|disable|admin|user|password}`: the API's account change.
-pub async fn change_user(
-    State(st): State<AppState>,
-    viewer: Viewer,
-    Path((name, what)): Path<(String, String)>,
-    headers: HeaderMap,
-    axum::Form(f): Fields,
-) -> Response {
-    if let Some(r) = admin_only(&viewer) {
-        return r;
-    }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
-        return r;
-    }
-    let none = PatchUserRequest { password: None, admin: None, disabled: None, keep_workloads: None };
-    let (req, said) = match what.as_str() {
-        "enable" => (PatchUserRequest { disabled: Some(false), ..none }, "enabled"),
-        "disable" => (PatchUserRequest { disabled: Some(true), ..none }, "disabled"),
-        "admin" => (PatchUserRequest { admin: Some(true), ..none }, "made an admin"),
-        "user" => (PatchUserRequest { admin: Some(false), ..none }, "made a user"),
-        "password" => {
-            let p = field(&f, "password").unwrap_or_default().to_owned();
-            (PatchUserRequest { password: Some(p), ..none }, "given a new password")
-        }
-        _ => return page_error(StatusCode::NOT_FOUND, "no such action"),
-    };
-    let done =
-        account::patch_user(State(st), Caller(viewer.user), HeaderMap::new(), Path(name.clone()), ApiJson(req)).await;
-    back("/admin/users", done.map(|_| format!("{name} {said}")))
-}
-
-/// `GET /admin/images`: the catalog, with a form to add an image (with its apps).
-pub async fn images(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
-    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
-        return r;
-    }
-    let list = match st.store.list_images().await {
-        Ok(l) => l,
-        Err(e) => return api_error_page(e.into()),
-    };
-    let body = html! {
-        h1 { "Image catalog" }
-        (notice(&n))
-        table.images {
-            thead { tr { th { "Name" } th { "Image" } th { "Description" } th { "Apps" } } }
-            tbody { @for e in &list {
-                tr data-image=(e.name) {
-                    td { (e.name) } td.image { (e.image) } td { (e.description) }
-                    td { @for a in &e.apps { code { (a.name) ":" (a.port) } " " } }
-                }
-            } }
-        }
-        h2 { "Add an image" }
-        form.new method="post" action="/admin/images" {
-            input type="hidden" name="_csrf" value=(viewer.csrf);
-            label { "Name (what users pick) " input name="name"; }
-            label { "Image reference (the engine must have it) " input name="image" placeholder="gpuhub/jupyter:latest"; }
-            label { "Description " input name="description"; }
-            label { "Apps (one name:port=command a line; {base_url} and {port} are filled in) " textarea name="apps" rows="3" {} }
-            button type="submit" { "Add image" }
-        }
-    };
-    layout(&st, &viewer, "Image catalog", body).into_response()
-}
-
-/// `POST /admin/images`: the API's catalog entry.
-pub async fn add_image(
-    State(st): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
-    axum::Form(f): Fields,
-) -> Response {
-    if let Some(r) = admin_only(&viewer) {
-        return r;
-    }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
-        return r;
-    }
-    let mut apps = Vec::new();
-    for line in field(&f, "apps").unwrap_or_default().lines().map(str::trim).filter(|l| !l.is_empty()) {
-        match gpuhub_core::parse::catalog_app(line) {
-            Ok(a) => apps.push(a),
-            Err(e) => return back("/admin/images", Err(ApiError::unprocessable(format!("invalid apps: {e}")))),
-        }
-    }
-    let entry = ImageEntry {
-        name: field(&f, "name").unwrap_or_default().trim().to_owned(),
-        image: field(&f, "image").unwrap_or_default().trim().to_owned(),
-        description: field(&f, "description").unwrap_or_default().trim().to_owned(),
-        apps,
-    };
-    let name = entry.name.clone();
-    let done = catalog::create_image(State(st), Caller(viewer.user), ApiJson(entry)).await;
-    back("/admin/images", done.map(|_| format!("image {name} added")))
 }

@@ -1,0 +1,466 @@
+//! The admins' pages: users (add, enable or disable, role, password), the image catalog (add with its
+//! apps, remove), team queues (add, change guarantee, borrowing, weight and members, remove) and GPU
+//! reservations (book, cancel). Anyone else gets 403. Every action is the API's own handler called with
+//! the admin as the caller.
+
+use super::pages::{Notice, back, limit, notice};
+use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation, page_error};
+use crate::api::{account, catalog, queues, reservations};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiJson};
+use crate::state::AppState;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gpuhub_core::api::{CreateReservationRequest, CreateUserRequest, ImageEntry, LimitView, PatchUserRequest};
+use gpuhub_core::queue::{CreateQueueRequest, LimitPatch, QueuePatch};
+use maud::{Markup, html};
+
+/// Admin pages answer 403 to anyone else.
+pub(super) fn admin_only(viewer: &Viewer) -> Option<Response> {
+    (!viewer.user.is_admin()).then(|| page_error(StatusCode::FORBIDDEN, "only admins may open this page"))
+}
+
+/// `GET /admin/users`: every account, with a form to add one, and per account: enable or disable,
+/// make admin or not, reset the password.
+pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
+    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
+        return r;
+    }
+    let users = match st.store.list_users().await {
+        Ok(u) => u,
+        Err(e) => return api_error_page(e.into()),
+    };
+    let csrf = viewer.csrf.clone();
+    let button = |action: &str, user: &str, label: &str| -> Markup {
+        html! { form.inline method="post" action={"/admin/users/" (user) "/" (action)} {
+            input type="hidden" name="_csrf" value=(csrf);
+            button type="submit" { (label) }
+        } }
+    };
+    let body = html! {
+        h1 { "Users" }
+        (notice(&n))
+        form.new method="post" action="/admin/users" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "User name " input name="username" autocomplete="off"; }
+            label { "Password " input type="password" name="password" autocomplete="new-password"; }
+            label { input type="checkbox" name="admin" value="true"; " admin" }
+            button type="submit" { "Add user" }
+        }
+        table.users {
+            thead { tr { th { "User" } th { "Role" } th { "UID" } th { "State" } th {} } }
+            tbody { @for u in &users {
+                tr data-user=(u.username) {
+                    td { (u.username) } td { @if u.is_admin() { "admin" } @else { "user" } } td { (u.uid) }
+                    td { @if u.disabled { "disabled" } @else { "enabled" } }
+                    td {
+                        @if u.disabled { (button("enable", &u.username, "Enable")) }
+                        @else { (button("disable", &u.username, "Disable")) }
+                        @if u.is_admin() { (button("user", &u.username, "Make user")) }
+                        @else { (button("admin", &u.username, "Make admin")) }
+                        form.inline method="post" action={"/admin/users/" (u.username) "/password"} {
+                            input type="hidden" name="_csrf" value=(viewer.csrf);
+                            input type="password" name="password" placeholder="new password" autocomplete="new-password";
+                            button type="submit" { "Reset password" }
+                        }
+                        " " a href={"/workloads?owner=" (u.username)} { "workloads" }
+                    }
+                }
+            } }
+        }
+    };
+    layout(&st, &viewer, "Users", body).into_response()
+}
+
+/// `POST /admin/users`: the API's account creation.
+pub async fn add_user(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = admin_only(&viewer) {
+        return r;
+    }
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let req = CreateUserRequest {
+        username: field(&f, "username").unwrap_or_default().trim().to_owned(),
+        password: field(&f, "password").unwrap_or_default().to_owned(),
+        admin: field(&f, "admin") == Some("true"),
+    };
+    let name = req.username.clone();
+    let done = account::create_user(State(st), Caller(viewer.user), ApiJson(req)).await;
+    back("/admin/users", done.map(|_| format!("user {name} added")))
+}
+
+/// `POST /admin/users/{name}/{enable|disable|admin|user|password}`: the API's account change.
+pub async fn change_user(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path((name, what)): Path<(String, String)>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = admin_only(&viewer) {
+        return r;
+    }
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let none = PatchUserRequest { password: None, admin: None, disabled: None, keep_workloads: None };
+    let (req, said) = match what.as_str() {
+        "enable" => (PatchUserRequest { disabled: Some(false), ..none }, "enabled"),
+        "disable" => (PatchUserRequest { disabled: Some(true), ..none }, "disabled"),
+        "admin" => (PatchUserRequest { admin: Some(true), ..none }, "made an admin"),
+        "user" => (PatchUserRequest { admin: Some(false), ..none }, "made a user"),
+        "password" => {
+            let p = field(&f, "password").unwrap_or_default().to_owned();
+            (PatchUserRequest { password: Some(p), ..none }, "given a new password")
+        }
+        _ => return page_error(StatusCode::NOT_FOUND, "no such action"),
+    };
+    let done =
+        account::patch_user(State(st), Caller(viewer.user), HeaderMap::new(), Path(name.clone()), ApiJson(req)).await;
+    back("/admin/users", done.map(|_| format!("{name} {said}")))
+}
+
+/// `GET /admin/images`: the catalog, with a form to add an image (with its apps).
+pub async fn images(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
+    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
+        return r;
+    }
+    let list = match st.store.list_images().await {
+        Ok(l) => l,
+        Err(e) => return api_error_page(e.into()),
+    };
+    let body = html! {
+        h1 { "Image catalog" }
+        (notice(&n))
+        table.images {
+            thead { tr { th { "Name" } th { "Image" } th { "Description" } th { "Apps" } th {} } }
+            tbody { @for e in &list {
+                tr data-image=(e.name) {
+                    td { (e.name) } td.image { (e.image) } td { (e.description) }
+                    td { @for a in &e.apps { code { (a.name) ":" (a.port) } " " } }
+                    td { form.inline method="post" action={"/admin/images/" (e.name) "/remove"} {
+                        input type="hidden" name="_csrf" value=(viewer.csrf);
+                        button type="submit" { "Remove" }
+                    } }
+                }
+            } }
+        }
+        h2 { "Add an image" }
+        form.new method="post" action="/admin/images" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "Name (what users pick) " input name="name"; }
+            label { "Image reference (the engine must have it) " input name="image" placeholder="gpuhub/jupyter:latest"; }
+            label { "Description " input name="description"; }
+            label { "Apps (one name:port=command a line; {base_url} and {port} are filled in) " textarea name="apps" rows="3" {} }
+            button type="submit" { "Add image" }
+        }
+    };
+    layout(&st, &viewer, "Image catalog", body).into_response()
+}
+
+/// `POST /admin/images`: the API's catalog entry.
+pub async fn add_image(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = admin_only(&viewer) {
+        return r;
+    }
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let mut apps = Vec::new();
+    for line in field(&f, "apps").unwrap_or_default().lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match gpuhub_core::parse::catalog_app(line) {
+            Ok(a) => apps.push(a),
+            Err(e) => return back("/admin/images", Err(ApiError::unprocessable(format!("invalid apps: {e}")))),
+        }
+    }
+    let entry = ImageEntry {
+        name: field(&f, "name").unwrap_or_default().trim().to_owned(),
+        image: field(&f, "image").unwrap_or_default().trim().to_owned(),
+        description: field(&f, "description").unwrap_or_default().trim().to_owned(),
+        apps,
+    };
+    let name = entry.name.clone();
+    let done = catalog::create_image(State(st), Caller(viewer.user), ApiJson(entry)).await;
+    back("/admin/images", done.map(|_| format!("image {name} added")))
+}
+
+/// `POST /admin/images/{name}/remove`: the API's catalog removal.
+pub async fn remove_image(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) =
+        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
+    {
+        return r;
+    }
+    let done = catalog::delete_image(State(st), Caller(viewer.user), Path(name.clone())).await;
+    back("/admin/images", done.map(|_| format!("image {name} removed")))
+}
+
+/// A limit from the form's `<prefix>_gpus`, `<prefix>_cpus`, `<prefix>_memory` (empty: not limited).
+fn limit_fields(f: &[(String, String)], prefix: &str) -> Result<Option<LimitView>, ApiError> {
+    let text = |k: &str| field(f, &format!("{prefix}_{k}")).map(str::trim).filter(|v| !v.is_empty());
+    let number = |k: &str| -> Result<Option<f64>, ApiError> {
+        text(k)
+            .map(|v| {
+                v.parse::<f64>()
+                    .map_err(|_| ApiError::unprocessable(format!("invalid {prefix}.{k}: {v:?} is not a number")))
+            })
+            .transpose()
+    };
+    let memory = text("memory")
+        .map(|v| {
+            gpuhub_core::Bytes::parse(v).map_err(|e| ApiError::unprocessable(format!("invalid {prefix}.memory: {e}")))
+        })
+        .transpose()?;
+    let l = LimitView { gpus: number("gpus")?, cpus: number("cpus")?, memory };
+    Ok((l.gpus.is_some() || l.cpus.is_some() || l.memory.is_some()).then_some(l))
+}
+
+/// The form's `members` (names separated by commas or blanks; empty: everyone).
+fn members_field(f: &[(String, String)]) -> Option<Vec<String>> {
+    let m: Vec<String> = field(f, "members")
+        .unwrap_or_default()
+        .split([',', ' ', '\n'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!m.is_empty()).then_some(m)
+}
+
+/// The inputs of a limit, filled with `l`.
+fn limit_inputs(prefix: &str, l: Option<&LimitView>) -> Markup {
+    let v = |x: Option<String>| x.unwrap_or_default();
+    html! {
+        input name={(prefix) "_gpus"} size="4" placeholder="GPUs" value=(v(l.and_then(|l| l.gpus).map(|g| g.to_string())));
+        input name={(prefix) "_cpus"} size="4" placeholder="CPUs" value=(v(l.and_then(|l| l.cpus).map(|c| c.to_string())));
+        input name={(prefix) "_memory"} size="7" placeholder="memory" value=(v(l.and_then(|l| l.memory).map(|m| m.to_string())));
+    }
+}
+
+/// `GET /admin/queues`: every team queue with its settings to change, a form to add one, and the GPU
+/// reservations (book one, cancel).
+pub async fn queue_admin(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Query(n): Query<Notice>,
+    req: Request,
+) -> Response {
+    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
+        return r;
+    }
+    let caller = Caller(viewer.user.clone());
+    let views = match queues::queue_views(&st, &caller).await {
+        Ok(v) => v,
+        Err(e) => return api_error_page(e),
+    };
+    let booked = match reservations::current(&st, st.clock.now()).await {
+        Ok(r) => r,
+        Err(e) => return api_error_page(e),
+    };
+    let csrf = viewer.csrf.clone();
+    let body = html! {
+        h1 { "Queues and reservations" }
+        (notice(&n))
+        @for q in &views {
+            form.new.queue method="post" action={"/admin/queues/" (q.name)} data-queue=(q.name) {
+                h2 { (q.name) " " small { (q.running) " running, " (q.queued) " waiting; holds " (q.used.gpus) " GPUs" } }
+                input type="hidden" name="_csrf" value=(csrf);
+                label { "Guarantee " span { (limit_inputs("guarantee", Some(&LimitView { gpus: Some(q.guarantee.gpus), cpus: Some(q.guarantee.cpus), memory: Some(q.guarantee.memory) }))) } }
+                label { "May borrow up to (" (q.borrow_limit.as_ref().map_or("no limit".to_owned(), limit)) ") " span { (limit_inputs("borrow", q.borrow_limit.as_ref())) } }
+                label { "Weight " input name="weight" value=(q.weight); }
+                label { "Members (empty: everyone) " input name="members" value=(q.members.clone().unwrap_or_default().join(", ")); }
+                button type="submit" { "Save" }
+            }
+            form.inline method="post" action={"/admin/queues/" (q.name) "/remove"} {
+                input type="hidden" name="_csrf" value=(csrf);
+                button.danger type="submit" { "Remove " (q.name) }
+            }
+        }
+        h2 { "Add a queue" }
+        form.new method="post" action="/admin/queues" {
+            input type="hidden" name="_csrf" value=(csrf);
+            label { "Name " input name="name"; }
+            label { "Guarantee " span { (limit_inputs("guarantee", None)) } }
+            label { "Members (empty: everyone) " input name="members"; }
+            button type="submit" { "Add queue" }
+        }
+        h2 { "Reservations" }
+        table.reservations {
+            thead { tr { th { "Id" } th { "Queue" } th { "GPUs" } th { "From" } th { "To" } th {} } }
+            tbody { @for r in &booked {
+                tr data-reservation=(r.id) {
+                    td { (r.id) } td { (r.queue) } td { (r.gpus) @if let Some(m) = &r.model { " " (m) } }
+                    td { (r.start.format("%Y-%m-%d %H:%M UTC")) } td { (r.end.format("%Y-%m-%d %H:%M UTC")) }
+                    td { form.inline method="post" action={"/admin/reservations/" (r.id) "/cancel"} {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        button type="submit" { "Cancel" }
+                    } }
+                }
+            } }
+        }
+        form.new method="post" action="/admin/reservations" {
+            input type="hidden" name="_csrf" value=(csrf);
+            label { "Queue " input name="queue"; }
+            label { "GPUs " input name="gpus" inputmode="numeric"; }
+            label { "GPU model (optional) " input name="model"; }
+            label { "From (UTC, 2030-01-01T09:00:00Z) " input name="start"; }
+            label { "To " input name="end"; }
+            button type="submit" { "Book" }
+        }
+    };
+    layout(&st, &viewer, "Queues and reservations", body).into_response()
+}
+
+/// `POST /admin/queues`: the API's queue creation.
+pub async fn add_queue(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) =
+        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
+    {
+        return r;
+    }
+    let guarantee = match limit_fields(&f, "guarantee") {
+        Ok(g) => g,
+        Err(e) => return back("/admin/queues", Err(e)),
+    };
+    let name = field(&f, "name").unwrap_or_default().trim().to_owned();
+    let req = CreateQueueRequest {
+        name: name.clone(),
+        guarantee,
+        borrow_limit: None,
+        user_limit: None,
+        weight: None,
+        members: members_field(&f),
+        priority_classes: None,
+    };
+    let done = queues::create_queue(State(st), Caller(viewer.user), ApiJson(req)).await;
+    back("/admin/queues", done.map(|_| format!("queue {name} added")))
+}
+
+/// `POST /admin/queues/{name}`: the API's queue change (guarantee, borrowing limit, weight, members).
+pub async fn change_queue(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) =
+        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
+    {
+        return r;
+    }
+    let patch_of = |l: Option<LimitView>| {
+        Some(l.map(|l| LimitPatch { gpus: Some(l.gpus), cpus: Some(l.cpus), memory: Some(l.memory) }))
+    };
+    let (guarantee, borrow) = match (limit_fields(&f, "guarantee"), limit_fields(&f, "borrow")) {
+        (Ok(g), Ok(b)) => (g, b),
+        (Err(e), _) | (_, Err(e)) => return back("/admin/queues", Err(e)),
+    };
+    let weight = match field(&f, "weight").map(str::trim).filter(|w| !w.is_empty()).map(str::parse::<f64>) {
+        None => Some(None),
+        Some(Ok(w)) => Some(Some(w)),
+        Some(Err(_)) => return back("/admin/queues", Err(ApiError::unprocessable("invalid weight: not a number"))),
+    };
+    let patch = QueuePatch {
+        guarantee: patch_of(guarantee),
+        borrow_limit: patch_of(borrow),
+        weight,
+        members: Some(members_field(&f)),
+        ..Default::default()
+    };
+    let done = queues::patch_queue(State(st), Caller(viewer.user), Path(name.clone()), ApiJson(patch)).await;
+    back("/admin/queues", done.map(|_| format!("queue {name} saved")))
+}
+
+/// `POST /admin/queues/{name}/remove`: the API's queue removal.
+pub async fn remove_queue(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) =
+        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
+    {
+        return r;
+    }
+    let done = queues::delete_queue(State(st), Caller(viewer.user), Path(name.clone())).await;
+    back("/admin/queues", done.map(|_| format!("queue {name} removed")))
+}
+
+/// `POST /admin/reservations`: the API's booking.
+pub async fn add_reservation(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) =
+        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
+    {
+        return r;
+    }
+    let text = |k: &str| field(&f, k).unwrap_or_default().trim().to_owned();
+    let time = |k: &str| {
+        text(k)
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .map_err(|e| ApiError::unprocessable(format!("invalid {k}: {e}")))
+    };
+    let req = match (text("gpus").parse::<u32>(), time("start"), time("end")) {
+        (Ok(gpus), Ok(start), Ok(end)) => CreateReservationRequest {
+            id: None,
+            queue: text("queue"),
+            gpus,
+            model: Some(text("model")).filter(|m| !m.is_empty()),
+            start,
+            end,
+        },
+        (Err(_), _, _) => {
+            return back("/admin/queues", Err(ApiError::unprocessable("invalid gpus: not a whole number")));
+        }
+        (_, Err(e), _) | (_, _, Err(e)) => return back("/admin/queues", Err(e)),
+    };
+    let done = reservations::create_reservation(State(st), Caller(viewer.user), ApiJson(req)).await;
+    back("/admin/queues", done.map(|(_, axum::Json(r))| format!("reservation {} booked", r.id)))
+}
+
+/// `POST /admin/reservations/{id}/cancel`: the API's cancellation.
+pub async fn cancel_reservation(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) =
+        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
+    {
+        return r;
+    }
+    let done = reservations::delete_reservation(State(st), Caller(viewer.user), Path(id.clone())).await;
+    back("/admin/queues", done.map(|_| format!("reservation {id} cancelled")))
+}
