@@ -264,18 +264,15 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
 /// The form with `values` and `errors`.
 async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors, status: StatusCode) -> Response {
     let catalog = st.store.list_images().await.unwrap_or_default();
-    let live = st.live_config().await.ok();
-    let queues: Vec<(String, u64)> = live
-        .as_ref()
-        .map(|c| {
-            c.scheduler
-                .queues
-                .iter()
-                .filter(|q| c.queue_for(&viewer.user.username, viewer.user.is_admin(), Some(&q.name)).is_ok())
-                .map(|q| (q.name.clone(), q.guarantee.gpu_milli))
-                .collect()
-        })
-        .unwrap_or_default();
+    // the queues open to the viewer, with what each guarantees and what is in use now
+    let caller = crate::auth::Caller(viewer.user.clone());
+    let queues: Vec<(String, f64, f64, u32)> = crate::api::queues::queue_views(st, &caller)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|q| q.open_to_you)
+        .map(|q| (q.name, q.guarantee.gpus, q.used.gpus, q.queued))
+        .collect();
     let models: BTreeSet<String> = st.nodes().iter().flat_map(|n| n.gpus.iter().map(|g| g.model.clone())).collect();
     let val = |k: &str| values.get(k).cloned().unwrap_or_default();
     let err = |k: &'static str| -> Markup {
@@ -338,9 +335,9 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
             label { "Queue "
                 select name="queue" aria-invalid=[invalid("queue")] {
                     option value="" { "default (your only queue, if you have one)" }
-                    @for (q, g) in &queues {
+                    @for (q, guaranteed, used, waiting) in &queues {
                         option value=(q) selected[&val("queue") == q] {
-                            (q) @if *g > 0 { " (guarantees " (*g as f64 / 1000.0) " GPUs)" }
+                            (q) " — " (used) " of " (guaranteed) " guaranteed GPUs in use, " (waiting) " waiting"
                         }
                     }
                 }
