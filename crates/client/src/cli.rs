@@ -87,6 +87,8 @@ pub enum ClientCommand {
     Top(crate::commands::stats::TopArgs),
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
+    /// List the datasets, or register and remove them (admin).
+    Datasets(DatasetsArgs),
     /// Manage accounts (admin).
     User {
         /// What to do with accounts.
@@ -197,6 +199,9 @@ pub struct RunArgs {
     /// A web app the workload's command serves, reachable at `/w/<you>/<name>/<app>/`; repeat for more.
     #[arg(long = "app", value_name = "NAME:PORT", value_parser = parse_app)]
     pub apps: Vec<gpuhub_core::workload::AppSpec>,
+    /// Mount a dataset read-only at /datasets/NAME (`gpuhub datasets` lists them); repeat for more.
+    #[arg(long = "dataset", value_name = "NAME")]
+    pub datasets: Vec<String>,
     /// A gang of this many members, started together or not at all, each with the resources above and
     /// `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` (PyTorch DDP, torchrun) (default 1).
     #[arg(long, value_name = "N")]
@@ -252,6 +257,34 @@ pub struct ImagesArgs {
     /// Without a subcommand, list the catalog.
     #[command(subcommand)]
     pub command: Option<ImagesCommand>,
+}
+
+/// `gpuhub datasets [add … | rm NAME]`.
+#[derive(Debug, Clone, Args)]
+pub struct DatasetsArgs {
+    /// Without a subcommand, list the datasets.
+    #[command(subcommand)]
+    pub command: Option<DatasetsCommand>,
+}
+
+/// Subcommands of `gpuhub datasets`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum DatasetsCommand {
+    /// Register a dataset (admin): a directory every node has, mounted read-only at /datasets/NAME.
+    Add {
+        /// Its name (`imagenet`).
+        name: String,
+        /// The directory on the nodes (absolute).
+        path: String,
+        /// A line for people choosing it.
+        #[arg(long, value_name = "D", default_value = "")]
+        description: String,
+    },
+    /// Remove a dataset (admin); workloads already submitted keep mounting it.
+    Rm {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// Subcommands of `gpuhub images`.

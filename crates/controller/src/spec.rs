@@ -162,6 +162,8 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
             read_only: true,
         });
     }
+    // the datasets it asked for, read-only, at the paths they had when it was submitted
+    mounts.extend(w.datasets.iter().map(|d| Mount { source: d.path.clone(), target: d.target(), read_only: true }));
     RunSpec {
         name: run_name(w, cx.attempt),
         image: w.image.clone(),

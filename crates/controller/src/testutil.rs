@@ -34,5 +34,6 @@ pub(crate) fn job(id: &str, at: DateTime<Utc>) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        datasets: Vec::new(),
     }
 }

@@ -229,6 +229,9 @@ pub struct CreateWorkloadRequest {
     /// hostname and the rank variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<u32>,
+    /// Datasets to mount read-only at `/datasets/<name>` (`GET /api/v1/datasets` lists them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub datasets: Vec<String>,
 }
 
 /// A share of a GPU a workload holds.
@@ -411,6 +414,9 @@ pub struct WorkloadView {
     /// Web apps, served at `/w/<owner>/<name>/<app>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppSpec>,
+    /// Datasets it mounts read-only at `/datasets/<name>`, with the paths they had at submission.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub datasets: Vec<crate::dataset::DatasetMount>,
     pub state: WorkloadState,
     /// Gang size: how many members its run has; `resources` are per member.
     #[serde(default = "one")]
@@ -494,6 +500,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             constraint: w.constraint.clone(),
             runtime_limit: w.runtime_limit,
             apps: w.apps.clone(),
+            datasets: w.datasets.clone(),
             state: w.state,
             size: w.size,
             gpus: w.gpus.clone(),

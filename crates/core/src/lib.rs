@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod dataset;
 pub mod env;
 pub mod error;
 pub mod histogram;

@@ -229,6 +229,8 @@ pub struct Workload {
     pub runtime_limit: Option<Seconds>,
     /// Web apps it serves through the hub's proxy.
     pub apps: Vec<AppSpec>,
+    /// Datasets it mounts read-only at `/datasets/<name>`, as registered when it was submitted.
+    pub datasets: Vec<crate::dataset::DatasetMount>,
     /// Where it is.
     pub state: WorkloadState,
     /// Gang size: how many members its run has (1 for most work). `resources` are per member.

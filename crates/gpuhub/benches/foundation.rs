@@ -283,6 +283,7 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
             finished_at: Some(at + ChronoDuration::seconds(1)),
             held_since: None,
             held_until: None,
+            datasets: Vec::new(),
         };
         store.insert_workload(&w).await?;
     }

@@ -92,6 +92,7 @@ fn running(run: &str, at: DateTime<Utc>) -> Workload {
         finished_at: None,
         held_since: Some(at),
         held_until: None,
+        datasets: Vec::new(),
     }
 }
 

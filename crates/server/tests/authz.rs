@@ -20,7 +20,7 @@ const WHO: [Who; 4] = [Who::Admin, Who::Owner, Who::Other, Who::Anonymous];
 struct Case {
     method: Method,
     /// `{w}` is replaced by a fresh workload of the owner, `{u}` by a fresh account, `{r}` by a fresh
-    /// reservation, `{q}` by a fresh team queue, `{i}` by a fresh catalog image.
+    /// reservation, `{q}` by a fresh team queue, `{i}` by a fresh catalog image and dataset.
     path: &'static str,
     body: Option<serde_json::Value>,
     /// Expected status for admin, owner, other, anonymous.
@@ -107,6 +107,12 @@ async fn every_endpoint_by_every_caller() {
         case(Method::DELETE, "/api/v1/reservations/{r}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/images", [200, 200, 200, 401]),
         case(Method::DELETE, "/api/v1/images/{i}", [204, 403, 403, 401]),
+        case(Method::GET, "/api/v1/datasets", [200, 200, 200, 401]),
+        Case {
+            body: Some(json!({"name": "scratch", "path": "/tmp"})),
+            ..case(Method::POST, "/api/v1/datasets", [201, 403, 403, 401])
+        },
+        case(Method::DELETE, "/api/v1/datasets/{i}", [204, 403, 403, 401]),
         case(Method::PUT, "/api/v1/workloads/{w}", [405, 405, 405, 405]),
         case(Method::GET, "/api/v1/nothing-here", [404, 404, 404, 404]),
         Case {
@@ -163,6 +169,9 @@ async fn every_endpoint_by_every_caller() {
             let iname = format!("i{n}");
             let image = json!({"name": iname, "image": "busybox:latest"});
             let (s, v) = hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(image)).await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
+            let dataset = json!({"name": iname, "path": "/tmp"});
+            let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(dataset)).await;
             assert_eq!(s, StatusCode::CREATED, "{v}");
 
             let mut path = c

@@ -14,6 +14,7 @@
 //! and is brought up to date by [`Store::open`]. No other crate of gpuhub writes SQL.
 
 mod codec;
+mod datasets;
 mod error;
 mod holdings;
 mod images;

@@ -22,10 +22,10 @@ pub struct WorkloadFilter {
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, run_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
                        gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members, \
-                       held_since, held_until";
+                       held_since, held_until, datasets";
 
 /// How many columns [`COLUMNS`] names.
-pub(crate) const COLUMN_COUNT: usize = 31;
+pub(crate) const COLUMN_COUNT: usize = 32;
 
 /// Sets every mutable column from `$2`…`$14`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
@@ -66,6 +66,7 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         finished_at: get_opt_time(row, "finished_at")?,
         held_since: get_opt_time(row, "held_since")?,
         held_until: get_opt_time(row, "held_until")?,
+        datasets: get_json(row, "datasets")?,
         interruption: match row.try_get::<Option<String>, _>("interruption")? {
             Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
             None => None,
@@ -92,7 +93,7 @@ fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any,
         .bind(opt_ms(w.held_until)))
 }
 
-/// Binds every column of `w` as `$1`…`$31`, in the order of [`COLUMNS`].
+/// Binds every column of `w` as `$1`…`$32`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -125,7 +126,8 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(i64::from(w.size))
         .bind(to_json("members", &w.members)?)
         .bind(opt_ms(w.held_since))
-        .bind(opt_ms(w.held_until)))
+        .bind(opt_ms(w.held_until))
+        .bind(to_json("datasets", &w.datasets)?))
 }
 
 /// `$a, $b, …` for the numbers in `range`.

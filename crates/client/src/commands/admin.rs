@@ -1,13 +1,14 @@
 //! Cluster and account commands: `nodes`, `images [add]`, `user …`.
 
 use super::{Out, print_json, read_password, role_str};
-use crate::cli::{ImagesCommand, UserCommand};
+use crate::cli::{DatasetsCommand, ImagesCommand, UserCommand};
 use crate::http::{Api, decode};
 use crate::table::{Table, age, cores, size};
 use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
 use gpuhub_core::Bytes;
 use gpuhub_core::api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, UserView};
+use gpuhub_core::dataset::Dataset;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -93,6 +94,44 @@ pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, ou
             api.call(Method::DELETE, &["images", &name], &[], None).await?;
             if !json {
                 writeln!(out, "removed image {name} from the catalog")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `gpuhub datasets [add NAME PATH | rm NAME]`.
+pub(crate) async fn datasets(
+    api: &Api,
+    json: bool,
+    cmd: Option<DatasetsCommand>,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
+    match cmd {
+        None => {
+            let v = api.call(Method::GET, &["datasets"], &[], None).await?.unwrap_or(Value::Array(Vec::new()));
+            if json {
+                return print_json(out, &v);
+            }
+            let list: Vec<Dataset> = decode(&v, api.url(&["datasets"], &[]).as_str())?;
+            let mut t = Table::new(&["NAME", "PATH", "DESCRIPTION"]);
+            for d in list {
+                t.row(vec![d.name, d.path, d.description]);
+            }
+            write!(out, "{}", t.render(""))?;
+        }
+        Some(DatasetsCommand::Add { name, path, description }) => {
+            let d = Dataset { name, path, description };
+            let v = api.send_json(Method::POST, &["datasets"], &d).await?;
+            match v {
+                Some(v) if json => print_json(out, &v)?,
+                _ => writeln!(out, "added dataset {} ({}), mounted at /datasets/{}", d.name, d.path, d.name)?,
+            }
+        }
+        Some(DatasetsCommand::Rm { name }) => {
+            api.call(Method::DELETE, &["datasets", &name], &[], None).await?;
+            if !json {
+                writeln!(out, "removed dataset {name}")?;
             }
         }
     }

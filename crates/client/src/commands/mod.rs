@@ -63,6 +63,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Stats(args) => stats::stats(&api, json, args, out).await?,
         ClientCommand::Top(args) => stats::top(&api, json, args, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
+        ClientCommand::Datasets(args) => admin::datasets(&api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,
         ClientCommand::Ssh(args) => {

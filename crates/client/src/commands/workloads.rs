@@ -42,6 +42,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         constraint: args.constraint.clone(),
         runtime_limit: args.time_limit,
         members: args.members,
+        datasets: args.datasets.clone(),
     }
 }
 
@@ -410,6 +411,7 @@ mod tests {
             constraint: None,
             runtime_limit: None,
             apps: vec![],
+            datasets: Vec::new(),
             state,
             size: 1,
             gpus: vec![],

@@ -35,6 +35,7 @@ fn queued(kind: WorkloadKind, size: u32) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        datasets: Vec::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub(crate) mod account;
 pub(crate) mod catalog;
+pub(crate) mod datasets;
 mod idle;
 pub(crate) mod keys;
 mod metrics;
@@ -66,6 +67,8 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .routes(routes!(catalog::delete_image))
+        .routes(routes!(datasets::list_datasets, datasets::create_dataset))
+        .routes(routes!(datasets::delete_dataset))
         .routes(routes!(usage::usage))
         .routes(routes!(idle::keep_workload))
         .routes(routes!(idle::idle_report))

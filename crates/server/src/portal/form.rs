@@ -59,6 +59,7 @@ fn form_field(api: &str) -> &'static str {
         "constraint" => "gpu_model",
         "runtime_limit" => "runtime_limit",
         "members" => "members",
+        "datasets" => "datasets",
         _ => "",
     }
 }
@@ -125,6 +126,7 @@ async fn prefill(st: &AppState, w: &Workload) -> Values {
         .map(|a| format!("{}:{}", a.name, a.port))
         .collect();
     v.insert("apps", own.join("\n"));
+    v.insert("datasets", w.datasets.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(","));
     v
 }
 
@@ -142,7 +144,9 @@ pub async fn submit(State(st): State<AppState>, viewer: Viewer, headers: HeaderM
     if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
         return r;
     }
-    let values: Values = FIELDS.iter().map(|k| (*k, field(&f, k).unwrap_or_default().to_owned())).collect();
+    let mut values: Values = FIELDS.iter().map(|k| (*k, field(&f, k).unwrap_or_default().to_owned())).collect();
+    let datasets: Vec<&str> = f.iter().filter(|(k, _)| k == "datasets").map(|(_, v)| v.as_str()).collect();
+    values.insert("datasets", datasets.join(","));
     let req = match request(&values) {
         Ok(r) => r,
         Err(errors) => return render(&st, &viewer, &values, &errors, StatusCode::UNPROCESSABLE_ENTITY).await,
@@ -258,6 +262,7 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
         constraint: some("gpu_model"),
         runtime_limit,
         members,
+        datasets: text("datasets").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
     })
 }
 
@@ -273,6 +278,9 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
         .filter(|q| q.open_to_you)
         .map(|q| (q.name, q.guarantee.gpus, q.used.gpus, q.queued))
         .collect();
+    let datasets = st.store.list_datasets().await.unwrap_or_default();
+    let chosen: BTreeSet<String> =
+        values.get("datasets").map(|d| d.split(',').map(str::to_owned).collect()).unwrap_or_default();
     let models: BTreeSet<String> = st.nodes().iter().flat_map(|n| n.gpus.iter().map(|g| g.model.clone())).collect();
     let val = |k: &str| values.get(k).cloned().unwrap_or_default();
     let err = |k: &'static str| -> Markup {
@@ -347,6 +355,16 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
             (err("runtime_limit"))
             label { "Environment (one NAME=value a line) " textarea name="env" rows="3" aria-invalid=[invalid("env")] { (val("env")) } }
             (err("env"))
+            @if !datasets.is_empty() {
+                fieldset aria-invalid=[invalid("datasets")] {
+                    legend { "Datasets (read-only at /datasets/NAME)" }
+                    @for d in &datasets {
+                        label { input type="checkbox" name="datasets" value=(d.name) checked[chosen.contains(&d.name)];
+                            " " (d.name) @if !d.description.is_empty() { " — " (d.description) } }
+                    }
+                }
+            }
+            (err("datasets"))
             label { "Apps the command serves (one name:port a line) " textarea name="apps" rows="2" aria-invalid=[invalid("apps")] { (val("apps")) } }
             (err("apps"))
             button type="submit" { "Submit" }

@@ -313,6 +313,9 @@ fn live_detail(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
                 @if v.size > 1 { " — per member, " (v.size) " members" }
             } }
             @if let Some(c) = &v.constraint { tr { th { "Constraint" } td { code { (c) } } } }
+            @if !v.datasets.is_empty() { tr { th { "Datasets" } td {
+                @for d in &v.datasets { code { (d.target()) } " (" (d.path) ") " }
+            } } }
             @if let Some(l) = v.runtime_limit { tr { th { "Time limit" } td { (l) } } }
             @for m in &v.members {
                 tr { th { "Member " (m.index) } td {

@@ -5,6 +5,7 @@ use super::{Kind, ServiceError};
 use crate::config::Limits;
 use crate::state::AppState;
 use gpuhub_core::api::CreateWorkloadRequest;
+use gpuhub_core::dataset::DatasetMount;
 use gpuhub_core::names;
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::user::User;
@@ -173,6 +174,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         }
         apps.push(app.clone());
     }
+    let datasets = resolve_datasets(st, &req.datasets).await?;
     let now = st.clock.now();
     let w = Workload {
         id,
@@ -202,6 +204,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         finished_at: None,
         held_since: None,
         held_until: None,
+        datasets,
     };
     // work that could never start is refused now, naming why; where the engine places, its queue
     // limits are the engine's, so only the nodes count here
@@ -232,6 +235,48 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     }
     st.controller.kick();
     Ok(w)
+}
+
+/// The most datasets one workload mounts.
+const MAX_DATASETS: usize = 32;
+
+/// The datasets a request names, with their registered paths; an unknown or repeated name is refused,
+/// naming the datasets there are.
+async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<DatasetMount>, ServiceError> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !st.engine.capabilities().volumes {
+        return Err(ServiceError::invalid_at(
+            "datasets",
+            format!("invalid datasets: the {} engine mounts no datasets", st.engine.name()),
+        ));
+    }
+    if names.len() > MAX_DATASETS {
+        return Err(ServiceError::invalid_at(
+            "datasets",
+            format!("invalid datasets: {} named, more than the limit of {MAX_DATASETS}", names.len()),
+        ));
+    }
+    let mut out: Vec<DatasetMount> = Vec::new();
+    for n in names {
+        if out.iter().any(|d| &d.name == n) {
+            return Err(ServiceError::invalid_at("datasets", format!("invalid datasets: {n} is named twice")));
+        }
+        match st.store.get_dataset(n).await {
+            Ok(d) => out.push(DatasetMount { name: d.name, path: d.path }),
+            Err(StoreError::NotFound { .. }) => {
+                let known: Vec<String> = st.store.list_datasets().await?.into_iter().map(|d| d.name).collect();
+                let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+                return Err(ServiceError::invalid_at(
+                    "datasets",
+                    format!("invalid datasets: no dataset named {n:?} (datasets: {known})"),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
 }
 
 /// A catalog name becomes its image reference and apps; a reference must be allowed by policy and present.

@@ -40,6 +40,7 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        datasets: Vec::new(),
     }
 }
 
@@ -78,6 +79,10 @@ fn full() -> Workload {
             name: "lab".into(),
             port: 8888,
             command: vec!["jupyter".into(), "--ServerApp.base_url={base_url}".into()],
+        }],
+        datasets: vec![gpuhub_core::dataset::DatasetMount {
+            name: "imagenet".into(),
+            path: "/srv/data/imagenet".into(),
         }],
         state: WorkloadState::Running,
         gpus: vec![

@@ -1,0 +1,53 @@
+//! Datasets: admins register directories by name; everyone sees the list and mounts them read-only
+//! (`"datasets": ["imagenet"]` in a submission → `/datasets/imagenet`).
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiJson};
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use gpuhub_core::api::Problem;
+use gpuhub_core::dataset::Dataset;
+
+/// Every dataset, by name.
+#[utoipa::path(get, path = "/api/v1/datasets", tag = "datasets",
+    responses((status = 200, body = [Dataset]), (status = 401, body = Problem)))]
+pub async fn list_datasets(State(st): State<AppState>, _caller: Caller) -> Result<axum::Json<Vec<Dataset>>, ApiError> {
+    Ok(axum::Json(st.store.list_datasets().await?))
+}
+
+/// Registers a dataset (admin), or changes one's path or description: a directory every node has
+/// (local, or an NFS or object-storage mount the node keeps). Where gpuhub runs the containers on this
+/// host (the Docker engine) the directory must exist here.
+#[utoipa::path(post, path = "/api/v1/datasets", tag = "datasets", request_body = Dataset,
+    responses((status = 201, body = Dataset), (status = 403, body = Problem), (status = 422, body = Problem)))]
+pub async fn create_dataset(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(d): ApiJson<Dataset>,
+) -> Result<(StatusCode, axum::Json<Dataset>), ApiError> {
+    caller.require_admin()?;
+    d.validate()?;
+    let local = st.config.engine == crate::config::EngineKind::Docker;
+    if local && !std::path::Path::new(&d.path).is_dir() {
+        return Err(
+            ApiError::unprocessable(format!("invalid path: {:?} is not a directory on this host", d.path)).at("path")
+        );
+    }
+    st.store.upsert_dataset(&d).await?;
+    tracing::info!(dataset = %d.name, path = %d.path, by = %caller.0.username, "dataset registered");
+    Ok((StatusCode::CREATED, axum::Json(d)))
+}
+
+/// Removes a dataset (admin); workloads already submitted keep mounting its path.
+#[utoipa::path(delete, path = "/api/v1/datasets/{name}", tag = "datasets", params(("name" = String, Path)),
+    responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
+pub async fn delete_dataset(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_admin()?;
+    st.store.delete_dataset(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
