@@ -392,6 +392,16 @@ pub struct Explanation {
     pub estimated_start: Option<DateTime<Utc>>,
 }
 
+/// A state a workload entered, and when (`GET /api/v1/workloads/{name}`'s `history`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct StateEvent {
+    pub at: DateTime<Utc>,
+    pub state: WorkloadState,
+    /// Why, as the workload said then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
 /// A workload as the API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WorkloadView {
@@ -445,6 +455,9 @@ pub struct WorkloadView {
     pub started_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
+    /// The states it went through, oldest first (one workload's view only; lists leave it out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<StateEvent>,
 }
 
 /// A workload whose GPUs sit idle, with no use through the hub either (`[idle]`).
@@ -513,6 +526,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             created_at: w.created_at,
             started_at: w.started_at,
             finished_at: w.finished_at,
+            history: Vec::new(),
         }
     }
 }

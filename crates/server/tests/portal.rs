@@ -363,6 +363,16 @@ async fn changes_reach_the_page_without_a_reload() {
     let run = hub.run(&alice, "mine").await;
     hub.runtime.exit(&run, 0);
     hub.wait_state(&alice, "mine", "succeeded").await;
+    // its history, in the API and on its page
+    let v = hub.get(&alice, "mine").await;
+    let states: Vec<&str> = v["history"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
+    assert!(states.first() == Some(&"queued") && states.last() == Some(&"succeeded"), "{states:?}");
+    assert!(states.contains(&"running"), "{states:?}");
+    let (status, page, _) = get(&hub, Some(&s.cookie), "/workloads/mine").await;
+    assert_eq!(status, StatusCode::OK);
+    for state in &states {
+        assert!(page.contains(&format!("<li data-state=\"{state}\">")), "{state} on the page");
+    }
     let fragment = browser()
         .get(format!("{}/workloads?fragment=live", hub.url))
         .header(COOKIE, &s.cookie)

@@ -16,6 +16,7 @@
 mod codec;
 mod datasets;
 mod error;
+mod history;
 mod holdings;
 mod images;
 mod keys;

@@ -207,6 +207,9 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(|e| insert_error(e, w))?;
+        if done.rows_affected() == 1 {
+            crate::history::record(&mut tx, w).await?;
+        }
         tx.commit().await?;
         if done.rows_affected() == 1 {
             return Ok(None);

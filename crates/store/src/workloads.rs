@@ -153,7 +153,10 @@ impl Store {
     /// Timestamps keep millisecond precision.
     pub async fn insert_workload(&self, w: &Workload) -> Result<()> {
         let sql = format!("INSERT INTO workloads ({COLUMNS}) VALUES ({})", placeholders(1..=COLUMN_COUNT));
-        bind_insert(&sql, w)?.execute(&self.pool).await.map_err(|e| insert_error(e, w))?;
+        let mut tx = self.pool.begin().await?;
+        bind_insert(&sql, w)?.execute(&mut *tx).await.map_err(|e| insert_error(e, w))?;
+        crate::history::record(&mut tx, w).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -230,6 +233,7 @@ impl Store {
             return Err(StoreError::not_found("workload", &w.id));
         }
         crate::holdings::record(&mut tx, w).await?;
+        crate::history::record(&mut tx, w).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -244,6 +248,7 @@ impl Store {
             return Ok(false);
         }
         crate::holdings::record(&mut tx, w).await?;
+        crate::history::record(&mut tx, w).await?;
         tx.commit().await?;
         Ok(true)
     }

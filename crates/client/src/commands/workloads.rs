@@ -412,6 +412,7 @@ mod tests {
             runtime_limit: None,
             apps: vec![],
             datasets: Vec::new(),
+            history: Vec::new(),
             state,
             size: 1,
             gpus: vec![],

@@ -101,7 +101,7 @@ pub async fn create_workload(
     Ok(resp)
 }
 
-/// One workload.
+/// One workload, with the states it went through (`history`).
 #[utoipa::path(get, path = "/api/v1/workloads/{name}", tag = "workloads", params(("name" = String, Path), OwnerQuery),
     responses((status = 200, body = WorkloadView), (status = 404, body = Problem)))]
 pub async fn get_workload(
@@ -110,7 +110,10 @@ pub async fn get_workload(
     Path(name): Path<String>,
     ApiQuery(q): ApiQuery<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
-    Ok(axum::Json(service::view(&st, &lookup(&st, &caller, &name, q.owner.as_deref()).await?)))
+    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    let mut v = service::view(&st, &w);
+    v.history = st.store.workload_history(&w.id).await?;
+    Ok(axum::Json(v))
 }
 
 /// Stops a workload (SIGTERM, then SIGKILL after the grace period); answers once it has stopped.

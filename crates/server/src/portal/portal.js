@@ -52,3 +52,18 @@
     });
   }
 })();
+// A "Copy" button beside each block meant to be copied (the ssh and VS Code lines).
+(function () {
+  'use strict';
+  if (!navigator.clipboard) return;
+  document.querySelectorAll('pre.copy').forEach(function (pre) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'copy-button';
+    b.textContent = 'Copy';
+    b.addEventListener('click', function () {
+      navigator.clipboard.writeText(pre.textContent).then(function () { b.textContent = 'Copied'; });
+    });
+    pre.after(b);
+  });
+})();

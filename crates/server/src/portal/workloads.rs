@@ -244,7 +244,11 @@ pub async fn detail(
         Ok(w) => w,
         Err(e) => return api_error_page(e.into()),
     };
-    let v = service::view(&st, &w);
+    let mut v = service::view(&st, &w);
+    v.history = match st.store.workload_history(&w.id).await {
+        Ok(h) => h,
+        Err(e) => return api_error_page(e.into()),
+    };
     let now = st.clock.now();
     let live = live_detail(&v, now);
     if q.fragment.is_some() {
@@ -328,6 +332,12 @@ fn live_detail(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
         }
         h2 { "History" }
         ol.history {
+            @for e in &v.history {
+                li data-state=(e.state.as_str()) { (e.state.as_str()) " " (e.at.format("%Y-%m-%d %H:%M:%S UTC"))
+                    @if let Some(m) = &e.message { " — " (m) } }
+            }
+        }
+        @if v.history.is_empty() { ol.history {
             li { "submitted " (v.created_at.format("%Y-%m-%d %H:%M:%S UTC")) }
             @if let Some(t) = v.started_at { li { "started " (t.format("%Y-%m-%d %H:%M:%S UTC")) } }
             @if let Some(i) = &v.interruption {
@@ -337,7 +347,7 @@ fn live_detail(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
                 li { (v.state.as_str()) " " (t.format("%Y-%m-%d %H:%M:%S UTC"))
                     @if let Some(c) = v.exit_code { " (exit code " (c) ")" } }
             }
-        }
+        } }
     }
 }
 

@@ -4,6 +4,7 @@
 #[macro_use]
 mod common;
 mod counts;
+mod history;
 mod holdings;
 mod images_keys;
 mod open;

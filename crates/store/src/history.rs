@@ -1,0 +1,70 @@
+//! Each workload's states in order: a row whenever a write leaves it in a state other than the last
+//! one recorded, in the same transaction as the write, at the time the workload itself gives for that
+//! state (when it was queued, started or ended). Rows go with their workload (foreign key, cascade).
+
+use crate::codec::{get_time, ms};
+use crate::{Result, Store};
+use chrono::{DateTime, Utc};
+use gpuhub_core::api::StateEvent;
+use gpuhub_core::workload::{Workload, WorkloadState};
+use sqlx::{Any, Row, Transaction};
+
+/// The most states kept per workload; older ones are dropped (a workload requeued without end).
+const KEEP: i64 = 200;
+
+/// When `w` entered its present state, as far as its own timestamps tell.
+fn entered(w: &Workload) -> DateTime<Utc> {
+    let latest = [Some(w.queued_at), w.started_at, w.finished_at, w.held_since].into_iter().flatten().max();
+    let by_state = match w.state {
+        // a preempted workload keeps its place (`queued_at`) but was queued again when its run ended
+        WorkloadState::Queued => [Some(w.queued_at), w.finished_at, w.held_until].into_iter().flatten().max(),
+        WorkloadState::Starting => w.held_since,
+        WorkloadState::Running => w.started_at.or(w.held_since),
+        _ => w.finished_at,
+    };
+    by_state.or(latest).unwrap_or(w.created_at)
+}
+
+/// Records `w`'s state unless it is the last one recorded for it.
+pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> Result<()> {
+    let done = sqlx::query(
+        "INSERT INTO workload_states (workload_id, at, state, message) SELECT $1, $2, $3, $4 \
+         WHERE COALESCE((SELECT state FROM workload_states WHERE workload_id = $1 ORDER BY seq DESC LIMIT 1), '') <> $3",
+    )
+    .bind(&w.id)
+    .bind(ms(entered(w)))
+    .bind(w.state.as_str())
+    .bind(w.message.as_deref())
+    .execute(&mut **tx)
+    .await?;
+    if done.rows_affected() == 1 {
+        sqlx::query(
+            "DELETE FROM workload_states WHERE workload_id = $1 AND seq < \
+             (SELECT MIN(seq) FROM (SELECT seq FROM workload_states WHERE workload_id = $1 ORDER BY seq DESC LIMIT $2) AS kept)",
+        )
+        .bind(&w.id)
+        .bind(KEEP)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The states workload `id` went through, oldest first (at most the last 200).
+    pub async fn workload_history(&self, id: &str) -> Result<Vec<StateEvent>> {
+        let rows = sqlx::query("SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StateEvent {
+                    at: get_time(r, "at")?,
+                    state: crate::codec::get_parsed(r, "state")?,
+                    message: r.try_get("message")?,
+                })
+            })
+            .collect()
+    }
+}
