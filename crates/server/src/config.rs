@@ -455,6 +455,12 @@ impl Config {
         if !(1..=3650).contains(&self.token_days) {
             return Err(ConfigError::Invalid { key: "token_days".into(), reason: "must be from 1 to 3650".into() });
         }
+        if !(1..=87_600).contains(&self.session_hours) {
+            return Err(ConfigError::Invalid {
+                key: "session_hours".into(),
+                reason: "must be from 1 to 87600 (ten years)".into(),
+            });
+        }
         if self.login_failures == 0 {
             return Err(ConfigError::Invalid { key: "login_failures".into(), reason: "must be at least 1".into() });
         }

@@ -159,6 +159,9 @@ pub(super) fn apply_env(
     Some(done)
 }
 
+/// The longest any retention or interval may be, in days.
+const CENTURY_DAYS: u64 = 36_525;
+
 /// Values in range: an interval of at least 1 s, retention that keeps each tier at least as long as
 /// the one before it, a threshold from 0 to 100, addresses that parse.
 pub(super) fn check(monitor: &MonitorConfig, idle: &IdleConfig) -> Result<(), ConfigError> {
@@ -169,7 +172,21 @@ pub(super) fn check(monitor: &MonitorConfig, idle: &IdleConfig) -> Result<(), Co
     if monitor.raw_hours == 0 {
         return invalid("monitor.raw_hours", "must be at least 1".into());
     }
-    if monitor.minute_days * 24 < monitor.raw_hours {
+    // a century at most: these become durations and times, which must not overflow
+    for (key, value, most) in [
+        ("monitor.interval_secs", monitor.interval_secs, CENTURY_DAYS * 86_400),
+        ("monitor.raw_hours", monitor.raw_hours, CENTURY_DAYS * 24),
+        ("monitor.minute_days", monitor.minute_days, CENTURY_DAYS),
+        ("monitor.hour_days", monitor.hour_days, CENTURY_DAYS),
+        ("idle.after_secs", idle.after_secs, CENTURY_DAYS * 86_400),
+        ("idle.grace_secs", idle.grace_secs, CENTURY_DAYS * 86_400),
+        ("idle.queue_after_secs", idle.queue_after_secs.values().copied().max().unwrap_or(0), CENTURY_DAYS * 86_400),
+    ] {
+        if value > most {
+            return invalid(key, format!("{value} is more than the most accepted, {most} (a century)"));
+        }
+    }
+    if monitor.minute_days.saturating_mul(24) < monitor.raw_hours {
         return invalid("monitor.minute_days", "must keep 1-minute means at least as long as raw samples".into());
     }
     if monitor.hour_days < monitor.minute_days {
@@ -199,7 +216,30 @@ pub(super) fn check(monitor: &MonitorConfig, idle: &IdleConfig) -> Result<(), Co
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::config::Config;
+
+    #[test]
+    fn huge_values_are_refused_not_overflowed() {
+        for (key, set) in [
+            (
+                "monitor.minute_days",
+                (|m: &mut MonitorConfig, _: &mut IdleConfig| m.minute_days = u64::MAX)
+                    as fn(&mut MonitorConfig, &mut IdleConfig),
+            ),
+            ("monitor.raw_hours", |m, _| m.raw_hours = u64::MAX),
+            ("monitor.interval_secs", |m, _| m.interval_secs = u64::MAX),
+            ("idle.grace_secs", |_, i| i.grace_secs = u64::MAX),
+            ("idle.after_secs", |_, i| i.after_secs = u64::MAX),
+        ] {
+            let (mut m, mut i) = (MonitorConfig::default(), IdleConfig::default());
+            set(&mut m, &mut i);
+            match check(&m, &i) {
+                Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -187,3 +187,11 @@ fn secrets_redacted() {
     assert!(!d.contains("hunter2") && !d.contains("hunter3"), "{d}");
     assert!(d.contains("postgres://gpuhub:<redacted>@db/gpuhub"));
 }
+
+#[test]
+fn session_hours_are_bounded() {
+    for bad in ["0", "-5", "9223372036854775807"] {
+        let e = Config::load(None, env(&[("GPUHUB_SESSION_HOURS", bad)])).unwrap_err();
+        assert!(e.to_string().contains("session_hours"), "{bad}: {e}");
+    }
+}

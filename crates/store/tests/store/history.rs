@@ -14,7 +14,7 @@ async fn states_are_recorded_in_order_once_each(s: Store) {
     w.resources.gpus = 1;
     s.insert_workload(&w).await.unwrap();
     let mut written = vec![w.state];
-    let mut write = async |w: &gpuhub_core::workload::Workload, written: &mut Vec<WorkloadState>| {
+    let write = async |w: &gpuhub_core::workload::Workload, written: &mut Vec<WorkloadState>| {
         s.update_workload(w).await.unwrap();
         s.update_workload(w).await.unwrap(); // again: no new state
         written.push(w.state);
