@@ -330,6 +330,36 @@ async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
     let (st, v) = hub.call(Method::POST, "/api/v1/me/tokens", Some(&alice), Some(json!({"days": 99999}))).await;
     assert_eq!((st, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("days")), "{v}");
 
+    // an SSH key from the account page: the page's command writes exactly the challenge, and a key
+    // signed over it is added; a key without its proof is not
+    let (_, page, _) = get(&hub, Some(&s.cookie), "/account").await;
+    let command = page.split("id=\"challenge-command\">").nth(1).unwrap().split("</pre>").next().unwrap();
+    let printf = command.lines().next().unwrap().replace("&#39;", "'").replace(" > challenge.txt", "");
+    let keydir = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new("sh").arg("-c").arg(&printf).output().unwrap();
+    let (_, challenge) = hub.call(Method::GET, "/api/v1/me/ssh-keys/challenge", Some(&alice), None).await;
+    assert_eq!(String::from_utf8(made.stdout).unwrap(), challenge["message"].as_str().unwrap(), "{printf}");
+    let private = keydir.path().join("id");
+    let ok =
+        std::process::Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&private).status();
+    assert!(ok.unwrap().success());
+    std::fs::write(keydir.path().join("challenge.txt"), challenge["message"].as_str().unwrap()).unwrap();
+    let signed = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", "gpuhub-ssh-key", "-f"])
+        .arg(&private)
+        .arg(keydir.path().join("challenge.txt"))
+        .status();
+    assert!(signed.unwrap().success());
+    let public = std::fs::read_to_string(private.with_extension("pub")).unwrap();
+    let signature = std::fs::read_to_string(keydir.path().join("challenge.txt.sig")).unwrap();
+    let (status, _, location) = post(&hub, Some(&s), "/account/keys", &[("key", &public), ("signature", "")]).await;
+    assert!(status == StatusCode::SEE_OTHER && location.contains("error="), "{location}");
+    let (status, _, location) =
+        post(&hub, Some(&s), "/account/keys", &[("key", &public), ("signature", &signature)]).await;
+    assert!(status == StatusCode::SEE_OTHER && location.contains("done=key%20added"), "{location}");
+    let (_, keys) = hub.call(Method::GET, "/api/v1/me/ssh-keys", Some(&alice), None).await;
+    assert_eq!(keys.as_array().unwrap().len(), 1, "{keys}");
+
     // an error page is a page, not a problem document
     let (status, body, _) = get(&hub, Some(&s.cookie), "/workloads/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -16,12 +16,12 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct AddKeyRequest {
     /// One OpenSSH public-key line (`ssh-ed25519 AAAA… comment`).
-    key: String,
+    pub(crate) key: String,
     /// Proof that the caller holds the private key: the armored output of
     /// `ssh-keygen -Y sign -n gpuhub-ssh-key -f PRIVATE_KEY` over the challenge's `message`
     /// (`GET /api/v1/me/ssh-keys/challenge`). `gpuhub ssh-key add` makes it.
     #[serde(default)]
-    signature: Option<String>,
+    pub(crate) signature: Option<String>,
 }
 
 /// What to sign to register a key (`GET /api/v1/me/ssh-keys/challenge`).
@@ -33,7 +33,7 @@ pub struct KeyChallenge {
     pub message: String,
 }
 
-async fn challenge_message(st: &AppState, username: &str) -> Result<String, ApiError> {
+pub(crate) async fn challenge_message(st: &AppState, username: &str) -> Result<String, ApiError> {
     let hub = st.store.get_setting("instance_id").await?.unwrap_or_default();
     Ok(format!("gpuhub ssh key registration\nuser: {username}\nhub: {hub}\n"))
 }

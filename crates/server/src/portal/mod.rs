@@ -39,6 +39,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/account/password", axum::routing::post(pages::change_password))
         .route("/account/tokens", axum::routing::post(pages::create_token))
         .route("/account/tokens/{id}/revoke", axum::routing::post(pages::revoke_token))
+        .route("/account/keys", axum::routing::post(pages::add_key))
         .route("/account/keys/remove", axum::routing::post(pages::remove_key))
         .route("/admin/users", get(admin::users).post(admin::add_user))
         .route("/admin/users/{name}/{what}", axum::routing::post(admin::change_user))

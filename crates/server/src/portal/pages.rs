@@ -150,6 +150,10 @@ pub async fn account_page(
         Ok(t) => t,
         Err(e) => return api_error_page(e),
     };
+    let challenge = match keys::challenge_message(&st, &viewer.user.username).await {
+        Ok(c) => c,
+        Err(e) => return api_error_page(e),
+    };
     let keys = match st.store.list_ssh_keys(viewer.user.id).await {
         Ok(k) => k,
         Err(e) => return api_error_page(e.into()),
@@ -198,7 +202,15 @@ pub async fn account_page(
             }
         } }
         p { "Add a key with " code { "gpuhub ssh-key add ~/.ssh/id_ed25519.pub" }
-            ": it signs the hub's challenge with the private key, which never leaves your machine." }
+            ", or here: the hub needs proof that you hold the private key, a signature of this account's \
+            challenge that you make on your machine (the private key never leaves it):" }
+        pre.copy #challenge-command { (sign_command(&challenge)) }
+        form.new method="post" action="/account/keys" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            label { "Public key (the line of ~/.ssh/id_ed25519.pub) " textarea name="key" rows="2" {} }
+            label { "Signature (all of challenge.txt.sig) " textarea name="signature" rows="6" {} }
+            button type="submit" { "Add key" }
+        }
     };
     layout(&st, &viewer, "Account", body).into_response()
 }
@@ -272,6 +284,34 @@ pub async fn revoke_token(
     }
     let done = account::delete_token(State(st), Caller(viewer.user), Path(id.clone())).await;
     back("/account", done.map(|_| format!("token {id} revoked")))
+}
+
+/// The shell lines that sign `challenge` with the usual private key (the challenge holds only a
+/// fixed text, a user name and the hub's id: nothing to quote).
+fn sign_command(challenge: &str) -> String {
+    format!(
+        "printf '{}' > challenge.txt\nssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 challenge.txt",
+        challenge.replace('\n', "\\n"),
+        gpuhub_ssh::REGISTRATION_NAMESPACE
+    )
+}
+
+/// `POST /account/keys` (`key`, `signature`): the API's key registration, with its proof.
+pub async fn add_key(
+    State(st): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    axum::Form(f): Fields,
+) -> Response {
+    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+        return r;
+    }
+    let req = keys::AddKeyRequest {
+        key: field(&f, "key").unwrap_or_default().trim().to_owned(),
+        signature: field(&f, "signature").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned),
+    };
+    let done = keys::add_key(State(st), Caller(viewer.user), ApiJson(req)).await;
+    back("/account", done.map(|_| "key added".to_owned()))
 }
 
 /// `POST /account/keys/remove` (`fingerprint`).
