@@ -17,8 +17,13 @@ use gpuhub_core::queue::{CreateQueueRequest, LimitPatch, QueuePatch};
 use maud::{Markup, html};
 
 /// Admin pages answer 403 to anyone else.
-pub(super) fn admin_only(viewer: &Viewer) -> Option<Response> {
+fn admin_only(viewer: &Viewer) -> Option<Response> {
     (!viewer.user.is_admin()).then(|| page_error(StatusCode::FORBIDDEN, "only admins may open this page"))
+}
+
+/// Refuses an admin form from anyone but an admin, or that is not the admin's own ([`check_form`]).
+fn admin_form(viewer: &Viewer, headers: &HeaderMap, fields: &[(String, String)]) -> Option<Response> {
+    admin_only(viewer).or_else(|| check_form(viewer, headers, fields))
 }
 
 /// `GET /admin/users`: every account, with a form to add one, and per account: enable or disable,
@@ -80,10 +85,7 @@ pub async fn add_user(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = admin_only(&viewer) {
-        return r;
-    }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let req = CreateUserRequest {
@@ -104,10 +106,7 @@ pub async fn change_user(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = admin_only(&viewer) {
-        return r;
-    }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let none = PatchUserRequest { password: None, admin: None, disabled: None, keep_workloads: None };
@@ -172,10 +171,7 @@ pub async fn add_image(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = admin_only(&viewer) {
-        return r;
-    }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let mut apps = Vec::new();
@@ -204,9 +200,7 @@ pub async fn remove_image(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) =
-        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
-    {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let done = catalog::delete_image(State(st), Caller(viewer.user), Path(name.clone())).await;
@@ -336,9 +330,7 @@ pub async fn add_queue(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) =
-        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
-    {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let guarantee = match limit_fields(&f, "guarantee") {
@@ -367,9 +359,7 @@ pub async fn change_queue(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) =
-        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
-    {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let patch_of = |l: Option<LimitView>| {
@@ -403,9 +393,7 @@ pub async fn remove_queue(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) =
-        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
-    {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let done = queues::delete_queue(State(st), Caller(viewer.user), Path(name.clone())).await;
@@ -419,9 +407,7 @@ pub async fn add_reservation(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) =
-        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
-    {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let text = |k: &str| field(&f, k).unwrap_or_default().trim().to_owned();
@@ -456,9 +442,7 @@ pub async fn cancel_reservation(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) =
-        admin_only(&viewer).or_else(|| check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()))
-    {
+    if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
     let done = reservations::delete_reservation(State(st), Caller(viewer.user), Path(id.clone())).await;

@@ -141,7 +141,7 @@ pub(super) fn quote(a: &str) -> String {
 
 /// `POST /new`: submits; back to the form with the errors beside their fields, or on to the workload.
 pub async fn submit(State(st): State<AppState>, viewer: Viewer, headers: HeaderMap, axum::Form(f): Fields) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let mut values: Values = FIELDS.iter().map(|k| (*k, field(&f, k).unwrap_or_default().to_owned())).collect();

@@ -86,7 +86,7 @@ impl FromRequestParts<AppState> for Viewer {
             (Some(user), Some(token)) => Ok(Viewer { user, csrf: csrf_token(&token) }),
             _ => {
                 let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                Err(Redirect::to(&format!("/login?next={}", encode(next))).into_response())
+                Err(Redirect::to(&format!("/login?next={}", crate::access::encode(next))).into_response())
             }
         }
     }
@@ -98,9 +98,10 @@ fn csrf_token(session: &str) -> String {
     hex::encode(&Sha256::digest(format!("gpuhub-csrf\0{session}").as_bytes())[..16])
 }
 
-/// Refuses a state-changing request that is not the viewer's own form: a wrong or missing CSRF token,
-/// or a browser saying it comes from another site.
-pub fn check_form(viewer: &Viewer, headers: &HeaderMap, token: &str) -> Option<Response> {
+/// Refuses a state-changing request that is not the viewer's own form: a wrong or missing CSRF token
+/// (its `_csrf` field), or a browser saying it comes from another site.
+pub fn check_form(viewer: &Viewer, headers: &HeaderMap, fields: &[(String, String)]) -> Option<Response> {
+    let token = field(fields, "_csrf").unwrap_or_default();
     let cross_site =
         headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_some_and(|s| s != "same-origin" && s != "none");
     if cross_site || !crate::access::same_origin(headers) {
@@ -120,22 +121,21 @@ async fn landing(_viewer: Viewer) -> Redirect {
     Redirect::to("/workloads")
 }
 
-/// `POST /logout`: ends the session and goes to the login page.
+/// `POST /logout`: the API's logout (the session ends, its cookie is cleared), then the login page.
 async fn logout(State(st): State<AppState>, viewer: Viewer, headers: HeaderMap, axum::Form(f): Fields) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
-    if let Some(session) = auth::cookie(&headers, SESSION_COOKIE) {
-        if let Err(e) = st.store.delete_token(&auth::token_hash(&session)).await {
-            return ApiError::from(e).into_response();
+    match crate::api::account::logout(State(st), headers).await {
+        Ok(ended) => {
+            let mut resp = Redirect::to("/login").into_response();
+            if let Some(clear) = ended.headers().get(header::SET_COOKIE) {
+                resp.headers_mut().insert(header::SET_COOKIE, clear.clone());
+            }
+            resp
         }
+        Err(e) => api_error_page(e),
     }
-    let mut resp = Redirect::to("/login").into_response();
-    resp.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("gpuhub_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
-    );
-    resp
 }
 
 /// A form's fields as sent (form-urlencoded), in order.
@@ -144,16 +144,6 @@ pub type Fields = axum::Form<Vec<(String, String)>>;
 /// The first value of field `name`.
 pub fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
     fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-}
-
-/// Percent-encodes a path and query for `next=`.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Headers of every portal answer: no framing, no inline or foreign script, no URL leaks, no caching

@@ -36,7 +36,7 @@ pub(super) fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
         Err(e) => ("error", e.detail),
     };
     let text: String = text.chars().take(300).collect();
-    let q = super::encode(&text).replace('/', "%2F");
+    let q = crate::access::encode(&text).replace('/', "%2F");
     Redirect::to(&format!("{page}?{key}={q}")).into_response()
 }
 
@@ -222,7 +222,7 @@ pub async fn change_password(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let req = ChangePasswordRequest {
@@ -247,7 +247,7 @@ pub async fn create_token(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let days = match field(&f, "days").map(str::trim).filter(|d| !d.is_empty()).map(str::parse::<i64>) {
@@ -279,7 +279,7 @@ pub async fn revoke_token(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let done = account::delete_token(State(st), Caller(viewer.user), Path(id.clone())).await;
@@ -303,7 +303,7 @@ pub async fn add_key(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let req = keys::AddKeyRequest {
@@ -321,7 +321,7 @@ pub async fn remove_key(
     headers: HeaderMap,
     axum::Form(f): Fields,
 ) -> Response {
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let fp = field(&f, "fingerprint").unwrap_or_default().to_owned();

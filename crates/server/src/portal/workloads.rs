@@ -419,7 +419,7 @@ pub async fn act(
     if action(&act).is_none() {
         return page_error(StatusCode::NOT_FOUND, "no such action");
     }
-    if let Some(r) = check_form(&viewer, &headers, field(&f, "_csrf").unwrap_or_default()) {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
     let w = match service::lookup(&st, &viewer.user, &name, field(&f, "owner")).await {
