@@ -19,6 +19,7 @@ PACKAGES=(
     docker.io busybox-static postgresql build-essential pkg-config curl ca-certificates git openssh-client tmux
     debootstrap python3-venv
     chromium chromium-driver
+    e2fsprogs xfsprogs util-linux
 )
 # installed without their recommended packages (prometheus recommends prometheus-node-exporter, another
 # daemon the tests do not need)

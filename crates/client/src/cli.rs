@@ -380,6 +380,14 @@ pub enum UserCommand {
         #[arg(long)]
         keep_workloads: bool,
     },
+    /// Set an account's home quota: a size (`20GiB`), `none`, or `default` (the server's own). A quota
+    /// below what the home holds is refused.
+    Quota {
+        /// Login name.
+        name: String,
+        /// `20GiB`, `none` or `default`.
+        quota: String,
+    },
     /// Enable a disabled account.
     Enable {
         /// Login name.

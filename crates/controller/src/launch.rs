@@ -105,8 +105,21 @@ impl Controller {
     async fn make_run(&self, w: &Workload, ports: &BTreeMap<String, u16>) -> Result<RunStatus, StartError> {
         let user = self.store.get_user(&w.owner).await?;
         let data_dir = &self.settings.data_dir;
-        crate::ensure_home(&spec::home_on_host(&self.settings.homes_dir, &w.owner), user.uid)
-            .map_err(|e| StartError::Failed(format!("home directory: {e}")))?;
+        // a loop-mounted home changes size only while none of its owner's other work runs
+        let others = WorkloadFilter {
+            owner: Some(w.owner.clone()),
+            states: Some(vec![WorkloadState::Starting, WorkloadState::Running]),
+        };
+        let busy = self.store.list_workloads(&others).await?.iter().any(|o| o.id != w.id);
+        let quota = user.home_quota_or(self.settings.home_quota);
+        match self.settings.homes.ensure(&w.owner, user.uid, quota, busy).await {
+            Ok(_) => {}
+            // the new size waits for a start with nothing else of theirs running; the home works as it is
+            Err(gpuhub_homes::HomeError::Busy { .. }) => {
+                self.settings.homes.ensure(&w.owner, user.uid, None, busy).await.map_err(home_failed)?;
+            }
+            Err(e) => return Err(home_failed(e)),
+        }
         let share = match (&self.settings.gpu_share_library, w.resources.gpu_milli > 0) {
             (Some(lib), true) => Some((lib.clone(), share_preload(data_dir, lib).map_err(StartError::Failed)?)),
             _ => None,
@@ -221,4 +234,8 @@ fn share_preload(data_dir: &Path, lib: &Path) -> Result<PathBuf, String> {
         write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(path)
+}
+
+fn home_failed(e: gpuhub_homes::HomeError) -> StartError {
+    StartError::Failed(format!("home directory: {e}"))
 }

@@ -284,11 +284,3 @@ impl Controller {
         Ok(())
     }
 }
-
-/// Makes `<data>/homes/<user>` owned by the user's UID/GID, mode 0700.
-pub fn ensure_home(path: &std::path::Path, uid: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(path)?;
-    std::os::unix::fs::chown(path, Some(uid), Some(uid))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-}

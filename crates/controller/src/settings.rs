@@ -2,6 +2,7 @@
 
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The controller's settings.
@@ -12,6 +13,10 @@ pub struct Settings {
     /// Where users' homes are: `<data_dir>/homes` unless configured elsewhere (shared storage, for
     /// engines of several nodes).
     pub homes_dir: PathBuf,
+    /// Makes homes exist with their quotas before a run starts (plain directories by default).
+    pub homes: Arc<dyn gpuhub_homes::Homes>,
+    /// The home quota of users without their own, in bytes; `None`: no quota.
+    pub home_quota: Option<u64>,
     /// SIGTERM, then SIGKILL after this, when a person stops a run.
     pub stop_grace: Duration,
     /// Full reconciliation with the engine (and a fresh inventory) this often.
@@ -35,6 +40,8 @@ impl Default for Settings {
         Self {
             data_dir: PathBuf::from("./gpuhub-data"),
             homes_dir: PathBuf::from("./gpuhub-data/homes"),
+            homes: Arc::new(gpuhub_homes::DirHomes::new("./gpuhub-data/homes")),
+            home_quota: None,
             stop_grace: Duration::from_secs(10),
             reconcile: Duration::from_secs(30),
             scheduler: gpuhub_sched::Config::default(),

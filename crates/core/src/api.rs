@@ -78,11 +78,49 @@ pub struct UserView {
     pub uid: u32,
     pub disabled: bool,
     pub created_at: DateTime<Utc>,
+    /// The user's own home quota (`"20GiB"`, `"none"`) when an admin set one; absent: the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_quota: Option<String>,
+    /// How full the home is, as its filesystem counts (absent until the home exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<HomeView>,
+}
+
+/// A home's usage and the quota in force.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct HomeView {
+    /// Bytes in use.
+    pub used_bytes: u64,
+    /// The hard limit in force, in bytes; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_bytes: Option<u64>,
+}
+
+impl HomeView {
+    /// `3.20GiB of 10GiB`, or the bytes used alone where no quota is in force; `-` for no view (before
+    /// the home exists, or where homes are not measured).
+    pub fn text(home: Option<&HomeView>) -> String {
+        match home {
+            Some(h) => match h.quota_bytes {
+                Some(q) => format!("{} of {}", Bytes(h.used_bytes), Bytes(q)),
+                None => Bytes(h.used_bytes).to_string(),
+            },
+            None => "-".to_owned(),
+        }
+    }
 }
 
 impl From<&crate::user::User> for UserView {
     fn from(u: &crate::user::User) -> Self {
-        Self { username: u.username.clone(), role: u.role, uid: u.uid, disabled: u.disabled, created_at: u.created_at }
+        Self {
+            username: u.username.clone(),
+            role: u.role,
+            uid: u.uid,
+            disabled: u.disabled,
+            created_at: u.created_at,
+            home_quota: crate::user::home_quota_text(u.home_quota),
+            home: None,
+        }
     }
 }
 
@@ -109,6 +147,10 @@ pub struct PatchUserRequest {
     /// With `"disabled": true`: keep the account's running work running (default: it is stopped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_workloads: Option<bool>,
+    /// The user's home quota: `"20GiB"`, `"none"` (no quota) or `"default"` (the configured one). A
+    /// quota below what the home holds is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_quota: Option<String>,
 }
 
 /// The fewest CPUs a container may be limited to (the engines' minimum: 0.01 of a core).

@@ -29,6 +29,9 @@ pub struct User {
     pub uid: u32,
     /// A disabled user can neither log in nor use a token; their workloads stay.
     pub disabled: bool,
+    /// The user's own home quota in bytes, set by an admin; `None`: the configured default; `Some(0)`:
+    /// no quota.
+    pub home_quota: Option<u64>,
     /// When the account was made.
     pub created_at: DateTime<Utc>,
 }
@@ -37,5 +40,65 @@ impl User {
     /// Whether this account is an admin.
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
+    }
+
+    /// The home quota in force for this user: their own, or `default`; `None` is no quota.
+    pub fn home_quota_or(&self, default: Option<u64>) -> Option<u64> {
+        match self.home_quota {
+            Some(0) => None,
+            Some(q) => Some(q),
+            None => default,
+        }
+    }
+}
+
+/// A home quota as an admin writes it: `"20GiB"` (or bytes), `"none"` (no quota) or `"default"` (the
+/// configured one). Returns what [`User::home_quota`] stores.
+pub fn parse_home_quota(s: &str) -> Result<Option<u64>, crate::CoreError> {
+    match s.trim() {
+        "default" => Ok(None),
+        "none" => Ok(Some(0)),
+        q => match crate::quantity::Bytes::parse(q) {
+            Ok(b) if b.0 > 0 => Ok(Some(b.0)),
+            Ok(_) => Err(crate::CoreError::invalid("home_quota", "0 is not a quota: say \"none\" for no quota")),
+            Err(e) => Err(crate::CoreError::invalid("home_quota", format!("{e} (or \"none\", \"default\")"))),
+        },
+    }
+}
+
+/// How [`User::home_quota`] reads in the API: `"20GiB"`, `"none"`, or absent for the default.
+pub fn home_quota_text(q: Option<u64>) -> Option<String> {
+    q.map(|q| if q == 0 { "none".to_owned() } else { crate::quantity::Bytes(q).to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_quotas_read_and_fall_back() {
+        assert_eq!(parse_home_quota("20GiB").unwrap(), Some(20 << 30));
+        assert_eq!(parse_home_quota("none").unwrap(), Some(0));
+        assert_eq!(parse_home_quota("default").unwrap(), None);
+        for bad in ["0", "lots", "-1GiB", ""] {
+            let e = parse_home_quota(bad).unwrap_err();
+            assert!(matches!(e, crate::CoreError::Invalid { ref field, .. } if field == "home_quota"), "{bad}: {e}");
+        }
+        let mut u = User {
+            id: 1,
+            username: "alice".into(),
+            role: Role::User,
+            uid: FIRST_UID,
+            disabled: false,
+            home_quota: None,
+            created_at: DateTime::<Utc>::MIN_UTC,
+        };
+        assert_eq!(u.home_quota_or(Some(10)), Some(10));
+        u.home_quota = Some(0);
+        assert_eq!(u.home_quota_or(Some(10)), None);
+        u.home_quota = Some(20);
+        assert_eq!(u.home_quota_or(None), Some(20));
+        assert_eq!(home_quota_text(Some(20 << 30)).as_deref(), Some("20GiB"));
+        assert_eq!(home_quota_text(Some(0)).as_deref(), Some("none"));
     }
 }

@@ -117,7 +117,7 @@ async fn bench(n: usize) -> Result<()> {
     // the server's own monitor samples once at start (nothing runs yet), then not again during the bench
     config.monitor.interval_secs = 365 * 86_400;
     let db = config.data_dir.join("gpuhub.db");
-    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: None };
+    let seams = gpuhub_server::Seams { clock: clock.clone(), ..Default::default() };
     let server = gpuhub_server::start_with(config, engine.clone(), seams).await?;
     let base = format!("http://{}", server.addr);
     let http = reqwest::Client::new();

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub mod apps;
 pub mod env;
+pub mod homes;
 pub mod monitor;
 
 /// How GPUs reach containers.
@@ -150,6 +152,10 @@ pub struct Config {
     /// several nodes, a directory on storage every node mounts at the same path, which the users'
     /// accounts can traverse (it is made 0755; each home stays 0700 and its owner's).
     pub homes_dir: Option<PathBuf>,
+    /// The hard quota of each home (`"10GiB"`), unless an admin gives a user their own; absent: none.
+    pub home_quota: Option<gpuhub_core::Bytes>,
+    /// What enforces home quotas: `auto`, `xfs`, `loop` or `dir` (see [`homes::HomeBackend`]).
+    pub home_backend: homes::HomeBackend,
     /// Address of the SSH gateway.
     pub ssh_listen: SocketAddr,
     /// Where the SQLite database, homes and archived logs live.
@@ -251,6 +257,8 @@ impl Default for Config {
             engine: EngineKind::Docker,
             slurm: gpuhub_slurm::SlurmConfig::default(),
             homes_dir: None,
+            home_quota: None,
+            home_backend: homes::HomeBackend::Auto,
             ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
             data_dir: PathBuf::from("./gpuhub-data"),
             database_url: None,
@@ -301,6 +309,8 @@ impl fmt::Debug for Config {
             .field("ssh_listen", &self.ssh_listen)
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)
+            .field("home_quota", &self.home_quota)
+            .field("home_backend", &self.home_backend)
             .field("database_url", &self.database_url.as_deref().map(redact_url))
             .field("gpu_mode", &self.gpu_mode)
             .field("gpus", &self.gpus)
@@ -382,6 +392,8 @@ impl Config {
                 "SSH_LISTEN" => self.ssh_listen = parse(&key, &v)?,
                 "DATA_DIR" => self.data_dir = PathBuf::from(v),
                 "HOMES_DIR" => self.homes_dir = (!v.is_empty()).then(|| PathBuf::from(v)),
+                "HOME_QUOTA" => self.home_quota = homes::parse_quota(&key, &v)?,
+                "HOME_BACKEND" => self.home_backend = parse(&key, &v)?,
                 "DATABASE_URL" => self.database_url = (!v.is_empty()).then_some(v),
                 "GPU_MODE" => self.gpu_mode = parse(&key, &v)?,
                 "GPUS" => {
@@ -440,6 +452,7 @@ impl Config {
         self.check_auth()?;
         apps::check(self.apps_domain.as_deref(), self.public_url.as_deref())?;
         self.limits.check()?;
+        homes::check(self)?;
         monitor::check(&self.monitor, &self.idle)?;
         if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
             return Err(ConfigError::Invalid {
@@ -610,10 +623,12 @@ impl Config {
     }
 
     /// What the controller takes from this configuration.
-    pub fn controller_settings(&self) -> gpuhub_controller::Settings {
+    pub fn controller_settings(&self, homes: Arc<dyn gpuhub_homes::Homes>) -> gpuhub_controller::Settings {
         gpuhub_controller::Settings {
             data_dir: self.data_dir.clone(),
             homes_dir: self.homes(),
+            homes,
+            home_quota: self.home_quota.map(|q| q.0),
             stop_grace: std::time::Duration::from_secs(self.stop_grace_secs),
             reconcile: std::time::Duration::from_secs(self.reconcile_secs.max(1)),
             scheduler: self.scheduler.clone(),

@@ -60,6 +60,9 @@ pub enum ServeError {
     /// The SSH gateway could not start.
     #[error("ssh gateway: {0}")]
     Ssh(#[from] gpuhub_ssh::SshError),
+    /// Homes cannot get the quotas configured (`home_quota`, `home_backend`).
+    #[error("{0}")]
+    Homes(String),
 }
 
 /// A running server.
@@ -203,27 +206,30 @@ pub async fn start_with_clock(
     engine: Arc<dyn Engine>,
     clock: Arc<dyn Clock>,
 ) -> Result<Server, ServeError> {
-    start_with(config, engine, Seams { clock, gpus: None }).await
+    start_with(config, engine, Seams { clock, ..Seams::default() }).await
 }
 
-/// What a server reads the world through besides its engine: the clock and this host's GPU sampler.
+/// What a server reads the world through besides its engine: the clock, this host's GPU sampler and
+/// the homes.
 #[derive(Debug, Clone)]
 pub struct Seams {
     /// Where the time comes from.
     pub clock: Arc<dyn Clock>,
     /// Measures this host's GPUs (NVML, or a scripted fake in tests); `None`: no GPU figures.
     pub gpus: Option<Arc<dyn gpuhub_gpu::GpuSampler>>,
+    /// Makes homes and their quotas; `None`: the backend the config asks for (`home_backend`).
+    pub homes: Option<Arc<dyn gpuhub_homes::Homes>>,
 }
 
 impl Default for Seams {
     fn default() -> Self {
-        Self { clock: Arc::new(SystemClock), gpus: None }
+        Self { clock: Arc::new(SystemClock), gpus: None, homes: None }
     }
 }
 
 /// [`start`] with the clock and GPU sampler given.
 pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -> Result<Server, ServeError> {
-    let Seams { clock, gpus } = seams;
+    let Seams { clock, gpus, homes } = seams;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {
@@ -246,7 +252,11 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         }
     }
     let config = Arc::new(config);
-    let settings = Arc::new(config.controller_settings());
+    let homes = match homes {
+        Some(h) => h,
+        None => config::homes::build(&config).await.map_err(ServeError::Homes)?,
+    };
+    let settings = Arc::new(config.controller_settings(homes.clone()));
     let (controller, handle) =
         Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
     let monitor_settings = config.monitor.settings();
@@ -279,6 +289,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         clock,
         idle: Arc::default(),
         http_metrics: crate::metrics::HttpMetrics::default(),
+        homes,
     };
     let gateway = gpuhub_ssh::SshGateway::on_listener(
         ssh_listener,

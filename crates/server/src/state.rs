@@ -39,6 +39,8 @@ pub struct AppState {
     pub idle: Arc<crate::idle::IdleWatch>,
     /// The API's request durations, for `/metrics`.
     pub http_metrics: crate::metrics::HttpMetrics,
+    /// Users' homes and their quotas (the same backend the controller makes them with).
+    pub homes: Arc<dyn gpuhub_homes::Homes>,
 }
 
 impl AppState {

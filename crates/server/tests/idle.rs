@@ -55,7 +55,7 @@ async fn an_idle_gpu_workspace_is_warned_then_stopped_and_a_busy_or_used_one_is_
     cfg.monitor.interval_secs = 1;
     cfg.idle.after_secs = 3600;
     cfg.idle.grace_secs = 1800;
-    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()) };
+    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
     let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
     let url = format!("http://{}", server.addr);
     let hub = Hub { server: Some(server), url, runtime: engine.clone(), dir, http: reqwest::Client::new() };

@@ -63,7 +63,7 @@ fn usage(cpu_seconds: f64) -> Vec<MemberUsage> {
 async fn a_workloads_history_and_the_live_round() {
     let clock = Arc::new(ManualClock::new(t0()));
     let gpus = Arc::new(FakeGpuSampler::new(node(2).gpus));
-    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(gpus.clone()) };
+    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(gpus.clone()), ..Default::default() };
     let hub = Hub::start_seams(seams, |c| {
         c.monitor.interval_secs = 1;
         c.monitor.raw_hours = 1;

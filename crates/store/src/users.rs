@@ -12,10 +12,10 @@ use sqlx::any::AnyRow;
 pub(crate) const LAST_UID: &str = "last_uid";
 
 /// The user columns, in the order [`user_from_row`] reads them, for `FROM users`.
-pub(crate) const USER_COLUMNS: &str = "id, username, role, uid, disabled, created_at";
+pub(crate) const USER_COLUMNS: &str = "id, username, role, uid, disabled, created_at, home_quota";
 
 /// The user columns qualified with the alias `u`, for joins.
-pub(crate) const USER_COLUMNS_U: &str = "u.id, u.username, u.role, u.uid, u.disabled, u.created_at";
+pub(crate) const USER_COLUMNS_U: &str = "u.id, u.username, u.role, u.uid, u.disabled, u.created_at, u.home_quota";
 
 /// How a role is spelled in the `role` column.
 pub(crate) fn role_str(role: Role) -> &'static str {
@@ -42,6 +42,10 @@ pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
         uid: get_int(row, "uid")?,
         disabled: get_bool(row, "disabled")?,
         created_at: get_time(row, "created_at")?,
+        home_quota: row
+            .try_get::<Option<i64>, _>("home_quota")?
+            .map(|q| u64::try_from(q).map_err(|_| StoreError::Corrupt(format!("home_quota: {q} out of range"))))
+            .transpose()?,
     })
 }
 
@@ -85,7 +89,7 @@ impl Store {
         .map_err(|e| conflict(e, || format!("user {username} already exists")))?;
         tx.commit().await?;
         let created_at = DateTime::from_timestamp_millis(ms(now)).unwrap_or(now);
-        Ok(User { id, username: username.to_owned(), role, uid, disabled: false, created_at })
+        Ok(User { id, username: username.to_owned(), role, uid, disabled: false, created_at, home_quota: None })
     }
 
     /// The account named `username`.
@@ -159,6 +163,20 @@ impl Store {
     pub async fn set_disabled(&self, username: &str, disabled: bool) -> Result<()> {
         let done = sqlx::query("UPDATE users SET disabled = $1 WHERE username = $2")
             .bind(disabled)
+            .bind(username)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("user", username));
+        }
+        Ok(())
+    }
+
+    /// Sets the home quota of `username` in bytes (`None`: the configured default; `Some(0)`: none).
+    pub async fn set_home_quota(&self, username: &str, quota: Option<u64>) -> Result<()> {
+        let q = quota.map(|q| i64::try_from(q).unwrap_or(i64::MAX));
+        let done = sqlx::query("UPDATE users SET home_quota = $1 WHERE username = $2")
+            .bind(q)
             .bind(username)
             .execute(&self.pool)
             .await?;

@@ -171,6 +171,11 @@ pub(crate) async fn user(
             };
             (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("disabled user {name}"))
         }
+        UserCommand::Quota { name, quota } => {
+            let patch = PatchUserRequest { home_quota: Some(quota.clone()), ..Default::default() };
+            let v = api.send_json(Method::PATCH, &["users", &name], &patch).await?;
+            (v, format!("home quota of {name}: {quota}"))
+        }
         UserCommand::Enable { name } => {
             let patch = PatchUserRequest { disabled: Some(false), ..Default::default() };
             (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("enabled user {name}"))
@@ -199,7 +204,7 @@ fn print_outcome(out: Out<'_>, json: bool, v: Option<Value>, done: &str) -> Resu
 
 /// The `user list` table.
 pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
-    let mut t = Table::new(&["USERNAME", "ROLE", "UID", "STATUS", "AGE"]);
+    let mut t = Table::new(&["USERNAME", "ROLE", "UID", "STATUS", "HOME", "AGE"]);
     for u in list {
         let status = if u.disabled { "disabled" } else { "active" };
         t.row(vec![
@@ -207,6 +212,7 @@ pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
             role_str(u.role).to_owned(),
             u.uid.to_string(),
             status.to_owned(),
+            gpuhub_core::api::HomeView::text(u.home.as_ref()),
             age(u.created_at, now),
         ]);
     }
@@ -289,14 +295,17 @@ mod tests {
             uid: 10_000,
             disabled,
             created_at: t0,
+            home_quota: None,
+            home: None,
         };
-        let s =
-            users_table(&[u("root", Role::Admin, false), u("bob", Role::User, true)], t0 + chrono::Duration::days(4));
+        let mut root = u("root", Role::Admin, false);
+        root.home = Some(gpuhub_core::api::HomeView { used_bytes: 3 * GIB + GIB / 2, quota_bytes: Some(10 * GIB) });
+        let s = users_table(&[root, u("bob", Role::User, true)], t0 + chrono::Duration::days(4));
         assert_eq!(
             s,
-            "USERNAME  ROLE   UID    STATUS    AGE\n\
-             root      admin  10000  active    4d\n\
-             bob       user   10000  disabled  4d\n"
+            "USERNAME  ROLE   UID    STATUS    HOME              AGE\n\
+             root      admin  10000  active    3.50GiB of 10GiB  4d\n\
+             bob       user   10000  disabled  -                 4d\n"
         );
     }
 }

@@ -128,6 +128,9 @@ async fn whoami(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> 
     let me: UserView = decode(&v, api.url(&["me"], &[]).as_str())?;
     let disabled = if me.disabled { ", disabled" } else { "" };
     writeln!(out, "{} ({}{disabled}) at {}", me.username, role_str(me.role), api.server())?;
+    if let Some(h) = &me.home {
+        writeln!(out, "home: {}", gpuhub_core::api::HomeView::text(Some(h)))?;
+    }
     Ok(())
 }
 

@@ -129,6 +129,14 @@ impl Server {
         })
     }
 
+    /// Adds lines to the config of a prepared server (top-level keys go before any table: they are
+    /// put first).
+    pub fn configure(&self, top_level: &str) -> Result<()> {
+        let old = std::fs::read_to_string(&self.config)?;
+        std::fs::write(&self.config, format!("{top_level}\n{old}"))?;
+        Ok(())
+    }
+
     /// Starts a prepared server.
     pub fn launch(mut self) -> Result<Server> {
         self.spawn()?;
@@ -229,6 +237,12 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.kill();
+        // homes loop-mounted under the data dir (home quotas): detached, so the directory can go
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let root = self.dir.path().display().to_string();
+        for m in info.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| m.starts_with(&root)) {
+            let _ = Command::new("umount").arg("-l").arg(m).status();
+        }
     }
 }
 
@@ -411,8 +425,15 @@ pub struct Hub {
 impl Hub {
     /// Builds the image if needed, starts a two-GPU server and logs the admin in.
     pub fn start() -> Result<Hub> {
+        Self::start_with("")
+    }
+
+    /// [`Hub::start`] with top-level config lines added.
+    pub fn start_with(config: &str) -> Result<Hub> {
         ensure_image()?;
-        let server = Server::start(2)?;
+        let server = Server::prepare(2)?;
+        server.configure(config)?;
+        let server = server.launch()?;
         let suffix = suffix();
         let admin = login(&server, "admin", ADMIN_PASSWORD, &format!("admin-{suffix}"))?;
         Ok(Hub { server, admin, suffix, users: Vec::new() })

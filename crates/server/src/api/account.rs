@@ -1,5 +1,6 @@
 //! Login, sessions and accounts.
 
+use super::homes;
 use super::paging::{self, PageQuery};
 use crate::auth::{self, Caller, SESSION_COOKIE};
 use crate::error::{ApiError, ApiJson};
@@ -209,10 +210,10 @@ pub async fn change_password(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The logged-in account.
+/// The logged-in account, with how full its home is.
 #[utoipa::path(get, path = "/api/v1/me", tag = "auth", responses((status = 200, body = UserView), (status = 401, body = Problem)))]
-pub async fn me(Caller(user): Caller) -> axum::Json<UserView> {
-    axum::Json(UserView::from(&user))
+pub async fn me(State(st): State<AppState>, Caller(user): Caller) -> axum::Json<UserView> {
+    axum::Json(homes::user_view(&st, &user).await)
 }
 
 /// Every account (admin), by username, in pages (`X-Next-Cursor` names the next).
@@ -227,7 +228,10 @@ pub async fn list_users(
     let page = paging::from_query(q)?;
     let (users, more) = st.store.list_users_page(page.after.as_deref(), page.limit).await?;
     let next = if more { users.last().map(|u| u.username.clone()) } else { None };
-    let views: Vec<UserView> = users.iter().map(UserView::from).collect();
+    let mut views: Vec<UserView> = Vec::with_capacity(users.len());
+    for u in &users {
+        views.push(homes::user_view(&st, u).await);
+    }
     Ok(paging::respond(views, next, "/api/v1/users", &page))
 }
 
@@ -262,10 +266,11 @@ pub async fn get_user(
     Path(name): Path<String>,
 ) -> Result<axum::Json<UserView>, ApiError> {
     caller.require_admin()?;
-    Ok(axum::Json(UserView::from(&st.store.get_user(&name).await?)))
+    Ok(axum::Json(homes::user_view(&st, &st.store.get_user(&name).await?).await))
 }
 
-/// Changes an account's password, role or disabled flag (admin). The last enabled admin stays one.
+/// Changes an account's password, role, disabled flag or home quota (admin). The last enabled admin
+/// stays one. A home quota below what the home holds is refused (409) and changes nothing.
 ///
 /// A new password revokes every token and session of the account (but the caller's own). Disabling
 /// offboards: tokens and sessions are revoked, open SSH connections and browser terminals close, running
@@ -289,6 +294,10 @@ pub async fn patch_user(
     if req.keep_workloads.is_some() && req.disabled != Some(true) {
         return Err(ApiError::unprocessable("invalid keep_workloads: only with \"disabled\": true"));
     }
+    let quota = match &req.home_quota {
+        Some(q) => Some(homes::check_quota(&st, &user, q).await?),
+        None => None,
+    };
     if let Some(p) = &req.password {
         auth::check_password(p)?;
         let p = p.clone();
@@ -312,7 +321,10 @@ pub async fn patch_user(
         }
         st.controller.kick();
     }
-    Ok(axum::Json(UserView::from(&st.store.get_user(&name).await?)))
+    if let Some(own) = quota {
+        homes::set_quota(&st, &user, own).await?;
+    }
+    Ok(axum::Json(homes::user_view(&st, &st.store.get_user(&name).await?).await))
 }
 
 /// Stops every starting or running workload of `owner`.
@@ -389,18 +401,7 @@ pub async fn delete_user(
             Err(e) => return Err(e.into()),
         }
     }
-    let home = gpuhub_controller::spec::home_on_host(&st.config.homes(), &name);
-    if home.exists() {
-        match q.home {
-            HomeDisposal::Delete => tokio::fs::remove_dir_all(&home).await.map_err(ApiError::internal)?,
-            HomeDisposal::Archive => {
-                let archive = st.data_dir.join("archive");
-                tokio::fs::create_dir_all(&archive).await.map_err(ApiError::internal)?;
-                let to = archive.join(format!("home-{name}-{}", Utc::now().timestamp_millis()));
-                tokio::fs::rename(&home, &to).await.map_err(ApiError::internal)?;
-            }
-        }
-    }
+    homes::dispose(&st, &name, matches!(q.home, HomeDisposal::Archive)).await?;
     st.store.delete_user(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -3,6 +3,7 @@
 pub(crate) mod account;
 pub(crate) mod catalog;
 pub(crate) mod datasets;
+pub(crate) mod homes;
 mod idle;
 pub(crate) mod keys;
 mod metrics;

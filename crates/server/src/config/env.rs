@@ -101,6 +101,8 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "SSH_LISTEN",
     "DATA_DIR",
     "HOMES_DIR",
+    "HOME_QUOTA",
+    "HOME_BACKEND",
     "DATABASE_URL",
     "GPU_MODE",
     "GPUS",

@@ -36,6 +36,10 @@ pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<N
         Ok(u) => u,
         Err(e) => return api_error_page(e.into()),
     };
+    let mut homes = Vec::with_capacity(users.len());
+    for u in &users {
+        homes.push(crate::api::homes::user_view(&st, u).await.home);
+    }
     let csrf = viewer.csrf.clone();
     let button = |action: &str, user: &str, label: &str| -> Markup {
         html! { form.inline method="post" action={"/admin/users/" (user) "/" (action)} {
@@ -54,11 +58,12 @@ pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<N
             button type="submit" { "Add user" }
         }
         table.users {
-            thead { tr { th { "User" } th { "Role" } th { "UID" } th { "State" } th {} } }
-            tbody { @for u in &users {
+            thead { tr { th { "User" } th { "Role" } th { "UID" } th { "State" } th { "Home" } th {} } }
+            tbody { @for (u, home) in users.iter().zip(&homes) {
                 tr data-user=(u.username) {
                     td { (u.username) } td { @if u.is_admin() { "admin" } @else { "user" } } td { (u.uid) }
                     td { @if u.disabled { "disabled" } @else { "enabled" } }
+                    td.home { (gpuhub_core::api::HomeView::text(home.as_ref())) }
                     td {
                         @if u.disabled { (button("enable", &u.username, "Enable")) }
                         @else { (button("disable", &u.username, "Disable")) }
@@ -68,6 +73,12 @@ pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<N
                             input type="hidden" name="_csrf" value=(viewer.csrf);
                             input type="password" name="password" placeholder="new password" autocomplete="new-password";
                             button type="submit" { "Reset password" }
+                        }
+                        form.inline method="post" action={"/admin/users/" (u.username) "/quota"} {
+                            input type="hidden" name="_csrf" value=(viewer.csrf);
+                            input name="home_quota" placeholder="20GiB, none, default" size="12"
+                                value=[gpuhub_core::user::home_quota_text(u.home_quota)];
+                            button type="submit" { "Set quota" }
                         }
                         " " a href={"/workloads?owner=" (u.username)} { "workloads" }
                     }
@@ -98,7 +109,7 @@ pub async fn add_user(
     back("/admin/users", done.map(|_| format!("user {name} added")))
 }
 
-/// `POST /admin/users/{name}/{enable|disable|admin|user|password}`: the API's account change.
+/// `POST /admin/users/{name}/{enable|disable|admin|user|password|quota}`: the API's account change.
 pub async fn change_user(
     State(st): State<AppState>,
     viewer: Viewer,
@@ -109,7 +120,7 @@ pub async fn change_user(
     if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
-    let none = PatchUserRequest { password: None, admin: None, disabled: None, keep_workloads: None };
+    let none = PatchUserRequest::default();
     let (req, said) = match what.as_str() {
         "enable" => (PatchUserRequest { disabled: Some(false), ..none }, "enabled"),
         "disable" => (PatchUserRequest { disabled: Some(true), ..none }, "disabled"),
@@ -118,6 +129,10 @@ pub async fn change_user(
         "password" => {
             let p = field(&f, "password").unwrap_or_default().to_owned();
             (PatchUserRequest { password: Some(p), ..none }, "given a new password")
+        }
+        "quota" => {
+            let q = field(&f, "home_quota").unwrap_or_default().trim().to_owned();
+            (PatchUserRequest { home_quota: Some(q), ..none }, "given a new home quota")
         }
         _ => return page_error(StatusCode::NOT_FOUND, "no such action"),
     };

@@ -158,10 +158,12 @@ pub async fn account_page(
         Ok(k) => k,
         Err(e) => return api_error_page(e.into()),
     };
+    let home = crate::api::homes::user_view(&st, &viewer.user).await.home;
     let body = html! {
         h1 { "Account" }
         (notice(&n))
         p { "You are " strong { (viewer.user.username) } " (UID " (viewer.user.uid) ")." }
+        p.home { "Home (/home/" (viewer.user.username) "): " (gpuhub_core::api::HomeView::text(home.as_ref())) }
         h2 { "Password" }
         form.new method="post" action="/account/password" {
             input type="hidden" name="_csrf" value=(viewer.csrf);

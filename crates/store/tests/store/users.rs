@@ -85,6 +85,15 @@ async fn changes(s: Store) {
     s.set_disabled("alice", false).await.unwrap();
     s.set_role("alice", Role::User).await.unwrap();
     assert_eq!(s.get_user("alice").await.unwrap(), u);
+    // a home quota: bytes, none (0), back to the default; in lists too
+    s.set_home_quota("alice", Some(20 << 30)).await.unwrap();
+    assert_eq!(s.get_user("alice").await.unwrap().home_quota, Some(20 << 30));
+    assert_eq!(s.list_users().await.unwrap()[0].home_quota, Some(20 << 30));
+    s.set_home_quota("alice", Some(0)).await.unwrap();
+    assert_eq!(s.get_user("alice").await.unwrap().home_quota, Some(0));
+    s.set_home_quota("alice", None).await.unwrap();
+    assert_eq!(s.get_user("alice").await.unwrap(), u);
+    assert!(matches!(s.set_home_quota("ghost", None).await.unwrap_err(), StoreError::NotFound { .. }));
 
     for e in [
         s.set_password_hash("ghost", "x").await.unwrap_err(),

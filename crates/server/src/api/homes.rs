@@ -1,0 +1,96 @@
+//! Homes in the account API: usage shown with the account, quotas changed by admins, homes released
+//! when an account is deleted.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use gpuhub_core::api::{HomeView, UserView};
+use gpuhub_core::quantity::Bytes;
+use gpuhub_core::user::User;
+use gpuhub_core::workload::WorkloadState;
+use gpuhub_homes::HomeError;
+use gpuhub_store::WorkloadFilter;
+
+/// `u` as the API shows it, with how full their home is (left out when it cannot be read).
+pub(crate) async fn user_view(st: &AppState, u: &User) -> UserView {
+    let mut v = UserView::from(u);
+    match st.homes.usage(&u.username).await {
+        Ok(h) => v.home = h.map(|h| HomeView { used_bytes: h.used, quota_bytes: h.quota }),
+        Err(e) => tracing::warn!(user = %u.username, error = %e, "cannot read the home's usage"),
+    }
+    v
+}
+
+/// Whether `owner` has work starting or running (a loop-mounted home then cannot shrink).
+async fn busy(st: &AppState, owner: &str) -> Result<bool, ApiError> {
+    let f = WorkloadFilter {
+        owner: Some(owner.to_owned()),
+        states: Some(vec![WorkloadState::Starting, WorkloadState::Running]),
+    };
+    Ok(!st.store.list_workloads(&f).await?.is_empty())
+}
+
+/// The checked quota `text` asks for `user`: what the store keeps (`None`: the default), refused with
+/// a 422 naming `home_quota` when it is malformed, too small or cannot be enforced here, and with a 409
+/// when the home already holds more.
+pub(crate) async fn check_quota(st: &AppState, user: &User, text: &str) -> Result<Option<u64>, ApiError> {
+    let own = gpuhub_core::user::parse_home_quota(text)?;
+    let wanted = User { home_quota: own, ..user.clone() }.home_quota_or(st.config.home_quota.map(|q| q.0));
+    let Some(q) = wanted else { return Ok(own) };
+    let invalid = |reason: String| ApiError::unprocessable(format!("invalid home_quota: {reason}")).at("home_quota");
+    if st.homes.kind() == "dir" {
+        return Err(invalid("this server enforces no home quotas (home_backend = \"dir\")".into()));
+    }
+    if q < gpuhub_homes::MIN_LOOP_QUOTA {
+        return Err(invalid(format!("{} is less than the least accepted, 16MiB", Bytes(q))));
+    }
+    if let Ok(Some(h)) = st.homes.usage(&user.username).await
+        && h.used > q
+    {
+        return Err(ApiError::conflict(format!(
+            "home_quota: the home of {} holds {}, more than the quota of {} asked for",
+            user.username,
+            Bytes(h.used),
+            Bytes(q)
+        ))
+        .at("home_quota"));
+    }
+    Ok(own)
+}
+
+/// Stores `user`'s new quota and applies it to their home now when it exists. A loop-mounted home that
+/// must be unmounted to change size while its owner's work runs gets it at their next start with
+/// nothing else running.
+pub(crate) async fn set_quota(st: &AppState, user: &User, own: Option<u64>) -> Result<(), ApiError> {
+    st.store.set_home_quota(&user.username, own).await?;
+    if st.homes.usage(&user.username).await.ok().flatten().is_none() {
+        return Ok(());
+    }
+    let quota = User { home_quota: own, ..user.clone() }.home_quota_or(st.config.home_quota.map(|q| q.0));
+    let busy = busy(st, &user.username).await?;
+    match st.homes.ensure(&user.username, user.uid, quota, busy).await {
+        Ok(_) | Err(HomeError::Busy { .. }) => Ok(()),
+        Err(e @ HomeError::BelowUsage { .. }) => Err(ApiError::conflict(format!("home_quota: {e}")).at("home_quota")),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// Detaches `name`'s home and moves it into `<data_dir>/archive/` (`archive`) or deletes it.
+pub(crate) async fn dispose(st: &AppState, name: &str, archive: bool) -> Result<(), ApiError> {
+    let paths = st.homes.release(name).await.map_err(ApiError::internal)?;
+    let at = chrono::Utc::now().timestamp_millis();
+    for p in paths {
+        if !archive {
+            let gone = if p.is_dir() { tokio::fs::remove_dir_all(&p).await } else { tokio::fs::remove_file(&p).await };
+            gone.map_err(ApiError::internal)?;
+            continue;
+        }
+        let dir = st.data_dir.join("archive");
+        tokio::fs::create_dir_all(&dir).await.map_err(ApiError::internal)?;
+        // the directory, and beside it the image that holds its files where there is one
+        let ext =
+            p.extension().filter(|_| p.is_file()).map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+        let to = dir.join(format!("home-{name}-{at}{ext}"));
+        tokio::fs::rename(&p, &to).await.map_err(ApiError::internal)?;
+    }
+    Ok(())
+}
