@@ -178,7 +178,10 @@ impl Slapd {
         std::fs::write(d.join("data.ldif"), ldif)?;
         run(Command::new(SLAPADD).args(["-q", "-f", &p("slapd.conf"), "-l", &p("data.ldif")]))?;
 
-        let (starttls, ldaps) = (free_port()?, free_port()?);
+        // both listeners held at once, so that the two ports differ
+        let (a, b) = (TcpListener::bind("127.0.0.1:0")?, TcpListener::bind("127.0.0.1:0")?);
+        let (starttls, ldaps) = (a.local_addr()?.port(), b.local_addr()?.port());
+        drop((a, b));
         let starttls_url = format!("ldap://127.0.0.1:{starttls}");
         let ldaps_url = format!("ldaps://127.0.0.1:{ldaps}");
         let log = std::fs::File::create(d.join("slapd.log"))?;
