@@ -4,8 +4,11 @@
 #
 #  1. apt packages: Docker, static busybox, PostgreSQL, the C toolchain, git/ssh/tmux, and what later
 #     features need (debootstrap + python3-venv for the JupyterLab image, chromium + its driver for
-#     browser tests, prometheus for the /metrics test, which starts its own: the package's service is
-#     stopped and disabled when this script installs it, and its recommended node exporter left out);
+#     browser tests, prometheus for the /metrics test and slapd + ldap-utils for the LDAP sign-in
+#     tests, which start their own: the packages' services are stopped and disabled when this script
+#     installs them, and prometheus's recommended node exporter left out);
+#  1b. the Python package oidc-provider-mock (pip), the OpenID provider of the OIDC sign-in tests,
+#     when python3 cannot import it yet;
 #  2. dockerd, started in the background when `docker info` fails (no systemd needed);
 #  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
 #  4. the gpuhub/busybox:latest image (scripts/build-busybox-image.sh), when that script exists;
@@ -17,9 +20,10 @@ set -euo pipefail
 MIN_RUST=1.85
 PACKAGES=(
     docker.io busybox-static postgresql build-essential pkg-config curl ca-certificates git openssh-client tmux
-    debootstrap python3-venv
+    debootstrap python3-venv python3-pip
     chromium chromium-driver
     e2fsprogs xfsprogs util-linux
+    slapd ldap-utils
 )
 # installed without their recommended packages (prometheus recommends prometheus-node-exporter, another
 # daemon the tests do not need)
@@ -67,19 +71,35 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt_install() { apt-get install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"; }
     [ "${#full[@]}" -eq 0 ] || retry apt_install "${full[@]}"
     [ "${#slim[@]}" -eq 0 ] || retry apt_install --no-install-recommends "${slim[@]}"
-    # Debian starts the prometheus service on install (port 9090, enabled at boot); the tests run
-    # their own on a free port, so the package's is stopped and disabled
-    if [[ " ${slim[*]-} " == *" prometheus "* ]]; then
+    # Debian starts the prometheus and slapd services on install (ports 9090 and 389, enabled at
+    # boot); the tests run their own on free ports, so the packages' are stopped and disabled
+    for svc in prometheus slapd; do
+        [[ " ${missing[*]} " == *" $svc "* ]] || continue
         if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
-            systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+            systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
         else
-            { command -v service >/dev/null && service prometheus stop >/dev/null 2>&1; } || true
-            update-rc.d prometheus disable >/dev/null 2>&1 || true
+            { command -v service >/dev/null && service "$svc" stop >/dev/null 2>&1; } || true
+            update-rc.d "$svc" disable >/dev/null 2>&1 || true
         fi
-        log "prometheus: installed; its service stopped and disabled (tests start their own)"
-    fi
+        log "$svc: installed; its service stopped and disabled (tests start their own)"
+    done
 else
     log "apt packages: all present"
+fi
+
+# --- 1b. python packages -----------------------------------------------------------------------------
+# oidc-provider-mock: a real OpenID Connect provider for crates/identity/tests/oidc.rs
+if python3 -c 'import oidc_provider_mock' >/dev/null 2>&1; then
+    log "pip: oidc-provider-mock present"
+else
+    log "pip install oidc-provider-mock"
+    pip_help="$(python3 -m pip install --help 2>/dev/null)" || die "python3 -m pip does not run (apt-get install python3-pip)"
+    pip_flags=(--quiet --disable-pip-version-check)
+    # Debian's own python3 refuses system-wide pip installs (PEP 668) unless told otherwise
+    [[ "$pip_help" != *--break-system-packages* ]] || pip_flags+=(--break-system-packages)
+    [[ "$pip_help" != *--root-user-action* ]] || pip_flags+=(--root-user-action=ignore)
+    retry python3 -m pip install "${pip_flags[@]}" oidc-provider-mock
+    python3 -W ignore -c 'import oidc_provider_mock' || die "oidc-provider-mock installed but python3 cannot import it"
 fi
 
 # --- 2. docker ---------------------------------------------------------------------------------------
