@@ -202,6 +202,9 @@ pub struct RunArgs {
     /// Mount a dataset read-only at /datasets/NAME (`gpuhub datasets` lists them); repeat for more.
     #[arg(long = "dataset", value_name = "NAME")]
     pub datasets: Vec<String>,
+    /// Mount a team queue's folder read-write at /team/QUEUE (you must be a member); repeat for more.
+    #[arg(long = "team", value_name = "QUEUE")]
+    pub teams: Vec<String>,
     /// A gang of this many members, started together or not at all, each with the resources above and
     /// `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` (PyTorch DDP, torchrun) (default 1).
     #[arg(long, value_name = "N")]

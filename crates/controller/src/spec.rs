@@ -164,6 +164,11 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
     }
     // the datasets it asked for, read-only, at the paths they had when it was submitted
     mounts.extend(w.datasets.iter().map(|d| Mount { source: d.path.clone(), target: d.target(), read_only: true }));
+    // its team folders, read-write, with their groups carried by every process of the run
+    mounts.extend(w.teams.iter().map(|t| Mount { source: t.path.clone(), target: t.target(), read_only: false }));
+    let mut groups: Vec<u32> = w.teams.iter().map(|t| t.gid).collect();
+    groups.sort_unstable();
+    groups.dedup();
     RunSpec {
         name: run_name(w, cx.attempt),
         image: w.image.clone(),
@@ -182,6 +187,7 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
             uid: cx.uid,
             gid: cx.uid,
             home: home.clone(),
+            groups,
         },
         working_dir: Some(home),
         mounts,

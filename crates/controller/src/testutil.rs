@@ -35,5 +35,6 @@ pub(crate) fn job(id: &str, at: DateTime<Utc>) -> Workload {
         held_since: None,
         held_until: None,
         datasets: Vec::new(),
+        teams: Vec::new(),
     }
 }

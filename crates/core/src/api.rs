@@ -274,6 +274,10 @@ pub struct CreateWorkloadRequest {
     /// Datasets to mount read-only at `/datasets/<name>` (`GET /api/v1/datasets` lists them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub datasets: Vec<String>,
+    /// Team folders to mount read-write at `/team/<queue>` (queues with a `team_gid` the caller is a
+    /// member of).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teams: Vec<String>,
 }
 
 /// A share of a GPU a workload holds.
@@ -371,6 +375,10 @@ pub struct QueueView {
     /// The priority classes its users may ask for (besides those allowed for every queue).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub priority_classes: Vec<String>,
+    /// The group of its team folder, mounted read-write at `/team/<name>` by members who ask
+    /// (`"teams": [name]`); absent: no team folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_gid: Option<u32>,
 }
 
 /// `POST /api/v1/reservations` (admin): book whole GPUs for a team queue during a window.
@@ -469,6 +477,9 @@ pub struct WorkloadView {
     /// Datasets it mounts read-only at `/datasets/<name>`, with the paths they had at submission.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub datasets: Vec<crate::dataset::DatasetMount>,
+    /// Team folders it mounts read-write at `/team/<queue>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teams: Vec<crate::team::TeamMount>,
     pub state: WorkloadState,
     /// Gang size: how many members its run has; `resources` are per member.
     #[serde(default = "one")]
@@ -556,6 +567,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             runtime_limit: w.runtime_limit,
             apps: w.apps.clone(),
             datasets: w.datasets.clone(),
+            teams: w.teams.clone(),
             state: w.state,
             size: w.size,
             gpus: w.gpus.clone(),

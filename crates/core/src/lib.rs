@@ -17,6 +17,7 @@ pub mod parse;
 pub mod quantity;
 pub mod queue;
 pub mod stop;
+pub mod team;
 pub mod usage;
 pub mod user;
 pub mod workload;

@@ -61,6 +61,10 @@ pub struct QueueDef {
     /// The priority classes its users may ask for (besides those allowed for every queue).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub priority_classes: Vec<String>,
+    /// The group owning its team folder (`/team/<name>`), which its members' workloads mounting it
+    /// carry; `None`: no team folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_gid: Option<u32>,
 }
 
 fn one() -> f64 {
@@ -78,6 +82,7 @@ impl QueueDef {
             weight: 1.0,
             members: None,
             priority_classes: Vec::new(),
+            team_gid: None,
         }
     }
 }
@@ -142,6 +147,10 @@ pub struct QueuePatch {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<String>>)]
     pub priority_classes: Option<Option<Vec<String>>>,
+    /// The group of its team folder (from 1000 up); `null`: no team folder (the directory stays).
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u32>)]
+    pub team_gid: Option<Option<u32>>,
 }
 
 /// `POST /api/v1/queues` (admin): a new team queue; what is left out is unset (see [`QueuePatch`]).
@@ -161,6 +170,9 @@ pub struct CreateQueueRequest {
     pub members: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_classes: Option<Vec<String>>,
+    /// The group of its team folder (`/team/<name>`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_gid: Option<u32>,
 }
 
 impl CreateQueueRequest {
@@ -173,6 +185,7 @@ impl CreateQueueRequest {
             weight: self.weight.map(Some),
             members: self.members.clone().map(Some),
             priority_classes: self.priority_classes.clone().map(Some),
+            team_gid: self.team_gid.map(Some),
         }
     }
 }
@@ -274,6 +287,12 @@ impl QueueDef {
             names("priority_classes", &c, "priority class")?;
             q.priority_classes = c;
         }
+        if let Some(g) = p.team_gid {
+            if let Some(g) = g {
+                crate::team::check_gid(g).map_err(|e| invalid("team_gid", e))?;
+            }
+            q.team_gid = g;
+        }
         Ok(q)
     }
 }
@@ -320,6 +339,9 @@ mod tests {
         assert_eq!(field(r#"{"borrow_limit": {"cpus": -0.5}}"#), "borrow_limit.cpus");
         assert_eq!(field(r#"{"weight": 0}"#), "weight");
         assert_eq!(field(r#"{"members": ["Not A Name"]}"#), "members");
+        assert_eq!(field(r#"{"team_gid": 0}"#), "team_gid");
+        let p: QueuePatch = serde_json::from_str(r#"{"team_gid": 60001}"#).unwrap();
+        assert_eq!(q.patched(&p).unwrap().team_gid, Some(60001));
         assert!(serde_json::from_str::<QueuePatch>(r#"{"user_limits": {}}"#).is_err());
         assert!(serde_json::from_str::<QueuePatch>(r#"{"user_limit": {"gpu": 1}}"#).is_err());
     }

@@ -231,6 +231,9 @@ pub struct Workload {
     pub apps: Vec<AppSpec>,
     /// Datasets it mounts read-only at `/datasets/<name>`, as registered when it was submitted.
     pub datasets: Vec<crate::dataset::DatasetMount>,
+    /// Team folders it mounts read-write at `/team/<queue>`, with their host paths and groups as they
+    /// were when it was submitted.
+    pub teams: Vec<crate::team::TeamMount>,
     /// Where it is.
     pub state: WorkloadState,
     /// Gang size: how many members its run has (1 for most work). `resources` are per member.

@@ -92,6 +92,7 @@ pub(crate) fn create_request(
         memory: Some(to_i64(spec.memory_bytes, "memory_bytes")?),
         memory_swap: Some(to_i64(spec.memory_bytes, "memory_bytes")?),
         pids_limit: Some(spec.pids_limit),
+        group_add: (!spec.groups.is_empty()).then(|| spec.groups.iter().map(u32::to_string).collect()),
         security_opt: Some(vec!["no-new-privileges".to_owned()]),
         cap_drop: Some(vec!["ALL".to_owned()]),
         privileged: Some(false),
@@ -272,6 +273,7 @@ mod tests {
             aliases: vec![],
             gpus: GpuAttach::None,
             log_max_bytes: None,
+            groups: Vec::new(),
         }
     }
 
@@ -282,6 +284,14 @@ mod tests {
         let (_, c) = create_request(&ContainerSpec { aliases: vec!["train-1".into()], ..spec() }, &[]).unwrap();
         let endpoints = c.networking_config.unwrap().endpoints_config;
         assert_eq!(endpoints["gpuhub-alice"].aliases, Some(vec!["train-1".to_owned()]));
+    }
+
+    #[test]
+    fn supplementary_groups_are_added_and_none_by_default() {
+        let (_, c) = create_request(&spec(), &[]).unwrap();
+        assert_eq!(host(&c).group_add, None);
+        let (_, c) = create_request(&ContainerSpec { groups: vec![60001, 60002], ..spec() }, &[]).unwrap();
+        assert_eq!(host(&c).group_add, Some(vec!["60001".to_owned(), "60002".to_owned()]));
     }
 
     fn host(c: &Config<String>) -> &HostConfig {

@@ -53,6 +53,8 @@ pub struct ContainerSpec {
     /// About how much output the engine keeps for this container, at most (rotating older output
     /// away); `None` leaves it to the engine's defaults, which may keep everything.
     pub log_max_bytes: Option<u64>,
+    /// Supplementary group ids of the process (`docker run --group-add`).
+    pub groups: Vec<u32>,
 }
 
 /// Coarse container status.

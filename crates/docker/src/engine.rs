@@ -147,6 +147,7 @@ impl DockerEngine {
                 aliases: if size > 1 { vec![m.hostname.clone()] } else { Vec::new() },
                 gpus,
                 log_max_bytes: spec.log_max_bytes,
+                groups: spec.identity.groups.clone(),
             });
         }
         Ok(out)

@@ -126,6 +126,8 @@ pub struct Identity {
     pub gid: u32,
     /// The home directory inside a member (`/home/alice`).
     pub home: String,
+    /// Supplementary groups the members' processes carry (the GIDs of the team folders they mount).
+    pub groups: Vec<u32>,
 }
 
 impl Identity {

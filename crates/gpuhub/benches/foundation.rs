@@ -284,6 +284,7 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
             held_since: None,
             held_until: None,
             datasets: Vec::new(),
+            teams: Vec::new(),
         };
         store.insert_workload(&w).await?;
     }

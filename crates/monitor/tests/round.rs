@@ -33,6 +33,7 @@ fn spec(name: &str) -> RunSpec {
             uid: 10000,
             gid: 10000,
             home: "/h".into(),
+            groups: Vec::new(),
         },
         working_dir: None,
         mounts: vec![],
@@ -93,6 +94,7 @@ fn running(run: &str, at: DateTime<Utc>) -> Workload {
         held_since: Some(at),
         held_until: None,
         datasets: Vec::new(),
+        teams: Vec::new(),
     }
 }
 

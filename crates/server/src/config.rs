@@ -152,6 +152,9 @@ pub struct Config {
     /// several nodes, a directory on storage every node mounts at the same path, which the users'
     /// accounts can traverse (it is made 0755; each home stays 0700 and its owner's).
     pub homes_dir: Option<PathBuf>,
+    /// Where team folders are (default `<data_dir>/teams`); with an engine of several nodes, shared
+    /// storage every node mounts at the same path.
+    pub teams_dir: Option<PathBuf>,
     /// The hard quota of each home (`"10GiB"`), unless an admin gives a user their own; absent: none.
     pub home_quota: Option<gpuhub_core::Bytes>,
     /// What enforces home quotas: `auto`, `xfs`, `loop` or `dir` (see [`homes::HomeBackend`]).
@@ -257,6 +260,7 @@ impl Default for Config {
             engine: EngineKind::Docker,
             slurm: gpuhub_slurm::SlurmConfig::default(),
             homes_dir: None,
+            teams_dir: None,
             home_quota: None,
             home_backend: homes::HomeBackend::Auto,
             ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
@@ -309,6 +313,7 @@ impl fmt::Debug for Config {
             .field("ssh_listen", &self.ssh_listen)
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)
+            .field("teams_dir", &self.teams_dir)
             .field("home_quota", &self.home_quota)
             .field("home_backend", &self.home_backend)
             .field("database_url", &self.database_url.as_deref().map(redact_url))
@@ -392,6 +397,7 @@ impl Config {
                 "SSH_LISTEN" => self.ssh_listen = parse(&key, &v)?,
                 "DATA_DIR" => self.data_dir = PathBuf::from(v),
                 "HOMES_DIR" => self.homes_dir = (!v.is_empty()).then(|| PathBuf::from(v)),
+                "TEAMS_DIR" => self.teams_dir = (!v.is_empty()).then(|| PathBuf::from(v)),
                 "HOME_QUOTA" => self.home_quota = homes::parse_quota(&key, &v)?,
                 "HOME_BACKEND" => self.home_backend = parse(&key, &v)?,
                 "DATABASE_URL" => self.database_url = (!v.is_empty()).then_some(v),
@@ -612,6 +618,11 @@ impl Config {
     /// Where users' homes are: `homes_dir`, or `<data_dir>/homes`.
     pub fn homes(&self) -> PathBuf {
         self.homes_dir.clone().unwrap_or_else(|| self.data_dir.join("homes"))
+    }
+
+    /// Where team folders are: `teams_dir`, or `<data_dir>/teams`.
+    pub fn teams(&self) -> PathBuf {
+        self.teams_dir.clone().unwrap_or_else(|| self.data_dir.join("teams"))
     }
 
     /// The database URL in effect: the configured one or SQLite in the data dir.

@@ -16,6 +16,7 @@ pub mod portal;
 pub mod queues;
 pub mod service;
 pub mod state;
+pub mod teams;
 
 use crate::auth::LoginLimiter;
 use crate::config::Config;

@@ -32,6 +32,7 @@ pub fn from_config(config: &Config) -> Vec<QueueDef> {
             weight: q.weight,
             members: config.queue_members.get(&q.name).cloned(),
             priority_classes: config.queue_priority_classes.get(&q.name).cloned().unwrap_or_default(),
+            team_gid: None,
         })
         .collect()
 }

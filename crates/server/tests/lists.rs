@@ -43,6 +43,7 @@ fn ended(owner: &str, i: usize) -> Workload {
         held_since: None,
         held_until: None,
         datasets: Vec::new(),
+        teams: Vec::new(),
     }
 }
 

@@ -65,6 +65,7 @@ fn spec(i: usize, script: &str) -> RunSpec {
             uid: UID,
             gid: UID,
             home: "/tmp".into(),
+            groups: Vec::new(),
         },
         working_dir: None,
         mounts: vec![],

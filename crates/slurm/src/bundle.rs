@@ -39,6 +39,8 @@ pub struct RunBundle {
     pub init: Option<String>,
     pub uid: u32,
     pub gid: u32,
+    /// Supplementary groups (`process.user.additionalGids`).
+    pub groups: Vec<u32>,
 }
 
 /// Where a member's init is inside its container: on the `/dev` tmpfs every bundle has, so the image
@@ -362,6 +364,9 @@ pub fn run_config(mut c: Value, rootfs: &Path, run: &RunBundle) -> Result<(Value
     }
     c["mounts"] = Value::Array(mounts);
     c["annotations"]["org.gpuhub.uid"] = json!(run.uid.to_string());
+    if !run.groups.is_empty() {
+        c["process"]["user"]["additionalGids"] = json!(run.groups);
+    }
     Ok((c, make))
 }
 

@@ -129,6 +129,7 @@ impl SlurmEngine {
             init: c.init.as_ref().map(|p| p.to_string_lossy().into_owned()),
             uid,
             gid,
+            groups: spec.identity.groups.clone(),
         };
         let bundle_dir = self.inner.bundles.write_run(&dir_name, &spec.image, &run)?;
         let sub = Submission {

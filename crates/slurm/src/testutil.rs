@@ -21,6 +21,7 @@ pub(crate) fn run_spec(members: u32, gpus: GpuGrant) -> RunSpec {
             uid: 10000,
             gid: 10000,
             home: "/home/alice".into(),
+            groups: Vec::new(),
         },
         working_dir: Some("/home/alice".into()),
         mounts: vec![Mount { source: "/srv/homes/alice".into(), target: "/home/alice".into(), read_only: false }],

@@ -22,10 +22,10 @@ pub struct WorkloadFilter {
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, run_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
                        gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members, \
-                       held_since, held_until, datasets";
+                       held_since, held_until, datasets, teams";
 
 /// How many columns [`COLUMNS`] names.
-pub(crate) const COLUMN_COUNT: usize = 32;
+pub(crate) const COLUMN_COUNT: usize = 33;
 
 /// Sets every mutable column from `$2`…`$14`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
@@ -67,6 +67,7 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         held_since: get_opt_time(row, "held_since")?,
         held_until: get_opt_time(row, "held_until")?,
         datasets: get_json(row, "datasets")?,
+        teams: get_json(row, "teams")?,
         interruption: match row.try_get::<Option<String>, _>("interruption")? {
             Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
             None => None,
@@ -127,7 +128,8 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(to_json("members", &w.members)?)
         .bind(opt_ms(w.held_since))
         .bind(opt_ms(w.held_until))
-        .bind(to_json("datasets", &w.datasets)?))
+        .bind(to_json("datasets", &w.datasets)?)
+        .bind(to_json("teams", &w.teams)?))
 }
 
 /// `$a, $b, …` for the numbers in `range`.

@@ -59,6 +59,21 @@ pub struct QueueSettings {
     /// The priority classes its users may ask for, comma-separated (`none`: none).
     #[arg(long, value_name = "CLASSES", value_parser = parse_list)]
     pub priority_classes: Option<List>,
+    /// The group id of its team folder, mounted read-write at /team/NAME by members who ask (`none`: no
+    /// team folder).
+    #[arg(long, value_name = "GID", value_parser = parse_gid)]
+    pub team_gid: Option<Gid>,
+}
+
+/// A `--team-gid` option: `None` is `none`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gid(pub Option<u32>);
+
+fn parse_gid(s: &str) -> Result<Gid, String> {
+    if s == "none" {
+        return Ok(Gid(None));
+    }
+    s.parse().map(|g| Gid(Some(g))).map_err(|_| format!("{s:?} is not a group id (or none)"))
 }
 
 /// A limit option: `None` is `none`.
@@ -106,6 +121,7 @@ impl QueueSettings {
             weight: self.weight.map(Some),
             members: self.members.clone().map(|l| l.0),
             priority_classes: self.priority_classes.clone().map(|l| l.0),
+            team_gid: self.team_gid.map(|g| g.0),
         }
     }
 }

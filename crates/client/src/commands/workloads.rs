@@ -43,6 +43,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         runtime_limit: args.time_limit,
         members: args.members,
         datasets: args.datasets.clone(),
+        teams: args.teams.clone(),
     }
 }
 
@@ -412,6 +413,7 @@ mod tests {
             runtime_limit: None,
             apps: vec![],
             datasets: Vec::new(),
+            teams: Vec::new(),
             history: Vec::new(),
             state,
             size: 1,

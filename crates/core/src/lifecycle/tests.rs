@@ -36,6 +36,7 @@ fn queued(kind: WorkloadKind, size: u32) -> Workload {
         held_since: None,
         held_until: None,
         datasets: Vec::new(),
+        teams: Vec::new(),
     }
 }
 

@@ -58,6 +58,7 @@ pub fn spec(name: &str, script: &str) -> ContainerSpec {
         aliases: vec![],
         gpus: GpuAttach::None,
         log_max_bytes: None,
+        groups: Vec::new(),
     }
 }
 

@@ -45,6 +45,7 @@ fn two_members(name: &str) -> RunSpec {
             uid: 10000,
             gid: 10000,
             home: "/tmp".into(),
+            groups: Vec::new(),
         },
         working_dir: None,
         mounts: vec![],

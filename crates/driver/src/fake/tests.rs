@@ -13,6 +13,7 @@ fn spec(name: &str, members: u32) -> RunSpec {
             uid: 10000,
             gid: 10000,
             home: "/h".into(),
+            groups: Vec::new(),
         },
         working_dir: None,
         mounts: vec![],

@@ -43,6 +43,7 @@ fn view(q: &QueueDef, active: &[Workload], caller: &Caller) -> QueueView {
         open_to_you: me.is_admin() || q.members.as_ref().is_none_or(|m| m.contains(&me.username)),
         members: q.members.clone().filter(|_| me.is_admin()),
         priority_classes: q.priority_classes.clone(),
+        team_gid: q.team_gid,
     }
 }
 
@@ -105,6 +106,7 @@ pub async fn create_queue(
     gpuhub_core::names::validate("queue", &req.name)
         .map_err(|e| ApiError::unprocessable(format!("invalid name: {e}")))?;
     let q = patched(&st, &QueueDef::open(&req.name), &req.patch())?;
+    crate::teams::check_gid_free(&st, &q).await?;
     st.store.insert_queue(&q, chrono::Utc::now()).await?;
     tracing::info!(queue = %q.name, by = %caller.0.username, "queue created");
     st.controller.kick();
@@ -131,6 +133,9 @@ pub async fn patch_queue(
             return Err(ApiError::not_found(format!("no queue named {name:?}")));
         };
         let q = patched(&st, &cur, &patch)?;
+        if q.team_gid != cur.team_gid {
+            crate::teams::check_gid_free(&st, &q).await?;
+        }
         if q == cur || st.store.update_queue_if(&cur, &q, chrono::Utc::now()).await? {
             break q;
         }

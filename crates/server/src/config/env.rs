@@ -102,6 +102,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "DATA_DIR",
     "HOMES_DIR",
     "HOME_QUOTA",
+    "TEAMS_DIR",
     "HOME_BACKEND",
     "DATABASE_URL",
     "GPU_MODE",

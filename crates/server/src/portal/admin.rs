@@ -254,6 +254,17 @@ fn members_field(f: &[(String, String)]) -> Option<Vec<String>> {
     (!m.is_empty()).then_some(m)
 }
 
+/// The form's `team_gid` (empty: no team folder).
+fn team_gid_field(f: &[(String, String)]) -> Result<Option<u32>, ApiError> {
+    match field(f, "team_gid").map(str::trim).filter(|g| !g.is_empty()) {
+        None => Ok(None),
+        Some(g) => g
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::unprocessable(format!("invalid team_gid: {g:?} is not a group id")).at("team_gid")),
+    }
+}
+
 /// The inputs of a limit, filled with `l`.
 fn limit_inputs(prefix: &str, l: Option<&LimitView>) -> Markup {
     let v = |x: Option<String>| x.unwrap_or_default();
@@ -296,6 +307,7 @@ pub async fn queue_admin(
                 label { "May borrow up to (" (q.borrow_limit.as_ref().map_or("no limit".to_owned(), limit)) ") " span { (limit_inputs("borrow", q.borrow_limit.as_ref())) } }
                 label { "Weight " input name="weight" value=(q.weight); }
                 label { "Members (empty: everyone) " input name="members" value=(q.members.clone().unwrap_or_default().join(", ")); }
+                label { "Team folder group (GID; empty: none) " input name="team_gid" inputmode="numeric" value=[q.team_gid]; }
                 button type="submit" { "Save" }
             }
             form.inline method="post" action={"/admin/queues/" (q.name) "/remove"} {
@@ -309,6 +321,7 @@ pub async fn queue_admin(
             label { "Name " input name="name"; }
             label { "Guarantee " span { (limit_inputs("guarantee", None)) } }
             label { "Members (empty: everyone) " input name="members"; }
+            label { "Team folder group (GID; empty: none) " input name="team_gid" inputmode="numeric"; }
             button type="submit" { "Add queue" }
         }
         h2 { "Reservations" }
@@ -353,6 +366,10 @@ pub async fn add_queue(
         Err(e) => return back("/admin/queues", Err(e)),
     };
     let name = field(&f, "name").unwrap_or_default().trim().to_owned();
+    let team_gid = match team_gid_field(&f) {
+        Ok(g) => g,
+        Err(e) => return back("/admin/queues", Err(e)),
+    };
     let req = CreateQueueRequest {
         name: name.clone(),
         guarantee,
@@ -361,6 +378,7 @@ pub async fn add_queue(
         weight: None,
         members: members_field(&f),
         priority_classes: None,
+        team_gid,
     };
     let done = queues::create_queue(State(st), Caller(viewer.user), ApiJson(req)).await;
     back("/admin/queues", done.map(|_| format!("queue {name} added")))
@@ -389,11 +407,16 @@ pub async fn change_queue(
         Some(Ok(w)) => Some(Some(w)),
         Some(Err(_)) => return back("/admin/queues", Err(ApiError::unprocessable("invalid weight: not a number"))),
     };
+    let team_gid = match team_gid_field(&f) {
+        Ok(g) => Some(g),
+        Err(e) => return back("/admin/queues", Err(e)),
+    };
     let patch = QueuePatch {
         guarantee: patch_of(guarantee),
         borrow_limit: patch_of(borrow),
         weight,
         members: Some(members_field(&f)),
+        team_gid,
         ..Default::default()
     };
     let done = queues::patch_queue(State(st), Caller(viewer.user), Path(name.clone()), ApiJson(patch)).await;

@@ -60,6 +60,7 @@ fn form_field(api: &str) -> &'static str {
         "runtime_limit" => "runtime_limit",
         "members" => "members",
         "datasets" => "datasets",
+        "teams" => "teams",
         _ => "",
     }
 }
@@ -127,6 +128,7 @@ async fn prefill(st: &AppState, w: &Workload) -> Values {
         .collect();
     v.insert("apps", own.join("\n"));
     v.insert("datasets", w.datasets.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(","));
+    v.insert("teams", w.teams.iter().map(|t| t.queue.as_str()).collect::<Vec<_>>().join(","));
     v
 }
 
@@ -147,6 +149,8 @@ pub async fn submit(State(st): State<AppState>, viewer: Viewer, headers: HeaderM
     let mut values: Values = FIELDS.iter().map(|k| (*k, field(&f, k).unwrap_or_default().to_owned())).collect();
     let datasets: Vec<&str> = f.iter().filter(|(k, _)| k == "datasets").map(|(_, v)| v.as_str()).collect();
     values.insert("datasets", datasets.join(","));
+    let teams: Vec<&str> = f.iter().filter(|(k, _)| k == "teams").map(|(_, v)| v.as_str()).collect();
+    values.insert("teams", teams.join(","));
     let req = match request(&values) {
         Ok(r) => r,
         Err(errors) => return render(&st, &viewer, &values, &errors, StatusCode::UNPROCESSABLE_ENTITY).await,
@@ -263,6 +267,7 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
         runtime_limit,
         members,
         datasets: text("datasets").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
+        teams: text("teams").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
     })
 }
 
@@ -281,6 +286,19 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
     let datasets = st.store.list_datasets().await.unwrap_or_default();
     let chosen: BTreeSet<String> =
         values.get("datasets").map(|d| d.split(',').map(str::to_owned).collect()).unwrap_or_default();
+    // the team folders the viewer may mount: queues with one whose members include them
+    let me = &viewer.user.username;
+    let teams: Vec<String> = st
+        .store
+        .list_queues()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|q| q.team_gid.is_some() && q.members.as_ref().is_none_or(|m| m.contains(me)))
+        .map(|q| q.name)
+        .collect();
+    let chosen_teams: BTreeSet<String> =
+        values.get("teams").map(|d| d.split(',').map(str::to_owned).collect()).unwrap_or_default();
     let models: BTreeSet<String> = st.nodes().iter().flat_map(|n| n.gpus.iter().map(|g| g.model.clone())).collect();
     let val = |k: &str| values.get(k).cloned().unwrap_or_default();
     let err = |k: &'static str| -> Markup {
@@ -365,6 +383,15 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
                 }
             }
             (err("datasets"))
+            @if !teams.is_empty() {
+                fieldset aria-invalid=[invalid("teams")] {
+                    legend { "Team folders (read-write at /team/NAME)" }
+                    @for t in &teams {
+                        label { input type="checkbox" name="teams" value=(t) checked[chosen_teams.contains(t)]; " " (t) }
+                    }
+                }
+            }
+            (err("teams"))
             label { "Apps the command serves (one name:port a line) " textarea name="apps" rows="2" aria-invalid=[invalid("apps")] { (val("apps")) } }
             (err("apps"))
             button type="submit" { "Submit" }

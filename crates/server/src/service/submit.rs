@@ -175,6 +175,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         apps.push(app.clone());
     }
     let datasets = resolve_datasets(st, &req.datasets).await?;
+    let teams = crate::teams::resolve(st, caller, &req.teams).await?;
     let now = st.clock.now();
     let w = Workload {
         id,
@@ -205,6 +206,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         held_since: None,
         held_until: None,
         datasets,
+        teams,
     };
     // work that could never start is refused now, naming why; where the engine places, its queue
     // limits are the engine's, so only the nodes count here

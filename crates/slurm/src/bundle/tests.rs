@@ -68,8 +68,13 @@ fn run_config_env_mounts_and_mountpoints() {
         init: Some("/usr/bin/tini-static".into()),
         uid: 10001,
         gid: 10001,
+        groups: Vec::new(),
     };
     let (c, make) = run_config(shape_image_config(umoci_config()), &rootfs, &run).unwrap();
+    assert!(c["process"]["user"].get("additionalGids").is_none(), "no team: no supplementary groups");
+    let teamed = RunBundle { groups: vec![60001], ..run.clone() };
+    let (t, _) = run_config(shape_image_config(umoci_config()), &rootfs, &teamed).unwrap();
+    assert_eq!(t["process"]["user"]["additionalGids"], json!([60001]));
     let env: Vec<&str> = c["process"]["env"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(
         env,

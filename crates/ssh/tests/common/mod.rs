@@ -122,6 +122,7 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         aliases: vec![],
         gpus: Default::default(),
         log_max_bytes: None,
+        groups: Vec::new(),
     };
     let id = match runtime.create(&spec).await {
         Ok(id) => id,

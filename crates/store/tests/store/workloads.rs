@@ -41,6 +41,7 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         held_since: None,
         held_until: None,
         datasets: Vec::new(),
+        teams: Vec::new(),
     }
 }
 
@@ -83,6 +84,11 @@ fn full() -> Workload {
         datasets: vec![gpuhub_core::dataset::DatasetMount {
             name: "imagenet".into(),
             path: "/srv/data/imagenet".into(),
+        }],
+        teams: vec![gpuhub_core::team::TeamMount {
+            queue: "vision".into(),
+            path: "/d/teams/vision".into(),
+            gid: 60001,
         }],
         state: WorkloadState::Running,
         gpus: vec![
