@@ -129,6 +129,7 @@ impl Controller {
         let cx = SpecContext {
             instance: &self.instance,
             uid: user.uid,
+            gid: user.gid,
             homes_dir: &self.settings.homes_dir,
             nodes: &nodes,
             pids_limit: self.settings.pids_limit,

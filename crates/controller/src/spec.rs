@@ -50,8 +50,10 @@ pub fn app_port_var(app: &str) -> String {
 pub struct SpecContext<'a> {
     /// This installation's id (kept in the store).
     pub instance: &'a str,
-    /// The owner's UID (also the GID).
+    /// The owner's UID.
     pub uid: u32,
+    /// The owner's GID (the UID for local accounts, a directory's `gidNumber` otherwise).
+    pub gid: u32,
     /// Where users' homes are (`homes_dir`).
     pub homes_dir: &'a Path,
     /// The engine's nodes (a share's GPU memory is read here).
@@ -185,7 +187,7 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
             username: w.owner.clone(),
             account: w.owner.clone(),
             uid: cx.uid,
-            gid: cx.uid,
+            gid: cx.gid,
             home: home.clone(),
             groups,
         },

@@ -74,8 +74,14 @@ pub struct ChangePasswordRequest {
 pub struct UserView {
     pub username: String,
     pub role: crate::user::Role,
-    /// The UID/GID the user's containers run as.
+    /// The UID the user's containers run as.
     pub uid: u32,
+    /// The GID they run as (the UID for local accounts).
+    #[serde(default)]
+    pub gid: u32,
+    /// Where the identity comes from: `local`, `ldap` or `oidc`.
+    #[serde(default)]
+    pub source: crate::user::UserSource,
     pub disabled: bool,
     pub created_at: DateTime<Utc>,
     /// The user's own home quota (`"20GiB"`, `"none"`) when an admin set one; absent: the default.
@@ -116,6 +122,8 @@ impl From<&crate::user::User> for UserView {
             username: u.username.clone(),
             role: u.role,
             uid: u.uid,
+            gid: u.gid,
+            source: u.source,
             disabled: u.disabled,
             created_at: u.created_at,
             home_quota: crate::user::home_quota_text(u.home_quota),

@@ -16,6 +16,36 @@ pub enum Role {
     User,
 }
 
+/// Where an account's identity comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UserSource {
+    /// Made here, with a password kept here (hashed).
+    #[default]
+    Local,
+    /// An LDAP directory's: signs in with the directory's password; UID/GID are its `uidNumber` and
+    /// `gidNumber`; checked against the directory again from time to time.
+    Ldap,
+    /// An OpenID provider's: signs in through the provider in a browser.
+    Oidc,
+}
+
+impl UserSource {
+    /// How it is stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserSource::Local => "local",
+            UserSource::Ldap => "ldap",
+            UserSource::Oidc => "oidc",
+        }
+    }
+
+    /// The stored spelling back; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        [UserSource::Local, UserSource::Ldap, UserSource::Oidc].into_iter().find(|v| v.as_str() == s)
+    }
+}
+
 /// An account as the platform knows it (the password hash stays in the store).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
@@ -25,8 +55,13 @@ pub struct User {
     pub username: String,
     /// Admin or user.
     pub role: Role,
-    /// The UID (and GID) the user's containers run as, from [`FIRST_UID`] up.
+    /// The UID the user's containers run as: from [`FIRST_UID`] up for local accounts, the directory's
+    /// `uidNumber` for LDAP ones.
     pub uid: u32,
+    /// The GID the user's containers run as: the UID for local accounts, `gidNumber` for LDAP ones.
+    pub gid: u32,
+    /// Where the identity comes from.
+    pub source: UserSource,
     /// A disabled user can neither log in nor use a token; their workloads stay.
     pub disabled: bool,
     /// The user's own home quota in bytes, set by an admin; `None`: the configured default; `Some(0)`:
@@ -89,6 +124,8 @@ mod tests {
             username: "alice".into(),
             role: Role::User,
             uid: FIRST_UID,
+            gid: FIRST_UID,
+            source: UserSource::Local,
             disabled: false,
             home_quota: None,
             created_at: DateTime::<Utc>::MIN_UTC,
@@ -100,5 +137,9 @@ mod tests {
         assert_eq!(u.home_quota_or(None), Some(20));
         assert_eq!(home_quota_text(Some(20 << 30)).as_deref(), Some("20GiB"));
         assert_eq!(home_quota_text(Some(0)).as_deref(), Some("none"));
+        for s in [UserSource::Local, UserSource::Ldap, UserSource::Oidc] {
+            assert_eq!(UserSource::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(UserSource::parse("kerberos"), None);
     }
 }

@@ -37,7 +37,7 @@ pub struct DirectoryUser {
 /// longer) in the directory, so a caller re-checking signed-in users can disable the ones removed
 /// upstream.
 #[async_trait]
-pub trait Directory: Send + Sync {
+pub trait Directory: Send + Sync + std::fmt::Debug {
     /// Checks `username`'s password against the directory and returns the user with their groups.
     async fn authenticate(&self, username: &str, password: &str) -> Result<DirectoryUser, IdentityError>;
 

@@ -216,8 +216,15 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
 
 /// The login page browsers are sent to; its script (`/static/login.js`) posts to `/api/v1/login` and
 /// returns to `next`. Served through the portal's router, with its headers.
-pub async fn login_page() -> Html<&'static str> {
-    Html(LOGIN_HTML)
+pub async fn login_page(State(st): State<AppState>) -> Html<String> {
+    // with an OpenID provider, a link that signs in there (keeping where the visitor was going: the
+    // login script adds `?next=` to it)
+    let sso = if st.identities.oidc_enabled() {
+        r#"<p class="sso"><a id="sso" href="/login/oidc">Sign in with single sign-on</a></p>"#
+    } else {
+        ""
+    };
+    Html(LOGIN_HTML.replace("<!--sso-->", sso))
 }
 
 const LOGIN_HTML: &str = r#"<!doctype html>
@@ -227,7 +234,7 @@ const LOGIN_HTML: &str = r#"<!doctype html>
 <body class="login"><form id="f"><h1>gpuhub</h1>
 <label>User <input name="username" autocomplete="username" required autofocus></label>
 <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
-<button>Log in</button><div id="err" role="alert"></div></form>
+<button>Log in</button><div id="err" role="alert"></div><!--sso--></form>
 </body></html>"#;
 
 /// The SSH gateway's view of the hub: keys registered through the API, workspaces found and entered

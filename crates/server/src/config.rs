@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub mod apps;
 pub mod env;
 pub mod homes;
+pub mod identity;
 pub mod monitor;
 
 /// How GPUs reach containers.
@@ -152,6 +153,15 @@ pub struct Config {
     /// several nodes, a directory on storage every node mounts at the same path, which the users'
     /// accounts can traverse (it is made 0755; each home stays 0700 and its owner's).
     pub homes_dir: Option<PathBuf>,
+    /// An LDAP directory users sign in with (`[ldap]`); absent: none.
+    pub ldap: Option<gpuhub_identity::LdapConfig>,
+    /// An OpenID provider users sign in through (`[oidc]`); absent: none.
+    pub oidc: Option<gpuhub_identity::OidcConfig>,
+    /// How often directory accounts are checked against the directory (removed upstream: disabled,
+    /// tokens revoked), and the lifetime of OpenID accounts' sessions and tokens, in seconds.
+    pub identity_recheck_secs: u64,
+    /// The lifetime of an OpenID account's sessions and tokens, in hours (1…720).
+    pub oidc_session_hours: i64,
     /// Where team folders are (default `<data_dir>/teams`); with an engine of several nodes, shared
     /// storage every node mounts at the same path.
     pub teams_dir: Option<PathBuf>,
@@ -261,6 +271,10 @@ impl Default for Config {
             slurm: gpuhub_slurm::SlurmConfig::default(),
             homes_dir: None,
             teams_dir: None,
+            ldap: None,
+            oidc: None,
+            identity_recheck_secs: 300,
+            oidc_session_hours: 12,
             home_quota: None,
             home_backend: homes::HomeBackend::Auto,
             ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
@@ -314,6 +328,10 @@ impl fmt::Debug for Config {
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)
             .field("teams_dir", &self.teams_dir)
+            .field("ldap", &self.ldap)
+            .field("oidc", &self.oidc)
+            .field("identity_recheck_secs", &self.identity_recheck_secs)
+            .field("oidc_session_hours", &self.oidc_session_hours)
             .field("home_quota", &self.home_quota)
             .field("home_backend", &self.home_backend)
             .field("database_url", &self.database_url.as_deref().map(redact_url))
@@ -442,7 +460,9 @@ impl Config {
                     self.log_max_bytes = gpuhub_core::Bytes::parse(&v)
                         .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?
                 }
-                other => match monitor::apply_env(&mut self.monitor, &mut self.idle, &key, other, &v) {
+                other => match monitor::apply_env(&mut self.monitor, &mut self.idle, &key, other, &v)
+                    .or_else(|| identity::apply_env(self, &key, other, &v))
+                {
                     Some(done) => done?,
                     // variables of the client, of containers and of the scripts share the prefix
                     None if env::NOT_SERVER_SETTINGS.contains(&other) || env::container_variable(other) => {}
@@ -459,6 +479,7 @@ impl Config {
         apps::check(self.apps_domain.as_deref(), self.public_url.as_deref())?;
         self.limits.check()?;
         homes::check(self)?;
+        identity::check(self)?;
         monitor::check(&self.monitor, &self.idle)?;
         if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
             return Err(ConfigError::Invalid {

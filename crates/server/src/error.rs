@@ -56,6 +56,10 @@ impl ApiError {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
     }
     /// 507: no space left where gpuhub keeps `what`; nothing was written.
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+    }
+
     pub fn insufficient_storage(what: impl std::fmt::Display) -> Self {
         Self::new(StatusCode::INSUFFICIENT_STORAGE, format!("insufficient storage: {what}; free space and retry"))
     }

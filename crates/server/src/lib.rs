@@ -9,6 +9,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod identity;
 pub mod idle;
 pub mod metrics;
 pub mod origins;
@@ -64,6 +65,9 @@ pub enum ServeError {
     /// Homes cannot get the quotas configured (`home_quota`, `home_backend`).
     #[error("{0}")]
     Homes(String),
+    /// A sign-in source is configured wrongly (`[ldap]`, `[oidc]`).
+    #[error("{0}")]
+    Identity(String),
 }
 
 /// A running server.
@@ -79,6 +83,7 @@ pub struct Server {
     ssh: JoinHandle<()>,
     monitor: JoinHandle<()>,
     idle: JoinHandle<()>,
+    recheck: JoinHandle<()>,
 }
 
 impl Server {
@@ -90,6 +95,7 @@ impl Server {
         let _ = self.ssh.await;
         let _ = self.monitor.await;
         let _ = self.idle.await;
+        let _ = self.recheck.await;
     }
 
     /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
@@ -100,6 +106,7 @@ impl Server {
         let _ = self.ssh.await;
         let _ = self.monitor.await;
         let _ = self.idle.await;
+        let _ = self.recheck.await;
     }
 
     /// A sender that stops the server when `true` is sent.
@@ -220,17 +227,19 @@ pub struct Seams {
     pub gpus: Option<Arc<dyn gpuhub_gpu::GpuSampler>>,
     /// Makes homes and their quotas; `None`: the backend the config asks for (`home_backend`).
     pub homes: Option<Arc<dyn gpuhub_homes::Homes>>,
+    /// The LDAP directory users sign in with; `None`: the one `[ldap]` configures, if any.
+    pub directory: Option<Arc<dyn gpuhub_identity::Directory>>,
 }
 
 impl Default for Seams {
     fn default() -> Self {
-        Self { clock: Arc::new(SystemClock), gpus: None, homes: None }
+        Self { clock: Arc::new(SystemClock), gpus: None, homes: None, directory: None }
     }
 }
 
 /// [`start`] with the clock and GPU sampler given.
 pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -> Result<Server, ServeError> {
-    let Seams { clock, gpus, homes } = seams;
+    let Seams { clock, gpus, homes, directory } = seams;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {
@@ -258,6 +267,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         None => config::homes::build(&config).await.map_err(ServeError::Homes)?,
     };
     let settings = Arc::new(config.controller_settings(homes.clone()));
+    let identities = Arc::new(identity::Identities::new(&config, directory).map_err(ServeError::Identity)?);
     let (controller, handle) =
         Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
     let monitor_settings = config.monitor.settings();
@@ -291,6 +301,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         idle: Arc::default(),
         http_metrics: crate::metrics::HttpMetrics::default(),
         homes,
+        identities,
     };
     let gateway = gpuhub_ssh::SshGateway::on_listener(
         ssh_listener,
@@ -306,6 +317,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let controller = tokio::spawn(controller.run(until(rx.clone())));
     let monitor = tokio::spawn(monitor.run(until(rx.clone())));
     let idle = tokio::spawn(idle::run(state.clone(), until(rx.clone())));
+    let recheck = tokio::spawn(identity::run(state.clone(), until(rx.clone())));
     let ssh_stop = until(rx.clone());
     let ssh = tokio::spawn(async move {
         if let Err(e) = gateway.run(ssh_stop).await {
@@ -332,7 +344,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
              session cookie on the hub's pages; set apps_domain (wildcard DNS) to give each app its own origin"
         ),
     }
-    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor, idle })
+    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor, idle, recheck })
 }
 
 /// The whole HTTP surface.

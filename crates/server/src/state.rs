@@ -41,6 +41,8 @@ pub struct AppState {
     pub http_metrics: crate::metrics::HttpMetrics,
     /// Users' homes and their quotas (the same backend the controller makes them with).
     pub homes: Arc<dyn gpuhub_homes::Homes>,
+    /// The outside sign-in sources (LDAP, OpenID).
+    pub identities: Arc<crate::identity::Identities>,
 }
 
 impl AppState {

@@ -63,6 +63,10 @@ async fn every_endpoint_by_every_caller() {
             body: Some(json!({"disabled": true})),
             ..case(Method::PATCH, "/api/v1/users/{u}", [200, 403, 403, 401])
         },
+        Case {
+            body: Some(json!({"home_quota": "default"})),
+            ..case(Method::PATCH, "/api/v1/users/{u}", [200, 403, 403, 401])
+        },
         case(Method::DELETE, "/api/v1/users/{u}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/workloads", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/workloads?all=true", [200, 403, 403, 401]),

@@ -78,7 +78,7 @@ async fn every_portal_route_by_every_caller() {
     let who = ["admin", "owner", "other", "anonymous"];
     let mut n = 0;
     // pages: admin sees alice's with ?owner=, others' ?owner= is ignored (their own: none by that name)
-    let pages: [(&str, [u16; 4]); 15] = [
+    let pages: [(&str, [u16; 4]); 17] = [
         ("/", [303, 303, 303, 303]),
         ("/nodes", [200, 200, 200, 303]),
         ("/queues", [200, 200, 200, 303]),
@@ -94,6 +94,9 @@ async fn every_portal_route_by_every_caller() {
         ("/workloads/{w}/stop?owner=alice", [200, 200, 404, 303]),
         ("/new?from={w}&owner=alice", [200, 200, 404, 303]),
         ("/static/portal.js", [200, 200, 200, 200]),
+        // no OpenID provider here: nothing to sign in through, for anyone
+        ("/login/oidc", [404, 404, 404, 404]),
+        ("/login/oidc/callback?code=x&state=y", [403, 403, 403, 403]),
     ];
     for (path, expect) in pages {
         n += 1;

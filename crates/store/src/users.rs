@@ -4,7 +4,7 @@ use crate::codec::{get_bool, get_int, get_time, ms};
 use crate::error::conflict;
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
-use gpuhub_core::user::{Role, User};
+use gpuhub_core::user::{Role, User, UserSource};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -12,10 +12,11 @@ use sqlx::any::AnyRow;
 pub(crate) const LAST_UID: &str = "last_uid";
 
 /// The user columns, in the order [`user_from_row`] reads them, for `FROM users`.
-pub(crate) const USER_COLUMNS: &str = "id, username, role, uid, disabled, created_at, home_quota";
+pub(crate) const USER_COLUMNS: &str = "id, username, role, uid, disabled, created_at, home_quota, source, gid";
 
 /// The user columns qualified with the alias `u`, for joins.
-pub(crate) const USER_COLUMNS_U: &str = "u.id, u.username, u.role, u.uid, u.disabled, u.created_at, u.home_quota";
+pub(crate) const USER_COLUMNS_U: &str =
+    "u.id, u.username, u.role, u.uid, u.disabled, u.created_at, u.home_quota, u.source, u.gid";
 
 /// How a role is spelled in the `role` column.
 pub(crate) fn role_str(role: Role) -> &'static str {
@@ -35,11 +36,19 @@ fn parse_role(s: &str) -> Result<Role> {
 
 /// Decodes a row selected with [`USER_COLUMNS`] or [`USER_COLUMNS_U`].
 pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
+    let uid: u32 = get_int(row, "uid")?;
+    let source: String = row.try_get("source")?;
     Ok(User {
         id: row.try_get("id")?,
         username: row.try_get("username")?,
         role: parse_role(&row.try_get::<String, _>("role")?)?,
-        uid: get_int(row, "uid")?,
+        uid,
+        gid: match row.try_get::<Option<i64>, _>("gid")? {
+            Some(g) => u32::try_from(g).map_err(|_| StoreError::Corrupt(format!("gid: {g} out of range")))?,
+            None => uid,
+        },
+        source: UserSource::parse(&source)
+            .ok_or_else(|| StoreError::Corrupt(format!("source: unknown source {source:?}")))?,
         disabled: get_bool(row, "disabled")?,
         created_at: get_time(row, "created_at")?,
         home_quota: row
@@ -89,7 +98,77 @@ impl Store {
         .map_err(|e| conflict(e, || format!("user {username} already exists")))?;
         tx.commit().await?;
         let created_at = DateTime::from_timestamp_millis(ms(now)).unwrap_or(now);
-        Ok(User { id, username: username.to_owned(), role, uid, disabled: false, created_at, home_quota: None })
+        Ok(User {
+            id,
+            username: username.to_owned(),
+            role,
+            uid,
+            gid: uid,
+            source: UserSource::Local,
+            disabled: false,
+            created_at,
+            home_quota: None,
+        })
+    }
+
+    /// Creates an account whose identity comes from outside (`source`), with the UID and GID it has
+    /// there and no password of its own. [`StoreError::Conflict`] if the username or the UID is taken.
+    pub async fn create_external_user(
+        &self,
+        username: &str,
+        role: Role,
+        ids: (u32, u32),
+        source: UserSource,
+        now: DateTime<Utc>,
+    ) -> Result<User> {
+        let (uid, gid) = ids;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO users (username, password_hash, role, uid, disabled, created_at, source, gid) \
+             VALUES ($1, '!', $2, $3, $4, $5, $6, $7) RETURNING id",
+        )
+        .bind(username)
+        .bind(role_str(role))
+        .bind(i64::from(uid))
+        .bind(false)
+        .bind(ms(now))
+        .bind(source.as_str())
+        .bind(i64::from(gid))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| conflict(e, || format!("user {username} or uid {uid} exists already")))?;
+        let created_at = DateTime::from_timestamp_millis(ms(now)).unwrap_or(now);
+        Ok(User {
+            id,
+            username: username.to_owned(),
+            role,
+            uid,
+            gid,
+            source,
+            disabled: false,
+            created_at,
+            home_quota: None,
+        })
+    }
+
+    /// Marks where `username`'s identity comes from.
+    pub async fn set_source(&self, username: &str, source: UserSource) -> Result<()> {
+        self.update_user(username, "UPDATE users SET source = $1 WHERE username = $2", source.as_str()).await
+    }
+
+    /// Sets the role, UID and GID of an account from outside (what its source says now).
+    pub async fn sync_external_user(&self, username: &str, role: Role, uid: u32, gid: u32) -> Result<()> {
+        let done = sqlx::query("UPDATE users SET role = $1, uid = $2, gid = $3 WHERE username = $4")
+            .bind(role_str(role))
+            .bind(i64::from(uid))
+            .bind(i64::from(gid))
+            .bind(username)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| conflict(e, || format!("uid {uid} is another user's")))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("user", username));
+        }
+        Ok(())
     }
 
     /// The account named `username`.

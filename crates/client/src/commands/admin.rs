@@ -293,6 +293,8 @@ mod tests {
             username: name.into(),
             role,
             uid: 10_000,
+            gid: 10_000,
+            source: Default::default(),
             disabled,
             created_at: t0,
             home_quota: None,

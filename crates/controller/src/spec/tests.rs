@@ -40,6 +40,7 @@ fn cx<'a>(nodes: &'a [NodeCapacity], ports: &'a BTreeMap<String, u16>) -> SpecCo
     SpecContext {
         instance: "i1",
         uid: 10001,
+        gid: 10001,
         homes_dir: Path::new("/data/homes"),
         nodes,
         pids_limit: 100,

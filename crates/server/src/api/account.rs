@@ -16,7 +16,7 @@ use gpuhub_core::api::{
     Problem, TokenResponse, TokenView, UserView,
 };
 use gpuhub_core::names;
-use gpuhub_core::user::{Role, User};
+use gpuhub_core::user::{Role, User, UserSource};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_store::{TokenKind, WorkloadFilter};
 use std::net::SocketAddr;
@@ -56,15 +56,34 @@ pub async fn login(
         Err(gpuhub_store::StoreError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
+    let fail = || {
+        st.limiter.fail(&req.username, client, now);
+        ApiError::unauthorized("invalid username or password")
+    };
+    // an account of the directory, or a name only the directory may know: the directory decides
+    let local = found.as_ref().is_some_and(|(u, _)| u.source == UserSource::Local);
+    if !local && st.identities.directory().is_some() {
+        let Some(outside) = crate::identity::directory_sign_in(&st, &req.username, &req.password).await? else {
+            return Err(fail());
+        };
+        let user = crate::identity::account(&st, &outside).await?;
+        if user.disabled {
+            return Err(ApiError::forbidden("account is disabled"));
+        }
+        st.limiter.succeed(&req.username, client);
+        let (body, cookie) = new_session(&st, &user).await?;
+        return session_response(body, &cookie);
+    }
     let password = req.password.clone();
-    let hash = found.as_ref().map(|(_, h)| h.clone()).unwrap_or_else(|| dummy_hash().to_owned());
+    let hash = match &found {
+        Some((u, h)) if u.source == UserSource::Local => h.clone(),
+        // an outside account signs in through its source only
+        _ => dummy_hash().to_owned(),
+    };
     let ok = auth::verify_password_bounded(password, hash.clone()).await?;
     let user = match found {
-        Some((user, _)) if ok => user,
-        _ => {
-            st.limiter.fail(&req.username, client, now);
-            return Err(ApiError::unauthorized("invalid username or password"));
-        }
+        Some((user, _)) if ok && user.source == UserSource::Local => user,
+        _ => return Err(fail()),
     };
     if user.disabled {
         return Err(ApiError::forbidden("account is disabled"));
@@ -75,22 +94,56 @@ pub async fn login(
         let renewed = auth::hash_password_bounded(req.password.clone()).await?;
         st.store.set_password_hash(&user.username, &renewed).await?;
     }
+    let (body, cookie) = new_session(&st, &user).await?;
+    session_response(body, &cookie)
+}
+
+/// Refuses a password change for an account whose password is its source's (409).
+fn not_outside(user: &User) -> Result<(), ApiError> {
+    match user.source {
+        UserSource::Local => Ok(()),
+        s => Err(ApiError::conflict(format!(
+            "{} signs in through {}: its password is changed there, not here",
+            user.username,
+            if s == UserSource::Ldap { "the LDAP directory" } else { "the OpenID provider" }
+        ))
+        .at("password")),
+    }
+}
+
+/// The JSON answer of a sign-in with its session cookie set.
+fn session_response(body: TokenResponse, cookie: &str) -> Result<Response, ApiError> {
+    let mut resp = axum::Json(body).into_response();
+    resp.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(cookie).map_err(ApiError::internal)?);
+    Ok(resp)
+}
+
+/// The most a token of `user` may live: `days`, or for an OpenID account at most `oidc_session_hours`
+/// (such accounts cannot be checked with the provider later).
+pub(crate) fn token_lifetime(st: &AppState, user: &User, days: i64) -> chrono::Duration {
+    let asked = chrono::Duration::days(days);
+    match user.source {
+        UserSource::Oidc => asked.min(chrono::Duration::hours(st.config.oidc_session_hours)),
+        _ => asked,
+    }
+}
+
+/// A new API token and browser session for `user`: the token's answer and the session's cookie.
+pub(crate) async fn new_session(st: &AppState, user: &User) -> Result<(TokenResponse, String), ApiError> {
     let now = Utc::now();
     let (token, hash) = auth::new_token(TokenKind::Api);
-    let expires = now + chrono::Duration::days(st.config.token_days);
+    let expires = now + token_lifetime(st, user, st.config.token_days);
     st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires)).await?;
     let (session, shash) = auth::new_token(TokenKind::Session);
-    let hours = st.config.session_hours;
-    st.store.insert_token(user.id, &shash, TokenKind::Session, now, Some(now + chrono::Duration::hours(hours))).await?;
+    let lasts = chrono::Duration::hours(st.config.session_hours).min(token_lifetime(st, user, st.config.token_days));
+    st.store.insert_token(user.id, &shash, TokenKind::Session, now, Some(now + lasts)).await?;
     let cookie = format!(
         "{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{}",
-        hours * 3600,
+        lasts.num_seconds(),
         if st.config.secure_cookies { "; Secure" } else { "" }
     );
     let body = TokenResponse { token, username: user.username.clone(), role: user.role, expires_at: Some(expires) };
-    let mut resp = axum::Json(body).into_response();
-    resp.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).map_err(ApiError::internal)?);
-    Ok(resp)
+    Ok((body, cookie))
 }
 
 /// Logs out: revokes the bearer token and the browser session this request carries (either or both; a
@@ -163,7 +216,7 @@ pub async fn create_token(
         return Err(ApiError::unprocessable(format!("invalid days: must be from 1 to {most} (token_days)")).at("days"));
     }
     let now = Utc::now();
-    let expires_at = now + chrono::Duration::days(days);
+    let expires_at = now + token_lifetime(&st, &user, days);
     let (token, hash) = auth::new_token(TokenKind::Api);
     st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires_at)).await?;
     let id = auth::token_id(&hash).to_owned();
@@ -195,6 +248,7 @@ pub async fn change_password(
     headers: HeaderMap,
     ApiJson(req): ApiJson<ChangePasswordRequest>,
 ) -> Result<StatusCode, ApiError> {
+    not_outside(&user)?;
     let (_, hash) = st.store.user_with_password_hash(&user.username).await?;
     let current = req.current_password.clone();
     let ok = auth::verify_password_bounded(current, hash).await?;
@@ -299,6 +353,7 @@ pub async fn patch_user(
         None => None,
     };
     if let Some(p) = &req.password {
+        not_outside(&user)?;
         auth::check_password(p)?;
         let p = p.clone();
         let hash = auth::hash_password_bounded(p).await?;
@@ -311,13 +366,10 @@ pub async fn patch_user(
         st.store.set_role(&name, if a { Role::Admin } else { Role::User }).await?;
     }
     if let Some(d) = req.disabled {
-        st.store.set_disabled(&name, d).await?;
         if d {
-            st.store.delete_user_tokens(user.id).await?;
-            st.revocations.revoke(&name);
-            if !req.keep_workloads.unwrap_or(false) {
-                stop_all(&st, &name).await?;
-            }
+            offboard(&st, &user, req.keep_workloads.unwrap_or(false)).await?;
+        } else {
+            st.store.set_disabled(&name, false).await?;
         }
         st.controller.kick();
     }
@@ -325,6 +377,19 @@ pub async fn patch_user(
         homes::set_quota(&st, &user, own).await?;
     }
     Ok(axum::Json(homes::user_view(&st, &st.store.get_user(&name).await?).await))
+}
+
+/// Disables `user`: tokens and sessions revoked, open SSH connections and browser terminals closed,
+/// running work stopped (unless `keep_workloads`); queued work does not start while disabled.
+pub(crate) async fn offboard(st: &AppState, user: &User, keep_workloads: bool) -> Result<(), ApiError> {
+    st.store.set_disabled(&user.username, true).await?;
+    st.store.delete_user_tokens(user.id).await?;
+    st.revocations.revoke(&user.username);
+    if !keep_workloads {
+        stop_all(st, &user.username).await?;
+    }
+    st.controller.kick();
+    Ok(())
 }
 
 /// Stops every starting or running workload of `owner`.

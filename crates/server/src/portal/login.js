@@ -2,6 +2,10 @@
 (function () {
   'use strict';
   const f = document.getElementById('f');
+  // single sign-on keeps where the visitor was going too (the server keeps only paths of this site)
+  const sso = document.getElementById('sso');
+  const want = new URLSearchParams(location.search).get('next');
+  if (sso && want) sso.href = '/login/oidc?next=' + encodeURIComponent(want);
   f.addEventListener('submit', async function (e) {
     e.preventDefault();
     const r = await fetch('/api/v1/login', {method: 'POST', headers: {'content-type': 'application/json'},

@@ -10,6 +10,7 @@
 mod admin;
 mod form;
 mod pages;
+mod signin;
 mod workloads;
 
 use crate::auth::{self, SESSION_COOKIE};
@@ -52,6 +53,8 @@ pub fn router() -> axum::Router<AppState> {
         .route("/admin/reservations/{id}/cancel", axum::routing::post(admin::cancel_reservation))
         .route("/logout", axum::routing::post(logout))
         .route("/login", get(crate::access::login_page))
+        .route("/login/oidc", get(signin::begin))
+        .route("/login/oidc/callback", get(signin::callback))
         .route("/static/{file}", get(asset))
         .layer(axum::middleware::map_response(guard))
 }

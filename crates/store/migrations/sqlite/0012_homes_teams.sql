@@ -1,4 +1,8 @@
--- Homes with quotas and team folders (issue 11). A user's own home quota in bytes (NULL: the configured
+-- Homes with quotas, team folders and sign-in sources (issue 11). A user's own home quota in bytes (NULL: the configured
 -- default; 0: none). A workload keeps the team folders it mounts (queue, host path, group id) as JSON.
 ALTER TABLE users ADD COLUMN home_quota BIGINT;
+-- Sign-in sources (issue 11): where an account comes from (local, ldap, oidc) and its GID (NULL: its
+-- UID; an LDAP account's gidNumber otherwise).
+ALTER TABLE users ADD COLUMN source TEXT NOT NULL DEFAULT 'local';
+ALTER TABLE users ADD COLUMN gid BIGINT;
 ALTER TABLE workloads ADD COLUMN teams TEXT NOT NULL DEFAULT '[]';

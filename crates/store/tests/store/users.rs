@@ -94,6 +94,19 @@ async fn changes(s: Store) {
     s.set_home_quota("alice", None).await.unwrap();
     assert_eq!(s.get_user("alice").await.unwrap(), u);
     assert!(matches!(s.set_home_quota("ghost", None).await.unwrap_err(), StoreError::NotFound { .. }));
+    // an account from a directory: its own UID and GID, no password, synced later
+    use gpuhub_core::user::UserSource;
+    let d = s.create_external_user("dora", Role::User, (20_001, 30_001), UserSource::Ldap, t(1)).await.unwrap();
+    assert_eq!((d.uid, d.gid, d.source), (20_001, 30_001, UserSource::Ldap));
+    assert_eq!(s.get_user("dora").await.unwrap(), d);
+    assert_eq!((u.gid, u.source), (u.uid, UserSource::Local), "a local account's GID is its UID");
+    let taken = s.create_external_user("other", Role::User, (20_001, 1), UserSource::Ldap, t(1)).await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    s.sync_external_user("dora", Role::Admin, 20_002, 30_002).await.unwrap();
+    let d2 = s.get_user("dora").await.unwrap();
+    assert_eq!((d2.role, d2.uid, d2.gid), (Role::Admin, 20_002, 30_002));
+    let (_, hash) = s.user_with_password_hash("dora").await.unwrap();
+    assert_eq!(hash, "!", "no password of its own");
 
     for e in [
         s.set_password_hash("ghost", "x").await.unwrap_err(),
