@@ -202,13 +202,19 @@ impl Hub {
     /// Starts a server whose configuration is the test's defaults (listen addresses, data dir, a short
     /// stop grace) and then `extra` (more keys, sections), and logs the admin in.
     pub async fn start_with(extra: &str) -> Result<Hub> {
+        Self::start_on("127.0.0.1:0", extra).await
+    }
+
+    /// [`Hub::start_with`] listening on `listen` (a port known before it starts, for a provider's
+    /// redirect URL).
+    pub async fn start_on(listen: &str, extra: &str) -> Result<Hub> {
         let dir = tempfile::Builder::new().prefix("gpuhub-access-").tempdir()?;
         let data = dir.path().join("data");
         let config = dir.path().join("gpuhub.toml");
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:0\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nstop_grace_secs = 2\n{extra}",
+                "listen = \"{listen}\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nstop_grace_secs = 2\n{extra}",
                 data.display()
             ),
         )?;

@@ -137,6 +137,13 @@ impl Server {
         Ok(())
     }
 
+    /// Adds tables at the end of the config of a prepared server.
+    pub fn append(&self, tables: &str) -> Result<()> {
+        let old = std::fs::read_to_string(&self.config)?;
+        std::fs::write(&self.config, format!("{old}\n{tables}\n"))?;
+        Ok(())
+    }
+
     /// Starts a prepared server.
     pub fn launch(mut self) -> Result<Server> {
         self.spawn()?;
@@ -430,9 +437,15 @@ impl Hub {
 
     /// [`Hub::start`] with top-level config lines added.
     pub fn start_with(config: &str) -> Result<Hub> {
+        Self::start_configured(config, "")
+    }
+
+    /// [`Hub::start`] with top-level config lines and tables (`[ldap]` …) added.
+    pub fn start_configured(top_level: &str, tables: &str) -> Result<Hub> {
         ensure_image()?;
         let server = Server::prepare(2)?;
-        server.configure(config)?;
+        server.configure(top_level)?;
+        server.append(tables)?;
         let server = server.launch()?;
         let suffix = suffix();
         let admin = login(&server, "admin", ADMIN_PASSWORD, &format!("admin-{suffix}"))?;
@@ -446,6 +459,21 @@ impl Hub {
         let out = self.admin.output_with_stdin(&["user", "add", &name, "--password-stdin"], PASSWORD)?;
         ensure!(out.status.success(), "user add {name}: {}", describe(&out));
         login(&self.server, &name, PASSWORD, &name)
+    }
+
+    /// Logs `name` in with `password` (an account the hub did not make: a directory's), and removes
+    /// their containers when the hub goes.
+    pub fn sign_in(&mut self, name: &str, password: &str) -> Result<User> {
+        self.users.push(name.to_owned());
+        login(&self.server, name, password, name)
+    }
+
+    /// `gpuhub login` as `name` with `password`, which must fail: what it printed.
+    pub fn sign_in_fails(&self, name: &str, password: &str) -> Result<String> {
+        match login(&self.server, name, password, &format!("{name}-failing")) {
+            Ok(_) => anyhow::bail!("{name} signed in with a wrong password"),
+            Err(e) => Ok(e.to_string()),
+        }
     }
 
     /// Prints the server's output, and any other gpuhub server of this host (for a failing test).
