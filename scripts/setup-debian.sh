@@ -24,6 +24,7 @@ PACKAGES=(
     chromium chromium-driver
     e2fsprogs xfsprogs util-linux
     slapd ldap-utils
+    docker-registry
 )
 # installed without their recommended packages (prometheus recommends prometheus-node-exporter, another
 # daemon the tests do not need)
@@ -73,7 +74,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     [ "${#slim[@]}" -eq 0 ] || retry apt_install --no-install-recommends "${slim[@]}"
     # Debian starts the prometheus and slapd services on install (ports 9090 and 389, enabled at
     # boot); the tests run their own on free ports, so the packages' are stopped and disabled
-    for svc in prometheus slapd; do
+    for svc in prometheus slapd docker-registry; do
         [[ " ${missing[*]} " == *" $svc "* ]] || continue
         if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
             systemctl disable --now "$svc.service" >/dev/null 2>&1 || true

@@ -19,6 +19,7 @@ impl Controller {
                 let _ = reply.send(self.delete(&id).await);
             }
             Command::Stopped { id, result } => self.stopped(id, result).await,
+            Command::Pulled { id, result } => self.pulled(id, result).await,
         }
     }
 

@@ -24,6 +24,7 @@ mod commands;
 mod events;
 mod launch;
 mod pass;
+mod pulls;
 mod reconcile;
 mod start_error;
 #[cfg(test)]
@@ -71,6 +72,11 @@ enum Command {
         id: String,
         result: Result<(), EngineError>,
     },
+    /// A background pull of a workload's image finished.
+    Pulled {
+        id: String,
+        result: Result<(), EngineError>,
+    },
 }
 
 /// How handlers talk to the controller.
@@ -83,6 +89,7 @@ pub struct ControllerHandle {
     passes: Arc<AtomicU64>,
     pass_seconds: Arc<Histogram>,
     inventory: Inventory,
+    pulls: pulls::Pulls,
 }
 
 /// The explanation of every queued workload, by id: the scheduler's from its last pass, or the
@@ -119,6 +126,11 @@ impl ControllerHandle {
     /// The engine's nodes as last seen.
     pub fn inventory(&self) -> &Inventory {
         &self.inventory
+    }
+
+    /// How far the pull of a `pulling` workload's image is, once the engine has said.
+    pub fn pull_progress(&self, id: &str) -> Option<gpuhub_driver::PullProgress> {
+        self.pulls.read().ok()?.get(id).cloned()
     }
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, ControlError> {
@@ -177,6 +189,10 @@ pub struct Controller {
     pass_seconds: Arc<Histogram>,
     /// The GPU models last written to the store (accounting by model), to write only changes.
     models_known: Vec<(String, String)>,
+    /// Workloads whose image is being pulled now.
+    pulling: std::collections::HashSet<String>,
+    /// How far each pull is, shared with the handle.
+    pulls: pulls::Pulls,
 }
 
 impl Controller {
@@ -202,6 +218,7 @@ impl Controller {
             passes: Arc::default(),
             pass_seconds: Arc::new(Histogram::new(PASS_BUCKETS)),
             inventory: inventory.clone(),
+            pulls: pulls::Pulls::default(),
         };
         let placement = engine.capabilities().placement;
         let c = Self {
@@ -224,6 +241,8 @@ impl Controller {
             passes: handle.passes.clone(),
             pass_seconds: handle.pass_seconds.clone(),
             models_known: Vec::new(),
+            pulling: Default::default(),
+            pulls: handle.pulls.clone(),
         };
         (c, handle)
     }
@@ -260,6 +279,7 @@ impl Controller {
                 }
             }
             self.drain(&mut events).await;
+            self.start_pulls().await;
             self.schedule().await;
         }
     }

@@ -17,6 +17,8 @@ pub struct Settings {
     pub homes: Arc<dyn gpuhub_homes::Homes>,
     /// The home quota of users without their own, in bytes; `None`: no quota.
     pub home_quota: Option<u64>,
+    /// Credentials of private registries, used to pull images from them.
+    pub registries: Vec<gpuhub_driver::RegistryAuth>,
     /// SIGTERM, then SIGKILL after this, when a person stops a run.
     pub stop_grace: Duration,
     /// Full reconciliation with the engine (and a fresh inventory) this often.
@@ -42,6 +44,7 @@ impl Default for Settings {
             homes_dir: PathBuf::from("./gpuhub-data/homes"),
             homes: Arc::new(gpuhub_homes::DirHomes::new("./gpuhub-data/homes")),
             home_quota: None,
+            registries: Vec::new(),
             stop_grace: Duration::from_secs(10),
             reconcile: Duration::from_secs(30),
             scheduler: gpuhub_sched::Config::default(),

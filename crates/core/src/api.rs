@@ -92,6 +92,36 @@ pub struct UserView {
     pub home: Option<HomeView>,
 }
 
+/// How far the pull of an image is.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct PullView {
+    /// The registry's last word (`Downloading`, `Pull complete`).
+    pub status: String,
+    /// Bytes fetched so far (of the layers whose size is known).
+    pub current_bytes: u64,
+    /// Bytes to fetch, as far as known.
+    pub total_bytes: u64,
+    /// Layers seen, and those in place.
+    pub layers: u32,
+    pub layers_done: u32,
+}
+
+impl PullView {
+    /// `45% (3 of 5 layers)`, or the status alone before sizes are known.
+    pub fn text(&self) -> String {
+        if self.total_bytes == 0 {
+            return if self.status.is_empty() { "starting".into() } else { self.status.clone() };
+        }
+        let pct = (self.current_bytes.min(self.total_bytes) * 100) / self.total_bytes;
+        format!(
+            "{pct}% of {} ({} of {} layers)",
+            crate::quantity::Bytes(self.total_bytes),
+            self.layers_done,
+            self.layers
+        )
+    }
+}
+
 /// A home's usage and the quota in force.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 pub struct HomeView {
@@ -505,6 +535,9 @@ pub struct WorkloadView {
     /// For a queued workload: why it waits, its position and estimated start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<Explanation>,
+    /// For a `pulling` workload: how far the pull of its image is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<PullView>,
     /// What interrupted or ended its last run from outside, and what happens next.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruption: Option<crate::stop::InterruptionView>,
@@ -583,6 +616,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             exit_code: w.exit_code,
             message: w.message.clone(),
             explanation: None,
+            pull: None,
             interruption: w.interruption.as_ref().map(|r| r.view(w.kind, w.state)),
             idle: None,
             created_at: w.created_at,

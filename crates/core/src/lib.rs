@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod env;
 pub mod error;
 pub mod histogram;
+pub mod image;
 pub mod lifecycle;
 pub mod metrics;
 pub mod names;

@@ -24,6 +24,13 @@ pub const TIME_LIMIT: &str = "reached its run-time limit";
 pub enum Event {
     /// Its owner or an admin queues an ended workload again.
     Requeue,
+    /// Its image is in the engine now: it waits for resources.
+    Pulled,
+    /// Its image could not be pulled.
+    PullFailed {
+        /// The registry's (or the engine's) words.
+        why: String,
+    },
     /// The scheduler says why it waits (a message only; no state changes).
     Waiting {
         /// One line for people.
@@ -96,6 +103,8 @@ impl Event {
     fn name(&self) -> &'static str {
         match self {
             Event::Requeue => "start",
+            Event::Pulled => "end its pull",
+            Event::PullFailed { .. } => "fail its pull",
             Event::Waiting { .. } => "wait",
             Event::Placed { .. } => "be placed",
             Event::Submitted { .. } => "be submitted",
@@ -145,6 +154,17 @@ impl Workload {
                 self.queued_at = now;
                 self.message = Some("queued".into());
                 self.interruption = None;
+            }
+            (Event::Pulled, Pulling) => {
+                self.state = Queued;
+                self.queued_at = now;
+                self.message = Some("queued".into());
+            }
+            (Event::PullFailed { why }, Pulling) => {
+                self.state = Failed;
+                self.finished_at = Some(now);
+                self.message = Some(format!("could not pull {}: {why}", self.image));
+                self.interruption = Some(StopReason::EngineFailure { detail: why.clone(), at: now });
             }
             (Event::Waiting { message }, Queued) => self.message = Some(message.clone()),
             (Event::Placed { members }, Queued) if !self.waits_in_engine() => {
@@ -233,6 +253,12 @@ impl Workload {
                     });
                     self.end(code, now);
                 }
+            }
+            (Event::StopRequested { reason }, Pulling) => {
+                self.interruption = Some(reason.clone());
+                self.state = Stopped;
+                self.finished_at = Some(now);
+                self.message = Some("stopped while its image was pulled".into());
             }
             (Event::StopRequested { reason }, Queued | Starting | Running) => {
                 self.interruption = Some(reason.clone());

@@ -39,11 +39,13 @@ impl std::str::FromStr for WorkloadKind {
 
 /// Where a workload is in its life.
 ///
-/// `queued → starting → running → succeeded | failed | stopped`; `lost` when the container vanished
-/// behind the platform's back. A stopped workspace may be started again (back to `queued`).
+/// `[pulling →] queued → starting → running → succeeded | failed | stopped`; `lost` when the container
+/// vanished behind the platform's back. A stopped workspace may be started again (back to `queued`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadState {
+    /// Its image is being pulled into the engine (holding nothing); queued once it is there.
+    Pulling,
     /// Waiting for resources.
     Queued,
     /// Resources assigned; the container is being created.
@@ -62,12 +64,21 @@ pub enum WorkloadState {
 
 impl WorkloadState {
     /// All states, in life order.
-    pub const ALL: [WorkloadState; 7] =
-        [Self::Queued, Self::Starting, Self::Running, Self::Succeeded, Self::Failed, Self::Stopped, Self::Lost];
+    pub const ALL: [WorkloadState; 8] = [
+        Self::Pulling,
+        Self::Queued,
+        Self::Starting,
+        Self::Running,
+        Self::Succeeded,
+        Self::Failed,
+        Self::Stopped,
+        Self::Lost,
+    ];
 
     /// The lowercase name used in the API and the store.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Pulling => "pulling",
             Self::Queued => "queued",
             Self::Starting => "starting",
             Self::Running => "running",

@@ -203,6 +203,15 @@ impl Engine for DockerEngine {
         self.rt.image_exists(image).await
     }
 
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&gpuhub_driver::RegistryAuth>,
+        progress: &(dyn Fn(gpuhub_driver::PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        self.rt.pull(image, auth, progress).await
+    }
+
     /// Creates every member's container, then starts them; a failure at any step removes what was made,
     /// so all members run or none.
     async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError> {

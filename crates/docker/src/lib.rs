@@ -102,6 +102,51 @@ impl DockerRuntime {
         }
     }
 
+    /// Pulls `image` from its registry, reporting progress per the engine's stream (layers by id).
+    pub async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&gpuhub_driver::RegistryAuth>,
+        progress: &(dyn Fn(gpuhub_driver::PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        use futures::StreamExt;
+        let options = bollard::image::CreateImageOptions { from_image: image.to_owned(), ..Default::default() };
+        let creds = auth.map(|a| bollard::auth::DockerCredentials {
+            username: Some(a.username.clone()),
+            password: Some(a.password.clone()),
+            serveraddress: Some(a.server.clone()),
+            ..Default::default()
+        });
+        let mut stream = self.docker.create_image(Some(options), None, creds);
+        let mut layers: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| pull_error(e, image))?;
+            if let Some(e) = info.error {
+                return Err(EngineError::Rejected(format!("pull of {image}: {e}")));
+            }
+            let status = info.status.unwrap_or_default();
+            if let Some(id) = info.id.filter(|id| id.len() >= 12 && !id.contains(':')) {
+                let l = layers.entry(id).or_default();
+                if let Some(d) = &info.progress_detail {
+                    l.0 = d.current.map_or(l.0, |c| c.max(0) as u64);
+                    l.1 = d.total.map_or(l.1, |t| t.max(0) as u64);
+                }
+                if matches!(status.as_str(), "Pull complete" | "Already exists" | "Download complete") {
+                    l.2 = status != "Download complete" || l.2;
+                    l.0 = l.1.max(l.0);
+                }
+            }
+            progress(gpuhub_driver::PullProgress {
+                status,
+                current_bytes: layers.values().map(|l| l.0).sum(),
+                total_bytes: layers.values().map(|l| l.1).sum(),
+                layers: layers.len() as u32,
+                layers_done: layers.values().filter(|l| l.2).count() as u32,
+            });
+        }
+        Ok(())
+    }
+
     /// Creates (or finds) a bridge network of this name, isolated from others' networks, carrying
     /// `labels` (gpuhub's own: the owner, the installation id). An existing network is joined only
     /// when it is a gpuhub bridge whose labels include these.
@@ -243,5 +288,22 @@ impl DockerRuntime {
     /// The exit code of an exec once its process has ended (`None` while it runs).
     pub async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
         self.exec_exit_code_impl(exec_id).await
+    }
+}
+
+/// A failed pull in the registry's words: an unknown image or tag is `ImageNotFound`, a refusal
+/// (unauthorized, a registry that cannot be reached) `Rejected`.
+fn pull_error(e: bollard::errors::Error, image: &str) -> EngineError {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { status_code: 404, message } => {
+            EngineError::Rejected(format!("pull of {image}: {message}"))
+        }
+        bollard::errors::Error::DockerResponseServerError { message, .. } => {
+            EngineError::Rejected(format!("pull of {image}: {message}"))
+        }
+        bollard::errors::Error::DockerStreamError { error } => {
+            EngineError::Rejected(format!("pull of {image}: {error}"))
+        }
+        other => error::map(other, image),
     }
 }

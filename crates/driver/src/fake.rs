@@ -28,6 +28,8 @@ pub enum Call {
     Exec(MemberRef, Box<ExecSpec>),
     /// [`Engine::usage`] of this run.
     Usage(String),
+    /// [`Engine::pull`] of this image, with the registry user given.
+    Pull(String, Option<String>),
 }
 
 #[derive(Debug)]
@@ -58,6 +60,8 @@ struct State {
     down: bool,
     nodes: Vec<NodeCapacity>,
     endpoint: Option<std::net::IpAddr>,
+    /// What a pull of each image does: `Ok` brings it in, `Err` is the registry's refusal.
+    registry: BTreeMap<String, Result<(), String>>,
 }
 
 /// The fake engine.
@@ -66,6 +70,8 @@ pub struct FakeEngine {
     state: Mutex<State>,
     events: broadcast::Sender<EngineEvent>,
     placement: Placement,
+    /// Pulls wait here, after reporting half their bytes, while a test holds them.
+    pull_gate: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for FakeEngine {
@@ -90,7 +96,8 @@ impl FakeEngine {
 
     fn with_placement(placement: Placement) -> Self {
         let (events, _) = broadcast::channel(1024);
-        let fake = Self { state: Mutex::new(State::default()), events, placement };
+        let (pull_gate, _) = tokio::sync::watch::channel(true);
+        let fake = Self { state: Mutex::new(State::default()), events, placement, pull_gate };
         fake.add_image("busybox:latest");
         fake
     }
@@ -116,6 +123,16 @@ impl FakeEngine {
     /// Makes an image known.
     pub fn add_image(&self, image: &str) {
         self.state.lock().unwrap().images.insert(image.to_owned());
+    }
+
+    /// Makes `image` pullable from the fake registry (`Ok`), or refused there with `Err(why)`.
+    pub fn set_registry(&self, image: &str, answer: Result<(), String>) {
+        self.state.lock().unwrap().registry.insert(image.to_owned(), answer);
+    }
+
+    /// Holds pulls half-way (`true`: they report half their bytes and wait) or lets them finish.
+    pub fn hold_pulls(&self, hold: bool) {
+        self.pull_gate.send_replace(!hold);
     }
 
     /// The calls made so far.
@@ -301,6 +318,38 @@ impl Engine for FakeEngine {
         let s = self.state.lock().unwrap();
         up(&s)?;
         Ok(s.images.contains(image))
+    }
+
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&crate::RegistryAuth>,
+        progress: &(dyn Fn(crate::PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        let answer = {
+            let mut s = self.state.lock().unwrap();
+            up(&s)?;
+            s.calls.push(Call::Pull(image.to_owned(), auth.map(|a| a.username.clone())));
+            s.registry.get(image).cloned()
+        };
+        match answer {
+            None => return Err(EngineError::Rejected(format!("pull of {image}: manifest unknown"))),
+            Some(Err(why)) => return Err(EngineError::Rejected(format!("pull of {image}: {why}"))),
+            Some(Ok(())) => {}
+        }
+        let step = |current, done| crate::PullProgress {
+            status: if done == 1 { "Pull complete".into() } else { "Downloading".into() },
+            current_bytes: current,
+            total_bytes: 1000,
+            layers: 1,
+            layers_done: done,
+        };
+        progress(step(500, 0));
+        let mut gate = self.pull_gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
+        progress(step(1000, 1));
+        self.state.lock().unwrap().images.insert(image.to_owned());
+        Ok(())
     }
 
     async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError> {

@@ -137,6 +137,40 @@ impl Identity {
     }
 }
 
+/// How far a pull is: its bytes (of the layers whose size the registry told), and its layers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PullProgress {
+    /// The registry's or engine's last word (`Downloading`, `Pull complete`).
+    pub status: String,
+    /// Bytes fetched so far.
+    pub current_bytes: u64,
+    /// Bytes to fetch, as far as known.
+    pub total_bytes: u64,
+    /// Layers seen.
+    pub layers: u32,
+    /// Layers in place.
+    pub layers_done: u32,
+}
+
+/// Credentials for a private registry. `Debug` prints no password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RegistryAuth {
+    /// The registry (`registry.example.org:5000`).
+    pub server: String,
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for RegistryAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryAuth")
+            .field("server", &self.server)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
 /// A bind mount (a volume, in engine-neutral terms: each engine maps it to its own mounts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -384,6 +418,18 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError>;
     /// Whether members can run this image (present, or preparable, on the engine's nodes).
     async fn image_exists(&self, image: &str) -> Result<bool, EngineError>;
+    /// Pulls `image` from its registry into the engine (with `auth` for a private registry), telling
+    /// `progress` how far it is as it goes. A registry's refusal is [`EngineError::Rejected`] or
+    /// [`EngineError::ImageNotFound`] in the registry's words. Engines that cannot pull say so.
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        let _ = (auth, progress);
+        Err(EngineError::Unsupported { engine: self.name(), what: format!("pulling {image}") })
+    }
     /// Starts a run: every member or none. Returns the run as it stands (members may still be
     /// pending where the engine places).
     async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError>;

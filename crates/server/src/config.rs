@@ -139,6 +139,36 @@ impl Limits {
     }
 }
 
+/// Credentials of one private registry. `Debug` prints no password.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// The registry as image references name it (`registry.example.org:5000`).
+    pub server: String,
+    pub username: String,
+    pub password: String,
+}
+
+impl RegistryConfig {
+    fn auth(&self) -> gpuhub_driver::RegistryAuth {
+        gpuhub_driver::RegistryAuth {
+            server: self.server.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for RegistryConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryConfig")
+            .field("server", &self.server)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
 /// Settings of the server. Every field has an embedded default, so an empty file is a valid config.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -179,8 +209,14 @@ pub struct Config {
     pub gpu_mode: GpuMode,
     /// GPUs declared by hand, used when NVML finds none (hosts without a driver, CI).
     pub gpus: Vec<GpuDevice>,
-    /// Whether any image the engine already has may be run; when false, only catalog images.
+    /// Whether any image the engine already has may be run; when false, only catalog images (and
+    /// those `image_allow` names).
     pub allow_any_image: bool,
+    /// Images that may be pulled (and run) by reference: patterns with `*` (`localhost:5000/*`,
+    /// `ghcr.io/lab/*`). Catalog images are pulled whatever this says.
+    pub image_allow: Vec<String>,
+    /// Credentials of private registries (`[[registries]]`), for pulls from them.
+    pub registries: Vec<RegistryConfig>,
     /// Processes per container.
     pub pids_limit: i64,
     /// Keep containers off the host's own services (the API, the SSH gateway, databases) and the
@@ -270,6 +306,8 @@ impl Default for Config {
             engine: EngineKind::Docker,
             slurm: gpuhub_slurm::SlurmConfig::default(),
             homes_dir: None,
+            image_allow: Vec::new(),
+            registries: Vec::new(),
             teams_dir: None,
             ldap: None,
             oidc: None,
@@ -328,6 +366,8 @@ impl fmt::Debug for Config {
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)
             .field("teams_dir", &self.teams_dir)
+            .field("image_allow", &self.image_allow)
+            .field("registries", &self.registries)
             .field("ldap", &self.ldap)
             .field("oidc", &self.oidc)
             .field("identity_recheck_secs", &self.identity_recheck_secs)
@@ -427,6 +467,10 @@ impl Config {
                     })?
                 }
                 "ALLOW_ANY_IMAGE" => self.allow_any_image = parse(&key, &v)?,
+                "IMAGE_ALLOW" => {
+                    self.image_allow =
+                        v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+                }
                 "PIDS_LIMIT" => self.pids_limit = parse(&key, &v)?,
                 "ISOLATE_HOST" => self.isolate_host = parse(&key, &v)?,
                 "STOP_GRACE_SECS" => self.stop_grace_secs = parse(&key, &v)?,
@@ -661,6 +705,7 @@ impl Config {
             homes_dir: self.homes(),
             homes,
             home_quota: self.home_quota.map(|q| q.0),
+            registries: self.registries.iter().map(RegistryConfig::auth).collect(),
             stop_grace: std::time::Duration::from_secs(self.stop_grace_secs),
             reconcile: std::time::Duration::from_secs(self.reconcile_secs.max(1)),
             scheduler: self.scheduler.clone(),

@@ -18,6 +18,7 @@ fn entered(w: &Workload) -> DateTime<Utc> {
     let by_state = match w.state {
         // a preempted workload keeps its place (`queued_at`) but was queued again when its run ended
         WorkloadState::Queued => [Some(w.queued_at), w.finished_at, w.held_until].into_iter().flatten().max(),
+        WorkloadState::Pulling => Some(w.created_at),
         WorkloadState::Starting => w.held_since,
         WorkloadState::Running => w.started_at.or(w.held_since),
         _ => w.finished_at,

@@ -27,7 +27,7 @@ impl Store {
     pub async fn count_active_workloads(&self) -> Result<Vec<ActiveCount>> {
         let rows = sqlx::query(
             "SELECT state, queue, COUNT(*) AS n, MIN(queued_at) AS oldest FROM workloads \
-             WHERE state IN ('queued', 'starting', 'running') GROUP BY state, queue ORDER BY state, queue",
+             WHERE state IN ('pulling', 'queued', 'starting', 'running') GROUP BY state, queue ORDER BY state, queue",
         )
         .fetch_all(&self.pool)
         .await?;

@@ -171,7 +171,7 @@ impl Store {
     /// How many workloads `owner` has, in all and queued, in one query.
     pub async fn count_owner_workloads(&self, owner: &str) -> Result<OwnerCounts> {
         let row = sqlx::query(
-            "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0) AS queued \
+            "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN state IN ('queued', 'pulling') THEN 1 ELSE 0 END), 0) AS queued \
              FROM workloads WHERE owner = $1",
         )
         .bind(owner)
@@ -190,7 +190,7 @@ impl Store {
         let sql = format!(
             "INSERT INTO workloads ({COLUMNS}) SELECT {} \
              WHERE (SELECT COUNT(*) FROM workloads WHERE owner = $3) < ${} \
-             AND (SELECT COUNT(*) FROM workloads WHERE owner = $3 AND state = 'queued') < ${}",
+             AND (SELECT COUNT(*) FROM workloads WHERE owner = $3 AND state IN ('queued', 'pulling')) < ${}",
             placeholders(1..=COLUMN_COUNT),
             COLUMN_COUNT + 1,
             COLUMN_COUNT + 2

@@ -70,7 +70,31 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
 /// come, the stream is not asked for again (that would repeat it): the workload is polled instead.
 async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
     let mut printed = 0;
+    let mut last_pull = String::new();
     loop {
+        // while its image is pulled: a progress bar on standard error (a line per change off a terminal)
+        let w = get(api, name, None).await?;
+        if w.state == gpuhub_core::workload::WorkloadState::Pulling {
+            let line = pull_line(&w);
+            if line != last_pull {
+                use std::io::IsTerminal;
+                let tty = std::io::stderr().is_terminal();
+                if tty {
+                    eprint!("\r\x1b[2K{line}");
+                } else {
+                    eprintln!("{line}");
+                }
+                last_pull = line;
+            }
+            tokio::time::sleep(ctx.poll_interval.min(std::time::Duration::from_millis(250))).await;
+            continue;
+        }
+        if !last_pull.is_empty() {
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!();
+            }
+            last_pull.clear();
+        }
         match stream_logs(api, name, None, Source::default(), true, &mut *out).await {
             Ok(n) => printed += n,
             // not started yet (the server may refuse logs of a queued workload)
@@ -180,6 +204,16 @@ pub(crate) async fn logs(
         }
     }
     stream_logs(api, name, owner, source, follow, out).await.map(drop)
+}
+
+/// `pulling IMAGE [######----] 60% of 5.00MiB (1 of 2 layers)`: a pulling workload's progress.
+pub(crate) fn pull_line(w: &WorkloadView) -> String {
+    let Some(p) = &w.pull else { return format!("pulling {}: starting", w.image) };
+    if p.total_bytes == 0 {
+        return format!("pulling {}: {}", w.image, p.text());
+    }
+    let filled = ((p.current_bytes.min(p.total_bytes) * 20) / p.total_bytes) as usize;
+    format!("pulling {} [{}{}] {}", w.image, "#".repeat(filled), "-".repeat(20 - filled), p.text())
 }
 
 /// For a queued workload: `NAME is queued: REASON (position N, estimated start T); waiting for it to start`.
@@ -377,6 +411,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pull_is_drawn_as_a_bar() {
+        let mut w = WorkloadView { image: "r/x:1".into(), ..view("p", WorkloadState::Pulling, None) };
+        assert_eq!(pull_line(&w), "pulling r/x:1: starting");
+        w.pull = Some(gpuhub_core::api::PullView {
+            status: "Downloading".into(),
+            current_bytes: 3 << 20,
+            total_bytes: 4 << 20,
+            layers: 2,
+            layers_done: 1,
+        });
+        assert_eq!(pull_line(&w), "pulling r/x:1 [###############-----] 75% of 4MiB (1 of 2 layers)");
+    }
+
+    #[test]
     fn a_queued_workload_says_why_it_waits() {
         let v = serde_json::json!({"name": "big", "state": "queued", "message": "m",
             "explanation": {"reason": "resources", "message": "needs 4 GPUs, 2 free", "position": 2,
@@ -423,6 +471,7 @@ mod tests {
             message: message.map(str::to_owned),
             interruption: None,
             explanation: None,
+            pull: None,
             idle: None,
             created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
             started_at: None,

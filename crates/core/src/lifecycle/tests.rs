@@ -251,3 +251,31 @@ fn late_events_of_an_old_run_change_nothing() {
     assert!(w.apply(Event::MemberRunning { index: 0, node: None, gpus: None }, at(7)).is_err());
     assert_eq!(w, before);
 }
+
+#[test]
+fn a_pull_queues_fails_or_is_stopped_and_holds_nothing() {
+    let pulling = || Workload {
+        state: WorkloadState::Pulling,
+        message: Some("pulling x".into()),
+        ..queued(WorkloadKind::Job, 1)
+    };
+    let mut w = pulling();
+    assert!(w.apply(Event::Placed { members: placed(1) }, at(1)).is_err(), "nothing is placed while pulling");
+    w.apply(Event::Pulled, at(5)).unwrap();
+    assert_eq!((w.state, w.queued_at, w.message.as_deref()), (WorkloadState::Queued, at(5), Some("queued")));
+    assert!(w.apply(Event::Pulled, at(6)).is_err(), "only a pulling workload ends a pull");
+
+    let mut w = pulling();
+    w.apply(Event::PullFailed { why: "manifest unknown".into() }, at(3)).unwrap();
+    assert_eq!((w.state, w.finished_at), (WorkloadState::Failed, Some(at(3))));
+    assert_eq!(w.message.as_deref(), Some("could not pull x: manifest unknown"));
+    assert!(
+        matches!(w.interruption, Some(StopReason::EngineFailure { ref detail, .. }) if detail == "manifest unknown")
+    );
+    assert_eq!((w.held_since, w.held_until), (None, None), "a pull holds nothing");
+
+    let mut w = pulling();
+    w.apply(Event::StopRequested { reason: StopReason::User { by: "o".into(), at: at(2) } }, at(2)).unwrap();
+    assert_eq!(w.state, WorkloadState::Stopped);
+    assert!(w.apply(Event::PullFailed { why: "late".into() }, at(4)).is_err(), "a late pull result changes nothing");
+}

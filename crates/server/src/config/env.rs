@@ -108,6 +108,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "GPU_MODE",
     "GPUS",
     "ALLOW_ANY_IMAGE",
+    "IMAGE_ALLOW",
     "PIDS_LIMIT",
     "ISOLATE_HOST",
     "STOP_GRACE_SECS",

@@ -166,7 +166,8 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     if command.iter().any(|a| a.contains('\0')) {
         return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
     }
-    let (image, mut apps) = resolve_image(st, &req.image).await?;
+    let (image, mut apps, pull) = resolve_image(st, &req.image).await?;
+    let first_message = if pull { format!("pulling {image}") } else { "queued".into() };
     for app in &req.apps {
         app.validate()?;
         if apps.iter().any(|a| a.name == app.name) {
@@ -191,13 +192,13 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         constraint,
         runtime_limit: req.runtime_limit,
         apps,
-        state: WorkloadState::Queued,
+        state: if pull { WorkloadState::Pulling } else { WorkloadState::Queued },
         size,
         gpus: Vec::new(),
         run_id: None,
         members: Vec::new(),
         exit_code: None,
-        message: Some("queued".into()),
+        message: Some(first_message),
         interruption: None,
         created_at: now,
         queued_at: now,
@@ -281,8 +282,10 @@ async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<Dataset
     Ok(out)
 }
 
-/// A catalog name becomes its image reference and apps; a reference must be allowed by policy and present.
-async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>), ServiceError> {
+/// A catalog name becomes its image reference and apps. What may run: a catalog image; an image
+/// `image_allow` names; with `allow_any_image`, any image the engine has. The third value says the
+/// engine lacks the image and it is to be pulled (catalog images and those `image_allow` names are).
+async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>, bool), ServiceError> {
     if image.trim().is_empty() {
         return Err(ServiceError::invalid_at("image", "invalid image: must not be empty"));
     }
@@ -295,24 +298,33 @@ async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpe
             ),
         ));
     }
-    let (reference, apps) = match st.store.get_image(image).await {
-        Ok(entry) => (entry.image, entry.apps),
-        Err(StoreError::NotFound { .. }) if st.config.allow_any_image => (image.to_owned(), Vec::new()),
-        Err(StoreError::NotFound { .. }) => {
-            return Err(ServiceError::invalid_at(
-                "image",
-                format!(
-                    "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs catalog images only"
-                ),
-            ));
-        }
+    let (reference, apps, catalog) = match st.store.get_image(image).await {
+        Ok(entry) => (entry.image, entry.apps, true),
+        Err(StoreError::NotFound { .. }) => (image.to_owned(), Vec::new(), false),
         Err(e) => return Err(e.into()),
     };
-    if !st.engine.image_exists(&reference).await? {
+    let policy = gpuhub_core::image::check_pull(&st.config.image_allow, &reference);
+    if !catalog && !st.config.allow_any_image && policy.is_err() {
+        let why = policy.err().unwrap_or_default();
         return Err(ServiceError::invalid_at(
             "image",
-            format!("invalid image: {reference:?} is neither a catalog name nor an image the container engine has"),
+            format!(
+                "invalid image: {image:?} is not in the catalog (see GET /api/v1/images), and this server runs \
+                 catalog images only; {why}"
+            ),
         ));
     }
-    Ok((reference, apps))
+    if st.engine.image_exists(&reference).await? {
+        return Ok((reference, apps, false));
+    }
+    match policy {
+        _ if catalog => Ok((reference, apps, true)),
+        Ok(()) => Ok((reference, apps, true)),
+        Err(why) => Err(ServiceError::invalid_at(
+            "image",
+            format!(
+                "invalid image: {reference:?} is neither a catalog name nor an image the container engine has; {why}"
+            ),
+        )),
+    }
 }
