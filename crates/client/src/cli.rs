@@ -37,6 +37,15 @@ pub enum ClientCommand {
     Login(LoginArgs),
     /// Show who the saved token belongs to.
     Whoami,
+    /// Save a running workspace of yours as a personal image (`gpuhub images --mine` lists them; run one
+    /// with `--image NAME`).
+    Save {
+        /// The workspace.
+        workspace: String,
+        /// The personal image's name.
+        #[arg(long = "as", value_name = "NAME")]
+        name: String,
+    },
     /// List your API tokens and browser sessions, or revoke one (`tokens rm ID`).
     Tokens {
         /// Revoke instead of listing.
@@ -260,6 +269,9 @@ pub struct ImagesArgs {
     /// Without a subcommand, list the catalog.
     #[command(subcommand)]
     pub command: Option<ImagesCommand>,
+    /// Your personal images (saved workspaces) instead of the catalog; with `rm`, remove one of yours.
+    #[arg(long, global = true)]
+    pub mine: bool,
 }
 
 /// `gpuhub datasets [add … | rm NAME]`.
@@ -745,7 +757,7 @@ mod tests {
     #[test]
     fn images_and_users() {
         let cli = parse(&["images"]).unwrap();
-        assert!(matches!(cli.command, ClientCommand::Images(ImagesArgs { command: None })));
+        assert!(matches!(cli.command, ClientCommand::Images(ImagesArgs { command: None, mine: false })));
         let cli = parse(&["images", "add", "pytorch", "pytorch/pytorch:2", "--description", "torch"]).unwrap();
         let ClientCommand::Images(ImagesArgs { command: Some(ImagesCommand::Add { name, image, description, .. }) }) =
             cli.command

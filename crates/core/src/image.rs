@@ -1,5 +1,29 @@
 //! Image references and the policy on which may be pulled: admins list patterns (`image_allow`), `*`
-//! standing for any run of characters (`registry.example.org/*`, `localhost:5000/team/*:*`).
+//! standing for any run of characters (`registry.example.org/*`, `localhost:5000/team/*:*`); and
+//! personal images, workspaces saved by their owners.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A workspace saved as an image by its owner (`gpuhub save`): theirs alone, run by its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PersonalImage {
+    pub owner: String,
+    /// What the owner runs it by (`gpuhub run --image NAME`).
+    pub name: String,
+    /// The engine's reference ([`personal_reference`]), which an admin may publish to the catalog.
+    pub reference: String,
+    pub size_bytes: u64,
+    /// The workspace it was saved from.
+    pub workload: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Where `owner`'s personal image `name` lives in the engine: `gpuhub-user/<owner>/<name>:latest`.
+pub fn personal_reference(owner: &str, name: &str) -> String {
+    format!("gpuhub-user/{owner}/{name}:latest")
+}
 
 /// The registry an image reference names: its first part when that looks like a host (has a `.` or a
 /// `:`, or is `localhost`), else Docker Hub's `docker.io`.

@@ -203,6 +203,15 @@ impl Engine for DockerEngine {
         self.rt.image_exists(image).await
     }
 
+    async fn commit(&self, member: &MemberRef, reference: &str) -> Result<u64, EngineError> {
+        let c = self.container(member).await?;
+        self.rt.commit(&c.id, reference).await
+    }
+
+    async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
+        self.rt.remove_image(reference).await
+    }
+
     async fn pull(
         &self,
         image: &str,

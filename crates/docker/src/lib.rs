@@ -102,6 +102,37 @@ impl DockerRuntime {
         }
     }
 
+    /// Commits container `id` as the image `reference` (paused meanwhile, so the files are consistent);
+    /// returns the image's size.
+    pub async fn commit(&self, id: &str, reference: &str) -> Result<u64, EngineError> {
+        let (repo, tag) = match reference.rsplit_once(':').filter(|(_, t)| !t.contains('/')) {
+            Some((r, t)) => (r.to_owned(), t.to_owned()),
+            None => (reference.to_owned(), "latest".to_owned()),
+        };
+        let options = bollard::image::CommitContainerOptions {
+            container: id.to_owned(),
+            repo,
+            tag,
+            pause: true,
+            ..Default::default()
+        };
+        self.docker
+            .commit_container(options, bollard::container::Config::<String>::default())
+            .await
+            .map_err(|e| error::map(e, id))?;
+        let image = self.docker.inspect_image(reference).await.map_err(|e| error::map(e, reference))?;
+        Ok(image.size.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Removes the image `reference` (not forced: an image a container still uses stays).
+    pub async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
+        match self.docker.remove_image(reference, None, None).await {
+            Ok(_) => Ok(()),
+            Err(e) if error::status(&e) == Some(404) => Err(EngineError::NotFound(format!("image {reference}"))),
+            Err(e) => Err(error::map(e, reference)),
+        }
+    }
+
     /// Pulls `image` from its registry, reporting progress per the engine's stream (layers by id).
     pub async fn pull(
         &self,

@@ -30,6 +30,10 @@ pub enum Call {
     Usage(String),
     /// [`Engine::pull`] of this image, with the registry user given.
     Pull(String, Option<String>),
+    /// [`Engine::commit`] of this member as this image.
+    Commit(MemberRef, String),
+    /// [`Engine::remove_image`] of this image.
+    RemoveImage(String),
 }
 
 #[derive(Debug)]
@@ -318,6 +322,24 @@ impl Engine for FakeEngine {
         let s = self.state.lock().unwrap();
         up(&s)?;
         Ok(s.images.contains(image))
+    }
+
+    async fn commit(&self, member: &MemberRef, reference: &str) -> Result<u64, EngineError> {
+        let mut s = self.state.lock().unwrap();
+        up(&s)?;
+        s.calls.push(Call::Commit(member.clone(), reference.to_owned()));
+        if !s.runs.contains_key(&member.run) {
+            return Err(EngineError::NotFound(format!("run {}", member.run)));
+        }
+        s.images.insert(reference.to_owned());
+        Ok(1 << 20)
+    }
+
+    async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
+        let mut s = self.state.lock().unwrap();
+        up(&s)?;
+        s.calls.push(Call::RemoveImage(reference.to_owned()));
+        if s.images.remove(reference) { Ok(()) } else { Err(EngineError::NotFound(format!("image {reference}"))) }
     }
 
     async fn pull(

@@ -418,6 +418,19 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError>;
     /// Whether members can run this image (present, or preparable, on the engine's nodes).
     async fn image_exists(&self, image: &str) -> Result<bool, EngineError>;
+    /// Saves member `member`'s filesystem as the image `reference` (a workspace saved as a personal
+    /// image); returns the image's size in bytes. Engines that cannot say so.
+    async fn commit(&self, member: &MemberRef, reference: &str) -> Result<u64, EngineError> {
+        let _ = member;
+        Err(EngineError::Unsupported { engine: self.name(), what: format!("saving a workspace as {reference}") })
+    }
+
+    /// Removes the image `reference` from the engine (a personal image deleted); a missing one is
+    /// `NotFound`.
+    async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
+        Err(EngineError::Unsupported { engine: self.name(), what: format!("removing the image {reference}") })
+    }
+
     /// Pulls `image` from its registry into the engine (with `auth` for a private registry), telling
     /// `progress` how far it is as it goes. A registry's refusal is [`EngineError::Rejected`] or
     /// [`EngineError::ImageNotFound`] in the registry's words. Engines that cannot pull say so.

@@ -108,6 +108,10 @@ pub struct Limits {
     pub max_env_bytes: usize,
     /// Apps a workload may declare.
     pub max_apps: usize,
+    /// Personal images (saved workspaces) a user may keep.
+    pub max_personal_images: u64,
+    /// The most a user's personal images may hold together.
+    pub max_personal_image_bytes: gpuhub_core::Bytes,
 }
 
 impl Default for Limits {
@@ -118,6 +122,8 @@ impl Default for Limits {
             max_command_bytes: 64 << 10,
             max_env_bytes: 64 << 10,
             max_apps: 16,
+            max_personal_images: 10,
+            max_personal_image_bytes: gpuhub_core::Bytes(100 << 30),
         }
     }
 }
@@ -131,6 +137,8 @@ impl Limits {
             ("limits.max_command_bytes", self.max_command_bytes as u64),
             ("limits.max_env_bytes", self.max_env_bytes as u64),
             ("limits.max_apps", self.max_apps as u64),
+            ("limits.max_personal_images", self.max_personal_images),
+            ("limits.max_personal_image_bytes", self.max_personal_image_bytes.0),
         ];
         match named.into_iter().find(|(_, v)| *v == 0) {
             Some((key, _)) => Err(ConfigError::Invalid { key: key.into(), reason: "must be at least 1".into() }),
@@ -499,6 +507,11 @@ impl Config {
                 "MAX_COMMAND_BYTES" => self.limits.max_command_bytes = parse(&key, &v)?,
                 "MAX_ENV_BYTES" => self.limits.max_env_bytes = parse(&key, &v)?,
                 "MAX_APPS" => self.limits.max_apps = parse(&key, &v)?,
+                "MAX_PERSONAL_IMAGES" => self.limits.max_personal_images = parse(&key, &v)?,
+                "MAX_PERSONAL_IMAGE_BYTES" => {
+                    self.limits.max_personal_image_bytes = gpuhub_core::Bytes::parse(&v)
+                        .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?
+                }
                 "GPU_SHARE_LIBRARY" => self.gpu_share_library = (!v.is_empty()).then(|| PathBuf::from(v)),
                 "LOG_MAX_BYTES" => {
                     self.log_max_bytes = gpuhub_core::Bytes::parse(&v)

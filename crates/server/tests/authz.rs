@@ -55,6 +55,13 @@ async fn every_endpoint_by_every_caller() {
         case(Method::GET, "/metrics", [200, 200, 200, 200]),
         case(Method::GET, "/api/v1/me", [200, 200, 200, 401]),
         case(Method::GET, "/api/v1/me/tokens", [200, 200, 200, 401]),
+        case(Method::GET, "/api/v1/me/images", [200, 200, 200, 401]),
+        case(Method::DELETE, "/api/v1/me/images/none-such", [404, 404, 404, 401]),
+        // the owner's own only: an admin saves nobody else's workspace
+        Case {
+            body: Some(json!({"as": "env"})),
+            ..case(Method::POST, "/api/v1/workloads/{w}/save", [404, 201, 404, 401])
+        },
         Case { body: Some(json!({"days": 1})), ..case(Method::POST, "/api/v1/me/tokens", [201, 201, 201, 401]) },
         case(Method::GET, "/api/v1/users", [200, 403, 403, 401]),
         Case { body: Some(new_user(0)), ..case(Method::POST, "/api/v1/users", [201, 403, 403, 401]) },

@@ -20,6 +20,7 @@ mod history;
 mod holdings;
 mod images;
 mod keys;
+mod personal_images;
 mod queues;
 mod reservations;
 mod samples;

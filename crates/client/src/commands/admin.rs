@@ -67,6 +67,61 @@ pub(crate) fn nodes_text(list: &[NodeView]) -> String {
     s
 }
 
+/// `gpuhub save WS --as NAME`.
+pub(crate) async fn save(api: &Api, json: bool, workspace: &str, name: &str, out: Out<'_>) -> Result<(), ClientError> {
+    let body = serde_json::json!({"as": name});
+    let v = api.send_json(Method::POST, &["workloads", workspace, "save"], &body).await?.unwrap_or(Value::Null);
+    if json {
+        return print_json(out, &v);
+    }
+    let p: gpuhub_core::image::PersonalImage = decode(&v, api.url(&["workloads", workspace, "save"], &[]).as_str())?;
+    writeln!(
+        out,
+        "saved {workspace} as {} ({}, {}); run it with --image {}",
+        p.name,
+        p.reference,
+        gpuhub_core::quantity::Bytes(p.size_bytes),
+        p.name
+    )?;
+    Ok(())
+}
+
+/// `gpuhub images --mine` and `gpuhub images --mine rm NAME`.
+pub(crate) async fn my_images(
+    api: &Api,
+    json: bool,
+    cmd: Option<ImagesCommand>,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
+    match cmd {
+        None => {
+            let v = api.get(&["me", "images"], &[]).await?;
+            if json {
+                return print_json(out, &v);
+            }
+            let list: Vec<gpuhub_core::image::PersonalImage> = decode(&v, api.url(&["me", "images"], &[]).as_str())?;
+            let mut t = Table::new(&["NAME", "IMAGE", "SIZE", "FROM", "SAVED"]);
+            for p in list {
+                let size = gpuhub_core::quantity::Bytes(p.size_bytes).to_string();
+                t.row(vec![p.name, p.reference, size, p.workload, p.created_at.format("%Y-%m-%d %H:%M").to_string()]);
+            }
+            write!(out, "{}", t.render(""))?;
+        }
+        Some(ImagesCommand::Rm { name }) => {
+            api.call(Method::DELETE, &["me", "images", &name], &[], None).await?;
+            if !json {
+                writeln!(out, "removed your image {name}")?;
+            }
+        }
+        Some(ImagesCommand::Add { .. }) => {
+            return Err(ClientError::Usage(
+                "images --mine add: save a workspace with `gpuhub save WS --as NAME`".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `gpuhub images` and `gpuhub images add`.
 pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, out: Out<'_>) -> Result<(), ClientError> {
     match cmd {

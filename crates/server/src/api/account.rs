@@ -467,6 +467,13 @@ pub async fn delete_user(
         }
     }
     homes::dispose(&st, &name, matches!(q.home, HomeDisposal::Archive)).await?;
+    // their saved workspaces go with them
+    for p in st.store.list_personal_images(&name).await? {
+        if let Err(e) = st.engine.remove_image(&p.reference).await {
+            tracing::warn!(image = %p.reference, error = %e, "cannot remove a deleted user's image");
+        }
+        st.store.delete_personal_image(&name, &p.name).await?;
+    }
     st.store.delete_user(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

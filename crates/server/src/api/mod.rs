@@ -8,6 +8,7 @@ mod idle;
 pub(crate) mod keys;
 mod metrics;
 mod paging;
+pub(crate) mod personal;
 pub(crate) mod queues;
 pub(crate) mod reservations;
 mod usage;
@@ -68,6 +69,9 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(reservations::delete_reservation))
         .routes(routes!(catalog::list_images, catalog::create_image))
         .routes(routes!(catalog::delete_image))
+        .routes(routes!(personal::save_workload))
+        .routes(routes!(personal::list_mine))
+        .routes(routes!(personal::delete_mine))
         .routes(routes!(datasets::list_datasets, datasets::create_dataset))
         .routes(routes!(datasets::delete_dataset))
         .routes(routes!(usage::usage))

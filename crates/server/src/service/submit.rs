@@ -166,7 +166,12 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     if command.iter().any(|a| a.contains('\0')) {
         return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
     }
-    let (image, mut apps, pull) = resolve_image(st, &req.image).await?;
+    let (image, mut apps, pull) = match st.store.get_personal_image(&caller.username, &req.image).await {
+        // the caller's own saved workspace, by its name
+        Ok(p) => (p.reference, Vec::new(), false),
+        Err(StoreError::NotFound { .. }) => resolve_image(st, &req.image).await?,
+        Err(e) => return Err(e.into()),
+    };
     let first_message = if pull { format!("pulling {image}") } else { "queued".into() };
     for app in &req.apps {
         app.validate()?;

@@ -1,4 +1,4 @@
--- Homes with quotas, team folders and sign-in sources (issue 11). A user's own home quota in bytes (NULL: the configured
+-- Homes with quotas, team folders, sign-in sources and personal images (issue 11). A user's own home quota in bytes (NULL: the configured
 -- default; 0: none). A workload keeps the team folders it mounts (queue, host path, group id) as JSON.
 ALTER TABLE users ADD COLUMN home_quota BIGINT;
 -- Sign-in sources (issue 11): where an account comes from (local, ldap, oidc) and its GID (NULL: its
@@ -6,3 +6,14 @@ ALTER TABLE users ADD COLUMN home_quota BIGINT;
 ALTER TABLE users ADD COLUMN source TEXT NOT NULL DEFAULT 'local';
 ALTER TABLE users ADD COLUMN gid BIGINT;
 ALTER TABLE workloads ADD COLUMN teams TEXT NOT NULL DEFAULT '[]';
+
+-- Personal images: workspaces saved by their owners (gpuhub save), run by name, theirs alone.
+CREATE TABLE personal_images (
+    owner      TEXT   NOT NULL,
+    name       TEXT   NOT NULL,
+    reference  TEXT   NOT NULL,
+    size_bytes BIGINT NOT NULL,
+    workload   TEXT   NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (owner, name)
+);

@@ -5,7 +5,31 @@ use gpuhub_core::api::ImageEntry;
 use gpuhub_core::user::Role;
 use gpuhub_store::{SshKeyRecord, Store, StoreError};
 
-both!(images, ssh_keys, settings, reservations);
+both!(images, personal_images, ssh_keys, settings, reservations);
+
+async fn personal_images(s: Store) {
+    use gpuhub_core::image::{PersonalImage, personal_reference};
+    let mine = |owner: &str, name: &str| PersonalImage {
+        owner: owner.into(),
+        name: name.into(),
+        reference: personal_reference(owner, name),
+        size_bytes: 5 << 30,
+        workload: "w1".into(),
+        created_at: t(3),
+    };
+    assert!(s.list_personal_images("alice").await.unwrap().is_empty());
+    s.insert_personal_image(&mine("alice", "env")).await.unwrap();
+    s.insert_personal_image(&mine("alice", "base")).await.unwrap();
+    s.insert_personal_image(&mine("bob", "env")).await.unwrap();
+    let again = s.insert_personal_image(&mine("alice", "env")).await.unwrap_err();
+    assert!(matches!(again, StoreError::Conflict(_)), "{again:?}");
+    assert_eq!(s.list_personal_images("alice").await.unwrap(), vec![mine("alice", "base"), mine("alice", "env")]);
+    assert_eq!(s.get_personal_image("bob", "env").await.unwrap().reference, "gpuhub-user/bob/env:latest");
+    s.delete_personal_image("alice", "env").await.unwrap();
+    assert!(matches!(s.get_personal_image("alice", "env").await.unwrap_err(), StoreError::NotFound { .. }));
+    assert!(matches!(s.delete_personal_image("alice", "env").await.unwrap_err(), StoreError::NotFound { .. }));
+    assert_eq!(s.list_personal_images("bob").await.unwrap().len(), 1, "bob's stays");
+}
 
 fn image(name: &str, reference: &str, description: &str) -> ImageEntry {
     let apps = vec![gpuhub_core::workload::AppSpec {
