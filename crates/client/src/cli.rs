@@ -289,7 +289,8 @@ pub enum DatasetsCommand {
     Add {
         /// Its name (`imagenet`).
         name: String,
-        /// The directory on the nodes (absolute).
+        /// The directory on the nodes (absolute), or an NFS export `server:/export/path` that the engine
+        /// mounts itself.
         path: String,
         /// A line for people choosing it.
         #[arg(long, value_name = "D", default_value = "")]
@@ -759,8 +760,10 @@ mod tests {
         let cli = parse(&["images"]).unwrap();
         assert!(matches!(cli.command, ClientCommand::Images(ImagesArgs { command: None, mine: false })));
         let cli = parse(&["images", "add", "pytorch", "pytorch/pytorch:2", "--description", "torch"]).unwrap();
-        let ClientCommand::Images(ImagesArgs { command: Some(ImagesCommand::Add { name, image, description, .. }) }) =
-            cli.command
+        let ClientCommand::Images(ImagesArgs {
+            command: Some(ImagesCommand::Add { name, image, description, .. }),
+            ..
+        }) = cli.command
         else {
             panic!("not images add")
         };

@@ -154,20 +154,37 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
         source: home_on_host(cx.homes_dir, &w.owner).display().to_string(),
         target: home.clone(),
         read_only: false,
+        nfs: None,
     }];
     let shares = w.resources.gpu_milli > 0;
     if let (Some((lib, preload)), true) = (cx.share_library, shares) {
-        mounts.push(Mount { source: lib.display().to_string(), target: SHARE_LIBRARY_TARGET.into(), read_only: true });
+        mounts.push(Mount {
+            source: lib.display().to_string(),
+            target: SHARE_LIBRARY_TARGET.into(),
+            read_only: true,
+            nfs: None,
+        });
         mounts.push(Mount {
             source: preload.display().to_string(),
             target: "/etc/ld.so.preload".into(),
             read_only: true,
+            nfs: None,
         });
     }
     // the datasets it asked for, read-only, at the paths they had when it was submitted
-    mounts.extend(w.datasets.iter().map(|d| Mount { source: d.path.clone(), target: d.target(), read_only: true }));
+    mounts.extend(w.datasets.iter().map(|d| Mount {
+        source: d.path.clone(),
+        target: d.target(),
+        read_only: true,
+        nfs: d.nfs.clone(),
+    }));
     // its team folders, read-write, with their groups carried by every process of the run
-    mounts.extend(w.teams.iter().map(|t| Mount { source: t.path.clone(), target: t.target(), read_only: false }));
+    mounts.extend(w.teams.iter().map(|t| Mount {
+        source: t.path.clone(),
+        target: t.target(),
+        read_only: false,
+        nfs: None,
+    }));
     let mut groups: Vec<u32> = w.teams.iter().map(|t| t.gid).collect();
     groups.sort_unstable();
     groups.dedup();

@@ -15,8 +15,13 @@ pub const DATASETS_DIR: &str = "/datasets";
 pub struct Dataset {
     /// What users ask for (`imagenet`): the naming rule of workloads.
     pub name: String,
-    /// The directory on every node (absolute, no `..`).
+    /// The directory on every node (absolute, no `..`); empty for an NFS export.
+    #[serde(default)]
     pub path: String,
+    /// An NFS export the engine mounts itself, `server:/export/path` (instead of `path`); the server
+    /// is best named by its address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs: Option<String>,
     /// A line for people choosing it.
     #[serde(default)]
     pub description: String,
@@ -27,7 +32,11 @@ pub struct Dataset {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DatasetMount {
     pub name: String,
+    /// The directory on the nodes, or with `nfs` the export's path on that server.
     pub path: String,
+    /// The NFS server `path` is exported from; absent: a directory on the nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs: Option<String>,
 }
 
 impl DatasetMount {
@@ -38,22 +47,59 @@ impl DatasetMount {
 }
 
 impl Dataset {
-    /// The name follows the naming rule; the path is absolute, not `/`, without `..` or NUL.
+    /// The name follows the naming rule; exactly one of `path` and `nfs`; the path (or the export's) is
+    /// absolute, not `/`, without `..` or NUL; an NFS server is a host name or address, nothing that
+    /// could add mount options.
     pub fn validate(&self) -> Result<(), CoreError> {
         crate::names::validate("dataset", &self.name)?;
-        let p = &self.path;
-        let bad = |reason: &str| Err(CoreError::invalid("path", format!("{p:?} {reason}")));
-        if !p.starts_with('/') {
-            return bad("is not an absolute path");
+        match (&self.nfs, self.path.is_empty()) {
+            (Some(_), false) => return Err(CoreError::invalid("nfs", "give path or nfs, not both")),
+            (None, true) => return Err(CoreError::invalid("path", "give the directory (path) or an NFS export (nfs)")),
+            (Some(n), true) => {
+                let Some((server, export)) = n.split_once(":/") else {
+                    return Err(CoreError::invalid("nfs", format!("{n:?} is not server:/export/path")));
+                };
+                let host_ok = !server.is_empty()
+                    && server.len() <= 253
+                    && server.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+                if !host_ok {
+                    return Err(CoreError::invalid("nfs", format!("{server:?} is not a host name or IPv4 address")));
+                }
+                let export = format!("/{export}");
+                if export.contains(',') || export.chars().any(char::is_whitespace) {
+                    return Err(CoreError::invalid("nfs", format!("{export:?} must not hold commas or spaces")));
+                }
+                return check_path("nfs", &export);
+            }
+            (None, false) => {}
         }
-        if p.split('/').any(|part| part == "..") || p.contains('\0') {
-            return bad("must not hold '..' or NUL");
-        }
-        if p.trim_end_matches('/').is_empty() {
-            return bad("is the root directory");
-        }
-        Ok(())
+        check_path("path", &self.path)
     }
+
+    /// Where a workload mounts it from: the directory, or the export and its server.
+    pub fn mount(&self) -> DatasetMount {
+        match self.nfs.as_deref().and_then(|n| n.split_once(":/")) {
+            Some((server, export)) => {
+                DatasetMount { name: self.name.clone(), path: format!("/{export}"), nfs: Some(server.to_owned()) }
+            }
+            None => DatasetMount { name: self.name.clone(), path: self.path.clone(), nfs: None },
+        }
+    }
+}
+
+/// `p` is absolute, not `/`, without `..` or NUL; a refusal names `field`.
+fn check_path(field: &str, p: &str) -> Result<(), CoreError> {
+    let bad = |reason: &str| Err(CoreError::invalid(field, format!("{p:?} {reason}")));
+    if !p.starts_with('/') {
+        return bad("is not an absolute path");
+    }
+    if p.split('/').any(|part| part == "..") || p.contains('\0') {
+        return bad("must not hold '..' or NUL");
+    }
+    if p.trim_end_matches('/').is_empty() {
+        return bad("is the root directory");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -61,7 +107,31 @@ mod tests {
     use super::*;
 
     fn d(name: &str, path: &str) -> Dataset {
-        Dataset { name: name.into(), path: path.into(), description: String::new() }
+        Dataset { name: name.into(), path: path.into(), nfs: None, description: String::new() }
+    }
+
+    #[test]
+    fn nfs_exports() {
+        let nfs = |n: &str| Dataset { nfs: Some(n.into()), ..d("imagenet", "") };
+        let m = nfs("10.0.0.5:/exports/imagenet").mount();
+        assert_eq!((m.path.as_str(), m.nfs.as_deref()), ("/exports/imagenet", Some("10.0.0.5")));
+        assert!(nfs("files.lab.example:/srv/data").validate().is_ok());
+        for (bad, why) in [
+            ("10.0.0.5", "server:/export"),
+            (":/x", "host name"),
+            ("a,o=rw:/x", "host name"),
+            ("h:/a,rw", "commas"),
+            ("h:/a/../etc", ".."),
+            ("h:/", "root directory"),
+        ] {
+            let e = nfs(bad).validate().unwrap_err();
+            assert!(matches!(e, CoreError::Invalid { ref field, .. } if field == "nfs"), "{bad}: {e}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+        let both = Dataset { nfs: Some("h:/x".into()), ..d("x", "/data") };
+        assert!(both.validate().unwrap_err().to_string().contains("not both"));
+        assert!(d("x", "").validate().is_err(), "neither");
+        assert_eq!(d("x", "/data").mount(), DatasetMount { name: "x".into(), path: "/data".into(), nfs: None });
     }
 
     #[test]
@@ -72,6 +142,6 @@ mod tests {
         }
         let e = d("x", "rel").validate().unwrap_err();
         assert!(matches!(e, CoreError::Invalid { ref field, .. } if field == "path"), "{e}");
-        assert_eq!(DatasetMount { name: "x".into(), path: "/d".into() }.target(), "/datasets/x");
+        assert_eq!(DatasetMount { name: "x".into(), path: "/d".into(), nfs: None }.target(), "/datasets/x");
     }
 }

@@ -75,17 +75,7 @@ pub(crate) fn create_request(
     };
     env.push(format!("{NVIDIA_VISIBLE_DEVICES}={visible}"));
 
-    let mounts = spec
-        .mounts
-        .iter()
-        .map(|m| EngineMount {
-            target: Some(m.target.clone()),
-            source: Some(m.source.clone()),
-            typ: Some(MountTypeEnum::BIND),
-            read_only: Some(m.read_only),
-            ..Default::default()
-        })
-        .collect();
+    let mounts = spec.mounts.iter().map(engine_mount).collect();
 
     let host_config = HostConfig {
         nano_cpus: Some(to_i64(spec.cpu_milli.saturating_mul(1_000_000), "cpu_milli")?),
@@ -180,7 +170,10 @@ pub(crate) fn validate(spec: &ContainerSpec, protected: &[PathBuf]) -> Result<()
         if !Path::new(&m.target).is_absolute() {
             return reject(format!("mount target {} is not an absolute path", m.target));
         }
-        check_mount_source(Path::new(&m.source), protected)?;
+        // an NFS export is no path of this host
+        if m.nfs.is_none() {
+            check_mount_source(Path::new(&m.source), protected)?;
+        }
     }
     if let GpuAttach::Devices { devices } = &spec.gpus {
         for d in devices {
@@ -209,6 +202,43 @@ pub(crate) fn validate_user(user: &str, allow_empty: bool) -> Result<(), EngineE
         None => Err(EngineError::Rejected(format!("user {user:?} is not a numeric uid:gid"))),
         Some((0, _)) | Some((_, 0)) => Err(EngineError::Rejected(format!("user {user} is root's"))),
         Some(_) => Ok(()),
+    }
+}
+
+/// A bind mount, or for an NFS export a volume of Docker's `local` driver that mounts it (`type=nfs`,
+/// read-only when the mount is), named after the server and export so that runs share it.
+fn engine_mount(m: &gpuhub_driver::Mount) -> EngineMount {
+    let Some(server) = &m.nfs else {
+        return EngineMount {
+            target: Some(m.target.clone()),
+            source: Some(m.source.clone()),
+            typ: Some(MountTypeEnum::BIND),
+            read_only: Some(m.read_only),
+            ..Default::default()
+        };
+    };
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{server}:{}", m.source).as_bytes());
+    let o = if m.read_only { format!("addr={server},ro") } else { format!("addr={server}") };
+    let options = HashMap::from([
+        ("type".to_owned(), "nfs".to_owned()),
+        ("o".to_owned(), o),
+        ("device".to_owned(), format!(":{}", m.source)),
+    ]);
+    EngineMount {
+        target: Some(m.target.clone()),
+        source: Some(format!("gpuhub-nfs-{}", &hex::encode(digest)[..16])),
+        typ: Some(MountTypeEnum::VOLUME),
+        read_only: Some(m.read_only),
+        volume_options: Some(bollard::models::MountVolumeOptions {
+            no_copy: Some(true),
+            driver_config: Some(bollard::models::MountVolumeOptionsDriverConfig {
+                name: Some("local".to_owned()),
+                options: Some(options),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -268,7 +298,12 @@ mod tests {
             cpu_milli: 1500,
             memory_bytes: 1 << 30,
             pids_limit: 256,
-            mounts: vec![Mount { source: "/srv/home/alice".into(), target: "/home/alice".into(), read_only: false }],
+            mounts: vec![Mount {
+                source: "/srv/home/alice".into(),
+                target: "/home/alice".into(),
+                read_only: false,
+                nfs: None,
+            }],
             network: Some("gpuhub-alice".into()),
             aliases: vec![],
             gpus: GpuAttach::None,
@@ -284,6 +319,37 @@ mod tests {
         let (_, c) = create_request(&ContainerSpec { aliases: vec!["train-1".into()], ..spec() }, &[]).unwrap();
         let endpoints = c.networking_config.unwrap().endpoints_config;
         assert_eq!(endpoints["gpuhub-alice"].aliases, Some(vec!["train-1".to_owned()]));
+    }
+
+    #[test]
+    fn an_nfs_export_is_a_volume_of_the_local_driver() {
+        let nfs = Mount {
+            source: "/exports/imagenet".into(),
+            target: "/datasets/imagenet".into(),
+            read_only: true,
+            nfs: Some("10.0.0.5".into()),
+        };
+        let (_, c) = create_request(&ContainerSpec { mounts: vec![nfs.clone()], ..spec() }, &[]).unwrap();
+        let m = &host(&c).mounts.as_ref().unwrap()[0];
+        assert_eq!(
+            (m.typ, m.read_only, m.target.as_deref()),
+            (Some(MountTypeEnum::VOLUME), Some(true), Some("/datasets/imagenet"))
+        );
+        assert!(m.source.as_deref().unwrap().starts_with("gpuhub-nfs-"));
+        let opts = m.volume_options.as_ref().unwrap().driver_config.as_ref().unwrap();
+        assert_eq!(opts.name.as_deref(), Some("local"));
+        let o = opts.options.as_ref().unwrap();
+        assert_eq!(
+            (o["type"].as_str(), o["o"].as_str(), o["device"].as_str()),
+            ("nfs", "addr=10.0.0.5,ro", ":/exports/imagenet")
+        );
+        // another export, another volume; the same one, the same
+        let other = Mount { source: "/exports/coco".into(), ..nfs.clone() };
+        let (_, c2) = create_request(&ContainerSpec { mounts: vec![other], ..spec() }, &[]).unwrap();
+        let (_, c3) = create_request(&ContainerSpec { mounts: vec![nfs], ..spec() }, &[]).unwrap();
+        let name = |c: &Config<String>| host(c).mounts.as_ref().unwrap()[0].source.clone();
+        assert_ne!(name(&c), name(&c2));
+        assert_eq!(name(&c), name(&c3));
     }
 
     #[test]
@@ -458,11 +524,11 @@ mod tests {
             "/../..",
         ] {
             let mut s = spec();
-            s.mounts.push(Mount { source: source.into(), target: "/x".into(), read_only: true });
+            s.mounts.push(Mount { source: source.into(), target: "/x".into(), read_only: true, nfs: None });
             assert!(rejected(&s), "{source} must be refused");
         }
         let mut s = spec();
-        s.mounts = vec![Mount { source: "/srv/sock/engine".into(), target: "/x".into(), read_only: true }];
+        s.mounts = vec![Mount { source: "/srv/sock/engine".into(), target: "/x".into(), read_only: true, nfs: None }];
         assert!(create_request(&s, &[]).is_ok());
         assert!(matches!(create_request(&s, &[PathBuf::from("/srv/sock/engine")]), Err(EngineError::Rejected(_))));
         assert!(create_request(&spec(), &[PathBuf::from("/srv/sock/engine")]).is_ok());

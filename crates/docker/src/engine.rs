@@ -189,6 +189,7 @@ impl Engine for DockerEngine {
             exec: true,
             ingress: true,
             volumes: true,
+            nfs: true,
             gpu_shares: true,
             shared_ports: false,
             usage: true,

@@ -189,7 +189,7 @@ impl DockerRuntime {
     pub async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         let (options, config) = config::create_request(spec, &self.protected)?;
         // A symlink must not smuggle the engine's socket in: check where each source really leads.
-        for m in &spec.mounts {
+        for m in spec.mounts.iter().filter(|m| m.nfs.is_none()) {
             if let Ok(real) = tokio::fs::canonicalize(&m.source).await {
                 config::check_mount_source(&real, &self.protected)?;
             }

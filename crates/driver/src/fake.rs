@@ -306,6 +306,7 @@ impl Engine for FakeEngine {
             exec: true,
             ingress: true,
             volumes: true,
+            nfs: true,
             gpu_shares: true,
             shared_ports: false,
             usage: true,

@@ -94,6 +94,8 @@ pub struct Capabilities {
     pub ingress: bool,
     /// Whether [`RunSpec::mounts`] are honoured.
     pub volumes: bool,
+    /// Whether the engine mounts NFS exports itself ([`Mount::nfs`]).
+    pub nfs: bool,
     /// Whether a member may hold a share of a GPU.
     pub gpu_shares: bool,
     /// Whether members share their node's network (Slurm, where a container has no address of its
@@ -174,11 +176,14 @@ impl std::fmt::Debug for RegistryAuth {
 /// A bind mount (a volume, in engine-neutral terms: each engine maps it to its own mounts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
-    /// Path on the node (host).
+    /// Path on the node (host); with [`Mount::nfs`], the export's path on that server.
     pub source: String,
     /// Path in the member.
     pub target: String,
     pub read_only: bool,
+    /// The NFS server `source` is exported from, which the engine mounts itself (Docker: a volume of
+    /// its local driver with `type=nfs`); `None`: a path on the node.
+    pub nfs: Option<String>,
 }
 
 /// The GPUs one member is granted.

@@ -70,3 +70,33 @@ async fn datasets_are_registered_by_admins_and_mounted_read_only() {
     let v = hub.get(&alice, "reader").await;
     assert_eq!(v["datasets"][0]["name"], "corpus", "{v}");
 }
+
+/// An NFS export registered as a dataset: the engine is told to mount it itself (server and export,
+/// read-only); malformed exports are refused naming `nfs`; an engine that cannot mount NFS refuses it.
+#[tokio::test]
+async fn nfs_exports_are_mounted_by_the_engine() {
+    let hub = Hub::start().await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    for bad in [
+        json!({"name": "r", "nfs": "10.0.0.5"}),
+        json!({"name": "r", "nfs": "a,o=rw:/x"}),
+        json!({"name": "r", "nfs": "h:/x", "path": "/tmp"}),
+    ] {
+        let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(bad.clone())).await;
+        assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("nfs")), "{bad}: {v}");
+    }
+    let body = json!({"name": "remote", "nfs": "10.0.0.5:/exports/remote", "description": "on the file server"});
+    let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (_, v) = hub.call(Method::GET, "/api/v1/datasets", Some(&alice), None).await;
+    assert_eq!((v[0]["nfs"].as_str(), v[0]["path"].as_str()), (Some("10.0.0.5:/exports/remote"), Some("")), "{v}");
+    let job = json!({"name": "n", "kind": "job", "image": "busybox:latest", "command": ["true"],
+        "resources": {"cpus": 0.1, "memory": "64MiB", "gpus": 0}, "datasets": ["remote"]});
+    let w = hub.submit(&alice, job).await;
+    assert_eq!(w["datasets"], json!([{"name": "remote", "path": "/exports/remote", "nfs": "10.0.0.5"}]));
+    hub.wait_state(&alice, "n", "running").await;
+    let spec = hub.runtime.spec(&hub.run(&alice, "n").await).unwrap();
+    let m = spec.mounts.iter().find(|m| m.target == "/datasets/remote").expect("mounted");
+    assert_eq!((m.source.as_str(), m.nfs.as_deref(), m.read_only), ("/exports/remote", Some("10.0.0.5"), true));
+}

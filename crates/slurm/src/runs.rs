@@ -530,6 +530,7 @@ impl Engine for SlurmEngine {
             exec: true,
             ingress: true,
             volumes: true,
+            nfs: false,
             gpu_shares: true,
             shared_ports: true,
             usage: false,

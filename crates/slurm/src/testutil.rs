@@ -24,7 +24,12 @@ pub(crate) fn run_spec(members: u32, gpus: GpuGrant) -> RunSpec {
             groups: Vec::new(),
         },
         working_dir: Some("/home/alice".into()),
-        mounts: vec![Mount { source: "/srv/homes/alice".into(), target: "/home/alice".into(), read_only: false }],
+        mounts: vec![Mount {
+            source: "/srv/homes/alice".into(),
+            target: "/home/alice".into(),
+            read_only: false,
+            nfs: None,
+        }],
         network: None,
         members: (0..members)
             .map(|index| MemberSpec {

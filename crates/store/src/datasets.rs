@@ -6,7 +6,12 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 fn dataset_from_row(row: &AnyRow) -> Result<Dataset> {
-    Ok(Dataset { name: row.try_get("name")?, path: row.try_get("path")?, description: row.try_get("description")? })
+    Ok(Dataset {
+        name: row.try_get("name")?,
+        path: row.try_get("path")?,
+        nfs: row.try_get("nfs")?,
+        description: row.try_get("description")?,
+    })
 }
 
 impl Store {
@@ -14,12 +19,14 @@ impl Store {
     /// already submitted keep the path they had).
     pub async fn upsert_dataset(&self, d: &Dataset) -> Result<()> {
         sqlx::query(
-            "INSERT INTO datasets (name, path, description) VALUES ($1, $2, $3) \
-             ON CONFLICT (name) DO UPDATE SET path = excluded.path, description = excluded.description",
+            "INSERT INTO datasets (name, path, description, nfs) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (name) DO UPDATE SET path = excluded.path, description = excluded.description, \
+             nfs = excluded.nfs",
         )
         .bind(&d.name)
         .bind(&d.path)
         .bind(&d.description)
+        .bind(d.nfs.as_deref())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -27,7 +34,7 @@ impl Store {
 
     /// The dataset `name`.
     pub async fn get_dataset(&self, name: &str) -> Result<Dataset> {
-        let row = sqlx::query("SELECT name, path, description FROM datasets WHERE name = $1")
+        let row = sqlx::query("SELECT name, path, description, nfs FROM datasets WHERE name = $1")
             .bind(name)
             .fetch_optional(&self.pool)
             .await?
@@ -37,8 +44,9 @@ impl Store {
 
     /// Every dataset, by name.
     pub async fn list_datasets(&self) -> Result<Vec<Dataset>> {
-        let rows =
-            sqlx::query("SELECT name, path, description FROM datasets ORDER BY name").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT name, path, description, nfs FROM datasets ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(dataset_from_row).collect()
     }
 

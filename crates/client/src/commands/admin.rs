@@ -171,16 +171,19 @@ pub(crate) async fn datasets(
             let list: Vec<Dataset> = decode(&v, api.url(&["datasets"], &[]).as_str())?;
             let mut t = Table::new(&["NAME", "PATH", "DESCRIPTION"]);
             for d in list {
-                t.row(vec![d.name, d.path, d.description]);
+                t.row(vec![d.name, d.nfs.map(|n| format!("nfs {n}")).unwrap_or(d.path), d.description]);
             }
             write!(out, "{}", t.render(""))?;
         }
         Some(DatasetsCommand::Add { name, path, description }) => {
-            let d = Dataset { name, path, description };
+            // `server:/export` is an NFS export; anything else a directory on the nodes
+            let nfs = (!path.starts_with('/') && path.contains(":/")).then(|| path.clone());
+            let source = path.clone();
+            let d = Dataset { name, path: if nfs.is_some() { String::new() } else { path }, nfs, description };
             let v = api.send_json(Method::POST, &["datasets"], &d).await?;
             match v {
                 Some(v) if json => print_json(out, &v)?,
-                _ => writeln!(out, "added dataset {} ({}), mounted at /datasets/{}", d.name, d.path, d.name)?,
+                _ => writeln!(out, "added dataset {} ({source}), mounted at /datasets/{}", d.name, d.name)?,
             }
         }
         Some(DatasetsCommand::Rm { name }) => {

@@ -62,7 +62,37 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
     if !args.follow {
         return Ok(0);
     }
+    if w.state == gpuhub_core::workload::WorkloadState::Pulling {
+        show_pull(ctx, api, &w.name).await?;
+    }
     follow_to_end(ctx, api, &w.name, out).await
+}
+
+/// While the workload's image is pulled: a progress bar on standard error (a line per change off a
+/// terminal), until it is no longer `pulling`.
+async fn show_pull(ctx: &Context, api: &Api, name: &str) -> Result<(), ClientError> {
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    let mut last = String::new();
+    loop {
+        let w = get(api, name, None).await?;
+        if w.state != gpuhub_core::workload::WorkloadState::Pulling {
+            if tty && !last.is_empty() {
+                eprintln!();
+            }
+            return Ok(());
+        }
+        let line = pull_line(&w);
+        if line != last {
+            if tty {
+                eprint!("\r\x1b[2K{line}");
+            } else {
+                eprintln!("{line}");
+            }
+            last = line;
+        }
+        tokio::time::sleep(ctx.poll_interval.min(std::time::Duration::from_millis(250))).await;
+    }
 }
 
 /// Streams a new workload's output until it ends and returns its exit code. While it waits to start, the
@@ -70,31 +100,7 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
 /// come, the stream is not asked for again (that would repeat it): the workload is polled instead.
 async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
     let mut printed = 0;
-    let mut last_pull = String::new();
     loop {
-        // while its image is pulled: a progress bar on standard error (a line per change off a terminal)
-        let w = get(api, name, None).await?;
-        if w.state == gpuhub_core::workload::WorkloadState::Pulling {
-            let line = pull_line(&w);
-            if line != last_pull {
-                use std::io::IsTerminal;
-                let tty = std::io::stderr().is_terminal();
-                if tty {
-                    eprint!("\r\x1b[2K{line}");
-                } else {
-                    eprintln!("{line}");
-                }
-                last_pull = line;
-            }
-            tokio::time::sleep(ctx.poll_interval.min(std::time::Duration::from_millis(250))).await;
-            continue;
-        }
-        if !last_pull.is_empty() {
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                eprintln!();
-            }
-            last_pull.clear();
-        }
         match stream_logs(api, name, None, Source::default(), true, &mut *out).await {
             Ok(n) => printed += n,
             // not started yet (the server may refuse logs of a queued workload)

@@ -67,7 +67,7 @@ async fn refuses_the_engine_socket_and_missing_images() {
     for source in ["/var/run/docker.sock", "/run/containerd/containerd.sock", "/var/run", link.to_str().unwrap()] {
         let mut s = spec(&unique("sock"), "true");
         cleanup.container(&s.name);
-        s.mounts.push(Mount { source: source.to_owned(), target: "/engine".into(), read_only: true });
+        s.mounts.push(Mount { source: source.to_owned(), target: "/engine".into(), read_only: true, nfs: None });
         assert!(matches!(rt.create(&s).await, Err(EngineError::Rejected(_))), "{source} must be refused");
         assert!(matches!(rt.inspect(&s.name).await, Err(EngineError::NotFound(_))), "nothing was created");
     }
@@ -85,13 +85,23 @@ async fn bind_mounts_and_name_conflicts() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("data.txt"), "from the host\n").unwrap();
     let mut s = spec(&unique("mount"), "cat /data/data.txt; touch /data/new 2>/dev/null || echo read-only");
-    s.mounts.push(Mount { source: dir.path().to_str().unwrap().to_owned(), target: "/data".into(), read_only: true });
+    s.mounts.push(Mount {
+        source: dir.path().to_str().unwrap().to_owned(),
+        target: "/data".into(),
+        read_only: true,
+        nfs: None,
+    });
     let (out, _) = run_to_end(&rt, &mut cleanup, &s).await;
     assert_eq!(out, "from the host\nread-only\n");
     assert!(matches!(rt.create(&s).await, Err(EngineError::Rejected(_))), "the name is taken");
     let mut missing = spec(&unique("nosrc"), "true");
     cleanup.container(&missing.name);
-    missing.mounts.push(Mount { source: "/nonexistent/gpuhub".into(), target: "/data".into(), read_only: false });
+    missing.mounts.push(Mount {
+        source: "/nonexistent/gpuhub".into(),
+        target: "/data".into(),
+        read_only: false,
+        nfs: None,
+    });
     assert!(matches!(rt.create(&missing).await, Err(EngineError::Rejected(_))), "a missing source is refused");
 }
 

@@ -17,8 +17,9 @@ pub async fn list_datasets(State(st): State<AppState>, _caller: Caller) -> Resul
 }
 
 /// Registers a dataset (admin), or changes one's path or description: a directory every node has
-/// (local, or an NFS or object-storage mount the node keeps). Where gpuhub runs the containers on this
-/// host (the Docker engine) the directory must exist here.
+/// (local, or an NFS or object-storage mount the node keeps), or an NFS export (`nfs`:
+/// `server:/export`) that engines able to (Docker) mount themselves. Where gpuhub runs the containers
+/// on this host (the Docker engine) a directory must exist here.
 #[utoipa::path(post, path = "/api/v1/datasets", tag = "datasets", request_body = Dataset,
     responses((status = 201, body = Dataset), (status = 403, body = Problem), (status = 422, body = Problem)))]
 pub async fn create_dataset(
@@ -29,7 +30,15 @@ pub async fn create_dataset(
     caller.require_admin()?;
     d.validate()?;
     let local = st.config.engine == crate::config::EngineKind::Docker;
-    if local && !std::path::Path::new(&d.path).is_dir() {
+    if d.nfs.is_some() && !st.engine.capabilities().nfs {
+        return Err(ApiError::unprocessable(format!(
+            "invalid nfs: the {} engine mounts no NFS exports itself; mount the export on every node and \
+             register that directory as path",
+            st.engine.name()
+        ))
+        .at("nfs"));
+    }
+    if local && d.nfs.is_none() && !std::path::Path::new(&d.path).is_dir() {
         return Err(
             ApiError::unprocessable(format!("invalid path: {:?} is not a directory on this host", d.path)).at("path")
         );

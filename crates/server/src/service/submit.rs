@@ -272,7 +272,16 @@ async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<Dataset
             return Err(ServiceError::invalid_at("datasets", format!("invalid datasets: {n} is named twice")));
         }
         match st.store.get_dataset(n).await {
-            Ok(d) => out.push(DatasetMount { name: d.name, path: d.path }),
+            Ok(d) if d.nfs.is_some() && !st.engine.capabilities().nfs => {
+                return Err(ServiceError::invalid_at(
+                    "datasets",
+                    format!(
+                        "invalid datasets: {n} is an NFS export, which the {} engine does not mount",
+                        st.engine.name()
+                    ),
+                ));
+            }
+            Ok(d) => out.push(d.mount()),
             Err(StoreError::NotFound { .. }) => {
                 let known: Vec<String> = st.store.list_datasets().await?.into_iter().map(|d| d.name).collect();
                 let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };

@@ -61,9 +61,14 @@ fn run_config_env_mounts_and_mountpoints() {
         ]),
         working_dir: Some("/home/alice".into()),
         mounts: vec![
-            Mount { source: "/srv/homes/alice".into(), target: "/home/alice".into(), read_only: false },
-            Mount { source: "/srv/lib.so".into(), target: "/usr/local/lib/gpuhub/libvgpu.so".into(), read_only: true },
-            Mount { source: "/srv/data".into(), target: "/opt/app".into(), read_only: true },
+            Mount { source: "/srv/homes/alice".into(), target: "/home/alice".into(), read_only: false, nfs: None },
+            Mount {
+                source: "/srv/lib.so".into(),
+                target: "/usr/local/lib/gpuhub/libvgpu.so".into(),
+                read_only: true,
+                nfs: None,
+            },
+            Mount { source: "/srv/data".into(), target: "/opt/app".into(), read_only: true, nfs: None },
         ],
         init: Some("/usr/bin/tini-static".into()),
         uid: 10001,
@@ -112,8 +117,10 @@ fn run_config_env_mounts_and_mountpoints() {
     // the library's directory is not in the image: its mountpoint is made there (a
     // directory, since the source cannot be looked at here)
     assert_eq!(make, [(rootfs.join("usr/local/lib/gpuhub/libvgpu.so"), true)]);
-    let bad =
-        RunBundle { mounts: vec![Mount { source: "/x".into(), target: "rel".into(), read_only: true }], ..run.clone() };
+    let bad = RunBundle {
+        mounts: vec![Mount { source: "/x".into(), target: "rel".into(), read_only: true, nfs: None }],
+        ..run.clone()
+    };
     assert!(matches!(run_config(umoci_config(), &rootfs, &bad), Err(EngineError::Rejected(_))));
     let bad = RunBundle { working_dir: Some("home".into()), ..run };
     assert!(matches!(run_config(umoci_config(), &rootfs, &bad), Err(EngineError::Rejected(_))));

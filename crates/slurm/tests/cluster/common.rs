@@ -114,7 +114,7 @@ impl Cluster {
                 groups: Vec::new(),
             },
             working_dir: Some(home.clone()),
-            mounts: vec![Mount { source: format!("/home/{account}"), target: home, read_only: false }],
+            mounts: vec![Mount { source: format!("/home/{account}"), target: home, read_only: false, nfs: None }],
             network: None,
             members: (0..members)
                 .map(|index| MemberSpec {

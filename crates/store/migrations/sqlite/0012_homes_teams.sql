@@ -17,3 +17,6 @@ CREATE TABLE personal_images (
     created_at BIGINT NOT NULL,
     PRIMARY KEY (owner, name)
 );
+
+-- A dataset may be an NFS export the engine mounts itself (server:/export) instead of a directory.
+ALTER TABLE datasets ADD COLUMN nfs TEXT;

@@ -84,6 +84,7 @@ fn full() -> Workload {
         datasets: vec![gpuhub_core::dataset::DatasetMount {
             name: "imagenet".into(),
             path: "/srv/data/imagenet".into(),
+            nfs: Some("10.0.0.5".into()),
         }],
         teams: vec![gpuhub_core::team::TeamMount {
             queue: "vision".into(),
