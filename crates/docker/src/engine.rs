@@ -190,6 +190,7 @@ impl Engine for DockerEngine {
             ingress: true,
             volumes: true,
             nfs: true,
+            pull: true,
             gpu_shares: true,
             shared_ports: false,
             usage: true,

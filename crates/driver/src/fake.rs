@@ -66,6 +66,8 @@ struct State {
     endpoint: Option<std::net::IpAddr>,
     /// What a pull of each image does: `Ok` brings it in, `Err` is the registry's refusal.
     registry: BTreeMap<String, Result<(), String>>,
+    /// The engine says it cannot pull (as the Slurm engine does).
+    no_pull: bool,
 }
 
 /// The fake engine.
@@ -132,6 +134,11 @@ impl FakeEngine {
     /// Makes `image` pullable from the fake registry (`Ok`), or refused there with `Err(why)`.
     pub fn set_registry(&self, image: &str, answer: Result<(), String>) {
         self.state.lock().unwrap().registry.insert(image.to_owned(), answer);
+    }
+
+    /// Makes the engine say it can pull (`true`, the default) or not, as the Slurm engine.
+    pub fn set_can_pull(&self, can: bool) {
+        self.state.lock().unwrap().no_pull = !can;
     }
 
     /// Holds pulls half-way (`true`: they report half their bytes and wait) or lets them finish.
@@ -307,6 +314,7 @@ impl Engine for FakeEngine {
             ingress: true,
             volumes: true,
             nfs: true,
+            pull: !self.state.lock().unwrap().no_pull,
             gpu_shares: true,
             shared_ports: false,
             usage: true,

@@ -96,6 +96,8 @@ pub struct Capabilities {
     pub volumes: bool,
     /// Whether the engine mounts NFS exports itself ([`Mount::nfs`]).
     pub nfs: bool,
+    /// Whether [`Engine::pull`] brings images in from registries.
+    pub pull: bool,
     /// Whether a member may hold a share of a GPU.
     pub gpu_shares: bool,
     /// Whether members share their node's network (Slurm, where a container has no address of its

@@ -81,6 +81,15 @@ async fn allowed_images_are_pulled_with_progress_and_others_refused() {
     assert_eq!(v["message"], "stopped while its image was pulled", "{v}");
     hub.runtime.hold_pulls(false);
 
+    // an engine that cannot pull (the Slurm engine) refuses at once, saying where to pull
+    hub.runtime.set_can_pull(false);
+    hub.runtime.set_registry("registry.test/later:1", Ok(()));
+    let (s, v) =
+        hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(job("l", "registry.test/later:1"))).await;
+    assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("image")), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("pulls no images"), "{v}");
+    hub.runtime.set_can_pull(true);
+
     // no policy lets these be run or pulled
     let (s, v) =
         hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(job("x", "docker.io/library/python:3"))).await;

@@ -531,6 +531,7 @@ impl Engine for SlurmEngine {
             ingress: true,
             volumes: true,
             nfs: false,
+            pull: false,
             gpu_shares: true,
             shared_ports: true,
             usage: false,

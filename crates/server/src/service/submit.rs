@@ -331,6 +331,16 @@ async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpe
     if st.engine.image_exists(&reference).await? {
         return Ok((reference, apps, false));
     }
+    if !st.engine.capabilities().pull && (catalog || policy.is_ok()) {
+        return Err(ServiceError::invalid_at(
+            "image",
+            format!(
+                "invalid image: the {} engine has no {reference:?} and pulls no images; pull it into the hub's \
+                 Docker engine first",
+                st.engine.name()
+            ),
+        ));
+    }
     match policy {
         _ if catalog => Ok((reference, apps, true)),
         Ok(()) => Ok((reference, apps, true)),
