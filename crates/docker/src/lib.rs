@@ -140,7 +140,6 @@ impl DockerRuntime {
         auth: Option<&gpuhub_driver::RegistryAuth>,
         progress: &(dyn Fn(gpuhub_driver::PullProgress) + Send + Sync),
     ) -> Result<(), EngineError> {
-        use futures::StreamExt;
         let options = bollard::image::CreateImageOptions { from_image: image.to_owned(), ..Default::default() };
         let creds = auth.map(|a| bollard::auth::DockerCredentials {
             username: Some(a.username.clone()),
@@ -162,9 +161,12 @@ impl DockerRuntime {
                     l.0 = d.current.map_or(l.0, |c| c.max(0) as u64);
                     l.1 = d.total.map_or(l.1, |t| t.max(0) as u64);
                 }
+                // downloaded: all its bytes are here; in place once extracted (or there already)
                 if matches!(status.as_str(), "Pull complete" | "Already exists" | "Download complete") {
-                    l.2 = status != "Download complete" || l.2;
                     l.0 = l.1.max(l.0);
+                }
+                if matches!(status.as_str(), "Pull complete" | "Already exists") {
+                    l.2 = true;
                 }
             }
             progress(gpuhub_driver::PullProgress {

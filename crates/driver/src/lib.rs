@@ -141,20 +141,8 @@ impl Identity {
     }
 }
 
-/// How far a pull is: its bytes (of the layers whose size the registry told), and its layers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PullProgress {
-    /// The registry's or engine's last word (`Downloading`, `Pull complete`).
-    pub status: String,
-    /// Bytes fetched so far.
-    pub current_bytes: u64,
-    /// Bytes to fetch, as far as known.
-    pub total_bytes: u64,
-    /// Layers seen.
-    pub layers: u32,
-    /// Layers in place.
-    pub layers_done: u32,
-}
+/// How far a pull is (the API's view of it: engines report in that shape).
+pub use gpuhub_core::api::PullView as PullProgress;
 
 /// Credentials for a private registry. `Debug` prints no password.
 #[derive(Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ pub mod fake;
 mod loopfs;
 mod xfs;
 
-pub use loopfs::{LoopHomes, MIN_LOOP_QUOTA, loopfs_min};
+pub use loopfs::{LoopHomes, MIN_LOOP_QUOTA};
 pub use xfs::XfsHomes;
 
 use async_trait::async_trait;
@@ -105,6 +105,11 @@ pub trait Homes: Send + Sync + std::fmt::Debug {
     /// Where `user`'s home is on the host (whether or not it exists yet).
     fn path(&self, user: &str) -> PathBuf;
 
+    /// Whether this backend enforces the quotas `ensure` is given.
+    fn enforces_quotas(&self) -> bool {
+        true
+    }
+
     /// Makes `user`'s home exist, owned by `uid:uid` with mode 0700, and ready to be mounted into a
     /// container, with `quota` bytes in force (when the backend enforces quotas and `quota` is set).
     /// An existing home keeps its files; its quota is changed to `quota` when it differs (refused with
@@ -139,6 +144,10 @@ impl Homes for DirHomes {
         "dir"
     }
 
+    fn enforces_quotas(&self) -> bool {
+        false
+    }
+
     fn path(&self, user: &str) -> PathBuf {
         self.root.join(user)
     }
@@ -150,7 +159,7 @@ impl Homes for DirHomes {
     }
 
     /// Plain directories are not measured (`None`): walking every file is the periodic scan this
-    /// crate exists to avoid. [`dir_size`] is there for a caller that wants it once.
+    /// crate exists to avoid.
     async fn usage(&self, _user: &str) -> Result<Option<HomeUsage>, HomeError> {
         Ok(None)
     }
@@ -171,24 +180,6 @@ pub(crate) fn make_dir(user: &str, path: &Path, uid: u32) -> Result<(), HomeErro
 
 pub(crate) fn io(user: &str, what: &'static str, source: std::io::Error) -> HomeError {
     HomeError::Io { user: user.to_owned(), what, source }
-}
-
-/// Bytes held by the files under `path` (their allocated blocks), not following links.
-pub fn dir_size(path: &Path) -> std::io::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    let mut stack = vec![path.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            let m = e.metadata()?;
-            total += m.blocks() * 512;
-            if m.is_dir() {
-                stack.push(e.path());
-            }
-        }
-    }
-    Ok(total)
 }
 
 /// Runs `program args…`, returning its stdout; a failure names the command and its stderr.
@@ -274,7 +265,6 @@ mod tests {
         assert_eq!(m.uid(), uid);
         std::fs::write(p.join("f"), vec![7u8; 100_000]).unwrap();
         assert_eq!(homes.usage("alice").await.unwrap(), None, "plain directories are not measured");
-        assert!(dir_size(&p).unwrap() >= 100_000);
         assert_eq!(homes.release("alice").await.unwrap(), vec![p]);
     }
 }

@@ -7,11 +7,6 @@ use std::path::{Path, PathBuf};
 /// The least quota a loop home can have (ext4 needs room for its own metadata and journal).
 pub const MIN_LOOP_QUOTA: u64 = 16 << 20;
 
-/// [`MIN_LOOP_QUOTA`], for callers checking configuration.
-pub fn loopfs_min() -> u64 {
-    MIN_LOOP_QUOTA
-}
-
 /// One ext4 image per user under `<root>/.images/`, sparse (it takes on the host disk only what is
 /// written), loop-mounted `nosuid,nodev` on `<root>/<user>`. Needs root (`mount`) and e2fsprogs.
 #[derive(Debug)]
@@ -190,8 +185,8 @@ impl Homes for LoopHomes {
         let dir = self.path(user);
         let image = self.image(user);
         if !image.exists() {
-            drop(_one);
-            return crate::DirHomes::new(&self.root).usage(user).await;
+            // a plain directory (no quota yet): not measured, as with `DirHomes`
+            return Ok(None);
         }
         self.mount(user, &image, &dir).await?;
         let quota = std::fs::metadata(&image).map_err(|e| io(user, "reading image", e))?.len();

@@ -115,7 +115,8 @@ impl Homes for XfsHomes {
         }
         let id = self.project_of(user, &dir).await?;
         if id == 0 {
-            return crate::DirHomes::new(&self.root).usage(user).await;
+            // not a project yet: a plain directory, not measured
+            return Ok(None);
         }
         let (used, hard) = self.report(user, id).await?;
         Ok(Some(HomeUsage { used, quota: (hard > 0).then_some(hard) }))

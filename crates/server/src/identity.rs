@@ -93,10 +93,9 @@ impl Identities {
     /// state not handed out here (or used already, or too old) is refused.
     pub async fn oidc_finish(&self, code: &str, state: &str) -> Result<(Outside, String), ApiError> {
         let found = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(state);
-        let Some((pending, at, next)) = found.filter(|(_, at, _)| at.elapsed() < PENDING_TTL) else {
+        let Some((pending, _, next)) = found.filter(|(_, at, _)| at.elapsed() < PENDING_TTL) else {
             return Err(ApiError::forbidden("this sign-in is unknown or expired: start again"));
         };
-        let _ = at;
         let user = self.oidc().await?.finish(pending, code, state).await.map_err(|e| match e {
             IdentityError::Provider(m) => ApiError::unavailable(format!("the OpenID provider: {m}")),
             other => ApiError::forbidden(format!("sign-in refused: {other}")),
@@ -184,6 +183,7 @@ pub async fn account(st: &AppState, o: &Outside) -> Result<User, ApiError> {
 /// Puts `username` in every member-listed queue named like one of `groups`, and out of the others:
 /// for outside accounts the source's groups are the membership.
 async fn sync_queues(st: &AppState, username: &str, groups: &[String]) -> Result<(), ApiError> {
+    let mut changed = false;
     for q in st.store.list_queues().await? {
         let Some(members) = &q.members else { continue };
         let (want, has) = (groups.contains(&q.name), members.iter().any(|m| m == username));
@@ -197,11 +197,16 @@ async fn sync_queues(st: &AppState, username: &str, groups: &[String]) -> Result
         } else {
             list.retain(|m| m != username);
         }
-        if !st.store.update_queue_if(&q, &next, chrono::Utc::now()).await? {
+        if st.store.update_queue_if(&q, &next, chrono::Utc::now()).await? {
+            changed = true;
+        } else {
             tracing::warn!(queue = %q.name, user = username, "queue changed meanwhile: membership synced at the next sign-in");
         }
     }
-    st.controller.kick();
+    // a membership gained or lost may start (or hold) queued work
+    if changed {
+        st.controller.kick();
+    }
     Ok(())
 }
 

@@ -183,13 +183,7 @@ pub fn view(st: &AppState, w: &Workload) -> WorkloadView {
         v.idle = st.idle.view(&w.id, st.clock.now());
     }
     if w.state == WorkloadState::Pulling {
-        v.pull = st.controller.pull_progress(&w.id).map(|p| gpuhub_core::api::PullView {
-            status: p.status,
-            current_bytes: p.current_bytes,
-            total_bytes: p.total_bytes,
-            layers: p.layers,
-            layers_done: p.layers_done,
-        });
+        v.pull = st.controller.pull_progress(&w.id);
     }
     v
 }

@@ -31,8 +31,9 @@ pub fn ensure_folder(path: &Path, gid: u32) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o2770))
 }
 
-/// Refuses a `team_gid` another queue's folder has (its members would share that folder).
-pub async fn check_gid_free(st: &AppState, q: &QueueDef) -> Result<(), crate::error::ApiError> {
+/// Claims `q`'s `team_gid` for it: refused when another queue's folder has that group (its members would
+/// share that folder); otherwise its folder is made.
+pub async fn claim_gid(st: &AppState, q: &QueueDef) -> Result<(), crate::error::ApiError> {
     let Some(gid) = q.team_gid else { return Ok(()) };
     let queues = st.store.list_queues().await?;
     if let Some(other) = queues.iter().find(|o| o.name != q.name && o.team_gid == Some(gid)) {

@@ -20,6 +20,11 @@ pub(crate) async fn user_view(st: &AppState, u: &User) -> UserView {
     v
 }
 
+/// The quota in force for `user` were their own quota `own`: theirs, or the configured default.
+fn in_force(st: &AppState, user: &User, own: Option<u64>) -> Option<u64> {
+    User { home_quota: own, ..user.clone() }.home_quota_or(st.config.home_quota.map(|q| q.0))
+}
+
 /// Whether `owner` has work starting or running (a loop-mounted home then cannot shrink).
 async fn busy(st: &AppState, owner: &str) -> Result<bool, ApiError> {
     let f = WorkloadFilter {
@@ -34,10 +39,9 @@ async fn busy(st: &AppState, owner: &str) -> Result<bool, ApiError> {
 /// when the home already holds more.
 pub(crate) async fn check_quota(st: &AppState, user: &User, text: &str) -> Result<Option<u64>, ApiError> {
     let own = gpuhub_core::user::parse_home_quota(text)?;
-    let wanted = User { home_quota: own, ..user.clone() }.home_quota_or(st.config.home_quota.map(|q| q.0));
-    let Some(q) = wanted else { return Ok(own) };
+    let Some(q) = in_force(st, user, own) else { return Ok(own) };
     let invalid = |reason: String| ApiError::unprocessable(format!("invalid home_quota: {reason}")).at("home_quota");
-    if st.homes.kind() == "dir" {
+    if !st.homes.enforces_quotas() {
         return Err(invalid("this server enforces no home quotas (home_backend = \"dir\")".into()));
     }
     if q < gpuhub_homes::MIN_LOOP_QUOTA {
@@ -65,7 +69,7 @@ pub(crate) async fn set_quota(st: &AppState, user: &User, own: Option<u64>) -> R
     if st.homes.usage(&user.username).await.ok().flatten().is_none() {
         return Ok(());
     }
-    let quota = User { home_quota: own, ..user.clone() }.home_quota_or(st.config.home_quota.map(|q| q.0));
+    let quota = in_force(st, user, own);
     let busy = busy(st, &user.username).await?;
     match st.homes.ensure(&user.username, user.uid, quota, busy).await {
         Ok(_) | Err(HomeError::Busy { .. }) => Ok(()),

@@ -106,7 +106,7 @@ pub async fn create_queue(
     gpuhub_core::names::validate("queue", &req.name)
         .map_err(|e| ApiError::unprocessable(format!("invalid name: {e}")))?;
     let q = patched(&st, &QueueDef::open(&req.name), &req.patch())?;
-    crate::teams::check_gid_free(&st, &q).await?;
+    crate::teams::claim_gid(&st, &q).await?;
     st.store.insert_queue(&q, chrono::Utc::now()).await?;
     tracing::info!(queue = %q.name, by = %caller.0.username, "queue created");
     st.controller.kick();
@@ -134,7 +134,7 @@ pub async fn patch_queue(
         };
         let q = patched(&st, &cur, &patch)?;
         if q.team_gid != cur.team_gid {
-            crate::teams::check_gid_free(&st, &q).await?;
+            crate::teams::claim_gid(&st, &q).await?;
         }
         if q == cur || st.store.update_queue_if(&cur, &q, chrono::Utc::now()).await? {
             break q;

@@ -51,7 +51,7 @@ pub(super) fn parse_quota(key: &str, v: &str) -> Result<Option<gpuhub_core::Byte
 /// The default quota is at least the least a loop image can hold.
 pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
     match config.home_quota {
-        Some(q) if q.0 < gpuhub_homes::loopfs_min() => Err(ConfigError::Invalid {
+        Some(q) if q.0 < gpuhub_homes::MIN_LOOP_QUOTA => Err(ConfigError::Invalid {
             key: "home_quota".into(),
             reason: format!("{q} is less than the least accepted, 16MiB"),
         }),
@@ -83,7 +83,7 @@ pub async fn build(config: &Config) -> Result<Arc<dyn Homes>, String> {
             },
         },
     };
-    if config.home_quota.is_some() && homes.kind() == "dir" {
+    if config.home_quota.is_some() && !homes.enforces_quotas() {
         return Err("home_quota: home_backend = \"dir\" enforces no quota; choose auto, loop or xfs".into());
     }
     tracing::info!(backend = homes.kind(), quota = ?config.home_quota.map(|q| q.to_string()), "homes");

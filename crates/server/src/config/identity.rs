@@ -43,25 +43,13 @@ pub(super) fn apply_env(c: &mut Config, key: &str, name: &str, v: &str) -> Optio
         }
         return Some(Ok(()));
     }
-    if name == "OIDC_SESSION_HOURS" {
-        return Some(match v.parse() {
-            Ok(h) => {
-                c.oidc_session_hours = h;
-                Ok(())
-            }
-            Err(e) => Err(invalid(format!("{e}"))),
-        });
+    match name {
+        "OIDC_SESSION_HOURS" => Some(v.parse().map(|h| c.oidc_session_hours = h).map_err(|e| invalid(format!("{e}")))),
+        "IDENTITY_RECHECK_SECS" => {
+            Some(v.parse().map(|s| c.identity_recheck_secs = s).map_err(|e| invalid(format!("{e}"))))
+        }
+        _ => None,
     }
-    if name == "IDENTITY_RECHECK_SECS" {
-        return Some(match v.parse() {
-            Ok(s) => {
-                c.identity_recheck_secs = s;
-                Ok(())
-            }
-            Err(e) => Err(invalid(format!("{e}"))),
-        });
-    }
-    None
 }
 
 /// Each source configured is valid on its own terms; the recheck is 1 s to a day.
