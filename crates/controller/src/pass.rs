@@ -132,17 +132,20 @@ impl Controller {
                 (e.id.clone(), crate::unmet::explain(e, w, active, nodes, &config, now))
             })
             .collect();
-        for (id, e) in &explained {
+        let messages: Vec<(String, String)> = explained.iter().map(|(id, e)| (id.clone(), e.message.clone())).collect();
+        // published before the messages are written: whoever a message's change wakes finds its
+        // explanation too
+        self.publish_explanations(explained);
+        for (id, message) in messages {
             let Some(w) = by_id.get(id.as_str()) else { continue };
-            if w.message.as_deref() != Some(e.message.as_str()) {
+            if w.message.as_deref() != Some(message.as_str()) {
                 let mut w = (*w).clone();
-                w.apply(Event::Waiting { message: e.message.clone() }, now)?;
+                w.apply(Event::Waiting { message }, now)?;
                 if self.store.update_workload_if(&w, WorkloadState::Queued).await? {
                     self.changed(&w.id);
                 }
             }
         }
-        self.publish_explanations(explained);
 
         for p in decisions.preemptions {
             let Some(w) = by_id.get(p.id.as_str()) else { continue };

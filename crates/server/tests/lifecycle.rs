@@ -18,16 +18,11 @@ async fn third_gpu_job_queues_until_one_finishes() {
     }
     let a = hub.wait_state(&alice, "a", "running").await;
     let b = hub.wait_state(&alice, "b", "running").await;
-    let c = hub.wait_state(&alice, "c", "queued").await;
-    // the reason is recorded once the scheduler has looked at it
-    let c = if c["message"] == "queued" {
-        let mut changes = hub.server.as_ref().unwrap().state.controller.changes();
-        hub.server.as_ref().unwrap().state.controller.kick();
-        let _ = changes.recv().await;
-        hub.get(&alice, "c").await
-    } else {
-        c
-    };
+    hub.wait_state(&alice, "c", "queued").await;
+    // the reason is recorded once the scheduler has looked at it: wait on the change feed for that
+    // (any other workload's change may come first)
+    hub.server.as_ref().unwrap().state.controller.kick();
+    let c = hub.wait_for(&alice, "c", 10, |v| v["state"] == "queued" && v["message"] != "queued").await;
     assert!(c["message"].as_str().unwrap().contains("GPU"), "{c}");
     // the scheduler's explanation: what it waits for and where it stands
     assert_eq!(c["explanation"]["reason"], "resources", "{c}");
