@@ -47,16 +47,14 @@ impl Controller {
     /// deleted meanwhile keeps what that recorded.
     pub(crate) async fn pulled(&mut self, id: String, result: Result<(), EngineError>) {
         self.pulling.remove(&id);
-        if let Ok(mut m) = self.pulls.write() {
-            m.remove(&id);
-        }
+        let fetched = self.pulls.write().ok().and_then(|mut m| m.remove(&id));
         let mut w = match self.store.get_workload_by_id(&id).await {
             Ok(w) => w,
             Err(StoreError::NotFound { .. }) => return,
             Err(e) => return tracing::warn!(workload = %id, error = %e, "cannot record a pull's end"),
         };
         let event = match result {
-            Ok(()) => Event::Pulled,
+            Ok(()) => Event::Pulled { fetched },
             Err(e) => {
                 tracing::warn!(workload = %id, error = %e, "pull failed");
                 Event::PullFailed { why: e.to_string() }

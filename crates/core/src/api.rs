@@ -120,6 +120,16 @@ impl PullView {
             self.layers
         )
     }
+
+    /// What a finished pull fetched: `pulled 24MiB (2 layers)`, or `pulled` when no sizes came.
+    pub fn summary(&self) -> String {
+        let layers = if self.layers == 1 { "1 layer".to_owned() } else { format!("{} layers", self.layers) };
+        match (self.total_bytes, self.layers) {
+            (0, 0) => "pulled".into(),
+            (0, _) => format!("pulled ({layers})"),
+            (t, _) => format!("pulled {} ({layers})", crate::quantity::Bytes(t)),
+        }
+    }
 }
 
 /// A home's usage and the quota in force.

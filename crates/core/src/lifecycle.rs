@@ -25,7 +25,10 @@ pub enum Event {
     /// Its owner or an admin queues an ended workload again.
     Requeue,
     /// Its image is in the engine now: it waits for resources.
-    Pulled,
+    Pulled {
+        /// How far the pull's last report went (what it fetched), when one came.
+        fetched: Option<crate::api::PullView>,
+    },
     /// Its image could not be pulled.
     PullFailed {
         /// The registry's (or the engine's) words.
@@ -103,7 +106,7 @@ impl Event {
     fn name(&self) -> &'static str {
         match self {
             Event::Requeue => "start",
-            Event::Pulled => "end its pull",
+            Event::Pulled { .. } => "end its pull",
             Event::PullFailed { .. } => "fail its pull",
             Event::Waiting { .. } => "wait",
             Event::Placed { .. } => "be placed",
@@ -155,10 +158,11 @@ impl Workload {
                 self.message = Some("queued".into());
                 self.interruption = None;
             }
-            (Event::Pulled, Pulling) => {
+            (Event::Pulled { fetched }, Pulling) => {
                 self.state = Queued;
                 self.queued_at = now;
-                self.message = Some("queued".into());
+                let pulled = fetched.as_ref().map_or_else(|| "pulled".into(), crate::api::PullView::summary);
+                self.message = Some(format!("{pulled}; queued"));
             }
             (Event::PullFailed { why }, Pulling) => {
                 self.state = Failed;

@@ -64,6 +64,7 @@ async fn allowed_images_are_pulled_with_progress_and_others_refused() {
     let (_, h) = hub.call(Method::GET, "/api/v1/workloads/p", Some(&alice), None).await;
     let states: Vec<&str> = h["history"].as_array().unwrap().iter().filter_map(|s| s["state"].as_str()).collect();
     assert_eq!(&states[..3], ["pulling", "queued", "starting"], "{h}");
+    assert_eq!(h["history"][1]["message"], "pulled 1000B (1 layer); queued", "what it fetched is kept: {h}");
 
     // the registry refuses: failed, in its words
     hub.submit(&alice, job("b", "registry.test/bad:1")).await;

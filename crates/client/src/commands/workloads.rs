@@ -63,22 +63,26 @@ pub(crate) async fn run(ctx: &Context, api: &Api, json: bool, args: RunArgs, out
         return Ok(0);
     }
     if w.state == gpuhub_core::workload::WorkloadState::Pulling {
-        show_pull(ctx, api, &w.name).await?;
+        show_pull(ctx, api, &w).await?;
     }
     follow_to_end(ctx, api, &w.name, out).await
 }
 
 /// While the workload's image is pulled: a progress bar on standard error (a line per change off a
-/// terminal), until it is no longer `pulling`.
-async fn show_pull(ctx: &Context, api: &Api, name: &str) -> Result<(), ClientError> {
+/// terminal), from the submission's answer on, until it is no longer `pulling`; then what the pull
+/// fetched, as the workload recorded it (however fast the pull was).
+async fn show_pull(ctx: &Context, api: &Api, submitted: &WorkloadView) -> Result<(), ClientError> {
     use std::io::IsTerminal;
     let tty = std::io::stderr().is_terminal();
     let mut last = String::new();
+    let mut w = submitted.clone();
     loop {
-        let w = get(api, name, None).await?;
         if w.state != gpuhub_core::workload::WorkloadState::Pulling {
             if tty && !last.is_empty() {
-                eprintln!();
+                eprint!("\r\x1b[2K");
+            }
+            if let Some(line) = pull_end_line(&w) {
+                eprintln!("{line}");
             }
             return Ok(());
         }
@@ -92,7 +96,18 @@ async fn show_pull(ctx: &Context, api: &Api, name: &str) -> Result<(), ClientErr
             last = line;
         }
         tokio::time::sleep(ctx.poll_interval.min(std::time::Duration::from_millis(250))).await;
+        w = get(api, &submitted.name, None).await?;
     }
+}
+
+/// `IMAGE: pulled 24MiB (2 layers); queued`: the message of the state its pull ended in, from its
+/// history (a failed pull's message names the image and the registry's words itself).
+pub(crate) fn pull_end_line(w: &WorkloadView) -> Option<String> {
+    use gpuhub_core::workload::WorkloadState;
+    let after = w.history.iter().rposition(|e| e.state == WorkloadState::Pulling)? + 1;
+    let end = w.history.get(after)?;
+    let message = end.message.as_deref().unwrap_or(end.state.as_str());
+    Some(if end.state == WorkloadState::Queued { format!("{}: {message}", w.image) } else { message.to_owned() })
 }
 
 /// Streams a new workload's output until it ends and returns its exit code. While it waits to start, the
@@ -428,6 +443,26 @@ mod tests {
             layers_done: 1,
         });
         assert_eq!(pull_line(&w), "pulling r/x:1 [###############-----] 75% of 4MiB (1 of 2 layers)");
+    }
+
+    #[test]
+    fn the_end_of_a_pull_is_told_from_the_history() {
+        use gpuhub_core::api::StateEvent;
+        let at = chrono::Utc::now();
+        let e = |state, m: &str| StateEvent { at, state, message: Some(m.into()) };
+        let mut w = WorkloadView { image: "r/x:1".into(), ..view("p", WorkloadState::Running, None) };
+        assert_eq!(pull_end_line(&w), None, "no pull in its history");
+        w.history = vec![
+            e(WorkloadState::Pulling, "pulling r/x:1"),
+            e(WorkloadState::Queued, "pulled 24MiB (2 layers); queued"),
+            e(WorkloadState::Running, "running"),
+        ];
+        assert_eq!(pull_end_line(&w).as_deref(), Some("r/x:1: pulled 24MiB (2 layers); queued"));
+        w.history =
+            vec![e(WorkloadState::Pulling, "pulling r/x:1"), e(WorkloadState::Failed, "could not pull r/x:1: no")];
+        assert_eq!(pull_end_line(&w).as_deref(), Some("could not pull r/x:1: no"));
+        w.history.truncate(1);
+        assert_eq!(pull_end_line(&w), None, "still pulling");
     }
 
     #[test]

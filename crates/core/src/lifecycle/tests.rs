@@ -261,9 +261,22 @@ fn a_pull_queues_fails_or_is_stopped_and_holds_nothing() {
     };
     let mut w = pulling();
     assert!(w.apply(Event::Placed { members: placed(1) }, at(1)).is_err(), "nothing is placed while pulling");
-    w.apply(Event::Pulled, at(5)).unwrap();
-    assert_eq!((w.state, w.queued_at, w.message.as_deref()), (WorkloadState::Queued, at(5), Some("queued")));
-    assert!(w.apply(Event::Pulled, at(6)).is_err(), "only a pulling workload ends a pull");
+    let fetched = crate::api::PullView {
+        status: "Pull complete".into(),
+        current_bytes: 24 << 20,
+        total_bytes: 24 << 20,
+        layers: 2,
+        layers_done: 2,
+    };
+    w.apply(Event::Pulled { fetched: Some(fetched) }, at(5)).unwrap();
+    assert_eq!(
+        (w.state, w.queued_at, w.message.as_deref()),
+        (WorkloadState::Queued, at(5), Some("pulled 24MiB (2 layers); queued"))
+    );
+    assert!(w.apply(Event::Pulled { fetched: None }, at(6)).is_err(), "only a pulling workload ends a pull");
+    let mut w = pulling();
+    w.apply(Event::Pulled { fetched: None }, at(5)).unwrap();
+    assert_eq!(w.message.as_deref(), Some("pulled; queued"), "a pull that reported nothing");
 
     let mut w = pulling();
     w.apply(Event::PullFailed { why: "manifest unknown".into() }, at(3)).unwrap();
