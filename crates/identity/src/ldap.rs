@@ -386,6 +386,10 @@ impl LdapDirectory {
         password: &str,
     ) -> Result<DirectoryUser, IdentityError> {
         let Some(entry) = self.find_user(svc, username).await? else {
+            // the same bind a wrong password costs, as a name nobody has: an unknown user is not told
+            // apart from a known one by how fast the refusal comes
+            let nobody = format!("cn=gpuhub-no-such-user,{}", self.config.user_base);
+            let _ = self.check_password(&nobody, password).await;
             return Err(IdentityError::InvalidCredentials);
         };
         self.check_password(&entry.dn, password).await?;
