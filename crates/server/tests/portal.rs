@@ -417,3 +417,61 @@ async fn changes_reach_the_page_without_a_reload() {
     let html = fragment.text().await.unwrap();
     assert!(html.contains("data-name=\"mine\" data-state=\"succeeded\"") && !html.contains("theirs"), "{html}");
 }
+
+#[tokio::test]
+async fn saved_images_are_offered_and_a_pull_shows_its_progress() {
+    let hub = Hub::start_with(|c| c.image_allow = vec!["registry.test/*".into()]).await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.user(&admin, "bob").await;
+    hub.submit(&alice, small("ws", "workspace")).await;
+    hub.wait_state(&alice, "ws", "running").await;
+    let (status, saved) =
+        hub.call(Method::POST, "/api/v1/workloads/ws/save", Some(&alice), Some(json!({"as": "env"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{saved}");
+    // a catalog image of the same name: her own is what the name runs, so the catalog's is shown unusable
+    let entry = json!({"name": "env", "image": "busybox:latest", "description": "the lab's"});
+    assert_eq!(hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(entry)).await.0, StatusCode::CREATED);
+
+    let s = session(&hub, "alice", "alice-password").await;
+    let form = get(&hub, Some(&s.cookie), "/new").await.1;
+    let group = form.split("<optgroup label=\"Your saved images\">").nth(1).expect("her saved images offered");
+    assert!(
+        group.split("</optgroup>").next().unwrap().contains("<option value=\"env\">env — saved from ws"),
+        "{group}"
+    );
+    assert!(form.contains("<option value=\"env\" disabled>env — the lab's"), "the shadowed catalog entry: {form}");
+    let b = session(&hub, "bob", "bob-password").await;
+    let other = get(&hub, Some(&b.cookie), "/new").await.1;
+    assert!(!other.contains("Your saved images") && other.contains("<option value=\"env\">env — the lab's"));
+
+    // chosen in the form, it runs her saved image; "run again" chooses it again
+    let fields = [("kind", "job"), ("name", "from-env"), ("image", "env"), ("command", "true")];
+    let more = [("cpus", "0.1"), ("memory", "64MiB"), ("gpus", "0"), ("members", "1")];
+    let (status, body, _) = post(&hub, Some(&s), "/new", &[&fields[..], &more[..]].concat()).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(hub.get(&alice, "from-env").await["image"], saved["reference"]);
+    let again = get(&hub, Some(&s.cookie), "/new?from=from-env").await.1;
+    assert!(again.contains("<option value=\"env\" selected>"), "run again: {again}");
+
+    // a pull part-way: the page's live part shows it, and asks to be fetched again
+    hub.runtime.set_registry("registry.test/ok:1", Ok(()));
+    hub.runtime.hold_pulls(true);
+    let mut job = small("p", "job");
+    job["image"] = json!("registry.test/ok:1");
+    hub.submit(&alice, job).await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while hub.get(&alice, "p").await["pull"]["current_bytes"] != 500 {
+        assert!(tokio::time::Instant::now() < deadline, "no progress");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let page = get(&hub, Some(&s.cookie), "/workloads/p").await.1;
+    let part = page.split("<p class=\"pull\" data-poll=\"1000\">").nth(1).expect("the pull on the page");
+    let part = part.split("</p>").next().unwrap();
+    assert!(part.contains("<progress value=\"500\" max=\"1000\">"), "{part}");
+    assert!(part.contains("Pulling registry.test/ok:1: 50% of 1000B (0 of 1 layers)"), "{part}");
+    hub.runtime.hold_pulls(false);
+    hub.wait_state(&alice, "p", "running").await;
+    let page = get(&hub, Some(&s.cookie), "/workloads/p").await.1;
+    assert!(!page.contains("data-poll") && page.contains("pulled 1000B (1 layer); queued"), "after: {page}");
+}

@@ -95,12 +95,14 @@ async fn prefill(st: &AppState, w: &Workload) -> Values {
     let r = &w.resources;
     let catalog = st.store.list_images().await.unwrap_or_default();
     let entry = catalog.iter().find(|e| e.image == w.image);
+    let mine = st.store.list_personal_images(&w.owner).await.unwrap_or_default();
     let mut v = Values::new();
     v.insert("kind", w.kind.as_str().to_owned());
     v.insert("name", format!("{}-again", w.name).chars().take(63).collect());
-    match entry {
-        Some(e) => v.insert("image", e.name.clone()),
-        None => v.insert("image_other", w.image.clone()),
+    match (mine.iter().find(|p| p.reference == w.image), entry) {
+        (Some(p), _) => v.insert("image", p.name.clone()),
+        (None, Some(e)) => v.insert("image", e.name.clone()),
+        (None, None) => v.insert("image_other", w.image.clone()),
     };
     v.insert("command", w.command.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "));
     v.insert("cpus", format!("{}", r.cpu_milli.0 as f64 / 1000.0));
@@ -274,6 +276,10 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
 /// The form with `values` and `errors`.
 async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors, status: StatusCode) -> Response {
     let catalog = st.store.list_images().await.unwrap_or_default();
+    // the viewer's saved workspaces, run by name like catalog images (and before them: a catalog
+    // image of the same name is not reachable by that name)
+    let mine = st.store.list_personal_images(&viewer.user.username).await.unwrap_or_default();
+    let shadowed = |name: &str| mine.iter().any(|p| p.name == name);
     // the queues open to the viewer, with what each guarantees and what is in use now
     let caller = crate::auth::Caller(viewer.user.clone());
     let queues: Vec<(String, f64, f64, u32)> = crate::api::queues::queue_views(st, &caller)
@@ -321,10 +327,22 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
             label { "Image "
                 select name="image" aria-invalid=[invalid("image")] {
                     option value="" { "—" }
-                    @for e in &catalog {
-                        option value=(e.name) selected[val("image") == e.name] {
-                            (e.name) @if !e.description.is_empty() { " — " (e.description) }
-                            @if !e.apps.is_empty() { " (apps: " (e.apps.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")) ")" }
+                    @if !mine.is_empty() {
+                        optgroup label="Your saved images" {
+                            @for p in &mine {
+                                option value=(p.name) selected[val("image") == p.name] {
+                                    (p.name) " — saved from " (p.workload) ", " (Bytes(p.size_bytes))
+                                }
+                            }
+                        }
+                    }
+                    optgroup label="Catalog" {
+                        @for e in &catalog {
+                            option value=(e.name) selected[val("image") == e.name && !shadowed(&e.name)] disabled[shadowed(&e.name)] {
+                                (e.name) @if !e.description.is_empty() { " — " (e.description) }
+                                @if !e.apps.is_empty() { " (apps: " (e.apps.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")) ")" }
+                                @if shadowed(&e.name) { " (your saved image of this name is used instead)" }
+                            }
                         }
                     }
                 }

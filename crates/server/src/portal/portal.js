@@ -14,8 +14,18 @@
           if (html === null) return;
           live.innerHTML = html;
           live.dataset.refreshed = String(Number(live.dataset.refreshed || 0) + 1);
+          poll();
         });
     };
+    // a part that changes without events (an image's pull) says how often to ask for it again
+    const poll = function () {
+      const p = live.querySelector('[data-poll]');
+      if (p) {
+        clearTimeout(timer);
+        timer = setTimeout(refresh, Number(p.dataset.poll) || 1000);
+      }
+    };
+    poll();
     const events = new EventSource('/events');
     events.addEventListener('open', function () { document.body.dataset.live = 'connected'; });
     events.addEventListener('change', function (ev) {

@@ -307,6 +307,16 @@ fn live_detail(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
     html! {
         p.state { span class={"badge " (v.state.as_str())} { (v.state.as_str()) } (why(v, now)) }
         @if let Some(m) = &v.message { p.message { (m) } }
+        @if v.state == WorkloadState::Pulling {
+            // progress comes without changes to the workload: the script asks for this part again
+            p.pull data-poll="1000" {
+                @if let Some(p) = v.pull.as_ref().filter(|p| p.total_bytes > 0) {
+                    progress value=(p.current_bytes.min(p.total_bytes)) max=(p.total_bytes) {}
+                    " "
+                }
+                "Pulling " (v.image) ": " (v.pull.as_ref().map_or_else(|| "starting".into(), |p| p.text()))
+            }
+        }
         table.facts {
             tr { th { "Kind" } td { (kind(v.kind)) } }
             tr { th { "Image" } td { (v.image) } }
