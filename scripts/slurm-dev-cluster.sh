@@ -361,6 +361,9 @@ write_configs() {
         echo "# Declared node sizes win over what slurmd detects (a 2-core machine runs 4-CPU nodes)."
         echo "SlurmdParameters=config_overrides"
         echo "ReturnToService=2"
+        # Tests add accounts and team groups as they go: a job's groups are looked up afresh each time
+        # (Slurm caches a user's groups for GroupUpdateTime, 600s by default).
+        echo "GroupUpdateTime=0"
         # Finished jobs, with their exit codes, stay in squeue/scontrol for MinJobAge. `squeue --json`
         # returns every job slurmctld holds (22.05 ignores -j/-u/-t with --json), so keep it short
         # when sacct has them anyway.

@@ -5,7 +5,7 @@
 //! Checks: a two-member gang with a GPU per member runs on both nodes, each member prints its rank and
 //! its `CUDA_VISIBLE_DEVICES`, and members' exit codes come back; work that does not fit now waits with
 //! Slurm's reason in `ps`/`inspect`, work that can never fit is refused; two half-GPU jobs share one GPU
-//! through shards; a workspace's inline HTTP app on a compute node answers through `/w/…` and `gpuhub
+//! through shards; a team member's job carries the team's group and writes its folder; a workspace's inline HTTP app on a compute node answers through `/w/…` and `gpuhub
 //! ssh` runs `id -u` in it; `gpuhub serve` killed with SIGKILL and restarted adopts the running job and
 //! records the one that ended meanwhile with its exit code.
 //!
@@ -43,28 +43,52 @@ fn cluster_up() -> Result<Option<()>> {
     bail!("the Slurm dev cluster is not up: run `bash {SCRIPT} start` as root (or set GPUHUB_SLURM_TESTS=skip)")
 }
 
-/// The gpuhub configuration for the dev cluster, with homes on a directory the nodes (this machine)
-/// can reach as the users.
-fn slurm_config(homes: &Path) -> String {
+/// The gpuhub configuration for the dev cluster, with homes and team folders on directories the nodes
+/// (this machine) can reach as the users.
+fn slurm_config(homes: &Path, teams: &Path) -> String {
     let dir = cluster_dir();
     format!(
-        "engine = \"slurm\"\nreconcile_secs = 2\nhomes_dir = \"{}\"\n[slurm]\nconf = \"{dir}/slurm.conf\"\n\
+        "engine = \"slurm\"\nreconcile_secs = 2\nhomes_dir = \"{}\"\nteams_dir = \"{}\"\n[slurm]\nconf = \"{dir}/slurm.conf\"\n\
          partition = \"gpu\"\nbundle_dir = \"{dir}/bundles\"\nlog_dir = \"{dir}/gpuhub-logs\"\noci_root = \"{dir}/run/oci\"\n\
          init = \"/usr/bin/tini-static\"\nmap_usernames = true\npoll_ms = 500\n",
-        homes.display()
+        homes.display(),
+        teams.display()
     )
 }
 
-/// A Unix account named as the gpuhub user, with its gpuhub UID (jobs run as it); removed on drop.
-struct Account(String);
+/// The GID of the team folder's group: the nodes' group database has it, alice among its members, as a
+/// site's directory would (a rootless container cannot take on a group its user lacks).
+const TEAM_GID: &str = "61001";
+
+/// A Unix account named as the gpuhub user, with its gpuhub UID (jobs run as it), a member of a group
+/// [`TEAM_GID`]; both removed on drop.
+struct Account {
+    name: String,
+    group: String,
+}
 
 impl Account {
     fn new(user: &User) -> Result<Account> {
         let uid = user.uid.to_string();
+        let group = format!("gh-team-{}", access_support::suffix());
         let _ = Command::new("userdel").arg(&user.name).output();
-        let out = Command::new("useradd").args(["-M", "-s", "/bin/sh", "-u", &uid, "-o", &user.name]).output()?;
+        let out = Command::new("groupadd").args(["-o", "-g", TEAM_GID, &group]).output()?;
+        ensure!(out.status.success(), "groupadd {group}: {}", String::from_utf8_lossy(&out.stderr));
+        let account = Account { name: user.name.clone(), group };
+        let args = ["-M", "-s", "/bin/sh", "-u", &uid, "-o", "-G", &account.group, &user.name];
+        let out = Command::new("useradd").args(args).output()?;
         ensure!(out.status.success(), "useradd {}: {}", user.name, String::from_utf8_lossy(&out.stderr));
-        Ok(Account(user.name.clone()))
+        // Slurm finds a job's groups by its UID's name, the first account with that UID (other tests
+        // on this machine keep accounts of the same UID): every such name is in the team group
+        let passwd = String::from_utf8(Command::new("getent").arg("passwd").output()?.stdout)?;
+        for name in passwd.lines().filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == uid && f[0] != user.name).then(|| f[0].to_owned())
+        }) {
+            let out = Command::new("gpasswd").args(["-a", &name, &account.group]).output()?;
+            ensure!(out.status.success(), "gpasswd -a {name}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(account)
     }
 }
 
@@ -72,8 +96,9 @@ impl Drop for Account {
     fn drop(&mut self) {
         // whatever a failed check left running in Slurm goes with the account
         let conf = format!("{}/slurm.conf", cluster_dir());
-        let _ = Command::new("scancel").env("SLURM_CONF", conf).args(["-u", &self.0]).output();
-        let _ = Command::new("userdel").arg(&self.0).output();
+        let _ = Command::new("scancel").env("SLURM_CONF", conf).args(["-u", &self.name]).output();
+        let _ = Command::new("userdel").arg(&self.name).output();
+        let _ = Command::new("groupdel").arg(&self.group).output();
     }
 }
 
@@ -112,7 +137,7 @@ async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
     access_support::ensure_image("build-busybox-image.sh").await?;
     let homes = tempfile::Builder::new().prefix("gpuhub-slurm-homes-").tempdir()?;
     std::fs::set_permissions(homes.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let mut hub = Hub::start_with(&slurm_config(&homes.path().join("homes"))).await?;
+    let mut hub = Hub::start_with(&slurm_config(&homes.path().join("homes"), &homes.path().join("teams"))).await?;
     let mut alice = hub.user("alice").await?;
     let _account = Account::new(&alice)?;
 
@@ -177,6 +202,25 @@ async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
     ensure!(a["gpus"] == b["gpus"] && a["gpus"].as_array().map(Vec::len) == Some(1), "one GPU, shared: {a} {b}");
     alice.ok(&["stop", "half-a"]).await?;
     alice.ok(&["stop", "half-b"]).await?;
+
+    // a team folder: the job keeps its user's groups on the node, the team's among them, so it writes
+    // the folder as alice; her file is of the team's group (seen from the host: inside the container's
+    // user namespace only her own IDs are mapped)
+    let admin = hub.user_with_role("boss", true).await?;
+    let team = format!("vision-{}", access_support::suffix());
+    admin.ok(&["queue", "add", &team, "--members", &alice.name, "--team-gid", TEAM_GID]).await?;
+    run(&alice, "team", &["--team", &team], &format!("echo hi > /team/{team}/f && cat /team/{team}/f")).await?;
+    let w = until(&alice, "team", "ended", ended).await?;
+    let log = alice.ok(&["logs", "team"]).await?;
+    ensure!(w["state"] == "succeeded" && log.trim() == "hi", "the team job: {w:#} {log}");
+    let file = homes.path().join("teams").join(&team).join("f");
+    let meta = std::fs::metadata(&file).with_context(|| format!("{}", file.display()))?;
+    use std::os::unix::fs::MetadataExt as _;
+    ensure!(
+        (u64::from(meta.uid()), meta.gid().to_string()) == (alice.uid, TEAM_GID.to_owned()),
+        "{}: {meta:?}",
+        file.display()
+    );
 
     // a workspace's inline HTTP app on a compute node, through the hub's proxy; gpuhub ssh into it
     let site = format!("/tmp/www/w/{}/web/web", alice.name);

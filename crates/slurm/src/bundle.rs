@@ -39,7 +39,9 @@ pub struct RunBundle {
     pub init: Option<String>,
     pub uid: u32,
     pub gid: u32,
-    /// Supplementary groups (`process.user.additionalGids`).
+    /// Supplementary groups (`process.user.additionalGids`). A rootless runtime (Slurm runs it as the
+    /// job's user) cannot set them and keeps the groups the node gave the step instead: there a team's
+    /// group reaches the container only when its members have it in the nodes' group database.
     pub groups: Vec<u32>,
 }
 
