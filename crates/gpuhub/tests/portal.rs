@@ -5,9 +5,12 @@
 //! beside the GPUs field; she creates a workspace from the Jupyter catalog image, opens JupyterLab from
 //! its page (on the lab's own origin) and runs a cell; bob, logged in, gets 404 for her workspace's
 //! page and at her lab's origin; the admin adds a user and a catalog image from the admin pages. Each
-//! page's screenshot is written to `target/screenshots/portal-*.png`.
+//! page's screenshot is written to `target/screenshots/portal-*.png`. A workload whose image is pulled
+//! from a real registry (held part-way by a relay) shows the pull's bar on its page, which the page's
+//! script fetches again while it lasts, and then the workload's end, all without a reload.
 
 mod access_support;
+mod registry_support;
 
 use access_support::browser::{self, Browser};
 use access_support::{Hub, PASSWORD, WAIT, eventually};
@@ -220,5 +223,64 @@ async fn a_user_works_in_the_portal_and_another_cannot_see_it() -> Result<()> {
     ensure!(s == reqwest::StatusCode::OK, "carol after the admin page: {s} {v}");
     b.close().await?;
     eprintln!("portal walk took {:?}", t0.elapsed());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_shows_its_progress_on_the_workloads_page() -> Result<()> {
+    let _serial = access_support::serial().await;
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let registry = registry_support::Registry::start()?;
+    let valve = registry_support::Valve::start(&registry.addr, 2 << 20)?;
+    let path = registry_support::push_test_image(&registry.addr, "gpuhub/busybox:latest", &access_support::suffix())?;
+    let image = format!("{}/{path}", valve.addr);
+    let mut hub = Hub::start_with(&format!("image_allow = [\"{}/*\"]", valve.addr)).await?;
+    let alice = hub.user("alice").await?;
+    alice.ok(&["run", "--name", "pulled", "--image", &image, "--", "sh", "-c", "echo pulled-ok"]).await?;
+
+    let b = Browser::start().await?;
+    let c = &b.client;
+    c.goto(&format!("{}/", hub.url)).await?;
+    browser::log_in(c, &alice.name, PASSWORD).await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("table.workloads")).await.context("no list after login")?;
+    c.goto(&format!("{}/workloads/pulled", hub.url)).await?;
+    c.execute("window.gpuhubMarker = 'same page'", vec![]).await?;
+    // held at the relay: the bar with its figures, fetched again by the page's script (no state
+    // changes while the pull stands, so no events)
+    let probe = "const p = document.querySelector('#live progress'); \
+                 const l = document.getElementById('live'); \
+                 return p ? [Number(p.value), Number(p.max), Number(l.dataset.refreshed || 0), \
+                             document.querySelector('#live p.pull').textContent] : null";
+    let shown = eventually("the pull's bar, refreshed", WAIT, Duration::from_millis(100), || async {
+        let v = c.execute(probe, vec![]).await?;
+        Ok(v.as_array().filter(|a| a[2].as_u64() >= Some(2)).cloned())
+    })
+    .await?;
+    browser::screenshot(c, "portal-pull").await;
+    let stop = c.find(Locator::Css("section.actions a.button")).await?.text().await?;
+    ensure!(stop == "Stop…", "a pulling workload can be stopped from its page: {stop}");
+    let (value, max) = (shown[0].as_u64().unwrap_or(0), shown[1].as_u64().unwrap_or(0));
+    let text = shown[3].as_str().unwrap_or_default();
+    ensure!(value > 0 && value < max && max >= 24 << 20, "the bar: {shown:?}");
+    ensure!(text.contains(&format!("Pulling {image}: ")) && text.contains("MiB ("), "the line: {text}");
+    valve.open();
+    // the pull's end and the job's reach the page; it no longer asks for the bar
+    let badge = "return [document.querySelector('#live .badge').textContent, \
+                 document.querySelector('#live [data-poll]') === null]";
+    eventually("the job's end on the page", WAIT, Duration::from_millis(100), || async {
+        let v = c.execute(badge, vec![]).await?;
+        Ok((v[0] == "succeeded" && v[1] == true).then_some(()))
+    })
+    .await?;
+    // the log, followed from before the pull's end
+    eventually("the job's output on the page", WAIT, Duration::from_millis(100), || async {
+        Ok(c.find(Locator::Id("logs")).await?.text().await?.contains("pulled-ok").then_some(()))
+    })
+    .await?;
+    let history = c.find(Locator::Css("ol.history")).await?.text().await?;
+    ensure!(history.contains("pulled 24.") && history.contains("layers); queued"), "the history: {history}");
+    let marker = c.execute("return window.gpuhubMarker || null", vec![]).await?;
+    ensure!(marker == "same page", "the page was reloaded");
+    b.close().await?;
     Ok(())
 }

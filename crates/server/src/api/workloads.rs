@@ -185,10 +185,12 @@ pub async fn workload_logs(
             w.size.max(1) - 1
         )));
     }
-    // wait (signalled, no polling) until the workload has a run of its own or has ended; a re-queued
-    // workload may still name its previous run
-    let waiting =
-        |w: &Workload| w.state == WorkloadState::Queued || (w.state == WorkloadState::Starting && w.run_id.is_none());
+    // wait (signalled, no polling) until the workload has a run of its own or has ended (through its
+    // image's pull too); a re-queued workload may still name its previous run
+    let waiting = |w: &Workload| {
+        matches!(w.state, WorkloadState::Pulling | WorkloadState::Queued)
+            || (w.state == WorkloadState::Starting && w.run_id.is_none())
+    };
     while q.follow && waiting(&w) {
         loop {
             match changes.recv().await {

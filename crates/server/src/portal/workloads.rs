@@ -268,7 +268,7 @@ pub async fn detail(
         h1 { (v.name) @if !own { " " small { "of " (v.owner) } } }
         div #live data-live="changes" data-name=(v.name) { (live) }
         section.actions {
-            @if matches!(v.state, WorkloadState::Queued | WorkloadState::Starting | WorkloadState::Running) {
+            @if !v.state.is_terminal() {
                 a.button href={"/workloads/" (v.name) "/stop" (suffix)} { "Stop…" }
             } @else {
                 a.button href={"/workloads/" (v.name) "/start" (suffix)} { "Start again" }
