@@ -4,10 +4,11 @@
 //!
 //! Checks: a two-member gang with a GPU per member runs on both nodes, each member prints its rank and
 //! its `CUDA_VISIBLE_DEVICES`, and members' exit codes come back; work that does not fit now waits with
-//! Slurm's reason in `ps`/`inspect`, work that can never fit is refused; two half-GPU jobs share one GPU
-//! through shards; a team member's job carries the team's group and writes its folder; a workspace's inline HTTP app on a compute node answers through `/w/…` and `gpuhub
-//! ssh` runs `id -u` in it; `gpuhub serve` killed with SIGKILL and restarted adopts the running job and
-//! records the one that ended meanwhile with its exit code.
+//! Slurm's reason in `ps`/`inspect`, work that can never fit is refused; two half-GPU jobs share one
+//! GPU through shards; a team member's job carries the team's group and writes its folder; a
+//! workspace's inline HTTP app on a compute node answers through `/w/…` and `gpuhub ssh` runs `id -u`
+//! in it; `gpuhub serve` killed with SIGKILL and restarted adopts the running job and records the one
+//! that ended meanwhile with its exit code.
 //!
 //! Needs root and the dev cluster up. When it is not, the test fails saying how to start it, unless
 //! `GPUHUB_SLURM_TESTS=skip`.

@@ -27,7 +27,7 @@ impl Drop for Registry {
 impl Registry {
     pub fn start() -> Result<Registry> {
         let dir = tempfile::tempdir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr = format!("127.0.0.1:{port}");
         let config = dir.path().join("config.yml");
         std::fs::write(
