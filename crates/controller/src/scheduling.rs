@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use gpuhub_core::api::Explanation;
-use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::node::{GpuSharing, NodeCapacity};
 use gpuhub_core::workload::Workload;
 use gpuhub_sched::{Cluster, Gpu, GpuRequest, GpuShare, Node, Pending, Placement, Request, Running, WHOLE};
 
@@ -20,7 +20,7 @@ pub fn cluster(nodes: &[NodeCapacity]) -> Cluster {
                 gpus: node
                     .gpus
                     .iter()
-                    .map(|g| Gpu { uuid: g.uuid.clone(), index: g.index, model: g.model.clone(), memory: g.memory.0 })
+                    .map(|g| Gpu { uuid: g.uuid.clone(), index: g.index, model: g.model.clone(), memory: g.memory.0, single_user: g.sharing == Some(GpuSharing::Mps) })
                     .collect(),
             })
             .collect(),

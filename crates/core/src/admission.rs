@@ -140,6 +140,7 @@ mod tests {
                     model: "H200".into(),
                     memory: Bytes(141 * GIB),
                     device: None,
+                    sharing: None,
                 })
                 .collect(),
             labels: Default::default(),

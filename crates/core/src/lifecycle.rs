@@ -270,6 +270,8 @@ impl Workload {
                     self.message = Some(format!("{TIME_LIMIT} of {limit}"));
                 } else if let StopReason::Preempted { detail, .. } = reason {
                     self.message = Some(format!("preempted: {detail}"));
+                } else if let StopReason::GpuMemoryExceeded { detail, .. } = reason {
+                    self.message = Some(format!("stopping: {detail}"));
                 }
                 if self.run_id.is_none() && self.state == Queued {
                     self.state = Stopped;
@@ -402,6 +404,14 @@ impl Workload {
                     WorkloadKind::Workspace => WorkloadState::Stopped,
                 };
                 self.message = Some(format!("{TIME_LIMIT} of {limit}"));
+            }
+            // a job that outgrew its GPU memory did not finish its work: it failed, by the guard
+            Some(StopReason::GpuMemoryExceeded { detail, .. }) => {
+                self.state = match self.kind {
+                    WorkloadKind::Job => WorkloadState::Failed,
+                    WorkloadKind::Workspace => WorkloadState::Stopped,
+                };
+                self.message = Some(format!("stopped by the GPU memory guard: {detail}"));
             }
             Some(_) => {
                 self.state = WorkloadState::Stopped;

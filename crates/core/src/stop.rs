@@ -57,13 +57,27 @@ pub enum StopReason {
         /// The rule in words (`GPU utilisation below 5 % and no app, terminal or SSH use for 2h`).
         detail: String,
     },
+    /// Its processes used more GPU memory than its share was granted, past the guard's grace.
+    GpuMemoryExceeded {
+        /// GPU memory its processes used at the stop, bytes.
+        used: u64,
+        /// GPU memory its share was granted, bytes.
+        granted: u64,
+        /// Since when it was above the grant.
+        since: DateTime<Utc>,
+        /// When it was stopped.
+        at: DateTime<Utc>,
+        /// The figures in words (`used 12GiB of GPU memory on GPU-…, granted 10GiB, for 30s`).
+        detail: String,
+    },
 }
 
 /// An interruption as `GET /api/v1/workloads/{name}` shows it: the reason, by whom, when, and what
 /// happens next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct InterruptionView {
-    /// `user`, `preempted`, `time-limit`, `engine-failure`, `owner-disabled` or `idle`.
+    /// `user`, `preempted`, `time-limit`, `engine-failure`, `owner-disabled`, `idle` or
+    /// `gpu-memory-exceeded`.
     pub reason: String,
     /// Who: the person who stopped it, or the workload it made room for (`owner/name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,6 +103,7 @@ impl StopReason {
             StopReason::EngineFailure { .. } => "engine-failure",
             StopReason::OwnerDisabled { .. } => "owner-disabled",
             StopReason::Idle { .. } => "idle",
+            StopReason::GpuMemoryExceeded { .. } => "gpu-memory-exceeded",
         }
     }
 
@@ -100,7 +115,8 @@ impl StopReason {
             | StopReason::TimeLimit { at, .. }
             | StopReason::EngineFailure { at, .. }
             | StopReason::OwnerDisabled { at }
-            | StopReason::Idle { at, .. } => *at,
+            | StopReason::Idle { at, .. }
+            | StopReason::GpuMemoryExceeded { at, .. } => *at,
         }
     }
 
@@ -113,6 +129,11 @@ impl StopReason {
             StopReason::EngineFailure { detail, .. } => format!("engine failure: {detail}"),
             StopReason::OwnerDisabled { .. } => "owner's account disabled".to_owned(),
             StopReason::Idle { since, .. } => format!("idle GPUs since {}", since.format("%Y-%m-%d %H:%M UTC")),
+            StopReason::GpuMemoryExceeded { used, granted, .. } => format!(
+                "GPU memory {} exceeded its grant of {}",
+                crate::Bytes(*used),
+                crate::Bytes(*granted)
+            ),
         }
     }
 
@@ -145,7 +166,9 @@ impl StopReason {
             StopReason::TimeLimit { limit, .. } => (None, None, Some(format!("run-time limit {limit}"))),
             StopReason::EngineFailure { detail, .. } => (None, None, Some(detail.clone())),
             StopReason::OwnerDisabled { .. } => (None, None, None),
-            StopReason::Idle { detail, .. } => (None, None, Some(detail.clone())),
+            StopReason::Idle { detail, .. } | StopReason::GpuMemoryExceeded { detail, .. } => {
+                (None, None, Some(detail.clone()))
+            }
         };
         InterruptionView {
             reason: self.name().to_owned(),
@@ -178,5 +201,30 @@ mod tests {
         let t = StopReason::TimeLimit { limit: Seconds(7200), at };
         assert_eq!(t.view(WorkloadKind::Job, WorkloadState::Failed).next, "ended; `gpuhub start` runs it again");
         assert_eq!(StopReason::User { by: "bob".into(), at }.summary(), "stopped by bob");
+    }
+
+    #[test]
+    fn a_guard_stop_keeps_its_figures() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let r = StopReason::GpuMemoryExceeded {
+            used: 12 << 30,
+            granted: 10 << 30,
+            since: at,
+            at,
+            detail: "used 12GiB of GPU memory on GPU-0, granted 10GiB, for 30s".into(),
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!((json["reason"].as_str(), json["used"].as_u64()), (Some("gpu-memory-exceeded"), Some(12 << 30)));
+        assert_eq!(serde_json::from_value::<StopReason>(json).unwrap(), r);
+        assert_eq!(r.summary(), "GPU memory 12GiB exceeded its grant of 10GiB");
+        let v = r.view(WorkloadKind::Job, WorkloadState::Failed);
+        assert_eq!((v.reason.as_str(), v.detail.as_deref()), ("gpu-memory-exceeded", Some(r_detail(&r))));
+    }
+
+    fn r_detail(r: &StopReason) -> &str {
+        match r {
+            StopReason::GpuMemoryExceeded { detail, .. } => detail,
+            _ => "",
+        }
     }
 }

@@ -8,8 +8,10 @@
 //! inventory's loaded library.
 
 mod sampler;
+mod system;
 
 pub use sampler::{NvmlProcess, NvmlSampler, NvmlUsage, gpu_sample};
+pub use system::{NvmlSystem, cuda_version_string, mig_enabled};
 
 use crate::{GpuError, GpuInventory, GpuSample};
 use gpuhub_core::Bytes;
@@ -45,6 +47,7 @@ pub fn gpu_device(info: NvmlDeviceInfo) -> GpuDevice {
         model: info.name,
         memory: Bytes(info.memory_total),
         device: info.minor_number.map(|minor| format!("/dev/nvidia{minor}")),
+        sharing: None,
     }
 }
 
@@ -151,6 +154,7 @@ mod tests {
                 model: "NVIDIA H200".into(),
                 memory: Bytes(141 * GIB),
                 device: Some("/dev/nvidia5".into()),
+                sharing: None,
             }
         );
     }

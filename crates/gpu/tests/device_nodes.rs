@@ -29,6 +29,7 @@ fn gpu(uuid: &str, device: &Path) -> GpuDevice {
         model: "H200".into(),
         memory: Bytes(141 * GIB),
         device: Some(device.to_str().unwrap().to_owned()),
+        sharing: None,
     }
 }
 

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn gpu(i: u32) -> GpuDevice {
-    GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None }
+    GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None, sharing: None }
 }
 
 fn spec(name: &str) -> RunSpec {
@@ -47,6 +47,7 @@ fn spec(name: &str) -> RunSpec {
                 memory_bytes: 1 << 30,
                 gpus: GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{index}")] },
                 env: BTreeMap::new(),
+                mounts: Vec::new(),
             })
             .collect(),
         pids_limit: 512,

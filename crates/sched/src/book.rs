@@ -101,7 +101,7 @@ impl Bookings {
                 continue;
             }
             for &g in &b.held {
-                out.push(Hold { node: st.node_of_gpu(g), cpu: 0, mem: 0, gpus: vec![(g, WHOLE, 0)] });
+                out.push(Hold { node: st.node_of_gpu(g), cpu: 0, mem: 0, gpus: vec![(g, WHOLE, 0)], user: 0 });
             }
         }
         out

@@ -103,7 +103,8 @@ fn holds_of(cluster: &Cluster, st: &State, node_ix: &FastMap<&str, usize>, r: &R
                 gpus.push((start + k as u32, g.milli, g.memory));
             }
         }
-        holds.push(Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus });
+        let user = if st.any_single_user { crate::state::user_key(&r.user) } else { 0 };
+        holds.push(Hold { node: n as u32, cpu: p.cpu_milli, mem: p.memory, gpus, user });
     }
     holds
 }

@@ -7,7 +7,7 @@
 //! use gpuhub_sched::*;
 //! let cluster = Cluster { nodes: vec![Node {
 //!     name: "local".into(), cpu_milli: 16_000, memory: 64 << 30, labels: Default::default(),
-//!     gpus: (0..2).map(|i| Gpu { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: 141 << 30 }).collect(),
+//!     gpus: (0..2).map(|i| Gpu { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: 141 << 30, single_user: false }).collect(),
 //! }]};
 //! let pending = vec![Pending {
 //!     id: "w1".into(), queue: String::new(), user: "ann".into(), priority: 0, submit_ms: 0,

@@ -23,6 +23,10 @@ pub struct Gpu {
     /// Device memory in bytes (0 when unknown).
     #[serde(default)]
     pub memory: u64,
+    /// Its shares go to one user at a time (an MPS GPU: one MPS server serves one Linux user), so a
+    /// share of another user waits until the GPU's shares have all ended. Whole GPUs are unaffected.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub single_user: bool,
 }
 
 /// A node: a host that runs containers.

@@ -257,6 +257,7 @@ impl<'a> Pass<'a> {
             models: None,
             gpu_ok: None,
             node_ok: None,
+            user: 0,
         })
     }
 
@@ -349,6 +350,9 @@ impl<'a> Pass<'a> {
     /// Compiles the shape of `p`'s members, with its model list and resource expression.
     fn compile(&self, p: &Pending) -> Result<Shape, String> {
         let mut s = self.st.shape(&p.request);
+        if self.st.any_single_user && s.need < crate::model::WHOLE && s.count > 0 {
+            s.user = crate::state::user_key(&p.user);
+        }
         if let Some(src) = &p.request.constraint {
             crate::expr::constrain(src, self.cluster, &self.st, &mut s).map_err(|e| e.to_string())?;
         }
@@ -483,7 +487,7 @@ impl<'a> Pass<'a> {
         relevant.extend((0..self.reserved.len()).filter(|&i| end.is_none_or(|e| e > self.reserved[i].at_ms)));
         let booked = self.bookings.holds_for(&self.st, &p.queue, self.now, end);
         // the same shape failed already against the same state and reserved starts
-        let key = (booked.is_empty() && s.gpu_ok.is_none() && s.node_ok.is_none()).then(|| {
+        let key = (booked.is_empty() && s.gpu_ok.is_none() && s.node_ok.is_none() && s.user == 0).then(|| {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);
             (shape, relevant.clone(), self.generation)
         });
@@ -605,6 +609,30 @@ impl<'a> Pass<'a> {
         None
     }
 
+    /// What to add to a share's message when single-user (MPS) GPUs would fit it but hold another user's
+    /// shares: empty otherwise.
+    fn other_users(&self, s: &Shape) -> String {
+        if s.user == 0 {
+            return String::new();
+        }
+        let blocked = (0..self.st.gpu_free.len())
+            .filter(|&g| {
+                let st = &self.st;
+                st.gpu_user[g] != 0
+                    && !s.same_user(st, g)
+                    && st.gpu_free[g] >= s.need
+                    && st.gpu_mem_free[g] >= s.gpu_mem
+                    && s.gpu_allowed(st, g)
+            })
+            .count();
+        if blocked == 0 {
+            return String::new();
+        }
+        format!(
+            "; {blocked} MPS GPU(s) with room hold another user's shares (an MPS GPU serves one user at a time)"
+        )
+    }
+
     /// A message for a workload that does not fit now.
     fn why_not(&self, s: &Shape, members: u32) -> (Reason, String) {
         if self.quiet {
@@ -638,7 +666,7 @@ impl<'a> Pass<'a> {
         } else {
             format!("waiting for room for all {members} members at once")
         };
-        (Reason::Resources, msg)
+        (Reason::Resources, msg + &self.other_users(s))
     }
 }
 

@@ -281,7 +281,7 @@ impl Placer {
     }
 
     fn choose_fgd(&mut self, st: &State, s: &Shape) -> Option<Choice> {
-        let cacheable = self.cache_on && s.gpu_ok.is_none() && s.node_ok.is_none();
+        let cacheable = self.cache_on && s.gpu_ok.is_none() && s.node_ok.is_none() && s.user == 0;
         let ty = if cacheable {
             let key = (s.cpu, s.mem, s.need, s.count, s.models.clone());
             let next = self.types.len();

@@ -136,6 +136,7 @@ impl<'a> Pass<'a> {
         let ok = self.skips
             && s.gpu_ok.is_none()
             && s.node_ok.is_none()
+            && s.user == 0
             && (members <= 1 || self.config.policy != crate::policy::Policy::Random);
         ok.then(|| {
             let shape = (s.cpu, s.mem, s.need, s.count, s.gpu_mem, s.models.clone(), members);

@@ -48,6 +48,13 @@ pub struct State {
     pub gpu_model: Vec<u16>,
     /// Interned model names (shared by copies of the state).
     pub models: std::sync::Arc<Vec<String>>,
+    /// Per GPU, whether its shares go to one user at a time ([`crate::model::Gpu::single_user`]).
+    pub gpu_single_user: Vec<bool>,
+    /// Per GPU, the user ([`user_key`]) whose shares a single-user GPU holds now; 0 when it holds none
+    /// (and always 0 on other GPUs).
+    pub gpu_user: Vec<u64>,
+    /// Whether any GPU is single-user (else shapes carry no user and nothing else changes).
+    pub any_single_user: bool,
     /// Total milli-GPU of the cluster.
     pub gpu_milli_total: u64,
     /// Milli-GPU allocated now.
@@ -73,6 +80,14 @@ pub struct Shape {
     pub gpu_ok: Option<Vec<bool>>,
     /// Allowed nodes; none: any. Set by resource expressions.
     pub node_ok: Option<Vec<bool>>,
+    /// The requesting user ([`user_key`]) where the cluster has single-user GPUs; 0: not checked.
+    pub user: u64,
+}
+
+/// A user's key for single-user GPUs: a stable 64-bit FNV-1a hash of the name, never 0.
+pub fn user_key(name: &str) -> u64 {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    h.max(1)
 }
 
 impl Shape {
@@ -90,7 +105,16 @@ impl Shape {
     /// Whether GPU `g` can take one unit of this shape now.
     #[inline]
     pub fn gpu_fits(&self, st: &State, g: usize) -> bool {
-        st.gpu_free[g] >= self.need && st.gpu_mem_free[g] >= self.gpu_mem && self.gpu_allowed(st, g)
+        st.gpu_free[g] >= self.need
+            && st.gpu_mem_free[g] >= self.gpu_mem
+            && self.gpu_allowed(st, g)
+            && self.same_user(st, g)
+    }
+
+    /// Whether GPU `g` holds no other user's shares that exclude this shape's (single-user GPUs).
+    #[inline]
+    pub fn same_user(&self, st: &State, g: usize) -> bool {
+        self.user == 0 || st.gpu_user[g] == 0 || st.gpu_user[g] == self.user
     }
 }
 
@@ -117,6 +141,9 @@ impl State {
             models: Default::default(),
             gpu_milli_total: 0,
             gpu_milli_used: 0,
+            gpu_single_user: Vec::with_capacity(gpus),
+            gpu_user: vec![0; gpus],
+            any_single_user: false,
         };
         for n in &cluster.nodes {
             let start = st.gpu_free.len() as u32;
@@ -131,6 +158,8 @@ impl State {
                 st.gpu_free.push(WHOLE);
                 st.gpu_mem_free.push(g.memory);
                 st.gpu_model.push(id);
+                st.gpu_single_user.push(g.single_user);
+                st.any_single_user |= g.single_user;
                 st.gpu_milli_total += u64::from(WHOLE);
             }
             st.nodes.push(NodeState {
@@ -162,7 +191,7 @@ impl State {
         };
         let models = (!r.gpu_models.is_empty())
             .then(|| self.models.iter().map(|m| r.gpu_models.iter().any(|a| a == m)).collect());
-        Shape { cpu: r.cpu_milli, mem: r.memory, need, count, gpu_mem, models, gpu_ok: None, node_ok: None }
+        Shape { cpu: r.cpu_milli, mem: r.memory, need, count, gpu_mem, models, gpu_ok: None, node_ok: None, user: 0 }
     }
 
     /// Whether node `n` could hold the shape now; counts GPUs that fit, up to `count`.
@@ -214,6 +243,7 @@ impl State {
             debug_assert!(self.gpu_free[g] >= s.need);
             self.gpu_free[g] -= s.need;
             self.gpu_mem_free[g] -= s.gpu_mem;
+            self.mark_user(g, s.need, s.user);
         }
         self.gpu_milli_used += u64::from(s.need) * c.gpus.len() as u64;
         self.recount(c.node);
@@ -229,9 +259,26 @@ impl State {
             let g = g as usize;
             self.gpu_free[g] += s.need;
             self.gpu_mem_free[g] += s.gpu_mem;
+            self.clear_user(g);
         }
         self.gpu_milli_used -= u64::from(s.need) * c.gpus.len() as u64;
         self.recount(c.node);
+    }
+
+    /// Records that GPU `g` now holds a share (`milli` below a whole GPU) of `user`, if it is single-user.
+    #[inline]
+    fn mark_user(&mut self, g: usize, milli: u32, user: u64) {
+        if self.any_single_user && milli < WHOLE && user != 0 && self.gpu_single_user[g] {
+            self.gpu_user[g] = user;
+        }
+    }
+
+    /// Forgets GPU `g`'s user once all of it is free again.
+    #[inline]
+    fn clear_user(&mut self, g: usize) {
+        if self.gpu_free[g] >= WHOLE {
+            self.gpu_user[g] = 0;
+        }
     }
 
     /// Counts node `n`'s wholly free GPUs again ([`NodeState::whole_free`]).
@@ -286,12 +333,20 @@ pub struct Hold {
     pub mem: u64,
     /// GPU shares.
     pub gpus: Vec<(u32, u32, u64)>,
+    /// Whose shares they are ([`user_key`]; 0 where no GPU is single-user).
+    pub user: u64,
 }
 
 impl Hold {
     /// What placing shape `s` at `c` holds.
     pub fn of(c: &Choice, s: &Shape) -> Hold {
-        Hold { node: c.node, cpu: s.cpu, mem: s.mem, gpus: c.gpus.iter().map(|&g| (g, s.need, s.gpu_mem)).collect() }
+        Hold {
+            node: c.node,
+            cpu: s.cpu,
+            mem: s.mem,
+            gpus: c.gpus.iter().map(|&g| (g, s.need, s.gpu_mem)).collect(),
+            user: s.user,
+        }
     }
 }
 
@@ -308,6 +363,7 @@ impl State {
             self.gpu_free[g] -= take;
             self.gpu_mem_free[g] = self.gpu_mem_free[g].saturating_sub(mem);
             self.gpu_milli_used += u64::from(take);
+            self.mark_user(g, milli, h.user);
         }
         self.recount(h.node);
     }
@@ -324,6 +380,7 @@ impl State {
             self.gpu_free[g] += give;
             self.gpu_mem_free[g] += mem;
             self.gpu_milli_used -= u64::from(give).min(self.gpu_milli_used);
+            self.clear_user(g);
         }
         self.recount(h.node);
     }
@@ -351,6 +408,8 @@ pub struct Taken {
     cpu: u64,
     mem: u64,
     gpus: Vec<(u32, u32, u64)>,
+    /// Whose shares were taken (see [`Hold::user`]).
+    user: u64,
 }
 
 impl State {
@@ -370,10 +429,11 @@ impl State {
             self.gpu_free[i] -= m;
             self.gpu_mem_free[i] -= gm;
             self.gpu_milli_used += u64::from(m);
+            self.mark_user(i, milli, h.user);
             gpus.push((g, m, gm));
         }
         self.recount(h.node);
-        Taken { node: h.node, cpu, mem, gpus }
+        Taken { node: h.node, cpu, mem, gpus, user: h.user }
     }
 
     /// Gives back exactly what [`State::take`] took.
@@ -386,6 +446,7 @@ impl State {
             self.gpu_free[g as usize] += m;
             self.gpu_mem_free[g as usize] += gm;
             self.gpu_milli_used -= u64::from(m);
+            self.clear_user(g as usize);
         }
         self.recount(t.node);
     }
@@ -404,7 +465,7 @@ impl State {
             node.gpu_range().filter(|&g| s.gpu_fits(self, g)).count() as u64 / u64::from(s.count)
         } else {
             node.gpu_range()
-                .filter(|&g| s.gpu_allowed(self, g))
+                .filter(|&g| s.gpu_allowed(self, g) && s.same_user(self, g))
                 .map(|g| {
                     let by_milli = u64::from(self.gpu_free[g] / s.need.max(1));
                     let by_gmem = self.gpu_mem_free[g].checked_div(s.gpu_mem).unwrap_or(u64::MAX);

@@ -18,7 +18,7 @@ fn arb_cluster() -> impl Strategy<Value = Cluster> {
                 memory: cpu * (16 << 30),
                 labels: BTreeMap::from([("rack".to_string(), format!("r{}", i % 2))]),
                 gpus: (0..g)
-                    .map(|k| Gpu { uuid: format!("n{i}-g{k}"), index: k, model: model.into(), memory: 40 << 30 })
+                    .map(|k| Gpu { uuid: format!("n{i}-g{k}"), index: k, model: model.into(), memory: 40 << 30, single_user: false })
                     .collect(),
             })
             .collect(),
@@ -324,7 +324,7 @@ proptest! {
             cpus: CpuMilli(8000),
             memory: Bytes(32 << 30),
             gpus: (0..gpus)
-                .map(|i| GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None })
+                .map(|i| GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None, sharing: None })
                 .collect(),
             labels: Default::default(),
         };
@@ -333,7 +333,7 @@ proptest! {
             cpu_milli: 8000,
             memory: 32 << 30,
             labels: BTreeMap::new(),
-            gpus: (0..gpus).map(|i| Gpu { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: 141 << 30 }).collect(),
+            gpus: (0..gpus).map(|i| Gpu { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: 141 << 30, single_user: false }).collect(),
         }]};
         let ids: Vec<String> = (0..jobs.len()).map(|i| format!("j{i}")).collect();
         let waiting: Vec<Waiting<'_>> = jobs.iter().enumerate().map(|(i, &(g, cpu, prio, t))| Waiting {

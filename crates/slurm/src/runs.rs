@@ -434,6 +434,7 @@ impl SlurmEngine {
                             model: model.clone(),
                             memory: Bytes(0),
                             device: None,
+                            sharing: None,
                         });
                     }
                 }

@@ -9,8 +9,8 @@ fn node() -> Node {
         memory: 512 << 30,
         labels: BTreeMap::from([("rack".to_string(), "a".to_string()), ("zone-x".to_string(), "eu".to_string())]),
         gpus: vec![
-            Gpu { uuid: "GPU-aa".into(), index: 0, model: "H100".into(), memory: 80 << 30 },
-            Gpu { uuid: "GPU-bb".into(), index: 1, model: "A100".into(), memory: 40 << 30 },
+            Gpu { uuid: "GPU-aa".into(), index: 0, model: "H100".into(), memory: 80 << 30, single_user: false },
+            Gpu { uuid: "GPU-bb".into(), index: 1, model: "A100".into(), memory: 40 << 30, single_user: false },
         ],
     }
 }

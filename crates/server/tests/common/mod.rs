@@ -32,6 +32,7 @@ pub fn node(gpus: u32) -> NodeCapacity {
                 model: "H200".into(),
                 memory: Bytes(141 << 30),
                 device: None,
+                sharing: None,
             })
             .collect(),
         labels: Default::default(),
