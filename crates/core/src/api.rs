@@ -360,6 +360,9 @@ pub struct GpuView {
     /// Workloads holding shares of it (a GPU is held whole or shared, never both).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<GpuShareView>,
+    /// How its shares are enforced (`mps`, `guard`, `none`); absent where the engine does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<crate::node::GpuSharing>,
 }
 
 /// A node as `GET /api/v1/nodes` shows it.
@@ -554,6 +557,10 @@ pub struct WorkloadView {
     /// For a running workload whose GPUs sit idle: since when, and when it will be stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<IdleView>,
+    /// For a running share of a guarded GPU: each member above its GPU memory grant, and when it will
+    /// be stopped if it stays there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_guard: Vec<GpuGuardView>,
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
@@ -578,6 +585,21 @@ pub struct IdleView {
     /// Until when its owner keeps it despite idleness (`gpuhub keep`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_until: Option<DateTime<Utc>>,
+}
+
+/// A member of a share above its GPU memory grant (`gpu_sharing = "guard"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GpuGuardView {
+    /// The member's index.
+    pub member: u32,
+    /// GPU memory its processes used at the last sample, bytes.
+    pub used_bytes: u64,
+    /// GPU memory its share was granted, bytes.
+    pub granted_bytes: u64,
+    /// Since when it is above the grant.
+    pub since: DateTime<Utc>,
+    /// When it is stopped (`gpu-memory-exceeded`) if still above.
+    pub stop_at: DateTime<Utc>,
 }
 
 /// An admin's idle-GPU report: one row per idle workload.
@@ -629,6 +651,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             pull: None,
             interruption: w.interruption.as_ref().map(|r| r.view(w.kind, w.state)),
             idle: None,
+            gpu_guard: Vec::new(),
             created_at: w.created_at,
             started_at: w.started_at,
             finished_at: w.finished_at,

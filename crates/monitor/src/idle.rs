@@ -165,7 +165,7 @@ impl IdleTracker {
 }
 
 /// `2h`, `30m`, `1h30m`, `45s`.
-fn span(d: TimeDelta) -> String {
+pub(crate) fn span(d: TimeDelta) -> String {
     let s = d.num_seconds().max(0);
     let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
     let mut out = String::new();

@@ -10,9 +10,11 @@
 //! engine or GPU driver delays a sample, never a scheduling pass. Each engine call is bounded by the
 //! interval; a member or run that cannot be measured is left out of that round.
 
+pub mod guard;
 mod idle;
 mod round;
 
+pub use guard::{GuardAction, GuardRule, GuardState, GuardTracker};
 pub use idle::{Facts, IdleAction, IdleRule, IdleState, IdleTracker};
 pub use round::{Round, attribute};
 

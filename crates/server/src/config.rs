@@ -13,6 +13,7 @@ pub mod env;
 pub mod homes;
 pub mod identity;
 pub mod monitor;
+pub mod sharing;
 
 /// How GPUs reach containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -300,6 +301,13 @@ pub struct Config {
     pub monitor: monitor::MonitorConfig,
     /// Idle GPUs found and reclaimed (`[idle]`).
     pub idle: monitor::IdleConfig,
+    /// How shares of GPUs are enforced: `mps`, `guard` or `none` (`GPUHUB_GPU_SHARING`); a GPU's own
+    /// `[[gpus]] sharing` wins. Unset: `guard` where NVML measures the GPUs, else `none`.
+    pub gpu_sharing: Option<gpuhub_core::node::GpuSharing>,
+    /// The GPU memory guard (`[guard]`).
+    pub guard: sharing::GuardConfig,
+    /// gpuhub's MPS control daemons (`[mps]`).
+    pub mps: sharing::MpsConfig,
 }
 
 /// The default of [`Config::log_max_bytes`].
@@ -359,6 +367,9 @@ impl Default for Config {
             limits: Limits::default(),
             monitor: monitor::MonitorConfig::default(),
             idle: monitor::IdleConfig::default(),
+            gpu_sharing: None,
+            guard: sharing::GuardConfig::default(),
+            mps: sharing::MpsConfig::default(),
         }
     }
 }
@@ -401,6 +412,9 @@ impl fmt::Debug for Config {
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
             .field("monitor", &self.monitor)
             .field("idle", &self.idle)
+            .field("gpu_sharing", &self.gpu_sharing)
+            .field("guard", &self.guard)
+            .field("mps", &self.mps)
             .finish_non_exhaustive()
     }
 }
@@ -519,6 +533,7 @@ impl Config {
                 }
                 other => match monitor::apply_env(&mut self.monitor, &mut self.idle, &key, other, &v)
                     .or_else(|| identity::apply_env(self, &key, other, &v))
+                    .or_else(|| sharing::apply_env(self, &key, other, &v))
                 {
                     Some(done) => done?,
                     // variables of the client, of containers and of the scripts share the prefix
@@ -538,6 +553,7 @@ impl Config {
         homes::check(self)?;
         identity::check(self)?;
         monitor::check(&self.monitor, &self.idle)?;
+        sharing::check(self)?;
         if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
             return Err(ConfigError::Invalid {
                 key: "log_max_bytes".into(),

@@ -148,7 +148,7 @@ async fn round(st: &AppState, rule: &IdleRule) -> Result<(), gpuhub_store::Store
 }
 
 /// Posts `body` to the configured webhook, in the background; a failure is logged.
-fn notify(st: &AppState, body: serde_json::Value) {
+pub(crate) fn notify(st: &AppState, body: serde_json::Value) {
     let Some(url) = st.config.idle.webhook.clone() else { return };
     tokio::spawn(async move {
         let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10)).build();

@@ -9,6 +9,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod identity;
 pub mod idle;
 pub mod metrics;
@@ -83,6 +84,7 @@ pub struct Server {
     ssh: JoinHandle<()>,
     monitor: JoinHandle<()>,
     idle: JoinHandle<()>,
+    guard: JoinHandle<()>,
     recheck: JoinHandle<()>,
 }
 
@@ -95,6 +97,7 @@ impl Server {
         let _ = self.ssh.await;
         let _ = self.monitor.await;
         let _ = self.idle.await;
+        let _ = self.guard.await;
         let _ = self.recheck.await;
     }
 
@@ -106,6 +109,7 @@ impl Server {
         let _ = self.ssh.await;
         let _ = self.monitor.await;
         let _ = self.idle.await;
+        let _ = self.guard.await;
         let _ = self.recheck.await;
     }
 
@@ -299,6 +303,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         activity: activity::Activity::new(clock.clone()),
         clock,
         idle: Arc::default(),
+        guard: Arc::default(),
         http_metrics: crate::metrics::HttpMetrics::default(),
         homes,
         identities,
@@ -317,6 +322,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let controller = tokio::spawn(controller.run(until(rx.clone())));
     let monitor = tokio::spawn(monitor.run(until(rx.clone())));
     let idle = tokio::spawn(idle::run(state.clone(), until(rx.clone())));
+    let guard = tokio::spawn(guard::run(state.clone(), until(rx.clone())));
     let recheck = tokio::spawn(identity::run(state.clone(), until(rx.clone())));
     let ssh_stop = until(rx.clone());
     let ssh = tokio::spawn(async move {
@@ -344,7 +350,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
              session cookie on the hub's pages; set apps_domain (wildcard DNS) to give each app its own origin"
         ),
     }
-    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor, idle, recheck })
+    Ok(Server { addr, state, shutdown, http, controller, ssh, monitor, idle, guard, recheck })
 }
 
 /// The whole HTTP surface.

@@ -181,6 +181,7 @@ pub fn view(st: &AppState, w: &Workload) -> WorkloadView {
     }
     if w.state == WorkloadState::Running {
         v.idle = st.idle.view(&w.id, st.clock.now());
+        v.gpu_guard = st.guard.view(&w.id);
     }
     if w.state == WorkloadState::Pulling {
         v.pull = st.controller.pull_progress(&w.id);

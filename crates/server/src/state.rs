@@ -37,6 +37,8 @@ pub struct AppState {
     pub activity: crate::activity::Activity,
     /// Idle workloads and owners' keeps.
     pub idle: Arc<crate::idle::IdleWatch>,
+    /// The GPU memory guard's memory and counts.
+    pub guard: Arc<crate::guard::GuardWatch>,
     /// The API's request durations, for `/metrics`.
     pub http_metrics: crate::metrics::HttpMetrics,
     /// Users' homes and their quotas (the same backend the controller makes them with).

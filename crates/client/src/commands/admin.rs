@@ -294,6 +294,7 @@ mod tests {
             memory: Bytes(141 * GIB),
             holder: holder.map(|(o, w)| GpuHolder { owner: o.into(), workload: w.into() }),
             shares: vec![],
+            sharing: None,
         };
         let list = [
             NodeView {

@@ -514,6 +514,7 @@ mod tests {
             explanation: None,
             pull: None,
             idle: None,
+            gpu_guard: Vec::new(),
             created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
             started_at: None,
             finished_at: None,

@@ -90,6 +90,7 @@ fn node_view(n: &gpuhub_driver::EngineNode, active: &[Workload], count: usize) -
                     memory: w.resources.gpu_memory,
                 })
                 .collect(),
+            sharing: g.sharing,
         })
         .collect();
     NodeView {

@@ -11,6 +11,7 @@
 
 mod http;
 mod series;
+mod sharing;
 pub mod text;
 
 pub use http::{HttpMetrics, UNMATCHED, track};

@@ -17,6 +17,11 @@ const MIB: u64 = 1 << 20;
 
 /// The families gpuhub exports (histograms by their base name), for documentation and tests.
 pub const FAMILIES: &[&str] = &[
+    "gpuhub_gpu_sharing_mode",
+    "gpuhub_share_gpu_memory_granted_bytes",
+    "gpuhub_guard_over_grant",
+    "gpuhub_guard_warnings_total",
+    "gpuhub_guard_stops_total",
     "DCGM_FI_DEV_GPU_UTIL",
     "DCGM_FI_DEV_FB_USED",
     "DCGM_FI_DEV_FB_FREE",
@@ -39,6 +44,8 @@ pub const FAMILIES: &[&str] = &[
 struct FromStore {
     counts: Vec<ActiveCount>,
     queues: Vec<String>,
+    /// The running workloads (for the shares' grants).
+    running: Vec<gpuhub_core::workload::Workload>,
     /// `owner/name` of each workload holding resources → its queue label.
     holders: HashMap<String, String>,
 }
@@ -51,6 +58,8 @@ fn queue_label(q: &str) -> &str {
 async fn from_store(st: &AppState) -> Result<FromStore, gpuhub_store::StoreError> {
     let counts = st.store.count_active_workloads().await?;
     let queues = st.store.list_queues().await?.into_iter().map(|q| q.name).collect();
+    let filter = gpuhub_store::WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) };
+    let running = st.store.list_workloads(&filter).await?;
     let holders = st
         .store
         .list_holding_queues()
@@ -58,7 +67,7 @@ async fn from_store(st: &AppState) -> Result<FromStore, gpuhub_store::StoreError
         .into_iter()
         .map(|(owner, name, queue)| (format!("{owner}/{name}"), queue_label(&queue).to_owned()))
         .collect();
-    Ok(FromStore { counts, queues, holders })
+    Ok(FromStore { counts, queues, running, holders })
 }
 
 /// The whole document.
@@ -85,6 +94,8 @@ pub async fn render(st: &AppState) -> String {
     gpus(&mut x, &measured.gpus, &holder_queues);
     members(&mut x, measured);
     workloads(&mut x, store.as_ref(), now);
+    let nodes = st.controller.inventory().capacities();
+    super::sharing::write(&mut x, st, &nodes, store.as_ref().map(|s| s.running.as_slice()));
     let mut f = x.family(
         "gpuhub_scheduler_pass_seconds",
         "Time one scheduling pass of the controller took (limits, placement or submission, explanations).",

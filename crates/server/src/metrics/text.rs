@@ -17,6 +17,8 @@ pub enum Kind {
     Gauge,
     /// Observations in buckets (`_bucket{le}`, `_sum`, `_count`).
     Histogram,
+    /// A count that only grows (its name ends in `_total`).
+    Counter,
 }
 
 impl Kind {
@@ -24,6 +26,7 @@ impl Kind {
         match self {
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
+            Kind::Counter => "counter",
         }
     }
 }

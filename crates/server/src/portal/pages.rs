@@ -59,12 +59,15 @@ pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> 
                     (n.memory_free) " of " (n.memory) " memory free" }
                 @if n.gpus.is_empty() { p { "No GPUs." } } @else {
                     table.gpus {
-                        thead { tr { th { "GPU" } th { "Model" } th { "Memory" } th { "Held by" } } }
+                        thead { tr { th { "GPU" } th { "Model" } th { "Memory" } th { "Sharing" } th { "Held by" } } }
                         tbody { @for g in &n.gpus {
                             tr data-gpu=(g.uuid) {
                                 td { (g.index) " " small { (g.uuid) } }
                                 td { (g.model) }
                                 td { (g.memory) }
+                                td.sharing title=(sharing_help(g.sharing)) {
+                                    (g.sharing.map_or("none", |m| m.as_str()))
+                                }
                                 td {
                                     @if let Some(h) = &g.holder { (h.owner) "/" (h.workload) " (whole)" }
                                     @else if g.shares.is_empty() { "free" }
@@ -84,6 +87,20 @@ pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> 
         }
     };
     layout(&st, &viewer, "Nodes", body).into_response()
+}
+
+/// What a GPU's sharing mode promises, for the Nodes page's tooltip.
+fn sharing_help(mode: Option<gpuhub_core::node::GpuSharing>) -> &'static str {
+    use gpuhub_core::node::GpuSharing;
+    match mode {
+        Some(GpuSharing::Mps) => {
+            "MPS: gpuhub's MPS daemon caps each share's memory and compute; shares go to one user at a time"
+        }
+        Some(GpuSharing::Guard) => {
+            "guard: any users share it; a share above its GPU memory grant is warned, then stopped"
+        }
+        Some(GpuSharing::Unenforced) | None => "none: shares are scheduled, nothing enforces their limits",
+    }
 }
 
 /// `GET /queues`: guarantees, use, borrowing limits and what waits, per team queue.
