@@ -34,12 +34,25 @@ enum Command {
     /// Simulate the scheduler on cluster traces (FGD protocol, trace replay, throughput).
     #[command(subcommand)]
     Sim(gpuhub_sim::SimCommand),
+    /// Check this host's GPUs before trusting them: NVML inventory, a CUDA load started by gpuhub and
+    /// attributed to its member, the MPS limits and the memory guard (exit 0 all passed, 1 one failed,
+    /// 3 no NVIDIA GPU or driver).
+    GpuCheck(gpuhub_gpucheck::GpuCheckArgs),
+    /// The CUDA load gpu-check starts as a child (internal).
+    #[command(hide = true)]
+    GpuCheckWorker(gpuhub_gpucheck::WorkerArgs),
     #[command(flatten)]
     Client(ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // gpu-check runs without the async runtime (its MPS daemon brings one of its own)
+    match &cli.command {
+        Command::GpuCheck(args) => return exit_code(gpuhub_gpucheck::run(args)),
+        Command::GpuCheckWorker(args) => return exit_code(gpuhub_gpucheck::run_worker(args)),
+        _ => {}
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -59,15 +72,20 @@ fn main() -> ExitCode {
                 code.map(|()| 0).map_err(anyhow::Error::from)
             }
             Command::Client(cmd) => Ok(gpuhub_client::run(cli.global, cmd).await?),
+            Command::GpuCheck(_) | Command::GpuCheckWorker(_) => Ok(0), // ran above
         }
     });
     match result {
-        Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+        Ok(code) => exit_code(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
 
 async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {

@@ -1,0 +1,289 @@
+//! Starting workers: the [`Launcher`] seam. [`ProcessLauncher`] re-executes this binary as
+//! `gpuhub gpu-check-worker` under the chosen UID and reads its JSON lines; the tests use
+//! [`crate::fake::FakeLauncher`].
+
+use crate::worker::WorkerEvent;
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// The hidden subcommand a worker runs as.
+pub const WORKER_COMMAND: &str = "gpu-check-worker";
+
+/// One worker to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSpec {
+    /// The UID (and GID) it runs as; `None`: as this process.
+    pub uid: Option<u32>,
+    /// The GPU it sees as device 0 (`CUDA_VISIBLE_DEVICES`); `None` under MPS, whose clients must not
+    /// set it (the daemon's GPU is theirs).
+    pub gpu: Option<String>,
+    /// Memory to allocate, MiB.
+    pub mib: u64,
+    /// How long to keep the GPU busy once allocated, seconds.
+    pub seconds: f64,
+    /// More environment (MPS's pipe directory and client limits).
+    pub env: Vec<(String, String)>,
+}
+
+/// What waiting for a worker's next event gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// An event.
+    Event(WorkerEvent),
+    /// Nothing within the time.
+    Timeout,
+    /// Its output ended (it exited); with the last of what it wrote on stderr.
+    Closed(String),
+}
+
+/// A started worker. Dropping it kills it.
+pub trait Worker: std::fmt::Debug {
+    /// Its PID, as NVML lists it.
+    fn pid(&self) -> u32;
+    /// Its next event, waiting at most `timeout`.
+    fn next(&mut self, timeout: Duration) -> Next;
+    /// Kills it (SIGKILL) and reaps it; nothing if it has exited.
+    fn kill(&mut self);
+}
+
+/// Starts workers.
+pub trait Launcher: std::fmt::Debug {
+    /// Starts one.
+    ///
+    /// # Errors
+    /// Why it could not be started, in words.
+    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, String>;
+}
+
+/// Runs this binary (its copy in a directory every UID may read, when workers run as another UID) as
+/// `gpuhub gpu-check-worker`.
+#[derive(Debug)]
+pub struct ProcessLauncher {
+    exe: PathBuf,
+    /// The directory holding the copy, removed on drop.
+    copy_dir: Option<PathBuf>,
+}
+
+impl ProcessLauncher {
+    /// Launches `exe`. When `shared` is set the binary is first copied into a fresh directory under
+    /// `std::env::temp_dir()` that every UID may read and execute (the original may sit in a home that
+    /// the worker's UID cannot enter); where that fails (a `noexec` /tmp), the original is used.
+    pub fn new(exe: PathBuf, shared: bool) -> Self {
+        if shared {
+            match copy_shared(&exe) {
+                Ok((dir, copy)) => return Self { exe: copy, copy_dir: Some(dir) },
+                Err(e) => eprintln!("gpu-check: running workers from {} ({e})", exe.display()),
+            }
+        }
+        Self { exe, copy_dir: None }
+    }
+}
+
+fn copy_shared(exe: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("gpuhub-gpu-check-{}", std::process::id()));
+    std::fs::create_dir(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    let copy = dir.join("gpuhub");
+    let done =
+        std::fs::copy(exe, &copy).and_then(|_| std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)));
+    if let Err(e) = done {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
+    Ok((dir, copy))
+}
+
+impl Drop for ProcessLauncher {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.copy_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The arguments a worker is started with.
+pub fn worker_args(spec: &WorkerSpec) -> Vec<String> {
+    vec![WORKER_COMMAND.into(), "--mib".into(), spec.mib.to_string(), "--seconds".into(), spec.seconds.to_string()]
+}
+
+impl Launcher for ProcessLauncher {
+    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, String> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(worker_args(spec)).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // a fresh CUDA environment: no inherited device choice or MPS pipe
+        for var in ["CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"] {
+            cmd.env_remove(var);
+        }
+        if let Some(gpu) = &spec.gpu {
+            cmd.env("CUDA_VISIBLE_DEVICES", gpu);
+        }
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        if let Some(uid) = spec.uid {
+            cmd.uid(uid).gid(uid).current_dir("/");
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let pid = child.id();
+        let (tx, events) = channel();
+        if let Some(stdout) = child.stdout.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    let event = serde_json::from_str::<WorkerEvent>(&line).map_err(|_| line);
+                    if tx.send(event).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(mut err) = child.stderr.take() {
+            let sink = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = err.read(&mut buf) {
+                    let mut s = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    if s.len() > 8192 {
+                        let cut = s.len() - 4096;
+                        let cut = (cut..s.len()).find(|i| s.is_char_boundary(*i)).unwrap_or(s.len());
+                        s.drain(..cut);
+                    }
+                }
+            });
+        }
+        Ok(Box::new(ProcessWorker { child, pid, events, stderr, pending: VecDeque::new() }))
+    }
+}
+
+/// A worker process.
+#[derive(Debug)]
+struct ProcessWorker {
+    child: Child,
+    pid: u32,
+    /// Lines from its stdout: events, or lines that were not one.
+    events: Receiver<Result<WorkerEvent, String>>,
+    stderr: Arc<Mutex<String>>,
+    pending: VecDeque<WorkerEvent>,
+}
+
+impl ProcessWorker {
+    fn stderr_tail(&self) -> String {
+        let s = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        let last: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).rev().take(3).collect();
+        last.into_iter().rev().collect::<Vec<_>>().join(" / ")
+    }
+}
+
+impl Worker for ProcessWorker {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn next(&mut self, timeout: Duration) -> Next {
+        if let Some(e) = self.pending.pop_front() {
+            return Next::Event(e);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(Ok(event)) => return Next::Event(event),
+                // a line that is not an event (a library's chatter): skip it
+                Ok(Err(_)) => continue,
+                Err(RecvTimeoutError::Timeout) => return Next::Timeout,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // stdout closed: give the stderr reader a moment to finish, reap the child
+                    let _ = self.child.wait();
+                    std::thread::sleep(Duration::from_millis(50));
+                    let status = self.child.try_wait().ok().flatten().map(|s| format!("exited: {s}"));
+                    let tail = self.stderr_tail();
+                    let said =
+                        [status.unwrap_or_default(), tail].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>();
+                    return Next::Closed(said.join("; "));
+                }
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ProcessWorker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_arguments() {
+        let spec = WorkerSpec { uid: Some(65534), gpu: None, mib: 2048, seconds: 5.0, env: vec![] };
+        assert_eq!(worker_args(&spec), ["gpu-check-worker", "--mib", "2048", "--seconds", "5"]);
+    }
+
+    /// A process that prints events and exits stands in for the worker: lines that are events come
+    /// through, others are skipped, and the end says how it exited with its stderr.
+    #[test]
+    fn a_process_worker_reads_events_then_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("worker.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho 'chatter'\necho '{\"event\":\"allocated\",\"bytes\":5}'\necho 'oops' >&2\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let launcher = ProcessLauncher::new(script, false);
+        let spec = WorkerSpec { uid: None, gpu: Some("GPU-1".into()), mib: 1, seconds: 0.0, env: vec![] };
+        let mut w = launcher.spawn(&spec).unwrap();
+        assert!(w.pid() > 0);
+        assert_eq!(w.next(Duration::from_secs(20)), Next::Event(WorkerEvent::Allocated { bytes: 5 }));
+        match w.next(Duration::from_secs(20)) {
+            Next::Closed(said) => assert!(said.contains("exit status: 3") && said.contains("oops"), "{said}"),
+            other => panic!("expected the end, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_silent_worker_times_out_and_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("worker.sh");
+        std::fs::write(&script, "#!/bin/sh\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let launcher = ProcessLauncher::new(script, false);
+        let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![] };
+        let mut w = launcher.spawn(&spec).unwrap();
+        let pid = w.pid();
+        assert_eq!(w.next(Duration::from_millis(200)), Next::Timeout);
+        w.kill();
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "killed and reaped");
+    }
+
+    #[test]
+    fn a_shared_copy_is_readable_by_all_and_removed_with_the_launcher() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("gpuhub");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        let launcher = ProcessLauncher::new(exe, true);
+        let copy_dir = launcher.copy_dir.clone().expect("copied");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&copy_dir), mode(&launcher.exe)), (0o755, 0o755));
+        drop(launcher);
+        assert!(!copy_dir.exists());
+    }
+}
