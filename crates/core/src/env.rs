@@ -7,7 +7,9 @@
 //! families could widen a grant (a per-device `CUDA_DEVICE_MEMORY_LIMIT_0=999g` overrides the platform's
 //! cap in HAMi-core) or load code around the interception library (`LD_PRELOAD`, `LD_LIBRARY_PATH`), so
 //! such names are refused at submit, naming the variable. A few harmless CUDA debugging switches stay
-//! open.
+//! open; nothing of MPS is among them: `CUDA_MPS_PIPE_DIRECTORY` set by a user would point a share's
+//! CUDA away from its GPU's daemon (running it without MPS, so without limits), and
+//! `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` / `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` would widen its limits.
 
 use crate::CoreError;
 use std::collections::BTreeMap;
@@ -91,6 +93,10 @@ mod tests {
             "CUDA_DEVICE_MEMORY_LIMIT_0",
             "CUDA_DEVICE_SM_LIMIT",
             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+            "CUDA_MPS_PIPE_DIRECTORY",
+            "cuda_mps_pipe_directory",
+            "CUDA_MPS_LOG_DIRECTORY",
             "GPU_CORE_UTILIZATION_POLICY",
             "NVIDIA_VISIBLE_DEVICES",
             "GPUHUB_GPU_MILLI",

@@ -353,6 +353,27 @@ mod tests {
     }
 
     #[test]
+    fn a_bind_onto_dev_shm_replaces_the_engines_own() {
+        // an MPS client's /dev/shm is its daemon's tmpfs: a bind mount there makes Docker skip its own
+        // shm tmpfs (as long as no ShmSize or IpcMode asks for one)
+        let mut s = spec();
+        s.mounts.push(Mount {
+            source: "/run/gpuhub/mps/GPU-1/shm".into(),
+            target: "/dev/shm".into(),
+            read_only: false,
+            nfs: None,
+        });
+        let (_, c) = create_request(&s, &[]).unwrap();
+        let h = host(&c);
+        let m = h.mounts.as_ref().unwrap().iter().find(|m| m.target.as_deref() == Some("/dev/shm")).unwrap();
+        assert_eq!(
+            (m.typ, m.source.as_deref(), m.read_only),
+            (Some(MountTypeEnum::BIND), Some("/run/gpuhub/mps/GPU-1/shm"), Some(false))
+        );
+        assert_eq!((h.shm_size, h.ipc_mode.as_deref()), (None, None), "no IPC shared with the host or others");
+    }
+
+    #[test]
     fn supplementary_groups_are_added_and_none_by_default() {
         let (_, c) = create_request(&spec(), &[]).unwrap();
         assert_eq!(host(&c).group_add, None);

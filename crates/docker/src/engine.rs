@@ -142,7 +142,7 @@ impl DockerEngine {
                 cpu_milli: m.cpu_milli,
                 memory_bytes: m.memory_bytes,
                 pids_limit: spec.pids_limit,
-                mounts: spec.mounts.clone(),
+                mounts: member_mounts(spec, m),
                 network: network.map(str::to_owned),
                 aliases: if size > 1 { vec![m.hostname.clone()] } else { Vec::new() },
                 gpus,
@@ -164,6 +164,12 @@ impl DockerEngine {
             let _ = self.rt.remove_network(net).await;
         }
     }
+}
+
+/// The mounts of member `m`'s container: the run's, then the member's own (an MPS share's pipe directory
+/// and its daemon's shared memory, whose bind onto `/dev/shm` takes the place of Docker's own tmpfs there).
+fn member_mounts(spec: &RunSpec, m: &gpuhub_driver::MemberSpec) -> Vec<gpuhub_driver::Mount> {
+    spec.mounts.iter().chain(&m.mounts).cloned().collect()
 }
 
 /// A container's index in its run (0 for a container made before runs had labels).
@@ -380,5 +386,58 @@ impl Engine for DockerEngine {
         tokio::task::spawn_blocking(read)
             .await
             .map_err(|e| EngineError::Engine(format!("reading the cgroups of run {run} failed: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuhub_driver::{GpuGrant, Identity, MemberSpec, Mount};
+
+    fn bind(source: &str, target: &str) -> Mount {
+        Mount { source: source.into(), target: target.into(), read_only: false, nfs: None }
+    }
+
+    #[test]
+    fn each_member_gets_the_runs_mounts_and_its_own() {
+        let member = |index: u32, mounts: Vec<Mount>| MemberSpec {
+            index,
+            hostname: format!("train-{index}"),
+            node: None,
+            cpu_milli: 1000,
+            memory_bytes: 1 << 30,
+            gpus: GpuGrant::None,
+            env: BTreeMap::new(),
+            mounts,
+        };
+        let mps =
+            vec![bind("/run/gpuhub/mps/GPU-1/pipe", "/run/gpuhub/mps"), bind("/run/gpuhub/mps/GPU-1/shm", "/dev/shm")];
+        let spec = RunSpec {
+            name: "gpuhub-alice-train-1".into(),
+            image: "busybox".into(),
+            command: vec![],
+            env: BTreeMap::new(),
+            labels: BTreeMap::new(),
+            identity: Identity {
+                username: "alice".into(),
+                account: "alice".into(),
+                uid: 10000,
+                gid: 10000,
+                home: "/home/alice".into(),
+                groups: vec![],
+            },
+            working_dir: None,
+            mounts: vec![bind("/data/homes/alice", "/home/alice")],
+            network: None,
+            members: vec![member(0, mps.clone()), member(1, Vec::new())],
+            pids_limit: 100,
+            log_max_bytes: None,
+            time_limit: None,
+            queue: String::new(),
+            ports: vec![],
+        };
+        let targets = |m: &MemberSpec| member_mounts(&spec, m).into_iter().map(|m| m.target).collect::<Vec<_>>();
+        assert_eq!(targets(&spec.members[0]), ["/home/alice", "/run/gpuhub/mps", "/dev/shm"]);
+        assert_eq!(targets(&spec.members[1]), ["/home/alice"], "another member's MPS mounts are not its own");
     }
 }

@@ -216,6 +216,10 @@ pub struct MemberSpec {
     pub gpus: GpuGrant,
     /// Variables for this member only (a share's limits); the engine adds the rank variables.
     pub env: BTreeMap<String, String>,
+    /// Mounts for this member only, after the run's [`RunSpec::mounts`] (the MPS daemon of the GPU it
+    /// holds a share of: its pipe directory, and its shared memory as `/dev/shm`, which replaces the
+    /// engine's own). Empty where the engine places (gpuhub does not know the GPU beforehand).
+    pub mounts: Vec<Mount>,
 }
 
 /// Everything needed to start a run. The engine applies all of it or fails.

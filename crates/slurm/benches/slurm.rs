@@ -78,6 +78,7 @@ fn spec(i: usize, script: &str) -> RunSpec {
             memory_bytes: 250 << 20,
             gpus: GpuGrant::None,
             env: BTreeMap::new(),
+            mounts: Vec::new(),
         }],
         pids_limit: 256,
         log_max_bytes: None,

@@ -13,6 +13,12 @@
 //! Every call to the outside goes through [`cli::SlurmCli`]: [`cli::ProcessCli`] runs the commands,
 //! [`fake::FakeCli`] answers tests from a script and records what was run.
 //!
+//! GPU shares under MPS are Slurm's own (`gres/mps`, with Slurm's MPS daemons): gpuhub refuses nothing
+//! here, and its own MPS supervisor (`gpuhub-mps`, one daemon per GPU with the pipe and shared-memory
+//! directories mounted into each share's container) is for engines where gpuhub places (Docker), since
+//! it must know a share's GPU before the run starts. Members of Slurm runs get no
+//! [`gpuhub_driver::MemberSpec::mounts`].
+//!
 //! What needs storage shared between the hub and the nodes: `bundle_dir` (the hub writes bundles, the
 //! nodes run them) and `log_dir` (the nodes write members' output, the hub reads it). Members' ports
 //! are reached at their node's address, from the hub's network, with no shared file system.

@@ -40,6 +40,7 @@ pub(crate) fn run_spec(members: u32, gpus: GpuGrant) -> RunSpec {
                 memory_bytes: 1 << 30,
                 gpus: gpus.clone(),
                 env: BTreeMap::new(),
+                mounts: Vec::new(),
             })
             .collect(),
         pids_limit: 1024,

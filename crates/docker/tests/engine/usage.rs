@@ -25,6 +25,7 @@ fn two_members(name: &str) -> RunSpec {
         memory_bytes,
         gpus: GpuGrant::None,
         env: BTreeMap::new(),
+        mounts: Vec::new(),
     };
     RunSpec {
         name: name.to_owned(),

@@ -27,6 +27,7 @@ fn spec(name: &str, members: u32) -> RunSpec {
                 memory_bytes: 1 << 30,
                 gpus: GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{index}")] },
                 env: BTreeMap::new(),
+                mounts: Vec::new(),
             })
             .collect(),
         pids_limit: 512,

@@ -125,6 +125,7 @@ impl Cluster {
                     memory_bytes: 200 << 20,
                     gpus: gpus.clone(),
                     env: BTreeMap::new(),
+                    mounts: Vec::new(),
                 })
                 .collect(),
             pids_limit: 256,
