@@ -1,6 +1,7 @@
 //! Starting a workload's run: record the intent (where gpuhub places), remove an earlier run, submit,
 //! and record what the engine says; then start the workspace's apps once it runs.
 
+use crate::mps::{self, MpsEndpoint};
 use crate::reconcile::{explanation, members_of};
 use crate::spec::{self, SpecContext};
 use crate::start_error::StartError;
@@ -125,6 +126,8 @@ impl Controller {
             _ => None,
         };
         let nodes = self.inventory.capacities();
+        // an MPS client whose CUDA starts before its daemon answers runs without limits: daemons first
+        let mps = self.mps_daemons(w, &nodes).await?;
         let attempt = uuid::Uuid::new_v4().simple().to_string();
         let cx = SpecContext {
             instance: &self.instance,
@@ -137,8 +140,36 @@ impl Controller {
             share_library: share.as_ref().map(|(l, p)| (l.as_path(), p.as_path())),
             app_ports: ports,
             attempt: &attempt[..6],
+            mps: &mps,
         };
         Ok(self.engine.submit(&spec::run_spec(w, &cx)).await?)
+    }
+
+    /// The answering MPS daemon of each MPS GPU `w` holds a share of. A daemon that does not answer
+    /// (or no daemons at all) keeps `w` queued with the reason: started now, it would run unlimited.
+    async fn mps_daemons(
+        &self,
+        w: &Workload,
+        nodes: &[gpuhub_core::node::NodeCapacity],
+    ) -> Result<BTreeMap<String, MpsEndpoint>, StartError> {
+        let gpus = mps::mps_shares(w, nodes);
+        let mut out = BTreeMap::new();
+        for uuid in gpus {
+            let Some(daemons) = &self.settings.mps else {
+                return Err(StartError::Retry(format!(
+                    "GPU {uuid} shares through MPS, but this hub runs no MPS daemons"
+                )));
+            };
+            match daemons.ensure(&uuid).await {
+                Ok(ep) => out.insert(uuid, ep),
+                Err(why) => {
+                    return Err(StartError::Retry(format!(
+                        "a share of an MPS GPU starts only once its daemon answers: {why}"
+                    )));
+                }
+            };
+        }
+        Ok(out)
     }
 
     /// Ports for `w`'s apps that no other active run's apps have (engines whose members share their

@@ -13,6 +13,7 @@ pub mod error;
 pub mod estimate;
 pub mod inventory;
 pub mod logfile;
+pub mod mps;
 pub mod scheduling;
 pub mod settings;
 pub mod spec;
@@ -253,6 +254,7 @@ impl Controller {
         let mut events = self.subscribe().await;
         self.reconcile().await;
         self.schedule().await;
+        self.retain_mps().await;
         let mut tick = tokio::time::interval(self.settings.reconcile);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
@@ -281,6 +283,7 @@ impl Controller {
             self.drain(&mut events).await;
             self.start_pulls().await;
             self.schedule().await;
+            self.retain_mps().await;
         }
     }
 

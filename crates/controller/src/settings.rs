@@ -35,6 +35,9 @@ pub struct Settings {
     pub gpu_share_library: Option<PathBuf>,
     /// Ports the apps of runs get on engines whose members share their node's network.
     pub app_ports: RangeInclusive<u16>,
+    /// The MPS daemons of GPUs in the `mps` sharing mode (engines where gpuhub places); `None`: none run,
+    /// and a share of such a GPU waits in the queue saying so.
+    pub mps: Option<Arc<dyn crate::mps::MpsDaemons>>,
 }
 
 impl Default for Settings {
@@ -53,6 +56,7 @@ impl Default for Settings {
             pids_limit: 4096,
             gpu_share_library: None,
             app_ports: 20000..=29999,
+            mps: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! mounts, network and GPU grants, in engine-neutral terms (each engine translates the [`RunSpec`]).
 //! Pure: the caller supplies everything it reads.
 
+use crate::mps::{MpsEndpoint, is_mps_gpu};
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::workload::Workload;
 use gpuhub_driver::{GpuGrant, Identity, LABEL_INSTANCE, LABEL_OWNER, LABEL_WORKLOAD, MemberSpec, Mount, RunSpec};
@@ -69,6 +70,31 @@ pub struct SpecContext<'a> {
     pub app_ports: &'a BTreeMap<String, u16>,
     /// What tells this run apart from the workload's earlier ones (see [`run_name`]).
     pub attempt: &'a str,
+    /// The MPS daemon of each GPU in the `mps` sharing mode that this run holds a share of, answering
+    /// (the launch ensured it before building the spec).
+    pub mps: &'a BTreeMap<String, MpsEndpoint>,
+}
+
+/// Where a member holding a share of an MPS GPU finds its daemon's pipe directory
+/// (`CUDA_MPS_PIPE_DIRECTORY`); its `/dev/shm` is the daemon's shared memory.
+pub const MPS_PIPE_TARGET: &str = "/run/gpuhub/mps";
+
+/// The mounts and variables of a member holding a share of `gpu`, when it is an MPS GPU whose daemon
+/// answers: its pipe directory (read-write: clients create their sockets there) and its shared memory
+/// as `/dev/shm` (instead of the container's own), so the container's CUDA reaches the daemon without
+/// the host's IPC. The share's limits are in [`share_env`].
+fn mps_client(gpu: Option<&str>, cx: &SpecContext<'_>) -> (Vec<Mount>, Option<(String, String)>) {
+    let Some(ep) = gpu.filter(|u| is_mps_gpu(cx.nodes, u)).and_then(|u| cx.mps.get(u)) else {
+        return (Vec::new(), None);
+    };
+    let bind = |source: &std::path::Path, target: &str| Mount {
+        source: source.display().to_string(),
+        target: target.to_owned(),
+        read_only: false,
+        nfs: None,
+    };
+    let mounts = vec![bind(&ep.pipe_dir, MPS_PIPE_TARGET), bind(&ep.shm_dir, "/dev/shm")];
+    (mounts, Some(("CUDA_MPS_PIPE_DIRECTORY".to_owned(), MPS_PIPE_TARGET.to_owned())))
 }
 
 /// Where the GPU-sharing library is mounted in a container, and what the preload file names.
@@ -139,6 +165,13 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
                 .first()
                 .and_then(|u| cx.nodes.iter().flat_map(|n| &n.gpus).find(|g| &g.uuid == u))
                 .map(|g| g.memory.0);
+            let mut env = share_env(w, gpu_memory);
+            let share_of = match &gpus {
+                GpuGrant::Share { uuid, .. } => uuid.as_deref(),
+                _ => None,
+            };
+            let (mounts, mps_env) = mps_client(share_of, cx);
+            env.extend(mps_env);
             MemberSpec {
                 index,
                 hostname: hostname(w, index),
@@ -146,7 +179,8 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
                 cpu_milli: w.resources.cpu_milli.0,
                 memory_bytes: w.resources.memory.0,
                 gpus,
-                env: share_env(w, gpu_memory),
+                env,
+                mounts,
             }
         })
         .collect::<Vec<_>>();

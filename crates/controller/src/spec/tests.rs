@@ -1,6 +1,9 @@
 use super::*;
+use gpuhub_core::node::GpuSharing;
 use gpuhub_core::workload::{AppSpec, Member, Resources, WorkloadState};
 use gpuhub_core::{Bytes, CpuMilli, Seconds};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 fn workload(gpus: &[&str]) -> Workload {
     let t = chrono::DateTime::from_timestamp(0, 0).unwrap();
@@ -48,8 +51,11 @@ fn cx<'a>(nodes: &'a [NodeCapacity], ports: &'a BTreeMap<String, u16>) -> SpecCo
         share_library: None,
         app_ports: ports,
         attempt: "r1",
+        mps: &NO_MPS,
     }
 }
+
+static NO_MPS: BTreeMap<String, MpsEndpoint> = BTreeMap::new();
 
 #[test]
 fn one_member_as_the_owner_with_its_home_and_placed_gpu() {
@@ -126,4 +132,76 @@ fn apps_learn_their_ports() {
     let assigned = BTreeMap::from([("lab".to_owned(), 20001)]);
     let s = run_spec(&w, &cx(&n, &assigned));
     assert_eq!((s.env["GPUHUB_PORT_LAB"].as_str(), s.ports.as_slice()), ("20001", &[20001, 6006][..]));
+}
+
+/// Nodes whose GPU 0 shares in `zero`'s mode and GPU 1 in `one`'s.
+fn shared_nodes(zero: Option<GpuSharing>, one: Option<GpuSharing>) -> Vec<NodeCapacity> {
+    let mut n = nodes();
+    n[0].gpus[0].sharing = zero;
+    n[0].gpus[1].sharing = one;
+    n
+}
+
+fn endpoint(uuid: &str) -> MpsEndpoint {
+    MpsEndpoint {
+        pipe_dir: PathBuf::from(format!("/run/gpuhub/mps/{uuid}/pipe")),
+        shm_dir: PathBuf::from(format!("/run/gpuhub/mps/{uuid}/shm")),
+    }
+}
+
+/// A share of 250 milli-GPU and 10 GiB, one member per GPU named.
+fn share(gpus: &[&str]) -> Workload {
+    let mut w = workload(&[]);
+    w.resources.gpu_milli = 250;
+    w.resources.gpu_memory = Some(Bytes(10 << 30));
+    w.size = gpus.len() as u32;
+    w.members = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| Member { node: Some("n".into()), gpus: vec![g.to_string()], ..Member::pending(i as u32) })
+        .collect();
+    w
+}
+
+#[test]
+fn an_mps_share_mounts_its_gpus_daemon_into_its_own_member() {
+    let (n, p) = (shared_nodes(Some(GpuSharing::Mps), Some(GpuSharing::Mps)), BTreeMap::new());
+    let mps = BTreeMap::from([("GPU-0".to_owned(), endpoint("GPU-0")), ("GPU-1".to_owned(), endpoint("GPU-1"))]);
+    // a gang whose members hold shares of different GPUs: each reaches its own GPU's daemon
+    let w = share(&["GPU-0", "GPU-1"]);
+    assert_eq!(crate::mps::mps_shares(&w, &n), BTreeSet::from(["GPU-0".to_owned(), "GPU-1".to_owned()]));
+    let s = run_spec(&w, &SpecContext { mps: &mps, ..cx(&n, &p) });
+    for (m, gpu) in s.members.iter().zip(["GPU-0", "GPU-1"]) {
+        let mounts: Vec<_> = m.mounts.iter().map(|x| (x.source.as_str(), x.target.as_str(), x.read_only)).collect();
+        let (pipe, shm) = (format!("/run/gpuhub/mps/{gpu}/pipe"), format!("/run/gpuhub/mps/{gpu}/shm"));
+        assert_eq!(mounts, [(pipe.as_str(), MPS_PIPE_TARGET, false), (shm.as_str(), "/dev/shm", false)]);
+        assert_eq!(m.env["CUDA_MPS_PIPE_DIRECTORY"], MPS_PIPE_TARGET);
+        assert_eq!(m.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=10240M");
+        assert_eq!(m.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "25");
+    }
+    // the run's own mounts (every member's) carry none of it
+    assert!(s.mounts.iter().all(|m| m.target != "/dev/shm" && m.target != MPS_PIPE_TARGET));
+    assert!(!s.env.contains_key("CUDA_MPS_PIPE_DIRECTORY"));
+}
+
+#[test]
+fn guard_shares_and_whole_gpus_get_no_mps() {
+    let p = BTreeMap::new();
+    let mps = BTreeMap::from([("GPU-0".to_owned(), endpoint("GPU-0")), ("GPU-1".to_owned(), endpoint("GPU-1"))]);
+    // a share of a GPU in the guard mode, or of one whose mode is unresolved
+    for sharing in [Some(GpuSharing::Guard), Some(GpuSharing::Unenforced), None] {
+        let n = shared_nodes(sharing, sharing);
+        let w = share(&["GPU-0"]);
+        assert!(crate::mps::mps_shares(&w, &n).is_empty());
+        let s = run_spec(&w, &SpecContext { mps: &mps, ..cx(&n, &p) });
+        let m = &s.members[0];
+        assert!(m.mounts.is_empty() && !m.env.contains_key("CUDA_MPS_PIPE_DIRECTORY"), "{sharing:?}: {m:?}");
+        assert_eq!(m.env["GPUHUB_GPU_MILLI"], "250", "the share's limits are still told");
+    }
+    // a whole GPU in the mps mode is no MPS client
+    let n = shared_nodes(Some(GpuSharing::Mps), Some(GpuSharing::Mps));
+    let w = workload(&["GPU-1"]);
+    assert!(crate::mps::mps_shares(&w, &n).is_empty());
+    let s = run_spec(&w, &SpecContext { mps: &mps, ..cx(&n, &p) });
+    assert!(s.members[0].mounts.is_empty() && !s.members[0].env.contains_key("CUDA_MPS_PIPE_DIRECTORY"));
 }
