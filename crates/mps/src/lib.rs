@@ -49,8 +49,9 @@ pub const CONTROL_PIPE: &str = "control";
 
 /// Where a daemon's files live: `<root>/<uuid>/{pipe,log,shm}`, one directory per GPU.
 ///
-/// MPS servers run as their clients' users and must reach these directories, so `root` and every
-/// directory above it must be searchable by all (`/run/gpuhub/mps`, not inside the 0700 data directory).
+/// MPS servers run as their clients' users and must reach these directories, so every directory above
+/// `root` must be searchable by all (`/run/gpuhub/mps`, not inside the 0700 data directory); a daemon
+/// under a closed one is refused with [`MpsError::Unreachable`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MpsDirs {
     /// The directory holding one directory per GPU.
@@ -188,6 +189,19 @@ pub enum MpsError {
         uuid: String,
         /// Why.
         reason: String,
+    },
+    /// A directory above the root is closed to other users, so MPS servers (run as their clients'
+    /// users) could not reach their pipe directory.
+    #[error(
+        "MPS servers run as their clients' users and cannot reach {}: {} is not searchable by others; put the MPS directory elsewhere (e.g. /run/gpuhub/mps)",
+        root.display(),
+        closed.display()
+    )]
+    Unreachable {
+        /// The configured root.
+        root: PathBuf,
+        /// The directory above it without search permission for others.
+        closed: PathBuf,
     },
     /// The daemon is being stopped (the supervisor shuts down).
     #[error("the MPS daemon of GPU {uuid} is stopping")]

@@ -28,14 +28,23 @@ fn executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Makes GPU `uuid`'s directories: the GPU's, its pipe and log directories 0755 (root's daemon writes
-/// them; users' MPS servers and clients must reach them), its `shm` 1777 like every `/dev/shm`.
+/// Makes GPU `uuid`'s directories. The daemon starts each MPS server as its client's user, and that
+/// server opens the pipe directory's `log` and connects to its `control` socket, so every directory
+/// above the pipe directory must be searchable by all (a 0700 one makes each server exit at once, and
+/// the control daemon retry in vain) and the pipe directory writable by all: the root and the GPU's
+/// directory 0755, the pipe directory 1777 (sticky: nobody removes another's socket), the log
+/// directory 0755 (only the root daemon writes there), `shm` 1777 like every `/dev/shm`.
 pub(crate) fn make_dirs(config: &MpsConfig, uuid: &str) -> Result<(), MpsError> {
     let d = &config.dirs;
+    if let Some(closed) =
+        d.root.ancestors().skip(1).find(|a| std::fs::metadata(a).is_ok_and(|m| m.permissions().mode() & 0o001 == 0))
+    {
+        return Err(MpsError::Unreachable { root: d.root.clone(), closed: closed.to_owned() });
+    }
     let made = [
         (d.root.clone(), 0o755),
         (d.gpu_dir(uuid), 0o755),
-        (d.pipe_dir(uuid), 0o755),
+        (d.pipe_dir(uuid), 0o1777),
         (d.log_dir(uuid), 0o755),
         (d.shm_dir(uuid), 0o1777),
     ];

@@ -42,6 +42,8 @@ struct Fixture {
 impl Fixture {
     fn new() -> Result<Self> {
         let tmp = tempfile::tempdir()?;
+        // MPS servers run as their clients' users: the directories above the root are open to them
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))?;
         let record = tmp.path().join("record.log");
         let program = tmp.path().join("bin").join("nvidia-cuda-mps-control");
         std::fs::create_dir_all(program.parent().unwrap())?;
@@ -125,7 +127,7 @@ async fn one_daemon_per_gpu_with_its_own_environment() -> Result<()> {
     assert!(f.record().contains("client get_server_list gpu=GPU-a"), "{}", f.record());
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode(&a.shm_dir), 0o1777);
-    assert_eq!(mode(&a.pipe_dir), 0o755);
+    assert_eq!(mode(&a.pipe_dir), 0o1777, "users' MPS servers open their log and sockets there");
     let h = sup.health();
     assert_eq!(
         h.iter().map(|d| (d.uuid.as_str(), d.running, d.restarts)).collect::<Vec<_>>(),
@@ -189,6 +191,21 @@ async fn a_missing_program_is_a_clear_error() -> Result<()> {
     let e = on_path.ensure("GPU-a").await.unwrap_err().to_string();
     assert!(e.contains("gpuhub-test-no-mps-control was not found on PATH"), "{e}");
     assert!(sup.ensure("../etc").await.unwrap_err().to_string().contains("is not a GPU uuid"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_root_that_users_cannot_reach_is_refused() -> Result<()> {
+    let f = Fixture::new()?;
+    // like a root inside the 0700 data directory
+    let closed = f.root.parent().unwrap().join("data");
+    std::fs::create_dir(&closed)?;
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700))?;
+    let sup = Supervisor::new(MpsConfig { dirs: gpuhub_mps::MpsDirs::new(closed.join("mps")), ..f.config() });
+    let e = sup.ensure("GPU-a").await.unwrap_err().to_string();
+    assert!(e.contains(&format!("{} is not searchable by others", closed.display())), "{e}");
+    assert!(f.daemon_lines().is_empty(), "no daemon started: {}", f.record());
+    sup.shutdown().await;
     Ok(())
 }
 
