@@ -20,7 +20,13 @@ pub fn cluster(nodes: &[NodeCapacity]) -> Cluster {
                 gpus: node
                     .gpus
                     .iter()
-                    .map(|g| Gpu { uuid: g.uuid.clone(), index: g.index, model: g.model.clone(), memory: g.memory.0, single_user: g.sharing == Some(GpuSharing::Mps) })
+                    .map(|g| Gpu {
+                        uuid: g.uuid.clone(),
+                        index: g.index,
+                        model: g.model.clone(),
+                        memory: g.memory.0,
+                        single_user: g.sharing == Some(GpuSharing::Mps),
+                    })
                     .collect(),
             })
             .collect(),

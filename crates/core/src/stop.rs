@@ -129,11 +129,9 @@ impl StopReason {
             StopReason::EngineFailure { detail, .. } => format!("engine failure: {detail}"),
             StopReason::OwnerDisabled { .. } => "owner's account disabled".to_owned(),
             StopReason::Idle { since, .. } => format!("idle GPUs since {}", since.format("%Y-%m-%d %H:%M UTC")),
-            StopReason::GpuMemoryExceeded { used, granted, .. } => format!(
-                "GPU memory {} exceeded its grant of {}",
-                crate::Bytes(*used),
-                crate::Bytes(*granted)
-            ),
+            StopReason::GpuMemoryExceeded { used, granted, .. } => {
+                format!("GPU memory {} exceeded its grant of {}", crate::Bytes(*used), crate::Bytes(*granted))
+            }
         }
     }
 

@@ -129,7 +129,14 @@ mod tests {
     use gpuhub_core::quantity::GIB;
 
     fn gpu(uuid: &str, index: u32) -> GpuDevice {
-        GpuDevice { uuid: uuid.into(), index, model: "H200".into(), memory: Bytes(141 * GIB), device: None, sharing: None }
+        GpuDevice {
+            uuid: uuid.into(),
+            index,
+            model: "H200".into(),
+            memory: Bytes(141 * GIB),
+            device: None,
+            sharing: None,
+        }
     }
 
     fn reason(gpus: Vec<GpuDevice>) -> (String, String) {

@@ -140,7 +140,14 @@ mod tests {
     use gpuhub_core::quantity::GIB;
 
     fn gpu(uuid: &str, index: u32, model: &str, gib: u64) -> GpuDevice {
-        GpuDevice { uuid: uuid.into(), index, model: model.into(), memory: Bytes(gib * GIB), device: None, sharing: None }
+        GpuDevice {
+            uuid: uuid.into(),
+            index,
+            model: model.into(),
+            memory: Bytes(gib * GIB),
+            device: None,
+            sharing: None,
+        }
     }
 
     fn fake() -> FakeGpuSampler {

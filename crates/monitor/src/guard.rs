@@ -212,7 +212,12 @@ mod tests {
         let grants = HashMap::from([("w1".to_owned(), 10 * GIB), ("w2".to_owned(), 10 * GIB)]);
         let mut t = GuardTracker::default();
         // w1 at its grant is fine; w2 above it is warned
-        let a = t.observe(&rule, &snap(vec![member("w1", 0, Some(10 * GIB)), member("w2", 0, Some(12 * GIB))]), &grants, at(0));
+        let a = t.observe(
+            &rule,
+            &snap(vec![member("w1", 0, Some(10 * GIB)), member("w2", 0, Some(12 * GIB))]),
+            &grants,
+            at(0),
+        );
         assert_eq!(
             a,
             vec![GuardAction::Warn {

@@ -17,7 +17,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn gpu(i: u32) -> GpuDevice {
-    GpuDevice { uuid: format!("GPU-{i}"), index: i, model: "H200".into(), memory: Bytes(141 << 30), device: None, sharing: None }
+    GpuDevice {
+        uuid: format!("GPU-{i}"),
+        index: i,
+        model: "H200".into(),
+        memory: Bytes(141 << 30),
+        device: None,
+        sharing: None,
+    }
 }
 
 fn spec(name: &str) -> RunSpec {

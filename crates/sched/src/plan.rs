@@ -628,9 +628,7 @@ impl<'a> Pass<'a> {
         if blocked == 0 {
             return String::new();
         }
-        format!(
-            "; {blocked} MPS GPU(s) with room hold another user's shares (an MPS GPU serves one user at a time)"
-        )
+        format!("; {blocked} MPS GPU(s) with room hold another user's shares (an MPS GPU serves one user at a time)")
     }
 
     /// A message for a workload that does not fit now.

@@ -18,7 +18,13 @@ fn arb_cluster() -> impl Strategy<Value = Cluster> {
                 memory: cpu * (16 << 30),
                 labels: BTreeMap::from([("rack".to_string(), format!("r{}", i % 2))]),
                 gpus: (0..g)
-                    .map(|k| Gpu { uuid: format!("n{i}-g{k}"), index: k, model: model.into(), memory: 40 << 30, single_user: false })
+                    .map(|k| Gpu {
+                        uuid: format!("n{i}-g{k}"),
+                        index: k,
+                        model: model.into(),
+                        memory: 40 << 30,
+                        single_user: false,
+                    })
                     .collect(),
             })
             .collect(),

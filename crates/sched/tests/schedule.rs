@@ -9,7 +9,13 @@ fn node(name: &str, gpus: u32) -> Node {
         memory: 256 << 30,
         labels: Default::default(),
         gpus: (0..gpus)
-            .map(|i| Gpu { uuid: format!("{name}-GPU-{i}"), index: i, model: "H200".into(), memory: 141 << 30, single_user: false })
+            .map(|i| Gpu {
+                uuid: format!("{name}-GPU-{i}"),
+                index: i,
+                model: "H200".into(),
+                memory: 141 << 30,
+                single_user: false,
+            })
             .collect(),
     }
 }

@@ -76,7 +76,8 @@ pub fn grant(w: &Workload, nodes: &[NodeCapacity]) -> Option<u64> {
 pub async fn run(st: AppState, stop: impl std::future::Future<Output = ()>) {
     tokio::pin!(stop);
     let mut rounds = st.metrics.rounds();
-    let rule = GuardRule { grace: TimeDelta::seconds(i64::try_from(st.config.guard.grace_secs).unwrap_or(i64::MAX / 1000)) };
+    let rule =
+        GuardRule { grace: TimeDelta::seconds(i64::try_from(st.config.guard.grace_secs).unwrap_or(i64::MAX / 1000)) };
     loop {
         tokio::select! {
             () = &mut stop => return,
@@ -98,8 +99,7 @@ async fn round(st: &AppState, rule: &GuardRule) -> Result<(), gpuhub_store::Stor
     let nodes = st.controller.inventory().capacities();
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) };
     let running = st.store.list_workloads(&filter).await?;
-    let grants: HashMap<String, u64> =
-        running.iter().filter_map(|w| Some((w.id.clone(), grant(w, &nodes)?))).collect();
+    let grants: HashMap<String, u64> = running.iter().filter_map(|w| Some((w.id.clone(), grant(w, &nodes)?))).collect();
     let actions = {
         let mut tracker = st.guard.tracker.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         tracker.observe(rule, &snapshot, &grants, now)

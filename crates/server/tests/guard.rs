@@ -85,11 +85,18 @@ async fn a_share_over_its_gpu_memory_grant_is_warned_then_stopped_with_its_figur
     sampler.set(&gpu, 90.0, Bytes(15 * GIB));
     sampler.set_processes(
         &gpu,
-        vec![GpuProcess { pid: 4001, memory_used: Bytes(12 * GIB) }, GpuProcess { pid: 4002, memory_used: Bytes(3 * GIB) }],
+        vec![
+            GpuProcess { pid: 4001, memory_used: Bytes(12 * GIB) },
+            GpuProcess { pid: 4002, memory_used: Bytes(3 * GIB) },
+        ],
     );
     let v = until_round(&hub, &alice, "big", |v| v["gpu_guard"].is_array()).await;
     let g = &v["gpu_guard"][0];
-    assert_eq!((g["member"].as_u64(), g["used_bytes"].as_u64(), g["granted_bytes"].as_u64()), (Some(0), Some(12 * GIB), Some(10 * GIB)), "{v}");
+    assert_eq!(
+        (g["member"].as_u64(), g["used_bytes"].as_u64(), g["granted_bytes"].as_u64()),
+        (Some(0), Some(12 * GIB), Some(10 * GIB)),
+        "{v}"
+    );
     let stop_at: DateTime<Utc> = g["stop_at"].as_str().unwrap().parse().unwrap();
     assert!(stop_at >= t0 + TimeDelta::seconds(30), "{v}");
     assert_eq!(v["state"], "running", "warned, not stopped yet: {v}");

@@ -182,7 +182,13 @@ fn cluster(nodes: usize, g: u32) -> Cluster {
                 memory: u64::from(g) * (64 << 30),
                 labels: Default::default(),
                 gpus: (0..g)
-                    .map(|k| Gpu { uuid: format!("n{i:04}-{k}"), index: k, model: "P100".into(), memory: 16 << 30, single_user: false })
+                    .map(|k| Gpu {
+                        uuid: format!("n{i:04}-{k}"),
+                        index: k,
+                        model: "P100".into(),
+                        memory: 16 << 30,
+                        single_user: false,
+                    })
                     .collect(),
             })
             .collect(),

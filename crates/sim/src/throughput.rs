@@ -69,7 +69,13 @@ pub fn cluster(nodes: usize, g: u32) -> Cluster {
                 memory: u64::from(g.max(1)) * (128 << 30),
                 labels: Default::default(),
                 gpus: (0..g)
-                    .map(|k| Gpu { uuid: format!("node-{i:05}/{k}"), index: k, model: "H100".into(), memory: 80 << 30, single_user: false })
+                    .map(|k| Gpu {
+                        uuid: format!("node-{i:05}/{k}"),
+                        index: k,
+                        model: "H100".into(),
+                        memory: 80 << 30,
+                        single_user: false,
+                    })
                     .collect(),
             })
             .collect(),

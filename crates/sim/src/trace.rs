@@ -45,7 +45,13 @@ pub fn read_nodes(path: &Path) -> Result<Cluster, SimError> {
         }
         nodes.push(Node {
             gpus: (0..gpus)
-                .map(|i| Gpu { uuid: format!("{name}/{i}"), index: i, model: model.clone(), memory: 0, single_user: false })
+                .map(|i| Gpu {
+                    uuid: format!("{name}/{i}"),
+                    index: i,
+                    model: model.clone(),
+                    memory: 0,
+                    single_user: false,
+                })
                 .collect(),
             name,
             cpu_milli: cpu,

@@ -51,7 +51,13 @@ fn cluster() -> Cluster {
                 memory: 256 << 30,
                 labels: Default::default(),
                 gpus: (0..8)
-                    .map(|k| Gpu { uuid: format!("n{i}-{k}"), index: k, model: "V100".into(), memory: 16 << 30, single_user: false })
+                    .map(|k| Gpu {
+                        uuid: format!("n{i}-{k}"),
+                        index: k,
+                        model: "V100".into(),
+                        memory: 16 << 30,
+                        single_user: false,
+                    })
                     .collect(),
             })
             .collect(),

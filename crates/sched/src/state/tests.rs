@@ -37,7 +37,13 @@ fn wholly_free_counts_follow_every_change() {
                 memory: 128 << 30,
                 labels: Default::default(),
                 gpus: (0..1 + i % 4)
-                    .map(|k| Gpu { uuid: format!("n{i}-{k}"), index: k, model: "A".into(), memory: 40 << 30, single_user: false })
+                    .map(|k| Gpu {
+                        uuid: format!("n{i}-{k}"),
+                        index: k,
+                        model: "A".into(),
+                        memory: 40 << 30,
+                        single_user: false,
+                    })
                     .collect(),
             })
             .collect(),

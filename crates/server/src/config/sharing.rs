@@ -127,7 +127,10 @@ mod tests {
         .unwrap();
         let mut found = vec![gpu("GPU-a", 0, None), gpu("GPU-b", 1, None)];
         cfg.resolve_sharing(&mut found, true);
-        assert_eq!(found.iter().map(|g| g.sharing).collect::<Vec<_>>(), [Some(GpuSharing::Guard), Some(GpuSharing::Mps)]);
+        assert_eq!(
+            found.iter().map(|g| g.sharing).collect::<Vec<_>>(),
+            [Some(GpuSharing::Guard), Some(GpuSharing::Mps)]
+        );
         // NVML names GPUs by UUIDs the file may not know: the index matches then
         let mut nvml = vec![gpu("GPU-real-0", 0, None), gpu("GPU-real-1", 1, None)];
         cfg.resolve_sharing(&mut nvml, true);

@@ -19,7 +19,12 @@ pub fn write(x: &mut Exposition, st: &AppState, nodes: &[NodeCapacity], running:
             let mode = g.sharing.unwrap_or(gpuhub_core::node::GpuSharing::Unenforced);
             let index = g.index.to_string();
             for m in gpuhub_core::node::GpuSharing::ALL {
-                let labels = [("gpu", index.as_str()), ("UUID", g.uuid.as_str()), ("Hostname", n.name.as_str()), ("mode", m.as_str())];
+                let labels = [
+                    ("gpu", index.as_str()),
+                    ("UUID", g.uuid.as_str()),
+                    ("Hostname", n.name.as_str()),
+                    ("mode", m.as_str()),
+                ];
                 f.sample(&labels, if m == mode { 1.0 } else { 0.0 });
             }
         }
