@@ -101,6 +101,17 @@ async fn a_share_over_its_gpu_memory_grant_is_warned_then_stopped_with_its_figur
     assert!(stop_at >= t0 + TimeDelta::seconds(30), "{v}");
     assert_eq!(v["state"], "running", "warned, not stopped yet: {v}");
     assert!(hub.get(&bob, "small").await.get("gpu_guard").is_none());
+    // the portal says so: the Nodes page marks her share over its grant and shows the GPU's mode, her
+    // workloads page carries the warning
+    let nodes = page(&hub, "alice", "/nodes").await;
+    assert!(
+        nodes.contains("alice/big 0.5 (10GiB<strong class=\"over\">, uses 12GiB: over its grant</strong>)"),
+        "{nodes}"
+    );
+    assert!(nodes.contains("bob/small 0.25 (4GiB, uses 3GiB)"), "{nodes}");
+    assert!(nodes.contains(">guard</td>"), "{nodes}");
+    let list = page(&hub, "alice", "/workloads").await;
+    assert!(list.contains("uses 12GiB of GPU memory, above its grant of 10GiB; stopped at"), "{list}");
 
     // past the grace, still over: stopped, a job failed by the guard, with its figures
     clock.set(stop_at + TimeDelta::seconds(1));
@@ -176,6 +187,19 @@ async fn shares_of_none_gpus_and_whole_gpus_are_not_guarded() {
     let line = "gpuhub_gpu_sharing_mode{gpu=\"0\",UUID=\"GPU-fake-0\",Hostname=\"test-node\",mode=\"none\"} 1";
     assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     assert!(!text.contains("gpuhub_share_gpu_memory_granted_bytes{"), "a share of a none GPU has no grant series");
+}
+
+/// A portal page as `user` (made by `Hub::user`) sees it.
+async fn page(hub: &Hub, user: &str, path: &str) -> String {
+    let password = format!("{user}-password");
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&json!({"username": user, "password": password}));
+    let r = r.send().await.unwrap();
+    assert!(r.status().is_success(), "login as {user}");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let r = hub.http.get(format!("{}{path}", hub.url)).header("cookie", cookie).header("sec-fetch-mode", "navigate");
+    let r = r.send().await.unwrap();
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+    r.text().await.unwrap()
 }
 
 /// `/metrics`, as a scraper on loopback reads it.

@@ -50,6 +50,13 @@ pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> 
         Ok(v) => v,
         Err(e) => return api_error_page(e),
     };
+    // what each share's processes use now (the monitor's last round), by `owner/name`
+    let snapshot = st.metrics.get();
+    let used: std::collections::HashMap<(&str, &str), u64> = snapshot
+        .members
+        .iter()
+        .filter_map(|m| Some(((m.owner.as_str(), m.workload.as_str()), m.gpu_memory_used?)))
+        .collect();
     let body = html! {
         h1 { "Nodes" }
         @for n in &views {
@@ -75,7 +82,14 @@ pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> 
                                         @for (i, s) in g.shares.iter().enumerate() {
                                             @if i > 0 { ", " }
                                             (s.owner) "/" (s.workload) " " (format!("{}", f64::from(s.milli) / 1000.0))
-                                            @if let Some(m) = s.memory { " (" (m) ")" }
+                                            @let granted = s.memory.map_or(g.memory.0 / 1000 * u64::from(s.milli), |m| m.0);
+                                            " (" (gpuhub_core::Bytes(granted))
+                                            @if let Some(u) = used.get(&(s.owner.as_str(), s.workload.as_str())) {
+                                                @if *u > granted && g.sharing.is_some_and(|m| m != gpuhub_core::node::GpuSharing::Unenforced) {
+                                                    strong.over { ", uses " (gpuhub_core::Bytes(*u)) ": over its grant" }
+                                                } @else { ", uses " (gpuhub_core::Bytes(*u)) }
+                                            }
+                                            ")"
                                         }
                                     }
                                 }

@@ -145,7 +145,7 @@ fn queue(q: &str) -> &str {
 }
 
 /// Why a workload is where it is, in a line: a queued one's obstacle, position and estimated start; an
-/// interrupted one's cause; an idle one's warning.
+/// interrupted one's cause; the GPU memory guard's warning; an idle one's warning.
 fn why(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
     html! {
         @if let Some(e) = &v.explanation {
@@ -156,6 +156,10 @@ fn why(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
             }
         } @else if let Some(i) = &v.interruption {
             span.why { " — " (i.reason) @if let Some(d) = &i.detail { ": " (d) } }
+        } @else if let Some(g) = v.gpu_guard.first() {
+            span.why.guard { " — uses " (gpuhub_core::Bytes(g.used_bytes)) " of GPU memory, above its grant of "
+                (gpuhub_core::Bytes(g.granted_bytes)) "; stopped at " (g.stop_at.format("%Y-%m-%d %H:%M:%S UTC"))
+                " unless it frees memory" }
         } @else if let Some(idle) = &v.idle {
             span.why { " — GPUs idle since " (idle.since.format("%Y-%m-%d %H:%M UTC"))
                 @if let Some(at) = idle.stop_at { "; stopped at " (at.format("%Y-%m-%d %H:%M UTC")) " unless used" } }
