@@ -25,7 +25,9 @@
 //! stops the daemons of GPUs that no longer hold MPS shares (`echo quit | nvidia-cuda-mps-control` with
 //! the daemon's environment, then a kill after [`MpsConfig::stop_timeout`]). A daemon left running by an
 //! earlier gpuhub (its pid file names a live process and it answers) is adopted and watched by its pid
-//! rather than started twice. [`Supervisor::health`] reports each daemon.
+//! rather than started twice; [`Supervisor::detach`] leaves every daemon running when gpuhub exits, so
+//! work running through one keeps its MPS server across a restart (a daemon's own output goes to
+//! [`OUTPUT_FILE`] in its log directory, not to gpuhub). [`Supervisor::health`] reports each daemon.
 //!
 //! Everything here runs programs (`nvidia-cuda-mps-control`, `unshare`, `mount`), so its tests use a
 //! fake `nvidia-cuda-mps-control` written by the test; `gpuhub gpu-check` exercises the real one.
@@ -33,6 +35,7 @@
 mod process;
 mod supervisor;
 
+pub use process::OUTPUT_FILE;
 pub use supervisor::Supervisor;
 
 use std::path::{Path, PathBuf};

@@ -5,9 +5,8 @@ use crate::{CONTROL_PIPE, MpsConfig, MpsError, PID_FILE, daemon_env, io_error};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
 /// Finds `program`: a path is taken as it is, a bare name is looked up on `PATH`. Either must be an
@@ -187,12 +186,13 @@ pub(crate) async fn command(
     Ok(stdout)
 }
 
-/// The last line a daemon printed, kept for the error when it exits.
-pub(crate) type LastLine = Arc<Mutex<String>>;
+/// The file in the log directory that takes the daemon's own output (a file, not a pipe to gpuhub, so
+/// a daemon left running when gpuhub exits goes on writing).
+pub const OUTPUT_FILE: &str = "daemon.out";
 
 /// Starts GPU `uuid`'s control daemon in the foreground: directly, or with a private mount namespace
-/// whose `/dev/shm` is the GPU's tmpfs. Its output goes to the log, its last line to `last`.
-pub(crate) fn spawn_daemon(config: &MpsConfig, program: &Path, uuid: &str, last: &LastLine) -> Result<Child, String> {
+/// whose `/dev/shm` is the GPU's tmpfs. Its output is appended to [`OUTPUT_FILE`] in its log directory.
+pub(crate) fn spawn_daemon(config: &MpsConfig, program: &Path, uuid: &str) -> Result<Child, String> {
     let mut cmd = if config.private_shm {
         let mut c = Command::new(&config.unshare);
         c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
@@ -206,32 +206,39 @@ pub(crate) fn spawn_daemon(config: &MpsConfig, program: &Path, uuid: &str, last:
         c.arg("-f");
         c
     };
-    let mut child = cmd
-        .envs(daemon_env(&config.dirs, uuid))
+    let path = config.dirs.log_dir(uuid).join(OUTPUT_FILE);
+    let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
+    let (out, err) =
+        open().and_then(|f| Ok((f.try_clone()?, f))).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    cmd.envs(daemon_env(&config.dirs, uuid))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(out)
+        .stderr(err)
+        // killed when dropped before it answered; a detached supervisor forgets it instead
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
             let what = if config.private_shm { &config.unshare } else { program };
             format!("cannot run {}: {e}", what.display())
-        })?;
-    let outputs: [Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>; 2] =
-        [child.stdout.take().map(|o| Box::new(o) as _), child.stderr.take().map(|o| Box::new(o) as _)];
-    for out in outputs.into_iter().flatten() {
-        let (last, gpu) = (last.clone(), uuid.to_owned());
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(out).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(gpu = %gpu, "mps daemon: {line}");
-                if let Ok(mut l) = last.lock() {
-                    *l = line;
-                }
-            }
-        });
-    }
-    Ok(child)
+        })
+}
+
+/// How long the daemon's [`OUTPUT_FILE`] is now: where what a daemon started next writes begins.
+pub(crate) fn output_len(config: &MpsConfig, uuid: &str) -> u64 {
+    std::fs::metadata(config.dirs.log_dir(uuid).join(OUTPUT_FILE)).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The last line written to the daemon's [`OUTPUT_FILE`] after byte `from` (read from at most its
+/// last 4 KiB).
+pub(crate) fn last_output(config: &MpsConfig, uuid: &str, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(config.dirs.log_dir(uuid).join(OUTPUT_FILE)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(4096).max(from))).ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
+    text.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(str::to_owned)
 }
 
 /// Whether process `pid` exists and has not exited (a zombie waiting for its parent has).
@@ -262,14 +269,16 @@ pub(crate) fn kill(pid: u32) {
     }
 }
 
-/// How an exit reads in an error.
-pub(crate) fn describe_exit(status: std::io::Result<ExitStatus>, last: &LastLine) -> String {
-    let said = last.lock().map(|l| l.clone()).unwrap_or_default();
+/// How an exit reads in an error, with the last thing the daemon said.
+pub(crate) fn describe_exit(status: std::io::Result<ExitStatus>, said: Option<String>) -> String {
     let status = match status {
         Ok(s) => s.to_string(),
         Err(e) => format!("cannot be waited for: {e}"),
     };
-    if said.is_empty() { format!("the daemon {status}") } else { format!("the daemon {status}; it said: {said}") }
+    match said {
+        Some(said) => format!("the daemon {status}; it said: {said}"),
+        None => format!("the daemon {status}"),
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! [`Supervisor`]: one task per GPU that starts its daemon, waits on it, starts it again when it exits,
 //! and stops it when told.
 
-use crate::process::{self, LastLine};
+use crate::process;
 use crate::{MpsConfig, MpsEndpoint, MpsError, MpsHealth, check_uuid};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::process::Child;
@@ -48,6 +49,8 @@ struct Inner {
     stopping: Mutex<BTreeMap<String, JoinHandle<()>>>,
     /// Bumped whenever a daemon's health changes.
     changes: watch::Sender<u64>,
+    /// Daemons told to stop are left running ([`Supervisor::detach`]).
+    detached: AtomicBool,
 }
 
 /// Runs and supervises one MPS control daemon per GPU (see the crate's documentation). Cheap to clone;
@@ -64,8 +67,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Supervisor {
     /// A supervisor running daemons as `config` says; it starts none until asked.
     pub fn new(config: MpsConfig) -> Self {
-        let inner =
-            Inner { config, daemons: Mutex::default(), stopping: Mutex::default(), changes: watch::Sender::new(0) };
+        let inner = Inner {
+            config,
+            daemons: Mutex::default(),
+            stopping: Mutex::default(),
+            changes: watch::Sender::new(0),
+            detached: AtomicBool::new(false),
+        };
         Self { inner: Arc::new(inner) }
     }
 
@@ -166,6 +174,14 @@ impl Supervisor {
         self.inner.changes.subscribe()
     }
 
+    /// Stops supervising and leaves every daemon running, with its directories and shared memory, for
+    /// the next gpuhub to adopt: work running through it keeps its MPS server across a restart of
+    /// gpuhub. What the server does when it exits; [`Supervisor::shutdown`] stops them instead.
+    pub async fn detach(&self) {
+        self.inner.detached.store(true, Ordering::SeqCst);
+        self.shutdown().await;
+    }
+
     /// Stops every daemon and waits until they are gone.
     pub async fn shutdown(&self) {
         self.retain(&BTreeSet::new());
@@ -193,7 +209,11 @@ impl Supervisor {
 /// A daemon that answers.
 enum Running {
     /// This process's child.
-    Child { child: Child, last: LastLine },
+    Child {
+        child: Child,
+        /// Where its output begins in the output file.
+        from: u64,
+    },
     /// Found running, started by an earlier gpuhub: watched by its PID.
     Adopted(u32),
 }
@@ -243,7 +263,7 @@ impl Watch {
                     });
                     let mut running = running;
                     let exited = tokio::select! {
-                        why = wait(&mut running, c.adopted_poll) => why,
+                        why = wait(&mut running, &c, &self.uuid) => why,
                         _ = Self::stopped(&mut stop) => return self.finish(&c, Some(running)).await,
                     };
                     tracing::warn!(gpu = %self.uuid, "the MPS daemon exited: {exited}; starting it again");
@@ -282,8 +302,8 @@ impl Watch {
         if c.private_shm {
             process::mount_shm(c, uuid).await?;
         }
-        let last = LastLine::default();
-        let mut child = process::spawn_daemon(c, &program, uuid, &last)?;
+        let from = process::output_len(c, uuid);
+        let mut child = process::spawn_daemon(c, &program, uuid)?;
         let pid = child.id().unwrap_or_default();
         let answered = async {
             // the control pipe appears once it listens; the daemon's exit ends the wait early
@@ -292,23 +312,33 @@ impl Watch {
                 tokio::select! {
                     _ = tick.tick() => {}
                     status = child.wait() => {
-                        return Err(format!("{} before it answered", process::describe_exit(status, &last)));
+                        let said = process::last_output(c, uuid, from);
+                        return Err(format!("{} before it answered", process::describe_exit(status, said)));
                     }
                 }
             }
             process::command(c, &program, uuid, "get_server_list", c.stop_timeout).await.map(|_| ())
         };
         match tokio::time::timeout(c.start_timeout, answered).await {
-            Ok(Ok(())) => Ok((Running::Child { child, last }, pid)),
+            Ok(Ok(())) => Ok((Running::Child { child, from }, pid)),
             Ok(Err(why)) => Err(why),
             Err(_) => Err(format!("it did not answer within {} s", c.start_timeout.as_secs_f32())),
         }
         // a child that did not answer is killed as it is dropped
     }
 
-    /// Stops the daemon, if one runs: `quit`, then a kill once the stop timeout has passed.
+    /// Stops the daemon, if one runs: `quit`, then a kill once the stop timeout has passed. A detached
+    /// supervisor leaves it running instead, with its shared memory, for the next one to adopt.
     async fn finish(self, c: &MpsConfig, running: Option<Running>) {
         let uuid = self.uuid.as_str();
+        if self.inner.detached.load(Ordering::SeqCst) {
+            if let Some(Running::Child { child, .. }) = running {
+                // dropped, it would be killed (`kill_on_drop`); it must outlive this process instead
+                std::mem::forget(child);
+            }
+            tracing::info!(gpu = uuid, "leaving the MPS daemon running for the next gpuhub to adopt");
+            return self.set(Status::Stopped, |r| r.pid = None);
+        }
         if let Some(mut running) = running {
             let program = process::resolve_program(&c.program).map(|p| p.to_path_buf());
             let quit = match &program {
@@ -318,7 +348,7 @@ impl Watch {
             if let Err(e) = quit {
                 tracing::warn!(gpu = uuid, "the MPS daemon did not take quit: {e}");
             }
-            let gone = tokio::time::timeout(c.stop_timeout, wait(&mut running, c.adopted_poll)).await.is_ok();
+            let gone = tokio::time::timeout(c.stop_timeout, wait(&mut running, c, uuid)).await.is_ok();
             if !gone {
                 tracing::warn!(
                     gpu = uuid,
@@ -342,11 +372,14 @@ impl Watch {
 }
 
 /// Waits until a running daemon exits; says how.
-async fn wait(running: &mut Running, poll: Duration) -> String {
+async fn wait(running: &mut Running, c: &MpsConfig, uuid: &str) -> String {
     match running {
-        Running::Child { child, last } => process::describe_exit(child.wait().await, last),
+        Running::Child { child, from } => {
+            let status = child.wait().await;
+            process::describe_exit(status, process::last_output(c, uuid, *from))
+        }
         Running::Adopted(pid) => {
-            let mut tick = tokio::time::interval(poll);
+            let mut tick = tokio::time::interval(c.adopted_poll);
             while process::alive(*pid) {
                 tick.tick().await;
             }

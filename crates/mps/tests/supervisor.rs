@@ -254,6 +254,29 @@ async fn a_daemon_left_running_is_adopted_not_started_twice() -> Result<()> {
     Ok(())
 }
 
+#[tokio::test]
+async fn a_detached_supervisor_leaves_its_daemons_for_the_next_to_adopt() -> Result<()> {
+    let f = Fixture::new()?;
+    let first = Supervisor::new(f.config());
+    let ep = first.ensure("GPU-a").await?;
+    // gpuhub exits: the daemon goes on serving the work that runs through it
+    first.detach().await;
+    assert!(first.health().is_empty());
+    assert!(!f.record().contains("quit"), "{}", f.record());
+    assert!(
+        std::fs::read_to_string(f.root.join("GPU-a/pipe/nvidia-cuda-mps-control.pid"))?.trim() == ep.pid.to_string()
+    );
+    // the next gpuhub finds it answering and takes it over
+    let next = Supervisor::new(f.config());
+    let adopted = next.ensure("GPU-a").await?;
+    assert_eq!(adopted.pid, ep.pid);
+    assert!(next.health()[0].adopted);
+    assert_eq!(f.daemon_lines().len(), 1, "started once: {}", f.record());
+    next.shutdown().await;
+    assert!(f.record().contains("daemon quit gpu=GPU-a"), "{}", f.record());
+    Ok(())
+}
+
 /// As root, the daemon gets the GPU's own tmpfs as `/dev/shm`, in a namespace of its own: what it writes
 /// there appears in `<root>/<uuid>/shm`, not in the host's `/dev/shm`.
 #[tokio::test]
