@@ -31,7 +31,8 @@ pub trait MpsDaemons: Send + Sync + std::fmt::Debug {
     /// words for the workload's owner.
     fn ensure<'a>(&'a self, uuid: &'a str) -> BoxFuture<'a, Result<MpsEndpoint, String>>;
 
-    /// Stops the daemons of GPUs not in `wanted` (those no longer holding MPS shares); starts none.
+    /// Keeps the daemons of exactly the GPUs in `wanted` (those holding MPS shares): stops the others, and
+    /// starts (without waiting) those not yet supervised, such as after a restart of gpuhub.
     fn retain(&self, wanted: &BTreeSet<String>);
 }
 
@@ -50,8 +51,9 @@ pub fn mps_shares(w: &Workload, nodes: &[NodeCapacity]) -> BTreeSet<String> {
 }
 
 impl Controller {
-    /// Stops the MPS daemons of GPUs that no starting or running workload holds a share of. Done after
-    /// every pass; a failed look at the store changes nothing.
+    /// Keeps the MPS daemons of the GPUs that starting or running workloads hold shares of, and only
+    /// those (after a restart of gpuhub this also takes the daemons of running shares back under
+    /// supervision). Done after every pass; a failed look at the store changes nothing.
     pub(crate) async fn retain_mps(&self) {
         let Some(mps) = self.settings.mps.as_ref() else { return };
         let nodes = self.inventory.capacities();

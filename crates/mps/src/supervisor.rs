@@ -120,20 +120,26 @@ impl Supervisor {
         }
     }
 
-    /// Stops the daemons of GPUs not in `wanted` (those no longer holding MPS shares); starts nothing.
-    /// Returns at once: each stops in the background (`quit`, then a kill after the stop timeout), and a
-    /// later [`Supervisor::ensure`] of the same GPU waits for it to be gone.
+    /// Keeps the daemons of exactly the GPUs in `wanted` (those holding MPS shares): stops the others,
+    /// and starts (or adopts, after a restart of gpuhub) any of `wanted` it does not supervise yet, so
+    /// a daemon that work already runs through is watched and restarted again. Returns at once: starts
+    /// and stops go on in the background (a stop is `quit`, then a kill after the stop timeout), and a
+    /// later [`Supervisor::ensure`] of a GPU being stopped waits for it to be gone.
     pub fn retain(&self, wanted: &BTreeSet<String>) {
+        let mut stopping = lock(&self.inner.stopping);
+        stopping.retain(|_, t| !t.is_finished());
         let gone: Vec<(String, Daemon)> = {
             let mut daemons = lock(&self.inner.daemons);
             let names: Vec<String> = daemons.keys().filter(|u| !wanted.contains(*u)).cloned().collect();
-            names.into_iter().filter_map(|u| daemons.remove(&u).map(|d| (u, d))).collect()
+            let gone = names.into_iter().filter_map(|u| daemons.remove(&u).map(|d| (u, d))).collect();
+            for uuid in wanted.iter().filter(|u| check_uuid(u).is_ok() && !stopping.contains_key(*u)) {
+                if !daemons.contains_key(uuid) {
+                    tracing::info!(gpu = %uuid, "supervising the MPS daemon of a GPU that holds MPS shares");
+                    daemons.insert(uuid.clone(), self.spawn(uuid));
+                }
+            }
+            gone
         };
-        if gone.is_empty() {
-            return;
-        }
-        let mut stopping = lock(&self.inner.stopping);
-        stopping.retain(|_, t| !t.is_finished());
         for (uuid, d) in gone {
             tracing::info!(gpu = %uuid, "stopping the MPS daemon: the GPU holds no MPS share");
             let _ = d.stop.send(true);

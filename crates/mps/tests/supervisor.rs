@@ -168,7 +168,10 @@ async fn retain_stops_the_daemons_of_gpus_no_longer_shared() -> Result<()> {
     sup.ensure("GPU-b").await?;
     sup.retain(&BTreeSet::from(["GPU-b".to_owned()]));
     assert_eq!(sup.health().iter().map(|d| d.uuid.as_str()).collect::<Vec<_>>(), ["GPU-b"]);
-    // ensuring it again waits for the old one to be gone, then starts a new one
+    // a GPU wanted but not yet supervised (gpuhub restarted under running shares) gets its daemon
+    sup.retain(&BTreeSet::from(["GPU-b".to_owned(), "GPU-c".to_owned()]));
+    until(&sup, "GPU-c's daemon", |h| health_of(h, "GPU-c").is_some_and(|d| d.running)).await?;
+    // ensuring GPU-a again waits for the old one to be gone, then starts a new one
     let again = sup.ensure("GPU-a").await?;
     assert_ne!(again.pid, a.pid);
     let record = f.record();
