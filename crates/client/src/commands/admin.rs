@@ -48,7 +48,7 @@ pub(crate) fn nodes_text(list: &[NodeView]) -> String {
         if n.gpus.is_empty() {
             continue;
         }
-        let mut g = Table::new(&["GPU", "MODEL", "MEMORY", "HOLDER"]);
+        let mut g = Table::new(&["GPU", "MODEL", "MEMORY", "SHARING", "HOLDER"]);
         for gpu in &n.gpus {
             let holder = match (&gpu.holder, gpu.shares.is_empty()) {
                 (Some(h), _) => format!("{}/{}", h.owner, h.workload),
@@ -60,7 +60,8 @@ pub(crate) fn nodes_text(list: &[NodeView]) -> String {
                     .collect::<Vec<_>>()
                     .join(", "),
             };
-            g.row(vec![gpu.index.to_string(), gpu.model.clone(), size(gpu.memory), holder]);
+            let sharing = gpu.sharing.map_or("-", |m| m.as_str()).to_owned();
+            g.row(vec![gpu.index.to_string(), gpu.model.clone(), size(gpu.memory), sharing, holder]);
         }
         s.push_str(&g.render("  "));
     }
@@ -308,6 +309,7 @@ mod tests {
                     gpu(0, Some(("alice", "train"))),
                     gpu(1, None),
                     GpuView {
+                        sharing: Some(gpuhub_core::node::GpuSharing::Mps),
                         shares: vec![
                             GpuShareView { owner: "bob".into(), workload: "nb".into(), milli: 250, memory: None },
                             GpuShareView {
@@ -335,10 +337,10 @@ mod tests {
             nodes_text(&list),
             "NODE    CPUS    MEMORY      GPUS\n\
              node-1  4.5/16  8GiB/64GiB  1.75/3\n  \
-             GPU  MODEL        MEMORY  HOLDER\n  \
-             0    NVIDIA H200  141GiB  alice/train\n  \
-             1    NVIDIA H200  141GiB  free\n  \
-             2    NVIDIA H200  141GiB  bob/nb 0.25, carol/eval 0.5\n\
+             GPU  MODEL        MEMORY  SHARING  HOLDER\n  \
+             0    NVIDIA H200  141GiB  -        alice/train\n  \
+             1    NVIDIA H200  141GiB  -        free\n  \
+             2    NVIDIA H200  141GiB  mps      bob/nb 0.25, carol/eval 0.5\n\
              \n\
              NODE      CPUS  MEMORY   GPUS\n\
              cpu-only  0/4   0B/8GiB  0/0\n"
