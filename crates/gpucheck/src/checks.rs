@@ -98,6 +98,7 @@ pub fn run_checks(gpus: &[GpuInfo], opts: &Options, seams: &mut Seams<'_>) -> Ve
             sms.push(None);
             continue;
         }
+        (seams.say)(&format!("gpu{}: a {} MiB CUDA load for {} s", gpu.index, opts.load_mib, opts.seconds));
         let (load_rows, seen_sms) = load_check(gpu, opts, seams);
         rows.extend(load_rows);
         sms.push(seen_sms);
@@ -105,9 +106,11 @@ pub fn run_checks(gpus: &[GpuInfo], opts: &Options, seams: &mut Seams<'_>) -> Ve
     let (target, target_sms) = (chosen[0], sms[0]);
     if target.mig != Some(true) {
         if !opts.skip_guard {
+            (seams.say)(&format!("gpu{}: the memory guard", target.index));
             rows.extend(crate::guard::guard_check(target, opts, seams));
         }
         if !opts.skip_mps {
+            (seams.say)(&format!("gpu{}: gpuhub's MPS daemon and its clients", target.index));
             rows.extend(crate::mps::mps_checks(target, target_sms, opts, seams));
         }
     }
@@ -184,7 +187,7 @@ fn load_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> (Vec<Row>
     };
     let mut w = match seams.launcher.spawn(&spec) {
         Ok(w) => w,
-        Err(e) => return (vec![Row::new(name("cuda load"), expected_load, e, false)], None),
+        Err(e) => return (vec![Row::new(name("cuda load"), expected_load, e.to_string(), false)], None),
     };
     let (sms, total, bytes) = match ready_and_allocated(w.as_mut(), opts.init_timeout) {
         Ok(got) => got,

@@ -3,7 +3,7 @@
 //! [`FakeGpuSampler`] as NVML would) and a [`FakeMps`].
 
 use crate::launch::{Launcher, Next, Worker, WorkerSpec};
-use crate::seams::{Clock, MpsClient, MpsDaemon};
+use crate::seams::{Clock, MpsClient, MpsDaemon, SeamError};
 use crate::worker::WorkerEvent;
 use chrono::{DateTime, TimeDelta, Utc};
 use gpuhub_core::Bytes;
@@ -126,9 +126,11 @@ impl FakeLauncher {
 }
 
 impl Launcher for FakeLauncher {
-    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, String> {
+    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, SeamError> {
         let mut state = lock(&self.state);
-        let Some(steps) = state.scripts.pop_front() else { return Err("no worker scripted".into()) };
+        let Some(steps) = state.scripts.pop_front() else {
+            return Err(SeamError::Scripted("no worker scripted".into()));
+        };
         state.next_pid += 1;
         let pid = state.next_pid;
         state.specs.push(spec.clone());
@@ -219,7 +221,7 @@ impl Drop for FakeWorker {
 /// A recording MPS daemon: `start` answers as set, every call is logged.
 #[derive(Debug)]
 pub struct FakeMps {
-    /// What `start` answers.
+    /// What `start` answers (an error in these words).
     pub answer: Result<MpsClient, String>,
     /// `start <uuid>` and `stop`, in order.
     pub calls: Vec<String>,
@@ -233,12 +235,12 @@ impl FakeMps {
 }
 
 impl MpsDaemon for FakeMps {
-    fn start(&mut self, uuid: &str) -> Result<MpsClient, String> {
+    fn start(&mut self, uuid: &str) -> Result<MpsClient, SeamError> {
         self.calls.push(format!("start {uuid}"));
-        self.answer.clone()
+        self.answer.clone().map_err(SeamError::Scripted)
     }
 
-    fn stop(&mut self) -> Result<(), String> {
+    fn stop(&mut self) -> Result<(), SeamError> {
         self.calls.push("stop".into());
         Ok(())
     }

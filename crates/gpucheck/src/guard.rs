@@ -73,7 +73,7 @@ pub fn guard_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> Vec<
     };
     let mut w = match seams.launcher.spawn(&spec) {
         Ok(w) => w,
-        Err(e) => return fail_both(e),
+        Err(e) => return fail_both(e.to_string()),
     };
     let bytes = match ready_and_allocated(w.as_mut(), opts.init_timeout) {
         Ok((_, _, bytes)) => bytes,

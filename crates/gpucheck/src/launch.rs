@@ -2,6 +2,7 @@
 //! `gpuhub gpu-check-worker` under the chosen UID and reads its JSON lines; the tests use
 //! [`crate::fake::FakeLauncher`].
 
+use crate::seams::SeamError;
 use crate::worker::WorkerEvent;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -58,8 +59,8 @@ pub trait Launcher: std::fmt::Debug {
     /// Starts one.
     ///
     /// # Errors
-    /// Why it could not be started, in words.
-    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, String>;
+    /// Why it could not be started.
+    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, SeamError>;
 }
 
 /// Runs this binary (its copy in a directory every UID may read, when workers run as another UID) as
@@ -67,6 +68,8 @@ pub trait Launcher: std::fmt::Debug {
 #[derive(Debug)]
 pub struct ProcessLauncher {
     exe: PathBuf,
+    /// The binary itself, tried where its copy cannot be executed (a `noexec` temporary directory).
+    original: PathBuf,
     /// The directory holding the copy, removed on drop.
     copy_dir: Option<PathBuf>,
 }
@@ -74,15 +77,39 @@ pub struct ProcessLauncher {
 impl ProcessLauncher {
     /// Launches `exe`. When `shared` is set the binary is first copied into a fresh directory under
     /// `std::env::temp_dir()` that every UID may read and execute (the original may sit in a home that
-    /// the worker's UID cannot enter); where that fails (a `noexec` /tmp), the original is used.
+    /// the worker's UID cannot enter); where that fails, or the copy cannot be executed (a `noexec`
+    /// /tmp), the original is used.
     pub fn new(exe: PathBuf, shared: bool) -> Self {
         if shared {
             match copy_shared(&exe) {
-                Ok((dir, copy)) => return Self { exe: copy, copy_dir: Some(dir) },
+                Ok((dir, copy)) => return Self { exe: copy, original: exe, copy_dir: Some(dir) },
                 Err(e) => eprintln!("gpu-check: running workers from {} ({e})", exe.display()),
             }
         }
-        Self { exe, copy_dir: None }
+        Self { original: exe.clone(), exe, copy_dir: None }
+    }
+
+    fn command(exe: &Path, spec: &WorkerSpec) -> Command {
+        let mut cmd = Command::new(exe);
+        cmd.args(worker_args(spec)).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // a fresh CUDA environment: no inherited device choice, MPS pipe or MPS limits
+        for var in [
+            "CUDA_VISIBLE_DEVICES",
+            "CUDA_MPS_PIPE_DIRECTORY",
+            "CUDA_MPS_LOG_DIRECTORY",
+            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+        ] {
+            cmd.env_remove(var);
+        }
+        if let Some(gpu) = &spec.gpu {
+            cmd.env("CUDA_VISIBLE_DEVICES", gpu);
+        }
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        if let Some(uid) = spec.uid {
+            cmd.uid(uid).gid(uid).current_dir("/");
+        }
+        cmd
     }
 }
 
@@ -114,21 +141,14 @@ pub fn worker_args(spec: &WorkerSpec) -> Vec<String> {
 }
 
 impl Launcher for ProcessLauncher {
-    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, String> {
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(worker_args(spec)).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        // a fresh CUDA environment: no inherited device choice or MPS pipe
-        for var in ["CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"] {
-            cmd.env_remove(var);
-        }
-        if let Some(gpu) = &spec.gpu {
-            cmd.env("CUDA_VISIBLE_DEVICES", gpu);
-        }
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        if let Some(uid) = spec.uid {
-            cmd.uid(uid).gid(uid).current_dir("/");
-        }
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+    fn spawn(&self, spec: &WorkerSpec) -> Result<Box<dyn Worker>, SeamError> {
+        let spawned = match Self::command(&self.exe, spec).spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && self.exe != self.original => {
+                Self::command(&self.original, spec).spawn().map_err(|source| (self.original.clone(), source))
+            }
+            other => other.map_err(|source| (self.exe.clone(), source)),
+        };
+        let mut child = spawned.map_err(|(exe, source)| SeamError::Spawn { exe, source })?;
         let pid = child.id();
         let (tx, events) = channel();
         if let Some(stdout) = child.stdout.take() {
@@ -257,6 +277,20 @@ mod tests {
             Next::Closed(said) => assert!(said.contains("exit status: 3") && said.contains("oops"), "{said}"),
             other => panic!("expected the end, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_copy_that_cannot_run_falls_back_to_the_original() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("worker.sh");
+        std::fs::write(&script, "#!/bin/sh\necho '{\"event\":\"allocated\",\"bytes\":7}'\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let launcher = ProcessLauncher::new(script, true);
+        // as on a noexec /tmp
+        std::fs::set_permissions(&launcher.exe, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![] };
+        let mut w = launcher.spawn(&spec).unwrap();
+        assert_eq!(w.next(Duration::from_secs(20)), Next::Event(WorkerEvent::Allocated { bytes: 7 }));
     }
 
     #[test]

@@ -158,7 +158,8 @@ pub fn run(args: &GpuCheckArgs) -> i32 {
         std::env::temp_dir().join(format!("gpuhub-gpu-check-mps-{}", std::process::id())),
         false,
     );
-    let mut s = seams::Seams { sampler: &sampler, launcher: &launcher, mps: &mut mps, clock: &clock };
+    let say = |what: &str| eprintln!("gpu-check: {what}");
+    let mut s = seams::Seams { sampler: &sampler, launcher: &launcher, mps: &mut mps, clock: &clock, say: &say };
     let date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let rows = checks::run_checks(&gpus, &opts, &mut s);
     let ok = rows.iter().all(|r| r.ok);

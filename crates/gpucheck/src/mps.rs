@@ -7,7 +7,7 @@
 use crate::checks::{Options, as_uid, next_event, ready_and_allocated};
 use crate::launch::{Next, WorkerSpec};
 use crate::report::{GpuInfo, Row, mib};
-use crate::seams::{MpsClient, MpsDaemon, Seams};
+use crate::seams::{MpsClient, MpsDaemon, SeamError, Seams};
 use crate::worker::WorkerEvent;
 use std::path::PathBuf;
 
@@ -50,7 +50,7 @@ pub fn mps_checks(gpu: &GpuInfo, sms: Option<u32>, opts: &Options, seams: &mut S
             c
         }
         Err(e) => {
-            rows.push(Row::new(name("daemon"), "gpuhub's MPS control daemon answers", e, false));
+            rows.push(Row::new(name("daemon"), "gpuhub's MPS control daemon answers", e.to_string(), false));
             let _ = seams.mps.stop();
             return rows;
         }
@@ -68,8 +68,8 @@ pub fn mps_checks(gpu: &GpuInfo, sms: Option<u32>, opts: &Options, seams: &mut S
     };
     match seams.launcher.spawn(&spec(opts.uid, under, 1.0)) {
         Err(e) => {
-            rows.push(Row::new(name("under limit"), expected_under, e.clone(), false));
-            rows.push(Row::new(name("threads"), expected_sms, e, false));
+            rows.push(Row::new(name("under limit"), expected_under, e.to_string(), false));
+            rows.push(Row::new(name("threads"), expected_sms, e.to_string(), false));
         }
         Ok(mut w) => {
             let got = ready_and_allocated(w.as_mut(), opts.init_timeout);
@@ -113,7 +113,7 @@ pub fn mps_checks(gpu: &GpuInfo, sms: Option<u32>, opts: &Options, seams: &mut S
     let over = limit + limit / 2;
     let expected_over = format!("{} refused under a {} limit", mib(over << 20), mib(limit << 20));
     let over_row = match seams.launcher.spawn(&spec(opts.uid, over, 1.0)) {
-        Err(e) => Row::new(name("over limit"), expected_over, e, false),
+        Err(e) => Row::new(name("over limit"), expected_over, e.to_string(), false),
         Ok(mut w) => {
             let row = match next_event(w.as_mut(), opts.init_timeout) {
                 Ok(WorkerEvent::Ready { .. }) => match w.next(opts.init_timeout) {
@@ -140,7 +140,7 @@ pub fn mps_checks(gpu: &GpuInfo, sms: Option<u32>, opts: &Options, seams: &mut S
     rows.push(Row::new(
         name("daemon stops"),
         "the daemon stops when gpu-check ends",
-        stopped.as_ref().map_or_else(Clone::clone, |()| "stopped".to_owned()),
+        stopped.as_ref().map_or_else(ToString::to_string, |()| "stopped".to_owned()),
         stopped.is_ok(),
     ));
     rows
@@ -243,41 +243,43 @@ impl SupervisorDaemon {
     pub fn new(root: PathBuf, private_shm: bool) -> Self {
         Self { runtime: None, supervisor: None, root, private_shm }
     }
+
+    fn dir_error(&self, what: &'static str) -> impl FnOnce(std::io::Error) -> SeamError + use<> {
+        let path = self.root.clone();
+        move |source| SeamError::Dir { what, path, source }
+    }
 }
 
 impl MpsDaemon for SupervisorDaemon {
-    fn start(&mut self, uuid: &str) -> Result<MpsClient, String> {
+    fn start(&mut self, uuid: &str) -> Result<MpsClient, SeamError> {
         use std::os::unix::fs::PermissionsExt;
         if crate::seams::on_path(gpuhub_mps::DEFAULT_PROGRAM).is_none() {
-            return Err(format!(
-                "{} is not on PATH (the NVIDIA driver's utilities ship it)",
-                gpuhub_mps::DEFAULT_PROGRAM
-            ));
+            return Err(SeamError::NoMpsControl(gpuhub_mps::DEFAULT_PROGRAM.to_owned()));
         }
-        std::fs::create_dir_all(&self.root).map_err(|e| format!("cannot make {}: {e}", self.root.display()))?;
+        std::fs::create_dir_all(&self.root).map_err(self.dir_error("make"))?;
         std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| format!("cannot open {} to all: {e}", self.root.display()))?;
+            .map_err(self.dir_error("open to all"))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start a runtime: {e}"))?;
+            .map_err(SeamError::Runtime)?;
         let mut config = gpuhub_mps::MpsConfig::new(self.root.clone());
         config.private_shm = self.private_shm;
         let supervisor = gpuhub_mps::Supervisor::new(config);
         let ensured = runtime.block_on(supervisor.ensure(uuid));
         self.supervisor = Some(supervisor);
         self.runtime = Some(runtime);
-        let endpoint = ensured.map_err(|e| e.to_string())?;
+        let endpoint = ensured?;
         Ok(MpsClient { pipe_dir: endpoint.pipe_dir, log_dir: Some(endpoint.log_dir) })
     }
 
-    fn stop(&mut self) -> Result<(), String> {
+    fn stop(&mut self) -> Result<(), SeamError> {
         if let (Some(rt), Some(s)) = (self.runtime.take(), self.supervisor.take()) {
             rt.block_on(s.shutdown());
         }
         if self.root.exists() {
-            std::fs::remove_dir_all(&self.root).map_err(|e| format!("cannot remove {}: {e}", self.root.display()))?;
+            std::fs::remove_dir_all(&self.root).map_err(self.dir_error("remove"))?;
         }
         Ok(())
     }
@@ -321,7 +323,7 @@ mod tests {
         let mut d = SupervisorDaemon::new(dir.path().join("mps"), false);
         // PATH is this process's: on a host without the driver the program is not there
         if crate::seams::on_path(gpuhub_mps::DEFAULT_PROGRAM).is_none() {
-            let e = d.start("GPU-1").unwrap_err();
+            let e = d.start("GPU-1").unwrap_err().to_string();
             assert_eq!(e, "nvidia-cuda-mps-control is not on PATH (the NVIDIA driver's utilities ship it)");
         }
         d.stop().unwrap();

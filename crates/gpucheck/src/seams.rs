@@ -7,6 +7,44 @@ use gpuhub_gpu::GpuSampler;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What went wrong outside the checks: starting a worker, or gpuhub's MPS daemon. Shown in the row
+/// it fails.
+#[derive(Debug, thiserror::Error)]
+pub enum SeamError {
+    /// A worker could not be started.
+    #[error("cannot start {}: {source}", exe.display())]
+    Spawn {
+        /// The program.
+        exe: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `nvidia-cuda-mps-control` is not on `PATH`.
+    #[error("{0} is not on PATH (the NVIDIA driver's utilities ship it)")]
+    NoMpsControl(String),
+    /// A directory of the MPS daemon could not be made or removed.
+    #[error("cannot {what} {}: {source}", path.display())]
+    Dir {
+        /// What was being done.
+        what: &'static str,
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The MPS supervisor's runtime could not start.
+    #[error("cannot start a runtime for the mps daemon: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// gpuhub's MPS supervisor could not run the daemon.
+    #[error(transparent)]
+    Mps(#[from] gpuhub_mps::MpsError),
+    /// A fake's scripted failure.
+    #[error("{0}")]
+    Scripted(String),
+}
+
 /// The time, and waiting.
 pub trait Clock: std::fmt::Debug {
     /// Now.
@@ -43,17 +81,16 @@ pub trait MpsDaemon: std::fmt::Debug {
     /// Starts (or finds running) the daemon for GPU `uuid`.
     ///
     /// # Errors
-    /// Why it does not run, in words.
-    fn start(&mut self, uuid: &str) -> Result<MpsClient, String>;
+    /// Why it does not run.
+    fn start(&mut self, uuid: &str) -> Result<MpsClient, SeamError>;
     /// Stops every daemon started.
     ///
     /// # Errors
-    /// Why one could not be stopped, in words.
-    fn stop(&mut self) -> Result<(), String>;
+    /// Why one could not be stopped.
+    fn stop(&mut self) -> Result<(), SeamError>;
 }
 
 /// Everything the checks touch outside themselves.
-#[derive(Debug)]
 pub struct Seams<'a> {
     /// NVML (or a fake).
     pub sampler: &'a dyn GpuSampler,
@@ -63,6 +100,19 @@ pub struct Seams<'a> {
     pub mps: &'a mut dyn MpsDaemon,
     /// The time.
     pub clock: &'a dyn Clock,
+    /// Says what is being checked now (on stderr), as the checks take a while.
+    pub say: &'a dyn Fn(&str),
+}
+
+impl std::fmt::Debug for Seams<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seams")
+            .field("sampler", &self.sampler)
+            .field("launcher", &self.launcher)
+            .field("mps", &self.mps)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `name` on `PATH`, if it is there.

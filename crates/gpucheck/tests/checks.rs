@@ -99,6 +99,7 @@ impl Rig {
             launcher: &self.launcher,
             mps: &mut self.mps,
             clock: self.clock.as_ref(),
+            say: &|_| {},
         };
         run_checks(gpus, opts, &mut seams)
     }
