@@ -80,7 +80,7 @@ pub struct SpecContext<'a> {
 pub const MPS_PIPE_TARGET: &str = "/run/gpuhub/mps";
 
 /// The mounts and variables of a member holding a share of `gpu`, when it is an MPS GPU whose daemon
-/// answers: its pipe directory (read-write: clients create their sockets there) and its shared memory
+/// answers: its pipe directory (read-write, as NVIDIA's device plugin mounts it) and its shared memory
 /// as `/dev/shm` (instead of the container's own), so the container's CUDA reaches the daemon without
 /// the host's IPC. The share's limits are in [`share_env`].
 fn mps_client(gpu: Option<&str>, cx: &SpecContext<'_>) -> (Vec<Mount>, Option<(String, String)>) {
