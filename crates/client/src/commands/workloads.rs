@@ -6,6 +6,7 @@ use crate::http::{Api, decode};
 use crate::table::{Table, age, size, truncate};
 use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
+use gpuhub_core::Bytes;
 use gpuhub_core::api::{CreateWorkloadRequest, ResourceRequest, WorkloadView};
 use gpuhub_core::workload::{WorkloadKind, WorkloadState};
 use reqwest::Method;
@@ -281,9 +282,18 @@ pub(crate) fn reason(w: &WorkloadView, now: DateTime<Utc>) -> String {
             ("engine-failure", _) => format!("engine failure: {}", i.detail.as_deref().unwrap_or("")),
             ("owner-disabled", _) => "owner's account disabled".to_owned(),
             ("idle", _) => "stopped: idle GPUs".to_owned(),
+            ("gpu-memory-exceeded", _) => "stopped: GPU memory above its grant".to_owned(),
             (other, _) => other.to_owned(),
         };
         return format!("{who} {} ago", age(i.at, now));
+    }
+    if let Some(g) = w.gpu_guard.first() {
+        return format!(
+            "GPU memory {} of {}; stops in {}",
+            size(Bytes(g.used_bytes)),
+            size(Bytes(g.granted_bytes)),
+            age(now, g.stop_at)
+        );
     }
     if let Some(idle) = &w.idle {
         let gone = |t: DateTime<Utc>| age(now, t);
@@ -609,6 +619,30 @@ mod tests {
         assert_eq!(reason(&w, now), "idle GPUs; kept for 3h");
         w.idle = None;
         assert_eq!(reason(&w, now), "running");
+    }
+
+    #[test]
+    fn a_share_over_its_gpu_memory_grant_says_so() {
+        let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 0).unwrap();
+        let mut w = view("nb", WorkloadState::Running, Some("running"));
+        w.gpu_guard = vec![gpuhub_core::api::GpuGuardView {
+            member: 0,
+            used_bytes: 12 << 30,
+            granted_bytes: 10 << 30,
+            since: now,
+            stop_at: now + chrono::TimeDelta::seconds(45),
+        }];
+        assert_eq!(reason(&w, now), "GPU memory 12GiB of 10GiB; stops in 45s");
+        let mut w = view("nb", WorkloadState::Failed, Some("stopped by the GPU memory guard: …"));
+        w.interruption = Some(gpuhub_core::stop::InterruptionView {
+            reason: "gpu-memory-exceeded".into(),
+            by: None,
+            queue: None,
+            at: now - chrono::TimeDelta::minutes(3),
+            detail: Some("member 0 used 12GiB".into()),
+            next: "ended".into(),
+        });
+        assert_eq!(reason(&w, now), "stopped: GPU memory above its grant 3m ago");
     }
 
     #[test]
