@@ -185,6 +185,8 @@ fn load_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> (Vec<Row>
         seconds: opts.seconds,
         env: vec![],
     };
+    // the GPU's utilisation before the load, to see it rise
+    let idle = seams.sampler.sample().ok().map_or(0.0, |s| seen(&s, &gpu.uuid, 0).1);
     let mut w = match seams.launcher.spawn(&spec) {
         Ok(w) => w,
         Err(e) => return (vec![Row::new(name("cuda load"), expected_load, e.to_string(), false)], None),
@@ -252,9 +254,9 @@ fn load_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> (Vec<Row>
         ),
         Row::new(
             name("utilisation"),
-            "above 0 % under the load",
-            format!("up to {most_util:.0} %{nvml_note}"),
-            most_util > 0.0,
+            "rises under the load",
+            format!("{idle:.0} % before, up to {most_util:.0} % under the load{nvml_note}"),
+            most_util > idle,
         ),
         Row::new(
             name("attribution"),

@@ -155,6 +155,7 @@ fn a_healthy_gpu_passes_every_row() {
     assert_eq!(rig.launcher.scripts_left(), 0);
     assert_eq!(row(&rows, "gpu0 nvml sees it").seen, "pid 1001 with 2548 MiB");
     assert_eq!(row(&rows, "gpu0 attribution").seen, "2548 MiB");
+    assert_eq!(row(&rows, "gpu0 utilisation").seen, "0 % before, up to 100 % under the load");
     assert_eq!(row(&rows, "gpu0 mps threads").seen, "33 of 132 SMs");
     assert_eq!(row(&rows, "gpu0 mps over limit").seen, "refused: CUDA_ERROR_OUT_OF_MEMORY");
     assert_eq!(rig.mps.calls, [format!("start {UUID}"), "stop".to_owned()]);
@@ -252,6 +253,17 @@ fn a_process_nvml_does_not_list_fails_its_rows() {
     assert_eq!(row(&rows, "gpu0 nvml sees it").seen, "pid 1001 never listed");
     assert_eq!(row(&rows, "gpu0 attribution").seen, "nothing attributed");
     assert!(row(&rows, "gpu0 cuda load").ok);
+}
+
+#[test]
+fn a_gpu_busy_before_the_load_does_not_show_it_rise() {
+    let gpus = [gpu(0, UUID, None)];
+    let mut rig = Rig::new(&gpus);
+    rig.sampler.set(UUID, 100.0, Bytes(0));
+    rig.launcher.script(load_script(UUID, 2048));
+    let rows = rig.run(&gpus, &Options { skip_mps: true, skip_guard: true, ..root_opts() });
+    assert_eq!(failed(&rows), ["gpu0 utilisation"]);
+    assert_eq!(row(&rows, "gpu0 utilisation").seen, "100 % before, up to 100 % under the load");
 }
 
 #[test]
