@@ -7,5 +7,6 @@ mod events;
 mod exec;
 mod gpu;
 mod lifecycle;
+mod mounts;
 mod network;
 mod usage;
