@@ -15,12 +15,39 @@ pub struct Next {
     next: Option<String>,
 }
 
-/// Only a path of this site: never another origin (`//host`, `https://…`, `/\host`).
+/// Only a path of this site, else `/`: one leading `/` (never `//host` or `/\host`), and nothing a
+/// browser drops or rewrites on the way (control characters, whitespace, backslashes, anything but
+/// printable ASCII), neither as given nor percent-decoded once more. Always a valid `Location`.
 fn local_path(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") => n.to_owned(),
-        _ => "/workloads".to_owned(),
+    fn plain(s: &[u8]) -> bool {
+        s.first() == Some(&b'/')
+            && !matches!(s.get(1), Some(b'/' | b'\\'))
+            && s.iter().all(|b| b.is_ascii_graphic() && *b != b'\\')
     }
+    match next {
+        Some(n) if plain(n.as_bytes()) && plain(&percent_decoded(n.as_bytes())) => n.to_owned(),
+        _ => "/".to_owned(),
+    }
+}
+
+/// `s` with each `%XX` replaced by its byte (a `%` not followed by two hex digits stays).
+fn percent_decoded(s: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match (s[i], s.get(i + 1).copied().and_then(hex), s.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// `GET /login/oidc`: to the provider.
@@ -64,7 +91,7 @@ pub async fn callback(State(st): State<AppState>, Query(cb): Query<Callback>) ->
     .await;
     match done {
         Ok((cookie, next)) => {
-            let mut resp = Redirect::to(&next).into_response();
+            let mut resp = Redirect::to(&local_path(Some(&next))).into_response();
             match HeaderValue::from_str(&cookie) {
                 Ok(v) => {
                     resp.headers_mut().insert(header::SET_COOKIE, v);
@@ -83,8 +110,25 @@ mod tests {
     fn next_stays_on_this_site() {
         use super::local_path;
         assert_eq!(local_path(Some("/workloads/nb")), "/workloads/nb");
-        for bad in [None, Some("https://evil.example"), Some("//evil.example"), Some("/\\evil"), Some("x")] {
-            assert_eq!(local_path(bad), "/workloads", "{bad:?}");
+        assert_eq!(local_path(Some("/workloads?cursor=a%3Db")), "/workloads?cursor=a%3Db");
+        assert_eq!(local_path(Some("/")), "/");
+        for bad in [
+            None,
+            Some(""),
+            Some("https://evil.example"),
+            Some("//evil.example"),
+            Some("/\\evil"),
+            Some("x"),
+            Some("/\t/evil.example"),
+            Some("/\n/evil.example"),
+            Some("/ /evil.example"),
+            Some("/%2F/evil.example"),
+            Some("/%5Cevil"),
+            Some("/%09/evil"),
+            Some("/\u{e9}"),
+            Some("/a\\b"),
+        ] {
+            assert_eq!(local_path(bad), "/", "{bad:?}");
         }
     }
 }

@@ -1,0 +1,73 @@
+//! Regression tests for the smaller findings of the second security review
+//! (`shared/reviews/security-2.md`, N7–N14): each fails on the code before its fix.
+
+mod common;
+
+#[path = "../../identity/tests/support/provider.rs"]
+mod provider_support;
+
+use common::*;
+use reqwest::{StatusCode, Url, redirect};
+
+/// A client that reads redirects instead of following them.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder().redirect(redirect::Policy::none()).build().unwrap()
+}
+
+/// Signs in as `subject` through `/login/oidc?<query>` and returns the callback's answer: its status
+/// and `Location`.
+async fn oidc_sign_in(hub: &Hub, query: &str, subject: &str) -> (StatusCode, String) {
+    let browser = no_redirects();
+    let begin = browser.get(format!("{}/login/oidc?{query}", hub.url)).send().await.unwrap();
+    assert!(begin.status().is_redirection(), "{query}: {}", begin.status());
+    let authorize = begin.headers()["location"].to_str().unwrap().to_owned();
+    let form = browser.get(&authorize).send().await.unwrap();
+    assert_eq!(form.status(), StatusCode::OK, "the provider's form");
+    let answer = browser.post(&authorize).form(&[("sub", subject)]).send().await.unwrap();
+    assert!(answer.status().is_redirection(), "the provider answered {}", answer.status());
+    let back = Url::parse(answer.headers()["location"].to_str().unwrap()).unwrap();
+    let callback = format!("{}/login/oidc/callback?{}", hub.url, back.query().unwrap());
+    let done = browser.get(callback).send().await.unwrap();
+    let status = done.status();
+    let location = done.headers().get("location").map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+    match location {
+        Some(l) => (status, l),
+        None => (status, format!("no Location: {}", done.text().await.unwrap_or_default())),
+    }
+}
+
+/// N7: after signing in through the OpenID provider, the browser goes on only to a path of the hub's own
+/// origin; anything else (a tab or newline the browser drops, a backslash, another origin) goes to `/`,
+/// and never answers a 5xx.
+#[tokio::test]
+async fn n7_oidc_next_is_only_a_local_path() {
+    let Some(provider) = provider_support::provider().await else { return };
+    let issuer = provider.issuer.clone();
+    let hub = Hub::start_with(|c| {
+        c.oidc = Some(gpuhub_identity::OidcConfig::new(
+            issuer,
+            "gpuhub",
+            "gpuhub-client-secret",
+            provider_support::REDIRECT_URL,
+        ))
+    })
+    .await;
+    let (s, to) = oidc_sign_in(&hub, "next=/workloads/nb%3Fx%3D1", "alice-subject").await;
+    assert_eq!((s.is_redirection(), to.as_str()), (true, "/workloads/nb?x=1"), "{s}");
+    for bad in [
+        "next=/%09/evil.example",
+        "next=/%0a/evil.example",
+        "next=/x%0d%0aSet-Cookie:%20a=b",
+        "next=%2F%2Fevil.example",
+        "next=/%5Cevil.example",
+        "next=/%2509/evil.example",
+        "next=/%252F/evil.example",
+        "next=https://evil.example/",
+        "next=/%20/evil.example",
+        "next=/%C3%A9",
+        "next=evil.example",
+    ] {
+        let (s, to) = oidc_sign_in(&hub, bad, "alice-subject").await;
+        assert_eq!((s.is_redirection(), to.as_str()), (true, "/"), "{bad}: {s}");
+    }
+}
