@@ -28,6 +28,8 @@
 //! rather than started twice; [`Supervisor::detach`] leaves every daemon running when gpuhub exits, so
 //! work running through one keeps its MPS server across a restart (a daemon's own output goes to
 //! [`OUTPUT_FILE`] in its log directory, not to gpuhub). [`Supervisor::health`] reports each daemon.
+//! With [`MpsConfig::exclusive_process`] the GPU is in the EXCLUSIVE_PROCESS compute mode while its
+//! daemon runs, so a client that unsets `CUDA_MPS_PIPE_DIRECTORY` cannot run on it past MPS.
 //!
 //! Everything here runs programs (`nvidia-cuda-mps-control`, `unshare`, `mount`), so its tests use a
 //! fake `nvidia-cuda-mps-control` written by the test; `gpuhub gpu-check` exercises the real one.
@@ -112,6 +114,11 @@ pub struct MpsConfig {
     pub max_backoff: Duration,
     /// How often an adopted daemon (not this process's child) is checked for being alive.
     pub adopted_poll: Duration,
+    /// The `nvidia-smi` that puts a GPU in the EXCLUSIVE_PROCESS compute mode while its daemon runs (and
+    /// back in DEFAULT once the daemon is stopped), as NVIDIA's device plugin does: only the MPS server
+    /// then makes contexts on the GPU, so a client that unsets `CUDA_MPS_PIPE_DIRECTORY` fails instead of
+    /// running past its limits. `None` (the default): the compute mode is left as it is.
+    pub exclusive_process: Option<PathBuf>,
 }
 
 impl MpsConfig {
@@ -129,6 +136,7 @@ impl MpsConfig {
             restart_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             adopted_poll: Duration::from_secs(1),
+            exclusive_process: None,
         }
     }
 }

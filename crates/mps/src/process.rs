@@ -133,6 +133,28 @@ pub(crate) async fn unmount_shm(config: &MpsConfig, uuid: &str) {
     }
 }
 
+/// Sets GPU `uuid`'s compute mode (`EXCLUSIVE_PROCESS`, `DEFAULT`) with `nvidia-smi -i <uuid> -c`.
+pub(crate) async fn set_compute_mode(config: &MpsConfig, smi: &Path, uuid: &str, mode: &str) -> Result<(), String> {
+    let run = Command::new(smi).args(["-i", uuid, "-c", mode]).stdin(Stdio::null()).kill_on_drop(true).output();
+    let out = match tokio::time::timeout(config.stop_timeout, run).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => return Err(format!("cannot run {}: {e}", smi.display())),
+        Err(_) => {
+            return Err(format!(
+                "{} -c {mode} did not finish within {} s",
+                smi.display(),
+                config.stop_timeout.as_secs()
+            ));
+        }
+    };
+    if !out.status.success() {
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let said = [stderr.trim(), stdout.trim()].into_iter().find(|s| !s.is_empty()).unwrap_or("nothing");
+        return Err(format!("cannot set the compute mode of GPU {uuid} to {mode} ({}): {said}", out.status));
+    }
+    Ok(())
+}
+
 /// Removes what a daemon that is gone left in its pipe directory (its `control` pipe, pid file,
 /// sockets), so that the next one's `control` means it listens.
 pub(crate) fn clear_pipe_dir(config: &MpsConfig, uuid: &str) -> Result<(), MpsError> {

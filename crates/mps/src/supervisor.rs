@@ -296,6 +296,9 @@ impl Watch {
         let uuid = self.uuid.as_str();
         let program = process::resolve_program(&c.program).map_err(|e| e.to_string())?;
         process::make_dirs(c, uuid).map_err(|e| e.to_string())?;
+        if let Some(smi) = &c.exclusive_process {
+            process::set_compute_mode(c, smi, uuid, "EXCLUSIVE_PROCESS").await?;
+        }
         if process::control_exists(c, uuid) {
             if let Some(pid) = process::live_pid(c, uuid) {
                 if process::command(c, &program, uuid, "get_server_list", c.stop_timeout).await.is_ok() {
@@ -372,6 +375,11 @@ impl Watch {
         }
         if c.private_shm {
             process::unmount_shm(c, uuid).await;
+        }
+        if let Some(smi) = &c.exclusive_process {
+            if let Err(e) = process::set_compute_mode(c, smi, uuid, "DEFAULT").await {
+                tracing::warn!(gpu = uuid, "{e}");
+            }
         }
         self.set(Status::Stopped, |r| r.pid = None);
     }

@@ -280,6 +280,34 @@ async fn a_detached_supervisor_leaves_its_daemons_for_the_next_to_adopt() -> Res
     Ok(())
 }
 
+#[tokio::test]
+async fn the_gpu_is_exclusive_to_its_mps_server_while_the_daemon_runs() -> Result<()> {
+    let f = Fixture::new()?;
+    let smi = f.root.parent().unwrap().join("nvidia-smi");
+    let fake = format!("#!/bin/sh\necho \"nvidia-smi $*\" >> {}\n", f.record.display());
+    std::fs::write(&smi, fake)?;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755))?;
+    let sup = Supervisor::new(MpsConfig { exclusive_process: Some(smi), ..f.config() });
+    sup.ensure("GPU-x").await?;
+    sup.shutdown().await;
+    let order: Vec<String> = f
+        .record()
+        .lines()
+        .filter(|l| l.starts_with("nvidia-smi") || l.starts_with("daemon"))
+        .map(|l| l.split(" pid=").next().unwrap_or(l).to_owned())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "nvidia-smi -i GPU-x -c EXCLUSIVE_PROCESS",
+            "daemon",
+            "daemon quit gpu=GPU-x",
+            "nvidia-smi -i GPU-x -c DEFAULT"
+        ]
+    );
+    Ok(())
+}
+
 /// As root, the daemon gets the GPU's own tmpfs as `/dev/shm`, in a namespace of its own: what it writes
 /// there appears in `<root>/<uuid>/shm`, not in the host's `/dev/shm`.
 #[tokio::test]
