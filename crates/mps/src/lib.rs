@@ -110,7 +110,8 @@ pub struct MpsConfig {
     pub stop_timeout: Duration,
     /// The wait before the first restart of a daemon that exited or failed to start.
     pub restart_backoff: Duration,
-    /// The longest wait between restarts (the backoff doubles up to this).
+    /// The longest wait between restarts (the backoff doubles up to this, and starts over once a
+    /// daemon has run this long).
     pub max_backoff: Duration,
     /// How often an adopted daemon (not this process's child) is checked for being alive.
     pub adopted_poll: Duration,

@@ -261,7 +261,7 @@ impl Watch {
             };
             match started {
                 Ok((running, pid)) => {
-                    backoff = c.restart_backoff;
+                    let since = tokio::time::Instant::now();
                     let adopted = matches!(running, Running::Adopted(_));
                     self.set(Status::Ready(pid), |r| {
                         r.pid = Some(pid);
@@ -272,6 +272,10 @@ impl Watch {
                         why = wait(&mut running, &c, &self.uuid) => why,
                         _ = Self::stopped(&mut stop) => return self.finish(&c, Some(running)).await,
                     };
+                    // one that ran a while starts again soon; one that keeps dying right away, ever later
+                    if since.elapsed() >= c.max_backoff {
+                        backoff = c.restart_backoff;
+                    }
                     tracing::warn!(gpu = %self.uuid, "the MPS daemon exited: {exited}; starting it again");
                     self.set(Status::Failed(exited.clone()), |r| {
                         r.pid = None;
