@@ -194,6 +194,16 @@ async fn a_missing_program_is_a_clear_error() -> Result<()> {
     let e = on_path.ensure("GPU-a").await.unwrap_err().to_string();
     assert!(e.contains("gpuhub-test-no-mps-control was not found on PATH"), "{e}");
     assert!(sup.ensure("../etc").await.unwrap_err().to_string().contains("is not a GPU uuid"));
+    // a GPU it is told to keep shows the same in its health, and is tried again
+    sup.retain(&BTreeSet::from(["GPU-a".to_owned()]));
+    let h = until(&sup, "the failure in the health", |h| {
+        health_of(h, "GPU-a").is_some_and(|d| d.restarts >= 1 && d.last_error.is_some())
+    })
+    .await?;
+    let d = health_of(&h, "GPU-a").unwrap();
+    assert!(!d.running && d.pid.is_none(), "{d:?}");
+    assert!(d.last_error.as_deref().unwrap().contains(&format!("{} was not found", missing.display())), "{d:?}");
+    sup.shutdown().await;
     Ok(())
 }
 
