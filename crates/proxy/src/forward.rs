@@ -4,6 +4,7 @@
 use axum::body::Body;
 use axum::extract::{ConnectInfo, OriginalUri, Request};
 use axum::response::{IntoResponse, Response};
+use cookie::Cookie;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Uri, Version};
 use hyper_util::client::legacy::Client;
@@ -177,7 +178,9 @@ pub(crate) fn strip_cookies(headers: &mut HeaderMap, hub: &[String]) {
 }
 
 /// Drops `Set-Cookie` headers that would set one of the hub's cookies (an app must not fixate or
-/// overwrite the hub's session).
+/// overwrite the hub's session): each is parsed as a cookie, and one whose name is a hub cookie's
+/// (any case, quoted or not) goes, as does one that does not parse (no name, no `=`, not UTF-8),
+/// which a browser may still keep as a nameless cookie and send back as `name=value`.
 pub(crate) fn strip_set_cookies(headers: &mut HeaderMap, hub: &[String]) {
     let all: Vec<HeaderValue> = headers.get_all(header::SET_COOKIE).iter().cloned().collect();
     if all.is_empty() {
@@ -185,8 +188,12 @@ pub(crate) fn strip_set_cookies(headers: &mut HeaderMap, hub: &[String]) {
     }
     headers.remove(header::SET_COOKIE);
     for v in all {
-        let name = v.to_str().ok().and_then(|s| s.split(['=', ';']).next()).map(str::trim);
-        if name.is_some_and(|n| hub.iter().any(|h| h.eq_ignore_ascii_case(n))) {
+        let Ok(parsed) = std::str::from_utf8(v.as_bytes()).map_err(drop).and_then(|s| Cookie::parse(s).map_err(drop))
+        else {
+            continue;
+        };
+        let name = parsed.name().trim().trim_matches('"').trim();
+        if name.is_empty() || hub.iter().any(|h| h.eq_ignore_ascii_case(name)) {
             continue;
         }
         headers.append(header::SET_COOKIE, v);

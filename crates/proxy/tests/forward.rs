@@ -41,6 +41,38 @@ async fn echo(OriginalUri(uri): OriginalUri, headers: HeaderMap) -> Response {
         .into_response()
 }
 
+/// N10 (second security review): the `Set-Cookie` filter parses each cookie, so no spelling of the
+/// hub's cookie name gets through (a leading `=`, which a browser keeps as a nameless cookie that it
+/// sends back as `gpuhub_session=…`; a quoted name; another case), nor anything it cannot parse, while
+/// the app's own cookies pass.
+#[tokio::test]
+async fn n10_set_cookie_filter_parses_cookies() -> Result<()> {
+    let hostile = [
+        "=gpuhub_session=fixed; Path=/",
+        "\"gpuhub_session\"=fixed; Path=/",
+        "GPUHUB_SESSION=fixed; Path=/",
+        " gpuhub_session =fixed",
+        ";gpuhub_session=fixed",
+        "gpuhub_session",
+        "=fixed",
+    ];
+    let app = move || async move {
+        let mut res = axum::Json(serde_json::json!({})).into_response();
+        for c in hostile.iter().chain(&["_xsrf=token; Path=/w/alice/nb/lab/", "theme=\"dark\"; Max-Age=60"]) {
+            res.headers_mut().append(header::SET_COOKIE, c.parse().unwrap());
+        }
+        res
+    };
+    let up = serve(Router::new().fallback(any(app))).await?;
+    let proxy = proxy_to(up).await?;
+    let res = client().get(format!("http://{proxy}/w/alice/nb/lab/").parse()?).await?;
+    assert_eq!(res.status(), StatusCode::OK);
+    let cookies: Vec<_> =
+        res.headers().get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect();
+    assert_eq!(cookies, ["_xsrf=token; Path=/w/alice/nb/lab/", "theme=\"dark\"; Max-Age=60"]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn headers_are_stripped_and_set_and_paths_kept() -> Result<()> {
     let up = serve(Router::new().fallback(any(echo))).await?;
