@@ -13,6 +13,19 @@ use gpuhub_store::WorkloadFilter;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
+/// `text` of the scheduler's (which names workloads by id: whose reserved start a workload would delay,
+/// whom it waits behind, whom a victim makes room for) with every word that is a workload's id replaced
+/// by its `owner/name`, as people know it.
+fn named(text: &str, by_id: &HashMap<&str, &Workload>) -> String {
+    text.split(' ')
+        .map(|word| match by_id.get(word) {
+            Some(w) => format!("{}/{}", w.owner, w.name),
+            None => word.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl Controller {
     /// Starts what fits, in queue order, and records why the rest waits.
     pub async fn schedule(&mut self) {
@@ -129,7 +142,9 @@ impl Controller {
         let explained: HashMap<String, Explanation> = (decisions.pending.iter())
             .map(|e| {
                 let w = by_id.get(e.id.as_str()).copied();
-                (e.id.clone(), crate::unmet::explain(e, w, active, nodes, &config, now))
+                let mut out = crate::unmet::explain(e, w, active, nodes, &config, now);
+                out.message = named(&out.message, &by_id);
+                (e.id.clone(), out)
             })
             .collect();
         let messages: Vec<(String, String)> = explained.iter().map(|(id, e)| (id.clone(), e.message.clone())).collect();
@@ -160,7 +175,7 @@ impl Controller {
                 by: by.map_or_else(|| p.for_id.clone(), |b| format!("{}/{}", b.owner, b.name)),
                 queue: by.map(|b| b.queue.clone()).unwrap_or_default(),
                 at: now,
-                detail: p.reason.clone(),
+                detail: named(&p.reason, &by_id),
             };
             victim.apply(Event::StopRequested { reason }, now)?;
             self.save(&victim).await?;

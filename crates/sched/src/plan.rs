@@ -544,39 +544,53 @@ impl<'a> Pass<'a> {
         }
         self.placer.set_cache(cached);
         if let Some(holds) = first {
-            let mut blocked = None;
-            for &i in relevant {
-                let f = &mut self.reserved[i].future;
-                let mut took = Vec::with_capacity(holds.len());
-                let mut ok = true;
-                for h in &holds {
-                    ok &= f.can_hold(h);
-                    took.push(f.take(h));
-                }
-                for t in took.iter().rev() {
-                    f.restore(t);
-                }
-                if !ok {
-                    blocked = Some(i);
-                    break;
-                }
-            }
-            match blocked {
-                None => return Ok(holds),
-                Some(i) => {
-                    let id = &self.reserved[i].id;
-                    return Err((Reason::Backfill, format!("starting now would delay the reserved start of {id}")));
-                }
-            }
+            return match self.delays(relevant, &holds) {
+                None => Ok(holds),
+                Some(i) => Err(self.delay_reason(i)),
+            };
         }
-        if second.is_some() {
-            let first = relevant.first().map(|&i| self.reserved[i].id.clone()).unwrap_or_default();
-            return Err((Reason::Backfill, format!("starting now would delay the reserved start of {first}")));
+        if let Some(holds) = second {
+            // it fits now only on what a reserved start will use: it may still start if, whenever it
+            // would run at a reserved time, the reserved workload fits beside it then (what the reserved
+            // start waits for is short, not everything it will hold: a job without GPUs behind a GPU
+            // reservation takes CPUs and memory that are free then too)
+            return match self.delays(relevant, &holds) {
+                None => Ok(holds),
+                Some(i) => Err(self.delay_reason(i)),
+            };
         }
         if third.is_some() {
             return Err((Reason::Reservation, "the free GPUs it could use are booked by a reservation".into()));
         }
         Err(self.why_not(s, members))
+    }
+
+    /// The first of the `relevant` reserved starts that `holds`, held from now on, would delay: whose
+    /// cluster at its reserved time could not hold them beside it.
+    fn delays(&mut self, relevant: &[usize], holds: &[Hold]) -> Option<usize> {
+        for &i in relevant {
+            let f = &mut self.reserved[i].future;
+            let mut took = Vec::with_capacity(holds.len());
+            let mut ok = true;
+            for h in holds {
+                ok &= f.can_hold(h);
+                took.push(f.take(h));
+            }
+            for t in took.iter().rev() {
+                f.restore(t);
+            }
+            if !ok {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Why a workload waits for reserved start `i` (named by its workload id; the controller names it
+    /// by owner and name).
+    fn delay_reason(&self, i: usize) -> (Reason, String) {
+        let id = &self.reserved[i].id;
+        (Reason::Backfill, format!("starting now would delay the reserved start of {id}"))
     }
 
     /// Most wholly free GPUs on one node, wholly free GPUs in all, most free milli on one GPU.

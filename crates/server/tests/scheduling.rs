@@ -239,6 +239,33 @@ async fn backfill_starts_only_what_ends_before_the_reserved_start() {
 }
 
 #[tokio::test]
+async fn a_job_without_gpus_is_not_held_back_by_a_gpu_reservation() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let cpus = |name: &str, gpus: u32, cpus: u32| {
+        let mut j = job(name, gpus);
+        j["resources"]["cpus"] = json!(cpus);
+        j
+    };
+    // both GPUs and 4 of the 8 CPUs, for an hour; a job for both GPUs and 6 CPUs waits for its end
+    hub.submit(&alice, with(cpus("r", 2, 4), "runtime_limit", json!("1h"))).await;
+    hub.wait_state(&alice, "r", "running").await;
+    hub.submit(&alice, cpus("big", 2, 6)).await;
+    let big = explanation(&hub, &alice, "big").await;
+    assert!(big["explanation"]["estimated_start"].is_string(), "{big}");
+    // a job of 2 CPUs and no GPU, without a limit, starts at once: at big's start it still fits beside it
+    hub.submit(&bob, cpus("cpu", 0, 2)).await;
+    hub.wait_state(&bob, "cpu", "running").await;
+    // another would take the CPUs big needs then: it waits, naming big by owner and name
+    hub.submit(&bob, cpus("more", 0, 2)).await;
+    let v = explanation(&hub, &bob, "more").await;
+    assert_eq!(v["explanation"]["reason"], "backfill", "{v}");
+    assert_eq!(v["explanation"]["message"], "starting now would delay the reserved start of alice/big", "{v}");
+}
+
+#[tokio::test]
 async fn a_queue_below_its_guarantee_reclaims_by_preemption() {
     let hub = Hub::start_with(|cfg| {
         queues(cfg);
