@@ -456,7 +456,7 @@ impl Config {
 
     /// Parses a TOML document over the defaults.
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+        toml::from_str(text).map_err(|e| env::did_you_mean(e.to_string().trim_end()))
     }
 
     fn apply_env(&mut self, env: impl IntoIterator<Item = (String, String)>) -> Result<(), ConfigError> {

@@ -206,6 +206,26 @@ pub(super) fn unknown_variable(name: &str) -> String {
     }
 }
 
+/// A parse error of the config file, with "did you mean `key`?" added where it names an unknown key and
+/// the keys expected there hold a close one (serde's "unknown field `colour`, expected one of `a`, `b`").
+pub(super) fn did_you_mean(error: &str) -> String {
+    let Some((_, rest)) = error.split_once("unknown field `") else { return error.to_owned() };
+    let Some((unknown, rest)) = rest.split_once('`') else { return error.to_owned() };
+    let Some((_, expected)) = rest.split_once("expected ") else { return error.to_owned() };
+    let expected = expected.lines().next().unwrap_or_default();
+    let closest = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|k| (edit_distance(unknown, k), k))
+        .filter(|&(d, k)| d <= 2 || (d <= 4 && d * 3 <= k.len()))
+        .min();
+    match closest {
+        Some((_, k)) => format!("{error}\ndid you mean `{k}`?"),
+        None => error.to_owned(),
+    }
+}
+
 /// Levenshtein distance of two short ASCII names.
 fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());
@@ -239,6 +259,16 @@ mod tests {
         assert!(unknown_variable("LISTN").contains("did you mean GPUHUB_LISTEN?"), "{}", unknown_variable("LISTN"));
         assert!(unknown_variable("MAX_QUEUED_PER_USR").contains("GPUHUB_MAX_QUEUED_PER_USER"));
         assert!(!unknown_variable("FROBNICATE").contains("did you mean"));
+    }
+
+    #[test]
+    fn a_misspelt_key_in_the_file_names_the_key() {
+        let e = super::super::Config::from_toml("listn = \"127.0.0.1:9\"\n").unwrap_err();
+        assert!(e.contains("unknown field `listn`") && e.ends_with("did you mean `listen`?"), "{e}");
+        let e = super::super::Config::from_toml("[idle]\ngrace_sec = 5\n").unwrap_err();
+        assert!(e.ends_with("did you mean `grace_secs`?"), "{e}");
+        let e = super::super::Config::from_toml("frobnicate = 1\n").unwrap_err();
+        assert!(!e.contains("did you mean"), "{e}");
     }
 
     #[test]
