@@ -73,7 +73,8 @@ impl Dataset {
             }
             (None, false) => {}
         }
-        check_path("path", &self.path)
+        check_path("path", &self.path)?;
+        refuse_protected(&self.path, &self.path, &[])
     }
 
     /// Where a workload mounts it from: the directory, or the export and its server.
@@ -98,6 +99,71 @@ fn check_path(field: &str, p: &str) -> Result<(), CoreError> {
     }
     if p.trim_end_matches('/').is_empty() {
         return bad("is the root directory");
+    }
+    Ok(())
+}
+
+/// The host's own directories, which no dataset may be, be inside of or hold: what they show
+/// (the host's configuration and secrets, its processes and devices, other containers' files) is not
+/// data to hand to every workload.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/root",
+    "/run",
+    "/var/run",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+];
+
+/// `p`'s parts with `.`, empty parts and `..` (each taking away the part before it) resolved.
+fn parts(p: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            _ => out.push(part),
+        }
+    }
+    out
+}
+
+/// Refuses, naming `shown` (the path as given), a dataset at `p` (as given, or where its symlinks
+/// lead) that is, is inside of or holds one of the host's system directories ([`SYSTEM_DIRS`])
+/// or one of `own`, the hub's own directories with what each is (`("/var/lib/gpuhub", "gpuhub's data
+/// directory")`).
+pub fn refuse_protected(shown: &str, p: &str, own: &[(&str, &str)]) -> Result<(), CoreError> {
+    let path = parts(p);
+    let bad = |reason: String| Err(CoreError::invalid("path", format!("{shown:?} {reason}")));
+    if path.is_empty() {
+        return bad("is the root directory".into());
+    }
+    let system = SYSTEM_DIRS.iter().map(|d| (*d, "the host's system directory"));
+    for (dir, what) in system.chain(own.iter().copied()) {
+        let d = parts(dir);
+        if d.is_empty() {
+            continue;
+        }
+        if path.starts_with(&d) {
+            let how = if path.len() == d.len() { "is" } else { "is in" };
+            return bad(format!("{how} {what} {dir}: workloads must not see it"));
+        }
+        if d.starts_with(&path) {
+            return bad(format!("holds {what} {dir}: workloads must not see it"));
+        }
     }
     Ok(())
 }
@@ -143,5 +209,30 @@ mod tests {
         let e = d("x", "rel").validate().unwrap_err();
         assert!(matches!(e, CoreError::Invalid { ref field, .. } if field == "path"), "{e}");
         assert_eq!(DatasetMount { name: "x".into(), path: "/d".into(), nfs: None }.target(), "/datasets/x");
+    }
+
+    #[test]
+    fn system_directories_are_no_datasets() {
+        for (path, why) in [
+            ("/etc", "is the host's system directory /etc"),
+            ("/etc/ssl/", "is in the host's system directory /etc"),
+            ("//proc/./self", "is in the host's system directory /proc"),
+            ("/var", "holds the host's system directory /var/run"),
+            ("/var/lib", "holds the host's system directory /var/lib/docker"),
+            ("/lib64", "system directory /lib64"),
+            ("/usr/share/data", "is in the host's system directory /usr"),
+        ] {
+            let e = d("x", path).validate().unwrap_err();
+            assert!(matches!(e, CoreError::Invalid { ref field, .. } if field == "path"), "{e}");
+            assert!(e.to_string().contains(why) && e.to_string().contains(&format!("{path:?}")), "{path}: {e}");
+        }
+        let own = [("/srv/gpuhub/data", "gpuhub's data directory")];
+        for path in ["/srv/gpuhub/data", "/srv/gpuhub/data/logs", "/srv/gpuhub", "/srv"] {
+            let e = refuse_protected(path, path, &own).unwrap_err();
+            assert!(e.to_string().contains("gpuhub's data directory /srv/gpuhub/data"), "{path}: {e}");
+        }
+        for fine in ["/data/imagenet", "/srv/datasets", "/var/lib/datasets", "/mnt/nfs/x", "/home/shared/corpus"] {
+            assert!(refuse_protected(fine, fine, &own).is_ok(), "{fine}");
+        }
     }
 }

@@ -120,7 +120,7 @@ async fn every_endpoint_by_every_caller() {
         case(Method::DELETE, "/api/v1/images/{i}", [204, 403, 403, 401]),
         case(Method::GET, "/api/v1/datasets", [200, 200, 200, 401]),
         Case {
-            body: Some(json!({"name": "scratch", "path": "/tmp"})),
+            body: Some(json!({"name": "scratch", "path": env!("CARGO_MANIFEST_DIR")})),
             ..case(Method::POST, "/api/v1/datasets", [201, 403, 403, 401])
         },
         case(Method::DELETE, "/api/v1/datasets/{i}", [204, 403, 403, 401]),
@@ -181,7 +181,7 @@ async fn every_endpoint_by_every_caller() {
             let image = json!({"name": iname, "image": "busybox:latest"});
             let (s, v) = hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(image)).await;
             assert_eq!(s, StatusCode::CREATED, "{v}");
-            let dataset = json!({"name": iname, "path": "/tmp"});
+            let dataset = json!({"name": iname, "path": env!("CARGO_MANIFEST_DIR")});
             let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(dataset)).await;
             assert_eq!(s, StatusCode::CREATED, "{v}");
 

@@ -7,7 +7,8 @@ mod common;
 mod provider_support;
 
 use common::*;
-use reqwest::{StatusCode, Url, redirect};
+use reqwest::{Method, StatusCode, Url, redirect};
+use serde_json::json;
 
 /// A client that reads redirects instead of following them.
 fn no_redirects() -> reqwest::Client {
@@ -70,4 +71,47 @@ async fn n7_oidc_next_is_only_a_local_path() {
         let (s, to) = oidc_sign_in(&hub, bad, "alice-subject").await;
         assert_eq!((s.is_redirection(), to.as_str()), (true, "/"), "{bad}: {s}");
     }
+}
+
+/// N13: no dataset is a system directory of the host, inside one or holding one (after `..`, `.` and
+/// symlinks), nor the hub's own data directory: a 422 naming the path and why.
+#[tokio::test]
+async fn n13_system_paths_are_no_datasets() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let to_etc = scratch.path().join("innocent");
+    std::os::unix::fs::symlink("/etc", &to_etc).unwrap();
+    let data = hub.dir.path().join("data");
+    for path in [
+        "/etc".to_owned(),
+        "/etc/ssl".to_owned(),
+        "/proc".to_owned(),
+        "/proc/self".to_owned(),
+        "/sys/".to_owned(),
+        "/dev".to_owned(),
+        "/usr/lib".to_owned(),
+        "/var".to_owned(),
+        "/lib".to_owned(),
+        "/root".to_owned(),
+        "//etc/./".to_owned(),
+        to_etc.display().to_string(),
+        data.display().to_string(),
+        hub.dir.path().display().to_string(),
+    ] {
+        let body = json!({"name": "sys", "path": path});
+        let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(body)).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {v}");
+        assert_eq!(v["field"], "path", "{path}: {v}");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("{path:?}")), "names the path: {detail}");
+        assert!(detail.contains("system directory") || detail.contains("data directory"), "{path}: says why: {detail}");
+    }
+    let (s, v) = hub.call(Method::GET, "/api/v1/datasets", Some(&admin), None).await;
+    assert_eq!((s, v), (StatusCode::OK, json!([])), "none registered");
+    let fine = scratch.path().join("corpus");
+    std::fs::create_dir(&fine).unwrap();
+    let body = json!({"name": "corpus", "path": fine.display().to_string()});
+    let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
 }

@@ -43,9 +43,29 @@ pub async fn create_dataset(
             ApiError::unprocessable(format!("invalid path: {:?} is not a directory on this host", d.path)).at("path")
         );
     }
+    if d.nfs.is_none() {
+        refuse_own_and_linked(&st, &d.path)?;
+    }
     st.store.upsert_dataset(&d).await?;
     tracing::info!(dataset = %d.name, path = %d.path, by = %caller.0.username, "dataset registered");
     Ok((StatusCode::CREATED, axum::Json(d)))
+}
+
+/// Refuses a dataset directory that is, is inside of or holds the hub's data or homes directory, or
+/// that leads (by its symlinks, where it exists here) to one of those or to a system directory.
+fn refuse_own_and_linked(st: &AppState, path: &str) -> Result<(), ApiError> {
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let data = real(&st.config.data_dir).display().to_string();
+    let homes = st.config.homes_dir.as_deref().map(|h| real(h).display().to_string());
+    let mut own = vec![(data.as_str(), "gpuhub's data directory")];
+    if let Some(h) = &homes {
+        own.push((h.as_str(), "gpuhub's homes directory"));
+    }
+    gpuhub_core::dataset::refuse_protected(path, path, &own)?;
+    if let Ok(target) = std::fs::canonicalize(path) {
+        gpuhub_core::dataset::refuse_protected(path, &target.display().to_string(), &own)?;
+    }
+    Ok(())
 }
 
 /// Removes a dataset (admin); workloads already submitted keep mounting its path.
