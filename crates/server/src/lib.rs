@@ -13,6 +13,7 @@ pub mod guard;
 pub mod identity;
 pub mod idle;
 pub mod metrics;
+pub mod mps;
 pub mod origins;
 pub mod portal;
 pub mod queues;
@@ -99,6 +100,10 @@ impl Server {
         let _ = self.idle.await;
         let _ = self.guard.await;
         let _ = self.recheck.await;
+        // the daemons keep serving the work that runs on: the next start takes them over
+        if let Some(m) = &self.state.mps {
+            m.detach().await;
+        }
     }
 
     /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
@@ -111,6 +116,10 @@ impl Server {
         let _ = self.idle.await;
         let _ = self.guard.await;
         let _ = self.recheck.await;
+        // the daemons keep serving the work that runs on: the next start takes them over
+        if let Some(m) = &self.state.mps {
+            m.detach().await;
+        }
     }
 
     /// A sender that stops the server when `true` is sent.
@@ -270,7 +279,11 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         Some(h) => h,
         None => config::homes::build(&config).await.map_err(ServeError::Homes)?,
     };
-    let settings = Arc::new(config.controller_settings(homes.clone()));
+    let hub_places = engine.capabilities().placement == gpuhub_driver::Placement::Hub;
+    let mps = mps::build(&config, &inventory.capacities(), hub_places);
+    let mut settings = config.controller_settings(homes.clone());
+    settings.mps = mps.clone().map(|s| Arc::new(mps::Daemons(s)) as Arc<dyn gpuhub_controller::mps::MpsDaemons>);
+    let settings = Arc::new(settings);
     let identities = Arc::new(identity::Identities::new(&config, directory).map_err(ServeError::Identity)?);
     let (controller, handle) =
         Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
@@ -304,6 +317,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         clock,
         idle: Arc::default(),
         guard: Arc::default(),
+        mps: mps.clone(),
         http_metrics: crate::metrics::HttpMetrics::default(),
         homes,
         identities,

@@ -39,6 +39,9 @@ pub struct AppState {
     pub idle: Arc<crate::idle::IdleWatch>,
     /// The GPU memory guard's memory and counts.
     pub guard: Arc<crate::guard::GuardWatch>,
+    /// gpuhub's MPS daemons, where a GPU is in the `mps` mode (their health for `/metrics` and the
+    /// Nodes page).
+    pub mps: Option<gpuhub_mps::Supervisor>,
     /// The API's request durations, for `/metrics`.
     pub http_metrics: crate::metrics::HttpMetrics,
     /// Users' homes and their quotas (the same backend the controller makes them with).

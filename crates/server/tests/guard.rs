@@ -15,6 +15,7 @@ use gpuhub_driver::MemberUsage;
 use gpuhub_gpu::{FakeGpuSampler, GpuProcess};
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 const GIB: u64 = 1 << 30;
@@ -37,6 +38,27 @@ async fn until_round(hub: &Hub, token: &str, name: &str, done: impl Fn(&Value) -
     panic!("{name}: condition not met after 20 rounds: {}", hub.get(token, name).await);
 }
 
+/// A stand-in for `nvidia-cuda-mps-control`: `-f` is the daemon (it makes the pipe directory's `control`
+/// and waits for `quit`), anything else a client command read from standard input; both are recorded.
+const FAKE_MPS_CONTROL: &str = r#"#!/bin/sh
+rec=__RECORD__
+pipe="$CUDA_MPS_PIPE_DIRECTORY"
+if [ "$1" = "-f" ]; then
+  echo "daemon gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
+  echo $$ > "$pipe/nvidia-cuda-mps-control.pid"
+  : > "$pipe/control"
+  trap 'rm -f "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"; exit 0' TERM
+  while [ ! -e "$pipe/quit" ]; do sleep 0.02; done
+  rm -f "$pipe/quit" "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"
+  echo "quit gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
+  exit 0
+fi
+read -r cmd
+if [ ! -e "$pipe/control" ]; then echo "Cannot find MPS control daemon process" >&2; exit 1; fi
+[ "$cmd" = quit ] && : > "$pipe/quit"
+exit 0
+"#;
+
 /// A hub on a manual clock and a scripted sampler whose GPUs are in `modes`, guard grace 30 s.
 async fn hub(modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler>, DateTime<Utc>) {
     let t0: DateTime<Utc> = Utc::now();
@@ -51,6 +73,16 @@ async fn hub(modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler
     let mut cfg = config(dir.path());
     cfg.monitor.interval_secs = 1;
     cfg.guard.grace_secs = 30;
+    // MPS GPUs get gpuhub's own supervisor, running a scripted nvidia-cuda-mps-control; its directory
+    // is one every user may enter, as MPS needs
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let program = dir.path().join("nvidia-cuda-mps-control");
+    std::fs::write(&program, FAKE_MPS_CONTROL.replace("__RECORD__", &dir.path().join("mps.log").display().to_string()))
+        .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    cfg.mps.control = Some(program);
+    cfg.mps.dir = Some(dir.path().join("mps"));
+    cfg.mps.exclusive_process = false;
     let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
     let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
     let url = format!("http://{}", server.addr);
@@ -232,6 +264,23 @@ async fn an_mps_gpu_takes_shares_of_one_user_at_a_time_and_says_so() {
     assert_eq!(v["state"], "queued", "{v}");
     let m = v["explanation"]["message"].as_str().unwrap();
     assert!(m.contains("an MPS GPU serves one user at a time"), "{m}");
+    // gpuhub's daemon of that GPU answered before her shares started, and their containers reach it
+    let log = std::fs::read_to_string(hub.dir.path().join("mps.log")).unwrap();
+    assert!(log.starts_with(&format!("daemon gpu={a}\n")), "{log}");
+    let spec = hub
+        .runtime
+        .submitted()
+        .into_iter()
+        .find(|s| s.labels.get("gpuhub.name").map(String::as_str) == Some("a"))
+        .unwrap();
+    let m = &spec.members[0];
+    assert_eq!(m.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=10240M");
+    let pipe = hub.dir.path().join("mps").join(&a).join("pipe");
+    assert!(m.mounts.iter().any(|x| x.source == pipe.display().to_string() && x.target == "/run/gpuhub/mps"), "{m:?}");
+    assert!(m.mounts.iter().any(|x| x.target == "/dev/shm"), "{m:?}");
+    let text = metrics(&hub).await;
+    let up = format!("gpuhub_mps_daemon_up{{UUID=\"{a}\"}} 1");
+    assert!(text.lines().any(|l| l == up), "no {up:?} in\n{text}");
     // once alice's shares end, bob's starts there
     for name in ["a", "a2"] {
         let (s, body) = hub.call(Method::POST, &format!("/api/v1/workloads/{name}/stop"), Some(&alice), None).await;
@@ -239,4 +288,8 @@ async fn an_mps_gpu_takes_shares_of_one_user_at_a_time_and_says_so() {
     }
     let v = hub.wait_state(&bob, "b", "running").await;
     assert_eq!(v["gpus"][0].as_str(), Some(a.as_str()), "{v}");
+    // the daemons are stopped and their shared memory unmounted (a server leaves them to the next one)
+    hub.server.as_ref().unwrap().state.mps.as_ref().expect("mps daemons are supervised").shutdown().await;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&hub.dir.path().display().to_string()), "{mounts}");
 }

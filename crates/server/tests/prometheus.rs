@@ -182,8 +182,10 @@ async fn the_exposition_reads_back_with_every_family_and_dcgm_labels() {
     let listed: BTreeSet<&str> = gpuhub_server::metrics::FAMILIES.iter().copied().collect();
     assert_eq!(typed, listed);
     for f in listed {
-        if f == "gpuhub_share_gpu_memory_granted_bytes" {
-            continue; // only shares of guarded GPUs have it: tests/guard.rs reads it back
+        if ["gpuhub_share_gpu_memory_granted_bytes", "gpuhub_mps_daemon_up", "gpuhub_mps_daemon_restarts_total"]
+            .contains(&f)
+        {
+            continue; // only shares of guarded GPUs and MPS GPUs have them: tests/guard.rs reads them back
         }
         let with_samples = s.samples.iter().any(|x| x.name == f || x.name == format!("{f}_count"));
         assert!(with_samples, "{f} has no samples");

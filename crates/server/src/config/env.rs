@@ -143,6 +143,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "GUARD_GRACE_SECS",
     "MPS_CONTROL",
     "MPS_DIR",
+    "MPS_EXCLUSIVE_PROCESS",
     "LOG_MAX_BYTES",
     "ENGINE",
     "MONITOR_INTERVAL_SECS",

@@ -22,15 +22,29 @@ impl Default for GuardConfig {
 }
 
 /// gpuhub's MPS control daemons (`[mps]`), one per GPU in the `mps` mode.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MpsConfig {
     /// The `nvidia-cuda-mps-control` program (`GPUHUB_MPS_CONTROL`); unset: the one on `PATH`.
     pub control: Option<PathBuf>,
     /// Where each daemon's pipe, log and shared-memory directories are (`GPUHUB_MPS_DIR`); unset:
-    /// `<data_dir>/mps`.
+    /// `/run/gpuhub/mps`. Every user must be able to enter it (MPS starts each user's server as that
+    /// user), so never inside the 0700 data directory.
     pub dir: Option<PathBuf>,
+    /// Put each GPU in the EXCLUSIVE_PROCESS compute mode (`nvidia-smi -c`) while its daemon runs, so a
+    /// client that unsets `CUDA_MPS_PIPE_DIRECTORY` in its container cannot run on the GPU past MPS
+    /// (`GPUHUB_MPS_EXCLUSIVE_PROCESS`; on by default, as NVIDIA's device plugin does).
+    pub exclusive_process: bool,
 }
+
+impl Default for MpsConfig {
+    fn default() -> Self {
+        Self { control: None, dir: None, exclusive_process: true }
+    }
+}
+
+/// The default of `[mps] dir`.
+pub const DEFAULT_MPS_DIR: &str = "/run/gpuhub/mps";
 
 /// The largest grace accepted: a day.
 const MAX_GRACE_SECS: u64 = 86_400;
@@ -54,6 +68,9 @@ pub(super) fn apply_env(cfg: &mut Config, key: &str, name: &str, v: &str) -> Opt
         "MPS_DIR" => {
             cfg.mps.dir = (!v.is_empty()).then(|| PathBuf::from(v));
             Ok(())
+        }
+        "MPS_EXCLUSIVE_PROCESS" => {
+            v.parse().map(|b| cfg.mps.exclusive_process = b).map_err(|e| invalid(format!("{e}")))
         }
         _ => return None,
     })
@@ -96,9 +113,19 @@ impl Config {
         }
     }
 
-    /// Where gpuhub's MPS daemons keep their directories: `[mps] dir`, or `<data_dir>/mps`.
+    /// Where gpuhub's MPS daemons keep their directories: `[mps] dir`, or `/run/gpuhub/mps`.
     pub fn mps_dir(&self) -> PathBuf {
-        self.mps.dir.clone().unwrap_or_else(|| self.data_dir.join("mps"))
+        self.mps.dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_MPS_DIR))
+    }
+
+    /// The supervisor's settings for this configuration's `[mps]`.
+    pub fn mps_supervisor(&self) -> gpuhub_mps::MpsConfig {
+        let mut c = gpuhub_mps::MpsConfig::new(self.mps_dir());
+        if let Some(p) = &self.mps.control {
+            c.program = p.clone();
+        }
+        c.exclusive_process = self.mps.exclusive_process.then(|| PathBuf::from("nvidia-smi"));
+        c
     }
 }
 
@@ -160,7 +187,10 @@ mod tests {
         assert!(e.contains("more than a day"), "{e}");
         let c = Config::load(None, env("GPUHUB_MPS_CONTROL", "/opt/nv/nvidia-cuda-mps-control")).unwrap();
         assert_eq!(c.mps.control.as_deref(), Some(std::path::Path::new("/opt/nv/nvidia-cuda-mps-control")));
-        assert_eq!(c.mps_dir(), c.data_dir.join("mps"));
+        assert_eq!(c.mps_dir(), std::path::Path::new("/run/gpuhub/mps"));
+        assert!(c.mps.exclusive_process);
+        let c = Config::load(None, env("GPUHUB_MPS_EXCLUSIVE_PROCESS", "false")).unwrap();
+        assert_eq!(c.mps_supervisor().exclusive_process, None);
         let e = Config::from_toml("gpu_sharing = \"mps\"\nengine = \"slurm\"\n")
             .map(|mut c| c.apply_env(Vec::new()))
             .unwrap()

@@ -22,6 +22,8 @@ pub const FAMILIES: &[&str] = &[
     "gpuhub_guard_over_grant",
     "gpuhub_guard_warnings_total",
     "gpuhub_guard_stops_total",
+    "gpuhub_mps_daemon_up",
+    "gpuhub_mps_daemon_restarts_total",
     "DCGM_FI_DEV_GPU_UTIL",
     "DCGM_FI_DEV_FB_USED",
     "DCGM_FI_DEV_FB_FREE",

@@ -1,6 +1,6 @@
 //! How GPU shares are enforced, for `/metrics`: each GPU's sharing mode, each guarded share's GPU
 //! memory grant (beside `gpuhub_workload_gpu_memory_bytes`, what it uses), the guard's warnings and
-//! stops.
+//! stops, and the health of gpuhub's MPS control daemons.
 
 use super::text::{Exposition, Kind};
 use crate::state::AppState;
@@ -69,4 +69,21 @@ pub fn write(x: &mut Exposition, st: &AppState, nodes: &[NodeCapacity], running:
         Kind::Counter,
     );
     f.sample(&[], stops as f64);
+    let health = st.mps.as_ref().map(gpuhub_mps::Supervisor::health).unwrap_or_default();
+    let mut f = x.family(
+        "gpuhub_mps_daemon_up",
+        "Whether gpuhub's MPS control daemon of a GPU in the mps mode runs and answers (1) or not (0).",
+        Kind::Gauge,
+    );
+    for h in &health {
+        f.sample(&[("UUID", h.uuid.as_str())], if h.running { 1.0 } else { 0.0 });
+    }
+    let mut f = x.family(
+        "gpuhub_mps_daemon_restarts_total",
+        "Times gpuhub started the MPS control daemon of a GPU again after it exited or failed to start.",
+        Kind::Counter,
+    );
+    for h in &health {
+        f.sample(&[("UUID", h.uuid.as_str())], f64::from(h.restarts));
+    }
 }
