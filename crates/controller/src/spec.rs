@@ -122,6 +122,20 @@ fn share_env(w: &Workload, gpu_memory: Option<u64>) -> BTreeMap<String, String> 
         env.insert("CUDA_DEVICE_MEMORY_LIMIT".into(), format!("{mib}m"));
         env.insert("CUDA_DEVICE_MEMORY_SHARED_CACHE".into(), "/tmp/gpuhub-vgpu.cache".into());
         env.insert("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), format!("0={mib}M"));
+        // CUDA still reports the whole GPU's memory to a share (under MPS too), and frameworks that
+        // size themselves by it over-ask: tell the two that read a hint from the environment, unless
+        // the user set it (JAX preallocates this fraction of the total; TensorFlow grows on demand)
+        let hint = |env: &mut BTreeMap<String, String>, k: &str, v: String| {
+            if !w.env.contains_key(k) {
+                env.insert(k.to_owned(), v);
+            }
+        };
+        if let Some(total) = gpu_memory.filter(|t| *t > 0) {
+            // rounded down to a hundredth, at least one
+            let hundredths = (bytes.saturating_mul(100) / total).clamp(1, 100);
+            hint(&mut env, "XLA_PYTHON_CLIENT_MEM_FRACTION", format!("{:.2}", hundredths as f64 / 100.0));
+        }
+        hint(&mut env, "TF_FORCE_GPU_ALLOW_GROWTH", "true".to_owned());
     }
     env
 }

@@ -112,6 +112,14 @@ fn a_gpu_share_gets_its_limits_and_the_sharing_library() {
     let s = run_spec(&w, &cx);
     assert_eq!(s.members[0].env["CUDA_DEVICE_MEMORY_LIMIT"], "10240m");
     assert_eq!(s.members[0].env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=10240M");
+    // frameworks that size themselves by the GPU's total are told the share's fraction (10 of 141 GiB),
+    // unless the user says otherwise
+    assert_eq!(s.members[0].env["XLA_PYTHON_CLIENT_MEM_FRACTION"], "0.07");
+    assert_eq!(s.members[0].env["TF_FORCE_GPU_ALLOW_GROWTH"], "true");
+    w.env.insert("XLA_PYTHON_CLIENT_MEM_FRACTION".into(), "0.5".into());
+    let s = run_spec(&w, &cx);
+    assert!(!s.members[0].env.contains_key("XLA_PYTHON_CLIENT_MEM_FRACTION"));
+    assert_eq!(s.env["XLA_PYTHON_CLIENT_MEM_FRACTION"], "0.5");
     // whole GPUs get neither the library nor share limits
     let s = run_spec(&workload(&["GPU-0"]), &cx);
     assert!(s.mounts.iter().all(|m| !m.read_only) && !s.members[0].env.contains_key("CUDA_DEVICE_MEMORY_LIMIT"));
