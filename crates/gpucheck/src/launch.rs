@@ -114,7 +114,9 @@ impl ProcessLauncher {
 }
 
 fn copy_shared(exe: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
-    let dir = std::env::temp_dir().join(format!("gpuhub-gpu-check-{}", std::process::id()));
+    static COPIES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("gpuhub-gpu-check-{}-{n}", std::process::id()));
     std::fs::create_dir(&dir)?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
     let copy = dir.join("gpuhub");
@@ -291,6 +293,35 @@ mod tests {
         let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![] };
         let mut w = launcher.spawn(&spec).unwrap();
         assert_eq!(w.next(Duration::from_secs(20)), Next::Event(WorkerEvent::Allocated { bytes: 7 }));
+    }
+
+    /// As root (CI, this dev machine), a worker runs as the UID asked for, from a copy it can reach
+    /// (the original sits in a 0700 directory), with its GPU and without inherited MPS settings.
+    #[test]
+    fn a_worker_runs_as_the_uid_asked_for() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: a worker cannot be started as another uid");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let script = dir.path().join("gpuhub");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho \"{\\\"event\\\":\\\"failed\\\",\\\"stage\\\":\\\"$(id -u):$(id -g):$(id -G)\\\",\\\"error\\\":\\\"$CUDA_VISIBLE_DEVICES;${CUDA_MPS_PIPE_DIRECTORY:-none};$1\\\"}\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let launcher = ProcessLauncher::new(script, true);
+        let spec = WorkerSpec { uid: Some(65534), gpu: Some("GPU-9".into()), mib: 1, seconds: 0.0, env: vec![] };
+        let mut w = launcher.spawn(&spec).unwrap();
+        assert_eq!(
+            w.next(Duration::from_secs(20)),
+            Next::Event(WorkerEvent::Failed {
+                stage: "65534:65534:65534".into(),
+                error: "GPU-9;none;gpu-check-worker".into()
+            })
+        );
     }
 
     #[test]
