@@ -145,12 +145,22 @@ pub async fn directory_sign_in(st: &AppState, username: &str, password: &str) ->
 
 /// The account of someone an outside source vouched for: made at the first sign-in, brought in step
 /// (role, UID/GID, queue memberships) at every later one. A local account of that name is not taken
-/// over (403).
+/// over (403); an account whose group would be a team queue's is refused (409).
 pub async fn account(st: &AppState, o: &Outside) -> Result<User, ApiError> {
     gpuhub_core::names::validate("user", &o.username)
         .map_err(|e| ApiError::forbidden(format!("the name {:?} cannot be a gpuhub account: {e}", o.username)))?;
     let role = if o.admin { Role::Admin } else { Role::User };
     let now = st.clock.now();
+    // a team's folder would open to all of this account's work
+    if let Some((_, gid)) = o.ids
+        && let Some(q) = st.store.list_queues().await?.into_iter().find(|q| q.team_gid == Some(gid))
+    {
+        return Err(ApiError::conflict(format!(
+            "{}'s group {gid} in the directory is the team group of queue {}: an admin must give the team \
+             another group before {} can sign in",
+            o.username, q.name, o.username
+        )));
+    }
     let user = match st.store.get_user(&o.username).await {
         Ok(u) if u.source != o.source => {
             return Err(ApiError::forbidden(format!(

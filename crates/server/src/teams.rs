@@ -32,7 +32,7 @@ pub fn ensure_folder(path: &Path, gid: u32) -> std::io::Result<()> {
 }
 
 /// Claims `q`'s `team_gid` for it: refused when another queue's folder has that group (its members would
-/// share that folder); otherwise its folder is made.
+/// share that folder) or it is an account's own group; otherwise its folder is made.
 pub async fn claim_gid(st: &AppState, q: &QueueDef) -> Result<(), crate::error::ApiError> {
     let Some(gid) = q.team_gid else { return Ok(()) };
     let queues = st.store.list_queues().await?;
@@ -40,6 +40,13 @@ pub async fn claim_gid(st: &AppState, q: &QueueDef) -> Result<(), crate::error::
         return Err(crate::error::ApiError::conflict(format!(
             "invalid team_gid: {gid} is the team group of queue {}",
             other.name
+        ))
+        .at("team_gid"));
+    }
+    if let Some(user) = st.store.user_with_gid(gid).await? {
+        return Err(crate::error::ApiError::conflict(format!(
+            "invalid team_gid: {gid} is the group of account {user}: a team group must be no account's own \
+             (its folder would open to all of that account's work)"
         ))
         .at("team_gid"));
     }

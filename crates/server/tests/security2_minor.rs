@@ -115,3 +115,57 @@ async fn n13_system_paths_are_no_datasets() {
     let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(body)).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
 }
+
+/// N12: a team's group is never an account's group: a `team_gid` that is an account's GID (a local
+/// account's is its UID; a directory account's its own) is refused naming the account, a new local
+/// account's UID/GID passes over every team's group, and a directory account whose group is a team's
+/// is refused naming the queue.
+#[tokio::test]
+async fn n12_team_gids_are_no_account_gids() {
+    let dir = std::sync::Arc::new(gpuhub_identity::FakeDirectory::new());
+    let person = |name: &str, uid: u32, gid: u32| gpuhub_identity::DirectoryUser {
+        username: name.into(),
+        dn: format!("uid={name},ou=people,dc=example,dc=org"),
+        uid_number: uid,
+        gid_number: gid,
+        groups: vec![],
+        is_admin: false,
+        display_name: None,
+    };
+    dir.add_user(person("dora", 30_001, 40_001), "dora-ldap");
+    dir.add_user(person("emil", 30_002, 40_002), "emil-ldap");
+    let seams = gpuhub_server::Seams { directory: Some(dir), ..Default::default() };
+    let hub = Hub::start_seams(seams, |_| {}).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let (_, me) = hub.call(Method::GET, "/api/v1/me", Some(&alice), None).await;
+    let alice_gid = me["gid"].as_u64().unwrap();
+    let dora = hub.login("dora", "dora-ldap").await;
+    let (_, me) = hub.call(Method::GET, "/api/v1/me", Some(&dora), None).await;
+    assert_eq!(me["gid"], 40_001, "{me}");
+
+    for (gid, who) in [(alice_gid, "alice"), (40_001, "dora")] {
+        let body = json!({"name": format!("t{gid}"), "team_gid": gid});
+        let (s, v) = hub.call(Method::POST, "/api/v1/queues", Some(&admin), Some(body)).await;
+        assert_eq!(s, StatusCode::CONFLICT, "team_gid {gid}: {v}");
+        assert_eq!(v["field"], "team_gid", "{v}");
+        assert!(v["detail"].as_str().unwrap().contains(who), "names {who}: {v}");
+    }
+    // a queue whose group is the next UID to be handed out: the next account passes over it
+    let next = alice_gid + 1;
+    let (s, v) =
+        hub.call(Method::POST, "/api/v1/queues", Some(&admin), Some(json!({"name": "vision", "team_gid": next}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let bob = hub.user(&admin, "bob").await;
+    let (_, me) = hub.call(Method::GET, "/api/v1/me", Some(&bob), None).await;
+    assert_ne!(me["uid"].as_u64(), Some(next), "{me}");
+    assert_ne!(me["gid"].as_u64(), Some(next), "{me}");
+    // a directory account whose group is a team's is refused, naming the queue
+    let (s, v) =
+        hub.call(Method::POST, "/api/v1/queues", Some(&admin), Some(json!({"name": "nlp", "team_gid": 40_002}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let body = json!({"username": "emil", "password": "emil-ldap"});
+    let (s, v) = hub.call(Method::POST, "/api/v1/login", None, Some(body)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("nlp"), "{v}");
+}

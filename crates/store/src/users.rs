@@ -58,11 +58,26 @@ pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
     })
 }
 
+/// One more than the highest UID ever handed out, counted: one statement, so that the counter row's
+/// lock serializes concurrent creations; it also stays above any UID already in the table, however it
+/// got there.
+async fn next_uid(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "UPDATE counters SET value = 1 + CASE \
+             WHEN value >= (SELECT COALESCE(MAX(uid), 0) FROM users) THEN value \
+             ELSE (SELECT COALESCE(MAX(uid), 0) FROM users) END \
+         WHERE name = $1 RETURNING value",
+    )
+    .bind(LAST_UID)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
 impl Store {
-    /// Creates an account. Its UID is one more than the highest UID ever handed out (the first is
-    /// [`gpuhub_core::user::FIRST_UID`]); UIDs of deleted users are never reused, so a new user cannot
-    /// inherit files a former one left on shared storage. [`StoreError::Conflict`] if the username is
-    /// taken.
+    /// Creates an account. Its UID (and GID) is one more than the highest UID ever handed out (the first
+    /// is [`gpuhub_core::user::FIRST_UID`]), passing over every team queue's group and every account's
+    /// GID; UIDs of deleted users are never reused, so a new user cannot inherit files a former one left
+    /// on shared storage. [`StoreError::Conflict`] if the username is taken.
     pub async fn create_user(
         &self,
         username: &str,
@@ -71,17 +86,19 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<User> {
         let mut tx = self.pool.begin().await?;
-        // one statement, so that the counter row's lock serializes concurrent creations; it also
-        // stays above any UID already in the table, however it got there
-        let uid: i64 = sqlx::query_scalar(
-            "UPDATE counters SET value = 1 + CASE \
-                 WHEN value >= (SELECT COALESCE(MAX(uid), 0) FROM users) THEN value \
-                 ELSE (SELECT COALESCE(MAX(uid), 0) FROM users) END \
-             WHERE name = $1 RETURNING value",
-        )
-        .bind(LAST_UID)
-        .fetch_one(&mut *tx)
-        .await?;
+        // the counter's update comes first: its lock serializes concurrent creations (SQLite cannot
+        // turn a transaction that has read into one that writes while another writes)
+        let mut uid = next_uid(&mut tx).await?;
+        // a local account's GID is its UID: never a team's group nor another account's group
+        let mut groups: Vec<i64> =
+            sqlx::query_scalar("SELECT gid FROM users WHERE gid IS NOT NULL").fetch_all(&mut *tx).await?;
+        for row in sqlx::query("SELECT settings FROM queues").fetch_all(&mut *tx).await? {
+            let q: gpuhub_core::queue::QueueDef = crate::codec::get_json(&row, "settings")?;
+            groups.extend(q.team_gid.map(i64::from));
+        }
+        while groups.contains(&uid) {
+            uid = next_uid(&mut tx).await?;
+        }
         let uid = u32::try_from(uid).map_err(|_| StoreError::Corrupt(format!("uid: next uid {uid} out of range")))?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO users (username, password_hash, role, uid, disabled, created_at) \
@@ -109,6 +126,14 @@ impl Store {
             created_at,
             home_quota: None,
         })
+    }
+
+    /// The account whose GID is `gid` (a local account's GID is its UID), if any.
+    pub async fn user_with_gid(&self, gid: u32) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar("SELECT username FROM users WHERE COALESCE(gid, uid) = $1 ORDER BY username LIMIT 1")
+            .bind(i64::from(gid))
+            .fetch_optional(&self.pool)
+            .await?)
     }
 
     /// Creates an account whose identity comes from outside (`source`), with the UID and GID it has
