@@ -234,6 +234,7 @@ pub struct SupervisorDaemon {
     supervisor: Option<gpuhub_mps::Supervisor>,
     root: PathBuf,
     private_shm: bool,
+    program: PathBuf,
 }
 
 impl SupervisorDaemon {
@@ -241,7 +242,13 @@ impl SupervisorDaemon {
     /// the daemon gets its own `/dev/shm` as gpuhub gives it for containers; workers on the host then
     /// cannot reach it, so gpu-check runs it with the host's.
     pub fn new(root: PathBuf, private_shm: bool) -> Self {
-        Self { runtime: None, supervisor: None, root, private_shm }
+        Self { runtime: None, supervisor: None, root, private_shm, program: gpuhub_mps::DEFAULT_PROGRAM.into() }
+    }
+
+    /// Runs `program` as `nvidia-cuda-mps-control` (a path, or a name looked up on `PATH`).
+    pub fn with_program(mut self, program: PathBuf) -> Self {
+        self.program = program;
+        self
     }
 
     fn dir_error(&self, what: &'static str) -> impl FnOnce(std::io::Error) -> SeamError + use<> {
@@ -253,8 +260,9 @@ impl SupervisorDaemon {
 impl MpsDaemon for SupervisorDaemon {
     fn start(&mut self, uuid: &str) -> Result<MpsClient, SeamError> {
         use std::os::unix::fs::PermissionsExt;
-        if crate::seams::on_path(gpuhub_mps::DEFAULT_PROGRAM).is_none() {
-            return Err(SeamError::NoMpsControl(gpuhub_mps::DEFAULT_PROGRAM.to_owned()));
+        let bare = self.program.components().count() == 1 && !self.program.is_absolute();
+        if bare && crate::seams::on_path(&self.program.to_string_lossy()).is_none() {
+            return Err(SeamError::NoMpsControl(self.program.display().to_string()));
         }
         std::fs::create_dir_all(&self.root).map_err(self.dir_error("make"))?;
         std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o755))
@@ -266,6 +274,7 @@ impl MpsDaemon for SupervisorDaemon {
             .map_err(SeamError::Runtime)?;
         let mut config = gpuhub_mps::MpsConfig::new(self.root.clone());
         config.private_shm = self.private_shm;
+        config.program = self.program.clone();
         let supervisor = gpuhub_mps::Supervisor::new(config);
         let ensured = runtime.block_on(supervisor.ensure(uuid));
         self.supervisor = Some(supervisor);
@@ -294,6 +303,7 @@ impl Drop for SupervisorDaemon {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn clients_get_the_pipe_and_the_share_limits() {
@@ -327,5 +337,43 @@ mod tests {
             assert_eq!(e, "nvidia-cuda-mps-control is not on PATH (the NVIDIA driver's utilities ship it)");
         }
         d.stop().unwrap();
+    }
+
+    /// A stand-in for `nvidia-cuda-mps-control`: in the foreground it makes its control pipe and pid
+    /// file and waits for `quit`; as a client it records the command.
+    const FAKE_CONTROL: &str = r#"#!/bin/sh
+pipe="$CUDA_MPS_PIPE_DIRECTORY"
+if [ "$1" = "-f" ]; then
+  echo "daemon gpu=$CUDA_VISIBLE_DEVICES" >> "$pipe/../record"
+  echo $$ > "$pipe/nvidia-cuda-mps-control.pid"
+  : > "$pipe/control"
+  trap 'rm -f "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"; exit 0' TERM
+  while [ ! -e "$pipe/quit" ]; do sleep 0.02; done
+  rm -f "$pipe/quit" "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"
+  exit 0
+fi
+read -r cmd
+echo "client $cmd" >> "$pipe/../record"
+[ -e "$pipe/control" ] || exit 1
+[ "$cmd" = quit ] && : > "$pipe/quit"
+exit 0
+"#;
+
+    #[test]
+    fn gpuhubs_supervisor_runs_the_daemon_and_stops_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let program = dir.path().join("nvidia-cuda-mps-control");
+        std::fs::write(&program, FAKE_CONTROL).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = dir.path().join("mps");
+        let mut d = SupervisorDaemon::new(root.clone(), false).with_program(program);
+        let client = d.start("GPU-7").unwrap();
+        assert_eq!(client.pipe_dir, root.join("GPU-7").join("pipe"));
+        assert!(client.pipe_dir.join("control").exists());
+        let record = std::fs::read_to_string(root.join("GPU-7").join("record")).unwrap();
+        assert!(record.starts_with("daemon gpu=GPU-7\n"), "{record}");
+        d.stop().unwrap();
+        assert!(!root.exists(), "its directories are removed");
     }
 }
