@@ -136,12 +136,16 @@ async fn a_share_over_its_gpu_memory_grant_is_warned_then_stopped_with_its_figur
     // the portal says so: the Nodes page marks her share over its grant and shows the GPU's mode, her
     // workloads page carries the warning
     let nodes = page(&hub, "alice", "/nodes").await;
-    assert!(
-        nodes.contains("alice/big 0.5 (10GiB<strong class=\"over\">, uses 12GiB: over its grant</strong>)"),
-        "{nodes}"
-    );
-    assert!(nodes.contains("bob/small 0.25 (4GiB, uses 3GiB)"), "{nodes}");
-    assert!(nodes.contains(">guard</td>"), "{nodes}");
+    let holder = |who: &str| {
+        let at = nodes.find(&format!("data-holder=\"{who}\"")).unwrap_or_else(|| panic!("no {who} in {nodes}"));
+        nodes[at..nodes[at..].find("</li>").map_or(nodes.len(), |e| at + e)].to_owned()
+    };
+    let hers = holder("alice/big");
+    assert!(hers.contains("data-over=\"true\"") && hers.contains("grant 10GiB"), "{hers}");
+    assert!(hers.contains("uses 12GiB: over its grant"), "{hers}");
+    let his = holder("bob/small");
+    assert!(!his.contains("data-over") && his.contains("grant 4GiB, uses 3GiB"), "{his}");
+    assert!(nodes.contains("data-sharing=\"guard\""), "{nodes}");
     let list = page(&hub, "alice", "/workloads").await;
     assert!(list.contains("uses 12GiB of GPU memory, above its grant of 10GiB; stopped at"), "{list}");
 

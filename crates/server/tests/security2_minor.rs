@@ -169,3 +169,53 @@ async fn n12_team_gids_are_no_account_gids() {
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("nlp"), "{v}");
 }
+
+/// A browser session's cookie for `user`.
+async fn session_cookie(hub: &Hub, user: &str) -> String {
+    let body = json!({"username": user, "password": format!("{user}-password")});
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned()
+}
+
+/// Reads server-sent events from `stream` until one holds `until`; returns everything read.
+async fn read_events(
+    stream: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    until: &str,
+) -> String {
+    use futures::StreamExt as _;
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains(until) {
+        let chunk = tokio::time::timeout_at(deadline, stream.next()).await;
+        let chunk = chunk.unwrap_or_else(|_| panic!("no event with {until} in: {seen}")).unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    seen
+}
+
+/// N14: `/events` tells a viewer only of changes to workloads they may see: another user's workload
+/// deleted is no event at all (it was an empty `change`), while the viewer's own deleted is one.
+#[tokio::test]
+async fn n14_events_only_of_ones_own_workloads() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    hub.submit(&alice, job("before", 0)).await;
+    let cookie = session_cookie(&hub, "alice").await;
+    let events = no_redirects().get(format!("{}/events", hub.url)).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let mut stream = events.bytes_stream();
+    hub.submit(&bob, job("theirs", 0)).await;
+    hub.wait_state(&bob, "theirs", "running").await;
+    let (s, v) = hub.call(Method::DELETE, "/api/v1/workloads/theirs", Some(&bob), None).await;
+    assert!(s.is_success(), "{s} {v}");
+    hub.submit(&alice, job("mine", 0)).await;
+    let seen = read_events(&mut stream, "\"name\":\"mine\"").await;
+    assert!(!seen.contains("data: {}") && !seen.contains("theirs"), "bob's changes reached alice: {seen}");
+    // her own deleted, made before she looked: she is told (to look again)
+    let (s, v) = hub.call(Method::DELETE, "/api/v1/workloads/before", Some(&alice), None).await;
+    assert!(s.is_success(), "{s} {v}");
+    read_events(&mut stream, "data: {}").await;
+}

@@ -173,6 +173,11 @@ impl Store {
         workload_from_row(&row)
     }
 
+    /// The ids of `owner`'s workloads.
+    pub async fn workload_ids_of(&self, owner: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar("SELECT id FROM workloads WHERE owner = $1").bind(owner).fetch_all(&self.pool).await?)
+    }
+
     /// The workload with id `id`.
     pub async fn get_workload_by_id(&self, id: &str) -> Result<Workload> {
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM workloads WHERE id = $1"))

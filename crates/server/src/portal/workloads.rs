@@ -196,13 +196,20 @@ fn age(d: chrono::TimeDelta) -> String {
     }
 }
 
-/// `GET /events`: server-sent events naming each change of a workload the viewer may see
-/// (`event: change`, `data: {"owner", "name", "state"}`); after a gap, one `change` with `{}` (look
-/// again at everything).
+/// `GET /events`: server-sent events naming each change of a workload the viewer may see (their own;
+/// an admin's, all) (`event: change`, `data: {"owner", "name", "state"}`); after a gap, or when one of
+/// those is deleted, one `change` with `{}` (look again at everything). Of other users' workloads
+/// nothing is sent, not even that something changed.
 pub async fn events(State(st): State<AppState>, viewer: Viewer) -> Response {
+    // subscribed before the viewer's workloads are listed, so that none made meanwhile is missed
     let rx = st.controller.changes();
     let user = viewer.user;
-    let stream = futures::stream::unfold((rx, st, user), |(mut rx, st, user)| async move {
+    let own: std::collections::HashSet<String> = if user.is_admin() {
+        Default::default()
+    } else {
+        st.store.workload_ids_of(&user.username).await.unwrap_or_default().into_iter().collect()
+    };
+    let stream = futures::stream::unfold((rx, st, user, own), |(mut rx, st, user, mut own)| async move {
         loop {
             let data = match rx.recv().await {
                 Ok(id) => match st.store.get_workload_by_id(&id).await {
