@@ -184,6 +184,7 @@ fn load_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> (Vec<Row>
         mib: opts.load_mib,
         seconds: opts.seconds,
         env: vec![],
+        shm: None,
     };
     // the GPU's utilisation before the load, to see it rise
     let idle = seams.sampler.sample().ok().map_or(0.0, |s| seen(&s, &gpu.uuid, 0).1);

@@ -230,7 +230,8 @@ pub struct FakeMps {
 impl FakeMps {
     /// A daemon that starts, with its pipe directory at `/run/fake-mps/pipe`.
     pub fn running() -> Self {
-        Self { answer: Ok(MpsClient { pipe_dir: "/run/fake-mps/pipe".into(), log_dir: None }), calls: Vec::new() }
+        let client = MpsClient { pipe_dir: "/run/fake-mps/pipe".into(), log_dir: None, shm_dir: None };
+        Self { answer: Ok(client), calls: Vec::new() }
     }
 }
 

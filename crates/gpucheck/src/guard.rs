@@ -70,6 +70,7 @@ pub fn guard_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> Vec<
         mib: opts.guard_alloc_mib,
         seconds: HOLD_SECONDS,
         env: vec![],
+        shm: None,
     };
     let mut w = match seams.launcher.spawn(&spec) {
         Ok(w) => w,

@@ -17,6 +17,13 @@ use std::time::Duration;
 /// The hidden subcommand a worker runs as.
 pub const WORKER_COMMAND: &str = "gpu-check-worker";
 
+/// Run by `sh -c` in the worker's own mount namespace: binds `$1` over `/dev/shm`, then runs the rest
+/// as UID `$2` (when set) with its groups dropped.
+const SHM_SCRIPT: &str = r#"shm=$1; uid=$2; shift 2
+mount --bind "$shm" /dev/shm || exit 97
+if [ -n "$uid" ]; then exec setpriv --reuid="$uid" --regid="$uid" --clear-groups -- "$@"; fi
+exec "$@""#;
+
 /// One worker to start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSpec {
@@ -31,6 +38,10 @@ pub struct WorkerSpec {
     pub seconds: f64,
     /// More environment (MPS's pipe directory and client limits).
     pub env: Vec<(String, String)>,
+    /// A directory to be the worker's `/dev/shm`, as an MPS daemon's private shared memory is a
+    /// container's: the worker then runs in a mount namespace of its own (`unshare`), that directory
+    /// bound over `/dev/shm`, and drops to its UID with `setpriv`.
+    pub shm: Option<PathBuf>,
 }
 
 /// What waiting for a worker's next event gave.
@@ -90,8 +101,36 @@ impl ProcessLauncher {
     }
 
     fn command(exe: &Path, spec: &WorkerSpec) -> Command {
-        let mut cmd = Command::new(exe);
-        cmd.args(worker_args(spec)).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut cmd = match &spec.shm {
+            None => {
+                let mut cmd = Command::new(exe);
+                cmd.args(worker_args(spec));
+                if let Some(uid) = spec.uid {
+                    cmd.uid(uid).gid(uid);
+                }
+                cmd
+            }
+            Some(shm) => {
+                // one PID throughout: unshare, sh, setpriv and the worker each exec the next
+                let mut cmd = Command::new("unshare");
+                cmd.args([
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    SHM_SCRIPT,
+                    "gpu-check-worker",
+                ])
+                .arg(shm)
+                .arg(spec.uid.map(|u| u.to_string()).unwrap_or_default())
+                .arg(exe)
+                .args(worker_args(spec));
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).current_dir("/");
         // a fresh CUDA environment: no inherited device choice, MPS pipe or MPS limits
         for var in [
             "CUDA_VISIBLE_DEVICES",
@@ -106,9 +145,6 @@ impl ProcessLauncher {
             cmd.env("CUDA_VISIBLE_DEVICES", gpu);
         }
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        if let Some(uid) = spec.uid {
-            cmd.uid(uid).gid(uid).current_dir("/");
-        }
         cmd
     }
 }
@@ -254,7 +290,7 @@ mod tests {
 
     #[test]
     fn worker_arguments() {
-        let spec = WorkerSpec { uid: Some(65534), gpu: None, mib: 2048, seconds: 5.0, env: vec![] };
+        let spec = WorkerSpec { uid: Some(65534), gpu: None, mib: 2048, seconds: 5.0, env: vec![], shm: None };
         assert_eq!(worker_args(&spec), ["gpu-check-worker", "--mib", "2048", "--seconds", "5"]);
     }
 
@@ -271,7 +307,7 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let launcher = ProcessLauncher::new(script, false);
-        let spec = WorkerSpec { uid: None, gpu: Some("GPU-1".into()), mib: 1, seconds: 0.0, env: vec![] };
+        let spec = WorkerSpec { uid: None, gpu: Some("GPU-1".into()), mib: 1, seconds: 0.0, env: vec![], shm: None };
         let mut w = launcher.spawn(&spec).unwrap();
         assert!(w.pid() > 0);
         assert_eq!(w.next(Duration::from_secs(20)), Next::Event(WorkerEvent::Allocated { bytes: 5 }));
@@ -290,7 +326,7 @@ mod tests {
         let launcher = ProcessLauncher::new(script, true);
         // as on a noexec /tmp
         std::fs::set_permissions(&launcher.exe, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![] };
+        let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![], shm: None };
         let mut w = launcher.spawn(&spec).unwrap();
         assert_eq!(w.next(Duration::from_secs(20)), Next::Event(WorkerEvent::Allocated { bytes: 7 }));
     }
@@ -313,7 +349,8 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let launcher = ProcessLauncher::new(script, true);
-        let spec = WorkerSpec { uid: Some(65534), gpu: Some("GPU-9".into()), mib: 1, seconds: 0.0, env: vec![] };
+        let spec =
+            WorkerSpec { uid: Some(65534), gpu: Some("GPU-9".into()), mib: 1, seconds: 0.0, env: vec![], shm: None };
         let mut w = launcher.spawn(&spec).unwrap();
         assert_eq!(
             w.next(Duration::from_secs(20)),
@@ -324,6 +361,41 @@ mod tests {
         );
     }
 
+    /// As root, a worker given a shared-memory directory has it as its `/dev/shm` (as an MPS client in a
+    /// container has its daemon's), runs as its UID, and keeps the PID it was started with (NVML lists
+    /// that one).
+    #[test]
+    fn a_worker_with_the_daemons_shm_sees_it_as_dev_shm() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: no mount namespace for a worker");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let shm = dir.path().join("shm");
+        std::fs::create_dir(&shm).unwrap();
+        std::fs::write(shm.join("marker-of-the-daemon"), "").unwrap();
+        let script = dir.path().join("gpuhub");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho \"{\\\"event\\\":\\\"failed\\\",\\\"stage\\\":\\\"$(id -u):$(id -G):$$:$1\\\",\\\"error\\\":\\\"$(ls /dev/shm)\\\"}\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let launcher = ProcessLauncher::new(script, false);
+        let spec = WorkerSpec { uid: Some(65534), gpu: None, mib: 1, seconds: 0.0, env: vec![], shm: Some(shm) };
+        let mut w = launcher.spawn(&spec).unwrap();
+        let pid = w.pid();
+        assert_eq!(
+            w.next(Duration::from_secs(20)),
+            Next::Event(WorkerEvent::Failed {
+                stage: format!("65534:65534:{pid}:gpu-check-worker"),
+                error: "marker-of-the-daemon".into()
+            })
+        );
+        assert!(!std::fs::read_dir("/dev/shm").unwrap().any(|e| e.unwrap().file_name() == "marker-of-the-daemon"));
+    }
+
     #[test]
     fn a_silent_worker_times_out_and_is_killed() {
         let dir = tempfile::tempdir().unwrap();
@@ -331,7 +403,7 @@ mod tests {
         std::fs::write(&script, "#!/bin/sh\nexec sleep 600\n").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let launcher = ProcessLauncher::new(script, false);
-        let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![] };
+        let spec = WorkerSpec { uid: None, gpu: None, mib: 1, seconds: 0.0, env: vec![], shm: None };
         let mut w = launcher.spawn(&spec).unwrap();
         let pid = w.pid();
         assert_eq!(w.next(Duration::from_millis(200)), Next::Timeout);

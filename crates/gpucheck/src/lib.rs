@@ -72,6 +72,11 @@ pub struct GpuCheckArgs {
     /// The MPS client memory limit the MPS checks set, MiB.
     #[arg(long, default_value_t = 2048)]
     pub mps_limit_mib: u64,
+    /// Run gpuhub's MPS daemon with the host's /dev/shm instead of a private one (by default, as root,
+    /// it runs as `gpuhub serve` runs it for containers: its own tmpfs as /dev/shm, which the MPS
+    /// clients get as their /dev/shm in a mount namespace of their own).
+    #[arg(long)]
+    pub mps_host_shm: bool,
     /// The guard's grace in the guard check, seconds.
     #[arg(long, default_value_t = 5)]
     pub guard_grace: u64,
@@ -156,7 +161,7 @@ pub fn run(args: &GpuCheckArgs) -> i32 {
     let clock = seams::SystemClock;
     let mut mps = mps::SupervisorDaemon::new(
         std::env::temp_dir().join(format!("gpuhub-gpu-check-mps-{}", std::process::id())),
-        false,
+        root && !args.mps_host_shm,
     );
     let say = |what: &str| eprintln!("gpu-check: {what}");
     let mut s = seams::Seams { sampler: &sampler, launcher: &launcher, mps: &mut mps, clock: &clock, say: &say };

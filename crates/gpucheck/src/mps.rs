@@ -57,7 +57,14 @@ pub fn mps_checks(gpu: &GpuInfo, sms: Option<u32>, opts: &Options, seams: &mut S
     };
     let env = client_env(&client, opts.mps_limit_mib, opts.mps_threads_pct);
     let limit = opts.mps_limit_mib;
-    let spec = |uid: Option<u32>, mib: u64, seconds: f64| WorkerSpec { uid, gpu: None, mib, seconds, env: env.clone() };
+    let spec = |uid: Option<u32>, mib: u64, seconds: f64| WorkerSpec {
+        uid,
+        gpu: None,
+        mib,
+        seconds,
+        env: env.clone(),
+        shm: client.shm_dir.clone(),
+    };
 
     // under the limit: allocates; its SM count is the thread percentage's
     let under = limit / 2;
@@ -239,8 +246,9 @@ pub struct SupervisorDaemon {
 
 impl SupervisorDaemon {
     /// A daemon whose directories go under `root` (made, mode 0755, on start). With `private_shm`
-    /// the daemon gets its own `/dev/shm` as gpuhub gives it for containers; workers on the host then
-    /// cannot reach it, so gpu-check runs it with the host's.
+    /// (root only) the daemon gets its own tmpfs as `/dev/shm`, as `gpuhub serve` runs it for
+    /// containers, and its clients must have that tmpfs as their `/dev/shm` ([`MpsClient::shm_dir`]);
+    /// without it the daemon shares the host's.
     pub fn new(root: PathBuf, private_shm: bool) -> Self {
         Self { runtime: None, supervisor: None, root, private_shm, program: gpuhub_mps::DEFAULT_PROGRAM.into() }
     }
@@ -280,7 +288,8 @@ impl MpsDaemon for SupervisorDaemon {
         self.supervisor = Some(supervisor);
         self.runtime = Some(runtime);
         let endpoint = ensured?;
-        Ok(MpsClient { pipe_dir: endpoint.pipe_dir, log_dir: Some(endpoint.log_dir) })
+        let shm_dir = self.private_shm.then_some(endpoint.shm_dir);
+        Ok(MpsClient { pipe_dir: endpoint.pipe_dir, log_dir: Some(endpoint.log_dir), shm_dir })
     }
 
     fn stop(&mut self) -> Result<(), SeamError> {
@@ -307,7 +316,7 @@ mod tests {
 
     #[test]
     fn clients_get_the_pipe_and_the_share_limits() {
-        let c = MpsClient { pipe_dir: "/run/x/pipe".into(), log_dir: Some("/run/x/log".into()) };
+        let c = MpsClient { pipe_dir: "/run/x/pipe".into(), log_dir: Some("/run/x/log".into()), shm_dir: None };
         let env = client_env(&c, 2048, 25);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("CUDA_MPS_PIPE_DIRECTORY"), Some("/run/x/pipe"));
@@ -369,7 +378,7 @@ exit 0
         let root = dir.path().join("mps");
         let mut d = SupervisorDaemon::new(root.clone(), false).with_program(program);
         let client = d.start("GPU-7").unwrap();
-        assert_eq!(client.pipe_dir, root.join("GPU-7").join("pipe"));
+        assert_eq!((client.pipe_dir.clone(), client.shm_dir.clone()), (root.join("GPU-7").join("pipe"), None));
         assert!(client.pipe_dir.join("control").exists());
         let record = std::fs::read_to_string(root.join("GPU-7").join("record")).unwrap();
         assert!(record.starts_with("daemon gpu=GPU-7\n"), "{record}");

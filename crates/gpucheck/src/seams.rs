@@ -74,6 +74,9 @@ pub struct MpsClient {
     pub pipe_dir: PathBuf,
     /// `CUDA_MPS_LOG_DIRECTORY`, where the daemon has one.
     pub log_dir: Option<PathBuf>,
+    /// The daemon's private shared memory, which must be its clients' `/dev/shm` (as in a container);
+    /// `None` where the daemon shares the host's.
+    pub shm_dir: Option<PathBuf>,
 }
 
 /// gpuhub's MPS control daemon for one GPU.

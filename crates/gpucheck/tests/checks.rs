@@ -301,6 +301,25 @@ fn mps_limits_not_enforced_fail() {
 }
 
 #[test]
+fn clients_of_a_daemon_with_private_shared_memory_get_it() {
+    let gpus = [gpu(0, UUID, None)];
+    let mut rig = Rig::new(&gpus);
+    rig.launcher.script(load_script(UUID, 2048));
+    for s in mps_scripts() {
+        rig.launcher.script(s);
+    }
+    if let Ok(client) = rig.mps.answer.as_mut() {
+        client.shm_dir = Some("/run/fake-mps/shm".into());
+    }
+    let rows = rig.run(&gpus, &Options { skip_guard: true, ..root_opts() });
+    assert!(failed(&rows).is_empty(), "{rows:#?}");
+    let shm: Vec<Option<String>> =
+        rig.launcher.specs().iter().map(|s| s.shm.as_ref().map(|p| p.display().to_string())).collect();
+    let daemons = Some("/run/fake-mps/shm".to_owned());
+    assert_eq!(shm, [None, daemons.clone(), daemons.clone(), daemons.clone(), daemons]);
+}
+
+#[test]
 fn no_daemon_fails_one_row_and_starts_no_client() {
     let gpus = [gpu(0, UUID, None)];
     let mut rig = Rig::new(&gpus);
