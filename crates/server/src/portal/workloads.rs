@@ -214,17 +214,20 @@ pub async fn events(State(st): State<AppState>, viewer: Viewer) -> Response {
             let data = match rx.recv().await {
                 Ok(id) => match st.store.get_workload_by_id(&id).await {
                     Ok(w) if w.owner == user.username || user.is_admin() => {
+                        own.insert(id);
                         serde_json::json!({"owner": w.owner, "name": w.name, "state": w.state.as_str()})
                     }
-                    // another user's, or deleted: deletions of one's own come as `{}`
+                    // another user's
                     Ok(_) => continue,
-                    Err(_) => serde_json::json!({}),
+                    // deleted (or not readable now): said only to whom it was theirs to see
+                    Err(_) if user.is_admin() || own.contains(&id) => serde_json::json!({}),
+                    Err(_) => continue,
                 },
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => serde_json::json!({}),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             };
             let event = Event::default().event("change").data(data.to_string());
-            return Some((Ok::<_, std::convert::Infallible>(event), (rx, st, user)));
+            return Some((Ok::<_, std::convert::Infallible>(event), (rx, st, user, own)));
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
