@@ -416,11 +416,13 @@ async fn stop_all(st: &AppState, owner: &str) -> Result<(), ApiError> {
 
 /// `DELETE /api/v1/users/{name}?home=archive|delete`.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteUserQuery {
     /// What becomes of the home directory: `archive` (default: moved to `<data_dir>/archive/`, out of
     /// every container's reach) or `delete`.
     #[serde(default)]
+    #[param(inline)]
     home: HomeDisposal,
 }
 

@@ -15,6 +15,7 @@ use utoipa::IntoParams;
 
 /// Which page of a list: `?limit=&cursor=`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Items per page, from 1 to 1000; default 100.

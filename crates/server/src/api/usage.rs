@@ -14,6 +14,7 @@ use utoipa::IntoParams;
 
 /// `?by=user,day&from=2026-11-01&to=2026-12-01&user=alice`
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UsageQuery {
     /// What to group by, comma-separated: `user`, `queue`, `model`, `day` (default `user`).

@@ -24,6 +24,7 @@ use utoipa::IntoParams;
 
 /// `?owner=alice`: address another user's workload (admins only).
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct OwnerQuery {
     #[serde(default)]
@@ -33,6 +34,7 @@ pub struct OwnerQuery {
 /// `?follow=true`: keep streaming until the workload ends; `?tail=N`: only the last N lines;
 /// `?limit_bytes=N`: at most N bytes (after `tail`).
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct LogsQuery {
     /// Keep streaming until the workload ends.

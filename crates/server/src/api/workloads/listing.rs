@@ -20,6 +20,7 @@ pub const PAGE_MAX_BYTES: usize = 4 << 20;
 
 /// Which workloads `GET /api/v1/workloads` lists, and which page of them.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Every user's workloads (admins only).
