@@ -6,12 +6,12 @@ pub(crate) mod datasets;
 pub(crate) mod homes;
 mod idle;
 pub(crate) mod keys;
-mod metrics;
+pub(crate) mod metrics;
 mod paging;
 pub(crate) mod personal;
 pub(crate) mod queues;
 pub(crate) mod reservations;
-mod usage;
+pub(crate) mod usage;
 pub(crate) mod workloads;
 
 use crate::state::AppState;

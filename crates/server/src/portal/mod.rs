@@ -8,9 +8,13 @@
 //! 404 here too.
 
 mod admin;
+mod charts;
 mod form;
+mod nodes;
 mod pages;
 mod signin;
+mod usage;
+mod workload_chart;
 mod workloads;
 
 use crate::auth::{self, SESSION_COOKIE};
@@ -33,8 +37,11 @@ pub fn router() -> axum::Router<AppState> {
         .route("/new", get(form::page).post(form::submit))
         .route("/workloads/{name}", get(workloads::detail))
         .route("/workloads/{name}/logs", get(workloads::logs))
+        .route("/workloads/{name}/chart", get(workload_chart::fragment))
         .route("/workloads/{name}/{action}", get(workloads::confirm).post(workloads::act))
         .route("/nodes", get(pages::nodes))
+        .route("/nodes/{node}", get(nodes::node_page))
+        .route("/usage", get(usage::page))
         .route("/queues", get(pages::queue_list))
         .route("/account", get(pages::account_page))
         .route("/account/password", axum::routing::post(pages::change_password))
@@ -191,6 +198,7 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
                         a href="/workloads" { "Workloads" }
                         a href="/new" { "New workload" }
                         a href="/nodes" { "Nodes" }
+                        a href="/usage" { "Usage" }
                         a href="/queues" { "Queues" }
                         a href="/account" { "Account" }
                         @if viewer.user.is_admin() {

@@ -43,64 +43,9 @@ pub(super) fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
 /// `GET /nodes`: each node's CPUs and memory (free of total) and each GPU with whoever holds it, whole
 /// or in shares.
 pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> Response {
-    if let Some(r) = only_navigation(&req) {
-        return r;
-    }
-    let views = match catalog::node_views(&st).await {
-        Ok(v) => v,
-        Err(e) => return api_error_page(e),
-    };
-    // what each share's processes use now (the monitor's last round), by `owner/name`
-    let snapshot = st.metrics.get();
-    let used: std::collections::HashMap<(&str, &str), u64> = snapshot
-        .members
-        .iter()
-        .filter_map(|m| Some(((m.owner.as_str(), m.workload.as_str()), m.gpu_memory_used?)))
-        .collect();
-    let body = html! {
-        h1 { "Nodes" }
-        @for n in &views {
-            section.node {
-                h2 { (n.name) " " small { (n.state) } }
-                p { (format!("{:.1}", n.cpus_free)) " of " (format!("{:.1}", n.cpus)) " CPUs free, "
-                    (n.memory_free) " of " (n.memory) " memory free" }
-                @if n.gpus.is_empty() { p { "No GPUs." } } @else {
-                    table.gpus {
-                        thead { tr { th { "GPU" } th { "Model" } th { "Memory" } th { "Sharing" } th { "Held by" } } }
-                        tbody { @for g in &n.gpus {
-                            tr data-gpu=(g.uuid) {
-                                td { (g.index) " " small { (g.uuid) } }
-                                td { (g.model) }
-                                td { (g.memory) }
-                                td.sharing title=(sharing_help(g.sharing)) {
-                                    (g.sharing.map_or("none", |m| m.as_str()))
-                                }
-                                td {
-                                    @if let Some(h) = &g.holder { (h.owner) "/" (h.workload) " (whole)" }
-                                    @else if g.shares.is_empty() { "free" }
-                                    @else {
-                                        @for (i, s) in g.shares.iter().enumerate() {
-                                            @if i > 0 { ", " }
-                                            (s.owner) "/" (s.workload) " " (format!("{}", f64::from(s.milli) / 1000.0))
-                                            @let granted = s.memory.map_or(g.memory.0 / 1000 * u64::from(s.milli), |m| m.0);
-                                            " (" (gpuhub_core::Bytes(granted))
-                                            @if let Some(u) = used.get(&(s.owner.as_str(), s.workload.as_str())) {
-                                                @if *u > granted && g.sharing.is_some_and(|m| m != gpuhub_core::node::GpuSharing::Unenforced) {
-                                                    strong.over { ", uses " (gpuhub_core::Bytes(*u)) ": over its grant" }
-                                                } @else { ", uses " (gpuhub_core::Bytes(*u)) }
-                                            }
-                                            ")"
-                                        }
-                                    }
-                                }
-                            }
-                        } }
-                    }
-                }
-            }
-        }
-    };
-    layout(&st, &viewer, "Nodes", body).into_response()
+    // each GPU a tile (`portal::nodes`), with this page's words on each sharing mode
+    let views = catalog::node_views(&st).await;
+    super::nodes::page(st, viewer, req, views, sharing_help).await
 }
 
 /// What a GPU's sharing mode promises, for the Nodes page's tooltip.

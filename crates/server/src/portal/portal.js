@@ -77,3 +77,32 @@
     pre.after(b);
   });
 })();
+// Parts that fetch themselves again while what they show changes (a running workload's charts):
+// `data-refresh` names the part's URL, `data-every` how often (ms); the answer replaces the part, and
+// one without `data-refresh` (the workload ended) asks no more.
+(function () {
+  'use strict';
+  if (!window.fetch) return;
+  const again = function (el) {
+    if (!el.dataset.refresh) return;
+    setTimeout(function () {
+      fetch(el.dataset.refresh, {credentials: 'same-origin'})
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          if (html === null) { again(el); return; }
+          const t = document.createElement('template');
+          t.innerHTML = html;
+          const next = t.content.firstElementChild;
+          if (!next) return;
+          // what the reader opened stays open
+          if (el.querySelector('details[open]')) {
+            next.querySelectorAll('details').forEach(function (d) { d.open = true; });
+          }
+          next.dataset.refreshed = String(Number(el.dataset.refreshed || 0) + 1);
+          el.replaceWith(next);
+          again(next);
+        }, function () { again(el); });
+    }, Number(el.dataset.every) || 10000);
+  };
+  document.querySelectorAll('[data-refresh]').forEach(again);
+})();

@@ -278,9 +278,11 @@ pub async fn detail(
         .unwrap_or_else(|| "HUB".into());
     let ssh_port = st.ssh_addr.map_or(22, |a| a.port());
     let workspace = v.kind == WorkloadKind::Workspace;
+    let charts = super::workload_chart::section(&st, &viewer, &v).await;
     let body = html! {
         h1 { (v.name) @if !own { " " small { "of " (v.owner) } } }
         div #live data-live="changes" data-name=(v.name) { (live) }
+        (charts)
         section.actions {
             @if !v.state.is_terminal() {
                 a.button href={"/workloads/" (v.name) "/stop" (suffix)} { "Stop…" }

@@ -1,0 +1,307 @@
+//! The portal's charts: server-side SVG drawn by `plotters` (no script, no geometry of our own), put
+//! into the page as it is (plotters escapes every text and attribute it writes) with an HTML legend.
+//! Every chart is drawn from the same numbers the page's table beside it shows, so the table is the
+//! chart's fallback (and what tests read).
+
+use chrono::{DateTime, Utc};
+use maud::{Markup, PreEscaped, html};
+use plotters::prelude::*;
+
+/// Width and height of a chart, pixels (the page scales it down to fit).
+const SIZE: (u32, u32) = (860, 260);
+
+/// A line over time.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// What it shows (the legend).
+    pub label: String,
+    /// Its points; a `None` is a gap.
+    pub points: Vec<(DateTime<Utc>, Option<f64>)>,
+    /// A limit or grant: dashed.
+    pub dashed: bool,
+}
+
+/// Something that happened at a time, marked on the time axis (a preemption, a restart, a warning).
+#[derive(Debug, Clone)]
+pub struct Mark {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// What (a word or two).
+    pub label: String,
+}
+
+/// A chart of lines over `from`–`to`.
+#[derive(Debug, Clone)]
+pub struct TimeChart {
+    /// The heading above it.
+    pub title: String,
+    /// The unit of the values (`%`, `GiB`, `cores`).
+    pub unit: String,
+    /// Start of the time axis.
+    pub from: DateTime<Utc>,
+    /// End of the time axis.
+    pub to: DateTime<Utc>,
+    /// The lines.
+    pub lines: Vec<Line>,
+    /// The marks.
+    pub marks: Vec<Mark>,
+    /// The top of the value axis (else the largest value, or 1).
+    pub y_max: Option<f64>,
+}
+
+/// Stacked bars per time bucket, with a line over them (e.g. GPU-hours held, stacked by user, and used).
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    /// The heading above it.
+    pub title: String,
+    /// The unit of the values.
+    pub unit: String,
+    /// The buckets' start and end, in order.
+    pub buckets: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Each stack's label and value per bucket.
+    pub stacks: Vec<(String, Vec<f64>)>,
+    /// A line over the bars: its label and value per bucket.
+    pub overlay: Option<(String, Vec<f64>)>,
+}
+
+/// The colour of series `i` (the same in the SVG and its legend).
+pub fn color(i: usize) -> RGBColor {
+    let c = Palette99::pick(i).to_backend_color().rgb;
+    RGBColor(c.0, c.1, c.2)
+}
+
+fn hex(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// The time labels of an axis spanning `span_secs`.
+fn time_label(t: DateTime<Utc>, span_secs: i64) -> String {
+    if span_secs <= 2 * 86_400 { t.format("%H:%M").to_string() } else { t.format("%b %d").to_string() }
+}
+
+fn at(from: DateTime<Utc>, x: f64) -> DateTime<Utc> {
+    from + chrono::TimeDelta::milliseconds((x * 1000.0) as i64)
+}
+
+fn secs(from: DateTime<Utc>, t: DateTime<Utc>) -> f64 {
+    (t - from).num_milliseconds() as f64 / 1000.0
+}
+
+/// A value for an axis label: `0`, `2.5`, `120`.
+pub fn num(v: f64) -> String {
+    if v.abs() >= 100.0 || v == v.trunc() { format!("{v:.0}") } else { format!("{v:.2}") }
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
+    let span = secs(c.from, c.to).max(1.0);
+    let top = c.y_max.unwrap_or_else(|| {
+        let m = c.lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max);
+        if m > 0.0 { m * 1.1 } else { 1.0 }
+    });
+    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..span, 0.0..top)?;
+    let span_secs = span as i64;
+    let from = c.from;
+    let xf = move |x: &f64| time_label(at(from, *x), span_secs);
+    let yf = |y: &f64| num(*y);
+    chart
+        .configure_mesh()
+        .x_labels(7)
+        .y_labels(5)
+        .x_label_formatter(&xf)
+        .y_label_formatter(&yf)
+        .y_desc(c.unit.as_str())
+        .light_line_style(RGBColor(238, 240, 243))
+        .draw()?;
+    for (i, l) in c.lines.iter().enumerate() {
+        let style = color(i).stroke_width(2);
+        // a gap in the points breaks the line
+        for run in l.points.split(|p| p.1.is_none()) {
+            let pts: Vec<(f64, f64)> =
+                run.iter().filter_map(|(t, v)| Some((secs(c.from, *t).clamp(0.0, span), (*v)?.min(top)))).collect();
+            if pts.len() == 1 {
+                chart.draw_series(std::iter::once(Circle::new(pts[0], 2, style.filled())))?;
+            } else if l.dashed {
+                chart.draw_series(DashedLineSeries::new(pts, 6, 4, style))?;
+            } else {
+                chart.draw_series(LineSeries::new(pts, style))?;
+            }
+        }
+    }
+    let red = RGBColor(200, 40, 40);
+    for m in &c.marks {
+        let x = secs(c.from, m.at);
+        if !(0.0..=span).contains(&x) {
+            continue;
+        }
+        chart.draw_series(DashedLineSeries::new(vec![(x, 0.0), (x, top)], 3, 3, red.stroke_width(1)))?;
+        chart.draw_series(std::iter::once(Text::new(
+            m.label.clone(),
+            (x, top),
+            ("sans-serif", 12).into_font().color(&red),
+        )))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
+    let (Some(first), Some(last)) = (c.buckets.first(), c.buckets.last()) else { return Ok(()) };
+    let from = first.0;
+    let span = secs(from, last.1).max(1.0);
+    let totals: Vec<f64> =
+        (0..c.buckets.len()).map(|b| c.stacks.iter().map(|(_, v)| v.get(b).copied().unwrap_or(0.0)).sum()).collect();
+    let over = c.overlay.iter().flat_map(|(_, v)| v.iter().copied());
+    let m = totals.iter().copied().chain(over).fold(0.0, f64::max);
+    let top = if m > 0.0 { m * 1.1 } else { 1.0 };
+    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..span, 0.0..top)?;
+    let span_secs = span as i64;
+    let xf = move |x: &f64| time_label(at(from, *x), span_secs);
+    let yf = |y: &f64| num(*y);
+    chart
+        .configure_mesh()
+        .x_labels(7)
+        .y_labels(5)
+        .x_label_formatter(&xf)
+        .y_label_formatter(&yf)
+        .y_desc(c.unit.as_str())
+        .light_line_style(RGBColor(238, 240, 243))
+        .draw()?;
+    for (b, (start, end)) in c.buckets.iter().enumerate() {
+        let (x0, x1) = (secs(from, *start), secs(from, *end));
+        let gap = (x1 - x0) * 0.12;
+        let mut base = 0.0;
+        for (i, (_, values)) in c.stacks.iter().enumerate() {
+            let v = values.get(b).copied().unwrap_or(0.0);
+            if v <= 0.0 {
+                continue;
+            }
+            let rect = Rectangle::new([(x0 + gap, base), (x1 - gap, base + v)], color(i).filled());
+            chart.draw_series(std::iter::once(rect))?;
+            base += v;
+        }
+    }
+    if let Some((_, values)) = &c.overlay {
+        let pts: Vec<(f64, f64)> =
+            c.buckets.iter().zip(values).map(|((s, e), v)| ((secs(from, *s) + secs(from, *e)) / 2.0, *v)).collect();
+        let style = BLACK.stroke_width(2);
+        chart.draw_series(LineSeries::new(pts.clone(), style))?;
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, BLACK.filled())))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// The SVG of `draw`, or a line saying why there is none.
+fn figure(title: &str, draw: impl FnOnce(&mut String) -> DrawResult, legend: Markup) -> Markup {
+    let mut svg = String::new();
+    let drawn = draw(&mut svg);
+    html! {
+        figure.chart {
+            figcaption { (title) }
+            @match drawn {
+                Ok(()) => { div.svg role="img" aria-label=(title) { (PreEscaped(svg)) } }
+                Err(e) => { p.error { "the chart could not be drawn: " (e.to_string()) } }
+            }
+            (legend)
+        }
+    }
+}
+
+/// A legend entry: a swatch of series `i`'s colour (or black) and its label.
+fn key(c: RGBColor, label: &str, dashed: bool) -> Markup {
+    html! {
+        li {
+            svg width="18" height="10" aria-hidden="true" {
+                line x1="0" y1="5" x2="18" y2="5" stroke=(hex(c)) stroke-width="3"
+                    stroke-dasharray=[dashed.then_some("4 3")] {}
+            }
+            " " (label)
+        }
+    }
+}
+
+/// A line chart over time as a figure: the SVG and its legend.
+pub fn time_chart(c: &TimeChart) -> Markup {
+    let legend = html! {
+        ul.legend {
+            @for (i, l) in c.lines.iter().enumerate() { (key(color(i), &l.label, l.dashed)) }
+            @if !c.marks.is_empty() { (key(RGBColor(200, 40, 40), "events", true)) }
+        }
+    };
+    figure(&c.title, |svg| draw_time(c, svg), legend)
+}
+
+/// Stacked bars as a figure: the SVG and its legend.
+pub fn bar_chart(c: &BarChart) -> Markup {
+    let legend = html! {
+        ul.legend {
+            @for (i, (label, _)) in c.stacks.iter().enumerate() { (key(color(i), label, false)) }
+            @if let Some((label, _)) = &c.overlay { (key(BLACK, label, false)) }
+        }
+    };
+    figure(&c.title, |svg| draw_bars(c, svg), legend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn charts_are_svg_with_their_text_escaped() {
+        let c = TimeChart {
+            title: "GPU".into(),
+            unit: "%".into(),
+            from: t("2026-11-01T10:00:00Z"),
+            to: t("2026-11-01T11:00:00Z"),
+            lines: vec![Line {
+                label: "member 0".into(),
+                points: vec![
+                    (t("2026-11-01T10:00:00Z"), Some(10.0)),
+                    (t("2026-11-01T10:10:00Z"), None),
+                    (t("2026-11-01T10:20:00Z"), Some(50.0)),
+                    (t("2026-11-01T10:30:00Z"), Some(40.0)),
+                ],
+                dashed: false,
+            }],
+            marks: vec![Mark { at: t("2026-11-01T10:15:00Z"), label: "<script>".into() }],
+            y_max: Some(100.0),
+        };
+        let html = time_chart(&c).into_string();
+        assert!(html.contains("<svg"), "{html}");
+        assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"), "{html}");
+        assert!(html.contains("10:30"), "time labels: {html}");
+        let b = BarChart {
+            title: "GPU-hours".into(),
+            unit: "GPU-hours".into(),
+            buckets: vec![
+                (t("2026-11-01T00:00:00Z"), t("2026-11-02T00:00:00Z")),
+                (t("2026-11-02T00:00:00Z"), t("2026-11-03T00:00:00Z")),
+            ],
+            stacks: vec![("alice".into(), vec![1.0, 2.0]), ("bob".into(), vec![0.0, 3.0])],
+            overlay: Some(("used".into(), vec![0.5, 1.0])),
+        };
+        let html = bar_chart(&b).into_string();
+        assert!(html.contains("<svg") && html.contains("<rect"), "{html}");
+        // empty charts draw nothing, without failing
+        let empty = BarChart { buckets: vec![], ..b };
+        assert!(!bar_chart(&empty).into_string().contains("could not"));
+    }
+}
