@@ -78,9 +78,15 @@ async fn every_portal_route_by_every_caller() {
     let who = ["admin", "owner", "other", "anonymous"];
     let mut n = 0;
     // pages: admin sees alice's with ?owner=, others' ?owner= is ignored (their own: none by that name)
-    let pages: [(&str, [u16; 4]); 17] = [
+    let pages: [(&str, [u16; 4]); 23] = [
         ("/", [303, 303, 303, 303]),
         ("/nodes", [200, 200, 200, 303]),
+        ("/nodes/test-node?range=hour", [200, 200, 200, 303]),
+        ("/nodes?fragment=live", [200, 200, 200, 303]),
+        ("/usage", [200, 200, 200, 303]),
+        ("/usage?range=month&by=queue&format=csv", [200, 200, 200, 303]),
+        ("/usage?user=alice", [200, 200, 403, 303]),
+        ("/workloads/{w}/chart?owner=alice", [200, 200, 404, 303]),
         ("/queues", [200, 200, 200, 303]),
         ("/account", [200, 200, 200, 303]),
         ("/admin/users", [200, 403, 403, 303]),
