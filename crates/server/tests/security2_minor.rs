@@ -219,3 +219,66 @@ async fn n14_events_only_of_ones_own_workloads() {
     assert!(s.is_success(), "{s} {v}");
     read_events(&mut stream, "data: {}").await;
 }
+
+/// N8: an image reference must follow the distribution spec's grammar wherever it enters (a catalog
+/// entry, a submission, a pull): `..` and other path tricks, uppercase repositories, empty or bad tags
+/// and digests are a 422 on `image` before the engine is asked anything, even one it has by that name.
+#[tokio::test]
+async fn n8_image_references_follow_the_grammar() {
+    let hub = Hub::start_with(|c| {
+        c.allow_any_image = true;
+        c.image_allow = vec!["*".into()];
+    })
+    .await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bad = [
+        "",
+        "busybox/../../containers/x/json?",
+        "../x",
+        "x/..",
+        "a//b",
+        "Busybox",
+        "busybox:",
+        "busybox:-x",
+        "busybox@sha256:zz",
+        "busybox@",
+        "-x",
+        "a/b_",
+        "a..b",
+        "localhost:x/a",
+    ];
+    for (i, image) in bad.iter().enumerate() {
+        hub.runtime.add_image(image);
+        let body = json!({"name": format!("bad{i}"), "image": image});
+        let (s, v) = hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(body)).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "catalog {image:?}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains("not an image reference"), "catalog {image:?}: {v}");
+        let mut w = job(&format!("w{i}"), 0);
+        w["image"] = json!(image);
+        let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(w)).await;
+        assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("image")), "{image:?}: {v}");
+    }
+    let pulled = hub.runtime.calls();
+    assert!(!pulled.iter().any(|c| matches!(c, gpuhub_driver::fake::Call::Pull(..))), "{pulled:?}");
+    // references of the grammar's every part pass
+    let digest = format!("sha256:{}", "a1".repeat(32));
+    for (i, image) in [
+        "busybox:latest".to_owned(),
+        "localhost:5000/team/img-a__b.c:V1.0_x".to_owned(),
+        format!("registry.example.org/a/b@{digest}"),
+        format!("ghcr.io/o/r:t@{digest}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        hub.runtime.add_image(image);
+        let body = json!({"name": format!("good{i}"), "image": image});
+        let (s, v) = hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{image}: {v}");
+        let mut w = job(&format!("g{i}"), 0);
+        w["image"] = json!(image);
+        let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&alice), Some(w)).await;
+        assert_eq!(s, StatusCode::CREATED, "{image}: {v}");
+    }
+}

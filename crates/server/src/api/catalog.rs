@@ -117,7 +117,8 @@ pub async fn list_images(
     Ok(paging::respond(images, next, "/api/v1/images", &page))
 }
 
-/// Adds or replaces a catalog entry (admin). The image must be present in the container engine.
+/// Adds or replaces a catalog entry (admin). The image must be a reference of the distribution spec's
+/// grammar (`[registry[:port]/]path[:tag][@digest]`) and present in the container engine.
 #[utoipa::path(post, path = "/api/v1/images", tag = "images", request_body = ImageEntry,
     responses((status = 201, body = ImageEntry), (status = 403, body = Problem), (status = 422, body = Problem)))]
 pub async fn create_image(
@@ -129,6 +130,13 @@ pub async fn create_image(
     names::validate("image", &entry.name)?;
     for app in &entry.apps {
         app.validate()?;
+    }
+    if let Err(why) = gpuhub_core::image::check_reference(&entry.image) {
+        return Err(ApiError::unprocessable(format!(
+            "invalid image: {:?} is not an image reference: {why}",
+            entry.image
+        ))
+        .at("image"));
     }
     if !st.engine.image_exists(&entry.image).await? {
         return Err(ApiError::unprocessable(format!(

@@ -317,6 +317,13 @@ async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpe
         Err(StoreError::NotFound { .. }) => (image.to_owned(), Vec::new(), false),
         Err(e) => return Err(e.into()),
     };
+    // before the engine is asked: a reference is part of the engine's API paths
+    if let Err(why) = gpuhub_core::image::check_reference(&reference) {
+        return Err(ServiceError::invalid_at(
+            "image",
+            format!("invalid image: {reference:?} is not an image reference: {why}"),
+        ));
+    }
     let policy = gpuhub_core::image::check_pull(&st.config.image_allow, &reference);
     if !catalog && !st.config.allow_any_image && policy.is_err() {
         let why = policy.err().unwrap_or_default();
