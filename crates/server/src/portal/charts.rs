@@ -3,12 +3,12 @@
 //! Every chart is drawn from the same numbers the page's table beside it shows, so the table is the
 //! chart's fallback (and what tests read).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 use maud::{Markup, PreEscaped, html};
 use plotters::prelude::*;
 
 /// Width and height of a chart, pixels (the page scales it down to fit).
-const SIZE: (u32, u32) = (860, 260);
+const SIZE: (u32, u32) = (720, 300);
 
 /// A line over time.
 #[derive(Debug, Clone)]
@@ -74,17 +74,35 @@ fn hex(c: RGBColor) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
-/// The time labels of an axis spanning `span_secs`.
-fn time_label(t: DateTime<Utc>, span_secs: i64) -> String {
-    if span_secs <= 2 * 86_400 { t.format("%H:%M").to_string() } else { t.format("%b %d").to_string() }
+/// A time axis: positions are units (minutes, hours or days, by the span) since the UTC midnight
+/// before its start, so that the ticks plotters chooses (round numbers) fall on round times.
+#[derive(Debug, Clone, Copy)]
+struct Axis {
+    origin: DateTime<Utc>,
+    unit_secs: f64,
+    span_secs: i64,
 }
 
-fn at(from: DateTime<Utc>, x: f64) -> DateTime<Utc> {
-    from + chrono::TimeDelta::milliseconds((x * 1000.0) as i64)
-}
+impl Axis {
+    fn new(from: DateTime<Utc>, to: DateTime<Utc>) -> Axis {
+        let span_secs = (to - from).num_seconds().max(1);
+        let unit_secs = match span_secs {
+            s if s <= 3 * 3600 => 60.0,
+            s if s <= 3 * 86_400 => 3600.0,
+            _ => 86_400.0,
+        };
+        let origin = from.duration_trunc(chrono::TimeDelta::days(1)).unwrap_or(from);
+        Axis { origin, unit_secs, span_secs }
+    }
 
-fn secs(from: DateTime<Utc>, t: DateTime<Utc>) -> f64 {
-    (t - from).num_milliseconds() as f64 / 1000.0
+    fn x(&self, t: DateTime<Utc>) -> f64 {
+        (t - self.origin).num_milliseconds() as f64 / 1000.0 / self.unit_secs
+    }
+
+    fn label(&self, x: f64) -> String {
+        let t = self.origin + chrono::TimeDelta::milliseconds((x * self.unit_secs * 1000.0).round() as i64);
+        if self.span_secs <= 2 * 86_400 { t.format("%H:%M").to_string() } else { t.format("%b %d").to_string() }
+    }
 }
 
 /// A value for an axis label: `0`, `2.5`, `120`.
@@ -95,7 +113,8 @@ pub fn num(v: f64) -> String {
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
-    let span = secs(c.from, c.to).max(1.0);
+    let axis = Axis::new(c.from, c.to);
+    let (x0, x1) = (axis.x(c.from), axis.x(c.to).max(axis.x(c.from) + 1e-6));
     let top = c.y_max.unwrap_or_else(|| {
         let m = c.lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max);
         if m > 0.0 { m * 1.1 } else { 1.0 }
@@ -104,12 +123,10 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
-        .x_label_area_size(28)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..span, 0.0..top)?;
-    let span_secs = span as i64;
-    let from = c.from;
-    let xf = move |x: &f64| time_label(at(from, *x), span_secs);
+        .x_label_area_size(34)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, 0.0..top)?;
+    let xf = move |x: &f64| axis.label(*x);
     let yf = |y: &f64| num(*y);
     chart
         .configure_mesh()
@@ -118,6 +135,8 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
         .x_label_formatter(&xf)
         .y_label_formatter(&yf)
         .y_desc(c.unit.as_str())
+        .label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 16))
         .light_line_style(RGBColor(238, 240, 243))
         .draw()?;
     for (i, l) in c.lines.iter().enumerate() {
@@ -125,7 +144,7 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
         // a gap in the points breaks the line
         for run in l.points.split(|p| p.1.is_none()) {
             let pts: Vec<(f64, f64)> =
-                run.iter().filter_map(|(t, v)| Some((secs(c.from, *t).clamp(0.0, span), (*v)?.min(top)))).collect();
+                run.iter().filter_map(|(t, v)| Some((axis.x(*t).clamp(x0, x1), (*v)?.min(top)))).collect();
             if pts.len() == 1 {
                 chart.draw_series(std::iter::once(Circle::new(pts[0], 2, style.filled())))?;
             } else if l.dashed {
@@ -137,15 +156,15 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
     }
     let red = RGBColor(200, 40, 40);
     for m in &c.marks {
-        let x = secs(c.from, m.at);
-        if !(0.0..=span).contains(&x) {
+        let x = axis.x(m.at);
+        if !(x0..=x1).contains(&x) {
             continue;
         }
         chart.draw_series(DashedLineSeries::new(vec![(x, 0.0), (x, top)], 3, 3, red.stroke_width(1)))?;
         chart.draw_series(std::iter::once(Text::new(
             m.label.clone(),
             (x, top),
-            ("sans-serif", 12).into_font().color(&red),
+            ("sans-serif", 15).into_font().color(&red),
         )))?;
     }
     root.present()?;
@@ -154,8 +173,7 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
 
 fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
     let (Some(first), Some(last)) = (c.buckets.first(), c.buckets.last()) else { return Ok(()) };
-    let from = first.0;
-    let span = secs(from, last.1).max(1.0);
+    let axis = Axis::new(first.0, last.1);
     let totals: Vec<f64> =
         (0..c.buckets.len()).map(|b| c.stacks.iter().map(|(_, v)| v.get(b).copied().unwrap_or(0.0)).sum()).collect();
     let over = c.overlay.iter().flat_map(|(_, v)| v.iter().copied());
@@ -165,11 +183,10 @@ fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
-        .x_label_area_size(28)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..span, 0.0..top)?;
-    let span_secs = span as i64;
-    let xf = move |x: &f64| time_label(at(from, *x), span_secs);
+        .x_label_area_size(34)
+        .y_label_area_size(70)
+        .build_cartesian_2d(axis.x(first.0)..axis.x(last.1), 0.0..top)?;
+    let xf = move |x: &f64| axis.label(*x);
     let yf = |y: &f64| num(*y);
     chart
         .configure_mesh()
@@ -178,10 +195,12 @@ fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
         .x_label_formatter(&xf)
         .y_label_formatter(&yf)
         .y_desc(c.unit.as_str())
+        .label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 16))
         .light_line_style(RGBColor(238, 240, 243))
         .draw()?;
     for (b, (start, end)) in c.buckets.iter().enumerate() {
-        let (x0, x1) = (secs(from, *start), secs(from, *end));
+        let (x0, x1) = (axis.x(*start), axis.x(*end));
         let gap = (x1 - x0) * 0.12;
         let mut base = 0.0;
         for (i, (_, values)) in c.stacks.iter().enumerate() {
@@ -196,7 +215,7 @@ fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
     }
     if let Some((_, values)) = &c.overlay {
         let pts: Vec<(f64, f64)> =
-            c.buckets.iter().zip(values).map(|((s, e), v)| ((secs(from, *s) + secs(from, *e)) / 2.0, *v)).collect();
+            c.buckets.iter().zip(values).map(|((s, e), v)| ((axis.x(*s) + axis.x(*e)) / 2.0, *v)).collect();
         let style = BLACK.stroke_width(2);
         chart.draw_series(LineSeries::new(pts.clone(), style))?;
         chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, BLACK.filled())))?;
@@ -287,7 +306,7 @@ mod tests {
         let html = time_chart(&c).into_string();
         assert!(html.contains("<svg"), "{html}");
         assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"), "{html}");
-        assert!(html.contains("10:30"), "time labels: {html}");
+        assert!(html.contains(">\n10:30") && html.contains(">\n10:40"), "round time labels: {html}");
         let b = BarChart {
             title: "GPU-hours".into(),
             unit: "GPU-hours".into(),
