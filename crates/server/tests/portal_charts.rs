@@ -237,6 +237,17 @@ async fn the_usage_page_shows_the_apis_gpu_hours_to_whom_may_see_them() {
         assert!(close(l[5].parse().unwrap(), num(b, "gpu-used-hours").unwrap()), "{csv}");
     }
 
+    // a script's fetch of it (an app's, on this origin in path mode) is refused
+    let fetched = hub
+        .http
+        .get(format!("{}/usage?range=day&format=csv", hub.url))
+        .header(COOKIE, &ca)
+        .header("sec-fetch-mode", "cors")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fetched.status(), StatusCode::FORBIDDEN);
+
     // the admin sees everyone's, each equal to the API's; bob's open holding counts up to now
     let (s, html, _) = page(&hub, &cadmin, "/usage?range=day").await;
     assert_eq!(s, StatusCode::OK);

@@ -109,12 +109,12 @@ pub async fn page(
     Query(q): Query<UsagePageQuery>,
     req: Request,
 ) -> Response {
-    let csv = q.format.as_deref() == Some("csv");
-    if !csv {
-        if let Some(r) = only_navigation(&req) {
-            return r;
-        }
+    // the CSV too opens only as a page load (a download link is one): an app's script on this origin
+    // (path mode) reads neither
+    if let Some(r) = only_navigation(&req) {
+        return r;
     }
+    let csv = q.format.as_deref() == Some("csv");
     let range = match Range::parse(q.range.as_deref()) {
         Ok(r) => r,
         Err(e) => return api_error_page(e),
