@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 const TOKEN: &str = "tok-1";
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH8AEj/Nz9zHuq2dT08fudab7gZbkHR+UCm0GtEye43Y me@laptop";
 const FP: &str = "SHA256:yECmAHxBpVEy2eIlzyM+GqhrPxFEOHsBghIKjbZCmyw";
+/// The nonce of the test server's challenge, which `gpuhub ssh-key add` sends back.
+const NONCE: &str = "0123456789abcdef0123456789abcdef";
 
 #[derive(Default)]
 struct Keys {
@@ -51,7 +53,9 @@ async fn start(gateway: bool) -> (String, Arc<Keys>) {
         )
         .route(
             "/api/v1/me/ssh-keys/challenge",
-            get(|| async { axum::Json(json!({"namespace": "gpuhub-ssh-key", "message": "sign me\n"})) }),
+            get(|| async {
+                axum::Json(json!({"namespace": "gpuhub-ssh-key", "nonce": NONCE, "message": "sign me\n"}))
+            }),
         )
         .route(
             "/api/v1/me/ssh-keys",
@@ -63,7 +67,7 @@ async fn start(gateway: bool) -> (String, Arc<Keys>) {
                     }
                     let signed =
                         req["signature"].as_str().is_some_and(|s| s.starts_with("-----BEGIN SSH SIGNATURE-----"));
-                    if !signed || req.as_object().unwrap().len() != 2 {
+                    if !signed || req["nonce"] != NONCE || req.as_object().unwrap().len() != 3 {
                         return problem(StatusCode::UNPROCESSABLE_ENTITY, &format!("no proof of possession: {req}"));
                     }
                     let view = json!({"fingerprint": FP, "public_key": KEY.rsplit_once(' ').unwrap().0,

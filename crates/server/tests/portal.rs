@@ -346,13 +346,18 @@ async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
     let printf = command.lines().next().unwrap().replace("&#39;", "'").replace(" > challenge.txt", "");
     let keydir = tempfile::tempdir().unwrap();
     let made = std::process::Command::new("sh").arg("-c").arg(&printf).output().unwrap();
-    let (_, challenge) = hub.call(Method::GET, "/api/v1/me/ssh-keys/challenge", Some(&alice), None).await;
-    assert_eq!(String::from_utf8(made.stdout).unwrap(), challenge["message"].as_str().unwrap(), "{printf}");
+    let message = String::from_utf8(made.stdout).unwrap();
+    let nonce = page.split("name=\"nonce\" value=\"").nth(1).unwrap().split('"').next().unwrap();
+    assert!(message.starts_with("gpuhub ssh key registration\nuser: alice\n"), "{printf}");
+    assert!(
+        message.contains(&format!("\nnonce: {nonce}\n")),
+        "the form sends the printed challenge's nonce: {message}"
+    );
     let private = keydir.path().join("id");
     let ok =
         std::process::Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&private).status();
     assert!(ok.unwrap().success());
-    std::fs::write(keydir.path().join("challenge.txt"), challenge["message"].as_str().unwrap()).unwrap();
+    std::fs::write(keydir.path().join("challenge.txt"), &message).unwrap();
     let signed = std::process::Command::new("ssh-keygen")
         .args(["-q", "-Y", "sign", "-n", "gpuhub-ssh-key", "-f"])
         .arg(&private)
@@ -364,7 +369,7 @@ async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
     let (status, _, location) = post(&hub, Some(&s), "/account/keys", &[("key", &public), ("signature", "")]).await;
     assert!(status == StatusCode::SEE_OTHER && location.contains("error="), "{location}");
     let (status, _, location) =
-        post(&hub, Some(&s), "/account/keys", &[("key", &public), ("signature", &signature)]).await;
+        post(&hub, Some(&s), "/account/keys", &[("key", &public), ("signature", &signature), ("nonce", nonce)]).await;
     assert!(status == StatusCode::SEE_OTHER && location.contains("done=key%20added"), "{location}");
     let (_, keys) = hub.call(Method::GET, "/api/v1/me/ssh-keys", Some(&alice), None).await;
     assert_eq!(keys.as_array().unwrap().len(), 1, "{keys}");

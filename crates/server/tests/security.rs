@@ -302,10 +302,11 @@ async fn ssh_keys_need_proof_of_possession() {
             let (s, v) = hub.call(Method::GET, "/api/v1/me/ssh-keys/challenge", Some(&t), None).await;
             assert_eq!(s, StatusCode::OK);
             assert_eq!(v["namespace"], "gpuhub-ssh-key");
-            v["message"].as_str().unwrap().to_owned()
+            (v["message"].as_str().unwrap().to_owned(), v["nonce"].as_str().unwrap().to_owned())
         }
     };
-    let (for_alice, for_mallory) = (challenge(alice.clone()).await, challenge(mallory.clone()).await);
+    let ((for_alice, alice_nonce), (for_mallory, mallory_nonce)) =
+        (challenge(alice.clone()).await, challenge(mallory.clone()).await);
     assert_ne!(for_alice, for_mallory);
     let dir = tempfile::tempdir().unwrap();
     let (alice_pub, alice_sig) = keygen_and_sign(dir.path(), "alice", &for_alice);
@@ -318,17 +319,20 @@ async fn ssh_keys_need_proof_of_possession() {
     let (s, v) = add(mallory.clone(), json!({"key": alice_pub})).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("signature"), "{v}");
-    let (s, v) = add(mallory.clone(), json!({"key": alice_pub, "signature": alice_sig})).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "a signature for another account: {v}");
+    for nonce in [&alice_nonce, &mallory_nonce] {
+        let (s, v) = add(mallory.clone(), json!({"key": alice_pub, "signature": alice_sig, "nonce": nonce})).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "a signature for another account: {v}");
+    }
     let (_, mallory_sig) = keygen_and_sign(dir.path(), "mallory", &for_mallory);
-    let (s, _) = add(mallory.clone(), json!({"key": alice_pub, "signature": mallory_sig})).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "another key's signature");
     let (s, _) =
-        add(mallory.clone(), json!({"key": alice_pub, "signature": "-----BEGIN SSH SIGNATURE-----\nxx"})).await;
+        add(mallory.clone(), json!({"key": alice_pub, "signature": mallory_sig, "nonce": mallory_nonce})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "another key's signature");
+    let forged = "-----BEGIN SSH SIGNATURE-----\nxx";
+    let (s, _) = add(mallory.clone(), json!({"key": alice_pub, "signature": forged, "nonce": mallory_nonce})).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
 
     // the real owner registers it
-    let (s, v) = add(alice.clone(), json!({"key": alice_pub, "signature": alice_sig})).await;
+    let (s, v) = add(alice.clone(), json!({"key": alice_pub, "signature": alice_sig, "nonce": alice_nonce})).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
 }
 

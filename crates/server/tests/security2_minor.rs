@@ -282,3 +282,86 @@ async fn n8_image_references_follow_the_grammar() {
         assert_eq!(s, StatusCode::CREATED, "{image}: {v}");
     }
 }
+
+/// An ed25519 key made by `ssh-keygen` in `dir`: its private file and public line.
+fn keygen(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let private = dir.join(name);
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&private)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let public = std::fs::read_to_string(private.with_extension("pub")).unwrap();
+    (private, public)
+}
+
+/// `message` signed with `private` for key registration.
+fn ssh_sign(private: &std::path::Path, message: &str) -> String {
+    let file = private.with_extension("msg");
+    std::fs::write(&file, message).unwrap();
+    let _ = std::fs::remove_file(file.with_extension("msg.sig"));
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-Y", "sign", "-n", "gpuhub-ssh-key", "-f"])
+        .arg(private)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(file.with_extension("msg.sig")).unwrap()
+}
+
+/// N9: the proof of holding an SSH key is a signature over a challenge the hub issued, with a nonce
+/// and an expiry, good once: a captured registration cannot register the key again (after it is
+/// removed, or for an account re-created under the same name), nor can a challenge that has expired.
+#[tokio::test]
+async fn n9_ssh_key_proofs_cannot_be_replayed() {
+    let t0 = chrono::Utc::now();
+    let clock = std::sync::Arc::new(gpuhub_controller::clock::ManualClock::new(t0));
+    let seams = gpuhub_server::Seams { clock: clock.clone(), ..Default::default() };
+    let hub = Hub::start_seams(seams, |_| {}).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (private, public) = keygen(dir.path(), "alice");
+    // what the challenge gives, signed, as a client sends it back
+    let registration = |token: String| {
+        let (hub, private, public) = (&hub, private.clone(), public.clone());
+        async move {
+            let (s, ch) = hub.call(Method::GET, "/api/v1/me/ssh-keys/challenge", Some(&token), None).await;
+            assert_eq!(s, StatusCode::OK, "{ch}");
+            let mut body = json!({"key": public, "signature": ssh_sign(&private, ch["message"].as_str().unwrap())});
+            if let Some(nonce) = ch.get("nonce") {
+                body["nonce"] = nonce.clone();
+            }
+            body
+        }
+    };
+    let add = |token: String, body: serde_json::Value| {
+        let hub = &hub;
+        async move { hub.call(Method::POST, "/api/v1/me/ssh-keys", Some(&token), Some(body)).await }
+    };
+    let captured = registration(alice.clone()).await;
+    let (s, v) = add(alice.clone(), captured.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let fp = v["fingerprint"].as_str().unwrap().replace(':', "%3A").replace('/', "%2F").replace('+', "%2B");
+    let (s, v) = hub.call(Method::DELETE, &format!("/api/v1/me/ssh-keys/{fp}"), Some(&alice), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
+    let (s, v) = add(alice.clone(), captured.clone()).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "the same proof registered the key again: {v}");
+    // alice is deleted and someone named alice again: the old proof serves them no better
+    let (s, v) = hub.call(Method::DELETE, "/api/v1/users/alice", Some(&admin), None).await;
+    assert!(s.is_success(), "{s} {v}");
+    let alice = hub.user(&admin, "alice").await;
+    let (s, v) = add(alice.clone(), captured).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "a proof made for the former alice: {v}");
+    // a challenge past its expiry is refused, saying so; a fresh one registers
+    let late = registration(alice.clone()).await;
+    clock.advance(chrono::TimeDelta::minutes(11));
+    let (s, v) = add(alice.clone(), late).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("expired"), "{v}");
+    let fresh = registration(alice.clone()).await;
+    let (s, v) = add(alice, fresh).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+}

@@ -62,7 +62,11 @@ pub(crate) async fn key(api: &Api, json: bool, cmd: SshKeyCommand, out: Out<'_>)
                 })?,
             };
             let signature = sign(&identity, &namespace, &message).await?;
-            let body = json!({ "key": line, "signature": signature });
+            let mut body = json!({ "key": line, "signature": signature });
+            // which challenge was signed (a hub that issues challenges once each gives a nonce)
+            if let Some(nonce) = challenge.get("nonce").and_then(|n| n.as_str()) {
+                body["nonce"] = json!(nonce);
+            }
             let v = api.send_json(Method::POST, &segs, &body).await?.unwrap_or_default();
             if json {
                 return print_json(out, &v);

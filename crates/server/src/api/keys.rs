@@ -5,8 +5,9 @@ use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use gpuhub_core::api::Problem;
+use gpuhub_core::user::User;
 use gpuhub_store::SshKeyRecord;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -22,6 +23,9 @@ pub struct AddKeyRequest {
     /// (`GET /api/v1/me/ssh-keys/challenge`). `gpuhub ssh-key add` makes it.
     #[serde(default)]
     pub(crate) signature: Option<String>,
+    /// The challenge's `nonce`: which challenge was signed (each serves once, until it expires).
+    #[serde(default)]
+    pub(crate) nonce: Option<String>,
 }
 
 /// What to sign to register a key (`GET /api/v1/me/ssh-keys/challenge`).
@@ -29,25 +33,79 @@ pub struct AddKeyRequest {
 pub struct KeyChallenge {
     /// The `-n` of `ssh-keygen -Y sign`.
     pub namespace: String,
-    /// The exact bytes to sign (names the caller and this hub, so a signature serves nowhere else).
+    /// Sent back with the signature: which challenge was signed.
+    pub nonce: String,
+    /// Until when the challenge may be used (once).
+    pub expires_at: DateTime<Utc>,
+    /// The exact bytes to sign: they name the caller, this hub, the nonce and the expiry, so a
+    /// signature serves nowhere else and only once.
     pub message: String,
 }
 
-pub(crate) async fn challenge_message(st: &AppState, username: &str) -> Result<String, ApiError> {
-    let hub = st.store.get_setting("instance_id").await?.unwrap_or_default();
-    Ok(format!("gpuhub ssh key registration\nuser: {username}\nhub: {hub}\n"))
+/// How long a challenge may be used.
+const CHALLENGE_TTL: TimeDelta = TimeDelta::minutes(10);
+/// The most challenges one account has open (asking for more forgets the oldest).
+const MAX_OPEN_CHALLENGES: usize = 8;
+
+/// Where an open challenge is kept (its value: when it expires, in ms): under the account's id, so
+/// that an account made again under the same name has none of the former one's.
+fn challenge_key(user: &User, nonce: &str) -> String {
+    format!("ssh_key_challenge.{}.{nonce}", user.id)
 }
 
-/// What the caller signs with a private key to register its public half.
+/// The text a challenge asks to sign.
+async fn challenge_message(
+    st: &AppState,
+    user: &User,
+    nonce: &str,
+    expires: DateTime<Utc>,
+) -> Result<String, ApiError> {
+    let hub = st.store.get_setting("instance_id").await?.unwrap_or_default();
+    Ok(format!(
+        "gpuhub ssh key registration\nuser: {}\nhub: {hub}\nnonce: {nonce}\nexpires: {}\n",
+        user.username,
+        expires.to_rfc3339_opts(SecondsFormat::Secs, true)
+    ))
+}
+
+/// A new challenge for `user`, kept open until it is used or expires; the account's expired ones (and
+/// beyond [`MAX_OPEN_CHALLENGES`] the oldest) are forgotten.
+pub(crate) async fn new_challenge(st: &AppState, user: &User) -> Result<KeyChallenge, ApiError> {
+    let now = st.clock.now();
+    let mut open: Vec<(String, i64)> = st
+        .store
+        .settings_with_prefix(&challenge_key(user, ""))
+        .await?
+        .into_iter()
+        .map(|(k, v)| (k, v.parse().unwrap_or(0)))
+        .collect();
+    open.sort_by_key(|(_, expires)| *expires);
+    let excess = open.len().saturating_sub(MAX_OPEN_CHALLENGES - 1);
+    for (i, (key, expires)) in open.iter().enumerate() {
+        if i < excess || *expires <= now.timestamp_millis() {
+            st.store.take_setting(key).await?;
+        }
+    }
+    let nonce = hex::encode(rand::random::<[u8; 16]>());
+    // whole seconds, as the message shows it
+    let expires = DateTime::from_timestamp((now + CHALLENGE_TTL).timestamp(), 0).unwrap_or(now + CHALLENGE_TTL);
+    st.store.set_setting(&challenge_key(user, &nonce), &expires.timestamp_millis().to_string()).await?;
+    Ok(KeyChallenge {
+        namespace: gpuhub_ssh::REGISTRATION_NAMESPACE.to_owned(),
+        message: challenge_message(st, user, &nonce, expires).await?,
+        nonce,
+        expires_at: expires,
+    })
+}
+
+/// What the caller signs with a private key to register its public half: a new challenge each time,
+/// good once, for ten minutes.
 #[utoipa::path(get, path = "/api/v1/me/ssh-keys/challenge", tag = "ssh", responses((status = 200, body = KeyChallenge)))]
 pub async fn key_challenge(
     State(st): State<AppState>,
     Caller(user): Caller,
 ) -> Result<axum::Json<KeyChallenge>, ApiError> {
-    Ok(axum::Json(KeyChallenge {
-        namespace: gpuhub_ssh::REGISTRATION_NAMESPACE.to_owned(),
-        message: challenge_message(&st, &user.username).await?,
-    }))
+    Ok(axum::Json(new_challenge(&st, &user).await?))
 }
 
 /// A registered key.
@@ -82,10 +140,37 @@ pub async fn add_key(
              (ssh-keygen -Y sign -n gpuhub-ssh-key -f KEY), or use gpuhub ssh-key add",
         )
     })?;
-    let message = challenge_message(&st, &user.username).await?;
+    let ask_again = "ask for a new one (GET /api/v1/me/ssh-keys/challenge), or use gpuhub ssh-key add";
+    let nonce = req.nonce.as_deref().filter(|n| !n.is_empty()).ok_or_else(|| {
+        ApiError::unprocessable(format!(
+            "invalid nonce: missing; send the nonce of the challenge you signed, or {ask_again}"
+        ))
+        .at("nonce")
+    })?;
+    if nonce.len() != 32 || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::unprocessable("invalid nonce: not a challenge's nonce (32 hex digits)").at("nonce"));
+    }
+    let unknown = || {
+        ApiError::unprocessable(format!(
+            "invalid nonce: no open challenge of this account has it (used already?); {ask_again}"
+        ))
+        .at("nonce")
+    };
+    let Some(expires) = st.store.get_setting(&challenge_key(&user, nonce)).await? else { return Err(unknown()) };
+    let expires = expires.parse().ok().and_then(DateTime::from_timestamp_millis).unwrap_or(DateTime::UNIX_EPOCH);
+    if expires <= st.clock.now() {
+        st.store.take_setting(&challenge_key(&user, nonce)).await?;
+        return Err(ApiError::unprocessable(format!("invalid nonce: the challenge expired at {expires}; {ask_again}"))
+            .at("nonce"));
+    }
+    let message = challenge_message(&st, &user, nonce, expires).await?;
     gpuhub_ssh::verify_possession(&key, message.as_bytes(), signature).map_err(|e| {
         ApiError::unprocessable(format!("{e}: the signature must be the key's own, over this account's challenge"))
     })?;
+    // used once: of two requests racing with it, one gets it
+    if st.store.take_setting(&challenge_key(&user, nonce)).await?.is_none() {
+        return Err(unknown());
+    }
     let record = SshKeyRecord {
         fingerprint: gpuhub_ssh::fingerprint(&key),
         public_key: gpuhub_ssh::openssh_line(&key),

@@ -126,7 +126,7 @@ pub async fn account_page(
         Ok(t) => t,
         Err(e) => return api_error_page(e),
     };
-    let challenge = match keys::challenge_message(&st, &viewer.user.username).await {
+    let challenge = match keys::new_challenge(&st, &viewer.user).await {
         Ok(c) => c,
         Err(e) => return api_error_page(e),
     };
@@ -182,9 +182,11 @@ pub async fn account_page(
         p { "Add a key with " code { "gpuhub ssh-key add ~/.ssh/id_ed25519.pub" }
             ", or here: the hub needs proof that you hold the private key, a signature of this account's \
             challenge that you make on your machine (the private key never leaves it):" }
-        pre.copy #challenge-command { (sign_command(&challenge)) }
+        pre.copy #challenge-command { (sign_command(&challenge.message)) }
+        p.hint { "The challenge serves once, until " (challenge.expires_at.format("%H:%M UTC")) "." }
         form.new method="post" action="/account/keys" {
             input type="hidden" name="_csrf" value=(viewer.csrf);
+            input type="hidden" name="nonce" value=(challenge.nonce);
             label { "Public key (the line of ~/.ssh/id_ed25519.pub) " textarea name="key" rows="2" {} }
             label { "Signature (all of challenge.txt.sig) " textarea name="signature" rows="6" {} }
             button type="submit" { "Add key" }
@@ -265,7 +267,7 @@ pub async fn revoke_token(
 }
 
 /// The shell lines that sign `challenge` with the usual private key (the challenge holds only a
-/// fixed text, a user name and the hub's id: nothing to quote).
+/// fixed text, a user name, the hub's id, a hex nonce and a time: nothing to quote).
 fn sign_command(challenge: &str) -> String {
     format!(
         "printf '{}' > challenge.txt\nssh-keygen -Y sign -n {} -f ~/.ssh/id_ed25519 challenge.txt",
@@ -274,7 +276,7 @@ fn sign_command(challenge: &str) -> String {
     )
 }
 
-/// `POST /account/keys` (`key`, `signature`): the API's key registration, with its proof.
+/// `POST /account/keys` (`key`, `signature`, `nonce`): the API's key registration, with its proof.
 pub async fn add_key(
     State(st): State<AppState>,
     viewer: Viewer,
@@ -287,6 +289,7 @@ pub async fn add_key(
     let req = keys::AddKeyRequest {
         key: field(&f, "key").unwrap_or_default().trim().to_owned(),
         signature: field(&f, "signature").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned),
+        nonce: field(&f, "nonce").map(str::trim).map(str::to_owned),
     };
     let done = keys::add_key(State(st), Caller(viewer.user), ApiJson(req)).await;
     back("/account", done.map(|_| "key added".to_owned()))

@@ -135,4 +135,13 @@ async fn settings(s: Store) {
     s.set_setting("jwt-secret", "def\nmulti-line ünïcode").await.unwrap();
     assert_eq!(s.get_setting("jwt-secret").await.unwrap().as_deref(), Some("def\nmulti-line ünïcode"));
     assert_eq!(s.get_setting("other").await.unwrap().as_deref(), Some(""));
+    // by prefix (LIKE's wildcards and case taken literally), and taken once
+    for k in ["ch_1.a", "ch_1.b", "ch_10.a", "chx1.a", "CH_1.c"] {
+        s.set_setting(k, k).await.unwrap();
+    }
+    let under: Vec<String> = s.settings_with_prefix("ch_1.").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(under, ["ch_1.a", "ch_1.b"]);
+    assert_eq!(s.take_setting("ch_1.a").await.unwrap().as_deref(), Some("ch_1.a"));
+    assert_eq!(s.take_setting("ch_1.a").await.unwrap(), None);
+    assert_eq!(s.get_setting("ch_1.a").await.unwrap(), None);
 }
