@@ -228,6 +228,10 @@ pub struct Config {
     pub registries: Vec<RegistryConfig>,
     /// Processes per container.
     pub pids_limit: i64,
+    /// The host's `pid_max`, which all containers' `pids_limit`s together stay within (a quarter kept
+    /// for the host; one user's work at most half the rest), checked at submission. Unset: read from
+    /// `/proc/sys/kernel/pid_max` where the engine runs containers on this host (Docker); 0: no check.
+    pub pid_max: Option<u64>,
     /// Keep containers off the host's own services (the API, the SSH gateway, databases) and the
     /// link-local range, with `iptables` rules per user bridge; `false` on hosts without iptables.
     pub isolate_host: bool,
@@ -338,6 +342,7 @@ impl Default for Config {
             gpus: Vec::new(),
             allow_any_image: true,
             pids_limit: 4096,
+            pid_max: None,
             isolate_host: true,
             stop_grace_secs: 10,
             reconcile_secs: 30,
@@ -398,6 +403,7 @@ impl fmt::Debug for Config {
             .field("gpus", &self.gpus)
             .field("allow_any_image", &self.allow_any_image)
             .field("pids_limit", &self.pids_limit)
+            .field("pid_max", &self.pid_max)
             .field("stop_grace_secs", &self.stop_grace_secs)
             .field("reconcile_secs", &self.reconcile_secs)
             .field("session_hours", &self.session_hours)
@@ -494,6 +500,7 @@ impl Config {
                         v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
                 }
                 "PIDS_LIMIT" => self.pids_limit = parse(&key, &v)?,
+                "PID_MAX" => self.pid_max = (!v.is_empty()).then(|| parse(&key, &v)).transpose()?,
                 "ISOLATE_HOST" => self.isolate_host = parse(&key, &v)?,
                 "STOP_GRACE_SECS" => self.stop_grace_secs = parse(&key, &v)?,
                 "RECONCILE_SECS" => self.reconcile_secs = parse(&key, &v)?,

@@ -4,6 +4,7 @@
 //! typed [`ServiceError`]s that each front end turns into its own answer (a problem document, an SSH
 //! refusal).
 
+mod pids;
 mod submit;
 
 pub use submit::{MAX_FIELD_BYTES, cap_error, check_sizes, submit};

@@ -365,3 +365,50 @@ async fn n9_ssh_key_proofs_cannot_be_replayed() {
     let (s, v) = add(alice, fresh).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
 }
+
+/// N5: all containers' PID limits together stay within the host's `pid_max` (a quarter of it kept for
+/// the host, one user's work at most half the rest): work beyond that is refused at submission (429)
+/// saying why, and accepted again once some has ended. Here `pid_max` 32768 and `pids_limit` 4096: six
+/// containers in all, three of one user's.
+#[tokio::test]
+async fn n5_pid_limits_stay_within_pid_max() {
+    let hub = Hub::start_with(|c| {
+        c.pid_max = Some(32_768);
+        c.pids_limit = 4096;
+    })
+    .await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let carol = hub.user(&admin, "carol").await;
+    let submit = |token: String, body: serde_json::Value| {
+        let hub = &hub;
+        async move { hub.call(Method::POST, "/api/v1/workloads", Some(&token), Some(body)).await }
+    };
+    for i in 0..3 {
+        let (s, v) = submit(alice.clone(), job(&format!("a{i}"), 0)).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let (s, v) = submit(alice.clone(), job("a3", 0)).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "a fourth container of alice's: {v}");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(detail.contains("pid_max 32768") && detail.contains("pids_limit 4096"), "{detail}");
+    // a gang counts each member
+    let mut gang = job("g", 0);
+    gang["members"] = json!(3);
+    hub.submit(&bob, job("b0", 0)).await;
+    let (s, v) = submit(bob.clone(), gang).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "a gang of three beside one: {v}");
+    hub.submit(&bob, job("b1", 0)).await;
+    hub.submit(&bob, job("b2", 0)).await;
+    let (s, v) = submit(carol.clone(), job("c0", 0)).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "a seventh container on the host: {v}");
+    assert!(v["detail"].as_str().unwrap().contains("6 containers"), "{v}");
+    // once one has ended, there is room again
+    hub.wait_state(&alice, "a0", "running").await;
+    let run = hub.run(&alice, "a0").await;
+    hub.runtime.exit(&run, 0);
+    hub.wait_state(&alice, "a0", "succeeded").await;
+    let (s, v) = submit(carol, job("c0", 0)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+}

@@ -54,4 +54,20 @@ impl Store {
         .await?;
         rows.iter().map(|r| Ok((r.try_get("owner")?, r.try_get("name")?, r.try_get("queue")?))).collect()
     }
+
+    /// How many members the pulling, queued, starting and running workloads have (of `owner` only, if
+    /// given): each member is a container, or will be.
+    pub async fn count_active_members(&self, owner: Option<&str>) -> Result<u64> {
+        let mut sql = "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM workloads \
+                       WHERE state IN ('pulling', 'queued', 'starting', 'running')"
+            .to_owned();
+        if owner.is_some() {
+            sql.push_str(" AND owner = $1");
+        }
+        let mut q = sqlx::query_scalar::<_, i64>(&sql);
+        if let Some(o) = owner {
+            q = q.bind(o);
+        }
+        Ok(q.fetch_one(&self.pool).await?.max(0) as u64)
+    }
 }

@@ -225,6 +225,8 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
             return Err(ServiceError::invalid_at("resources", format!("this workload can never start here: {why}")));
         }
     }
+    // every member is a container with its own PID limit: together they leave the host room to fork
+    super::pids::check(st, caller, u64::from(w.size.max(1))).await?;
     let limits = &st.config.limits;
     let caps = OwnerCaps { total: limits.max_workloads_per_user, queued: limits.max_queued_per_user };
     let inserted = if caller.is_admin() {

@@ -53,4 +53,12 @@ async fn active_workloads_are_counted_per_queue_and_state(s: Store) {
             ("alice".into(), "w6".into(), "vision".into()),
         ]
     );
+    // members of the active ones: seven workloads of one member each, and a gang of three of bob's
+    assert_eq!(s.count_active_members(None).await.unwrap(), 7);
+    let mut gang = sample("bob", "gang", "id-gang");
+    gang.size = 3;
+    s.insert_workload(&gang).await.unwrap();
+    assert_eq!(s.count_active_members(None).await.unwrap(), 10);
+    assert_eq!(s.count_active_members(Some("bob")).await.unwrap(), 3);
+    assert_eq!(s.count_active_members(Some("carol")).await.unwrap(), 0);
 }
