@@ -59,6 +59,15 @@ async fn page(hub: &Hub, cookie: &str, path: &str) -> (StatusCode, String, reqwe
     (status, r.text().await.unwrap(), headers)
 }
 
+/// Keeps a page as `target/screenshots/charts-<name>.html` (its style beside it), to be looked at.
+fn keep(name: &str, html: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = root.join("target/screenshots");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::copy(root.join("crates/server/src/portal/portal.css"), dir.join("portal.css"));
+    let _ = std::fs::write(dir.join(format!("charts-{name}.html")), html.replace("/static/portal.css", "portal.css"));
+}
+
 /// The value of attribute `name` in the first tag of `html` that holds `marker`.
 fn attr(html: &str, marker: &str, name: &str) -> Option<String> {
     let at = html.find(marker)?;
@@ -251,6 +260,7 @@ async fn the_usage_page_shows_the_apis_gpu_hours_to_whom_may_see_them() {
     // the admin sees everyone's, each equal to the API's; bob's open holding counts up to now
     let (s, html, _) = page(&hub, &cadmin, "/usage?range=day").await;
     assert_eq!(s, StatusCode::OK);
+    keep("usage-admin", &html);
     let report = api(admin.clone(), format!("by=user&{window}")).await;
     for (user, hours) in [("alice", 2.0), ("bob", 3.0)] {
         let row = rows(&html, &format!("data-group=\"{user}\""))[0];
@@ -302,13 +312,16 @@ async fn a_workloads_chart_holds_its_history_with_its_grant_and_events() {
     let gpu = running_with_pid(&hub, &alice, share("s1", 500, "10GiB"), 4001).await;
     sampler.set(&gpu, 70.0, Bytes(8 * GIB));
     sampler.set_processes(&gpu, vec![GpuProcess { pid: 4001, memory_used: Bytes(6 * GIB) }]);
-    rounds(&hub, 3).await;
-    clock.set(t0 + TimeDelta::seconds(30));
-    rounds(&hub, 2).await;
+    // a minute of samples, one every 10 s (a sample's time is the clock's)
+    for k in 1..=6 {
+        clock.set(t0 + TimeDelta::seconds(10 * k));
+        rounds(&hub, 2).await;
+    }
 
     let ca = cookie(&hub, "alice", "alice-password").await;
     let (s, html, _) = page(&hub, &ca, "/workloads/s1").await;
     assert_eq!(s, StatusCode::OK, "{html}");
+    keep("workload-share", &html);
     for title in
         ["GPU utilisation", "GPU memory against its grant", "CPU against its limit", "Memory against its limit"]
     {
@@ -352,6 +365,7 @@ async fn a_workloads_chart_holds_its_history_with_its_grant_and_events() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     // stopped: marked, and no longer refreshed
     clock.set(t0 + TimeDelta::seconds(90));
+    rounds(&hub, 2).await;
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads/s1/stop", Some(&alice), None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let (_, html, _) = page(&hub, &ca, "/workloads/s1").await;
@@ -390,6 +404,7 @@ async fn the_node_grid_shows_each_gpus_holders_mode_and_figures_and_a_nodes_hist
     let ca = cookie(&hub, "alice", "alice-password").await;
     let (s, html, _) = page(&hub, &ca, "/nodes").await;
     assert_eq!(s, StatusCode::OK, "{html}");
+    keep("nodes-grid", &html);
     assert!(html.contains("data-live=\"changes\"") && html.contains("data-poll="), "live: {html}");
     // every tile: the API's mode and holders, the latest round's figures
     let (_, nodes) = hub.call(Method::GET, "/api/v1/nodes", Some(&alice), None).await;
@@ -435,10 +450,13 @@ async fn the_node_grid_shows_each_gpus_holders_mode_and_figures_and_a_nodes_hist
     assert!(frag.starts_with("<div class=\"grid-live\"") && frag.contains(&format!("data-gpu=\"{g1}\"")), "{frag}");
 
     // a node's page: its GPUs' history, the API's for the same window
-    clock.set(t0 + TimeDelta::seconds(60));
-    rounds(&hub, 2).await;
+    for k in 1..=6 {
+        clock.set(t0 + TimeDelta::seconds(10 * k));
+        rounds(&hub, 2).await;
+    }
     let (s, html, _) = page(&hub, &ca, "/nodes/test-node?range=hour").await;
     assert_eq!(s, StatusCode::OK, "{html}");
+    keep("node-history", &html);
     assert!(html.contains("<svg") && html.contains("Temperature"), "{html}");
     let marker = "class=\"gpu-history\"";
     let (from, to, step) = (

@@ -8,6 +8,7 @@ mod idle;
 pub(crate) mod keys;
 pub(crate) mod metrics;
 mod paging;
+pub(crate) mod problems;
 pub(crate) mod personal;
 pub(crate) mod queues;
 pub(crate) mod reservations;
@@ -43,7 +44,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// The API routes and their OpenAPI document.
 pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(account::health))
         .routes(routes!(account::login))
         .routes(routes!(account::logout))
@@ -80,7 +81,8 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(metrics::workload_metrics))
         .routes(routes!(metrics::node_metrics))
         .routes(routes!(metrics::live_metrics))
-        .split_for_parts()
+        .split_for_parts();
+    (router, problems::document(doc))
 }
 
 /// The OpenAPI document (for `gpuhub openapi` and tests).

@@ -7,8 +7,27 @@ use chrono::{DateTime, DurationRound, Utc};
 use maud::{Markup, PreEscaped, html};
 use plotters::prelude::*;
 
-/// Width and height of a chart, pixels (the page scales it down to fit).
-const SIZE: (u32, u32) = (720, 300);
+/// Width and height of a line chart, pixels (the page scales it to fit; two side by side on a wide
+/// screen), and its labels' size.
+const LINE_SIZE: ((u32, u32), u32) = ((600, 300), 18);
+/// The same for a bar chart (one across the page).
+const BAR_SIZE: ((u32, u32), u32) = ((900, 320), 15);
+/// The colours of the series, in order (Tableau 10, less its red, kept for events).
+const PALETTE: [(u8, u8, u8); 9] = [
+    (78, 121, 167),
+    (242, 142, 43),
+    (89, 161, 79),
+    (176, 122, 161),
+    (118, 183, 178),
+    (237, 201, 72),
+    (156, 117, 95),
+    (255, 157, 167),
+    (186, 176, 172),
+];
+/// Events on the time axis.
+const EVENT: RGBColor = RGBColor(200, 40, 40);
+/// Limits and grants (dashed).
+const LIMIT: RGBColor = RGBColor(90, 98, 114);
 
 /// A line over time.
 #[derive(Debug, Clone)]
@@ -66,8 +85,24 @@ pub struct BarChart {
 
 /// The colour of series `i` (the same in the SVG and its legend).
 pub fn color(i: usize) -> RGBColor {
-    let c = Palette99::pick(i).to_backend_color().rgb;
-    RGBColor(c.0, c.1, c.2)
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    RGBColor(r, g, b)
+}
+
+/// The colour of each line: limits grey, the others the palette's in turn.
+fn line_colors(lines: &[Line]) -> Vec<RGBColor> {
+    let mut next = 0;
+    lines
+        .iter()
+        .map(|l| {
+            if l.dashed {
+                LIMIT
+            } else {
+                next += 1;
+                color(next - 1)
+            }
+        })
+        .collect()
 }
 
 fn hex(c: RGBColor) -> String {
@@ -87,6 +122,7 @@ impl Axis {
     fn new(from: DateTime<Utc>, to: DateTime<Utc>) -> Axis {
         let span_secs = (to - from).num_seconds().max(1);
         let unit_secs = match span_secs {
+            s if s <= 900 => 1.0,
             s if s <= 3 * 3600 => 60.0,
             s if s <= 3 * 86_400 => 3600.0,
             _ => 86_400.0,
@@ -101,13 +137,26 @@ impl Axis {
 
     fn label(&self, x: f64) -> String {
         let t = self.origin + chrono::TimeDelta::milliseconds((x * self.unit_secs * 1000.0).round() as i64);
-        if self.span_secs <= 2 * 86_400 { t.format("%H:%M").to_string() } else { t.format("%b %d").to_string() }
+        let format = match self.span_secs {
+            s if s <= 900 => "%H:%M:%S",
+            s if s <= 2 * 86_400 => "%H:%M",
+            _ => "%b %d",
+        };
+        t.format(format).to_string()
     }
 }
 
-/// A value for an axis label: `0`, `2.5`, `120`.
+/// A value for an axis label, to about three significant digits: `0`, `2.5`, `120`, `0.0012`.
 pub fn num(v: f64) -> String {
-    if v.abs() >= 100.0 || v == v.trunc() { format!("{v:.0}") } else { format!("{v:.2}") }
+    let a = v.abs();
+    let decimals = match a {
+        a if a == 0.0 || a >= 100.0 => 0,
+        a if a >= 10.0 => 1,
+        a if a >= 1.0 => 2,
+        a => (2 - a.log10().floor() as i64).clamp(2, 8) as usize,
+    };
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s }
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
@@ -119,7 +168,7 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
         let m = c.lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max);
         if m > 0.0 { m * 1.1 } else { 1.0 }
     });
-    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
+    let root = SVGBackend::with_string(svg, LINE_SIZE.0).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
@@ -135,12 +184,12 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
         .x_label_formatter(&xf)
         .y_label_formatter(&yf)
         .y_desc(c.unit.as_str())
-        .label_style(("sans-serif", 16))
-        .axis_desc_style(("sans-serif", 16))
+        .label_style(("sans-serif", LINE_SIZE.1))
+        .axis_desc_style(("sans-serif", LINE_SIZE.1))
         .light_line_style(RGBColor(238, 240, 243))
         .draw()?;
-    for (i, l) in c.lines.iter().enumerate() {
-        let style = color(i).stroke_width(2);
+    for (l, c0) in c.lines.iter().zip(line_colors(&c.lines)) {
+        let style = c0.stroke_width(2);
         // a gap in the points breaks the line
         for run in l.points.split(|p| p.1.is_none()) {
             let pts: Vec<(f64, f64)> =
@@ -154,7 +203,7 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
             }
         }
     }
-    let red = RGBColor(200, 40, 40);
+    let red = EVENT;
     for m in &c.marks {
         let x = axis.x(m.at);
         if !(x0..=x1).contains(&x) {
@@ -164,7 +213,7 @@ fn draw_time(c: &TimeChart, svg: &mut String) -> DrawResult {
         chart.draw_series(std::iter::once(Text::new(
             m.label.clone(),
             (x, top),
-            ("sans-serif", 15).into_font().color(&red),
+            ("sans-serif", LINE_SIZE.1).into_font().color(&red),
         )))?;
     }
     root.present()?;
@@ -179,7 +228,7 @@ fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
     let over = c.overlay.iter().flat_map(|(_, v)| v.iter().copied());
     let m = totals.iter().copied().chain(over).fold(0.0, f64::max);
     let top = if m > 0.0 { m * 1.1 } else { 1.0 };
-    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
+    let root = SVGBackend::with_string(svg, BAR_SIZE.0).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
@@ -195,8 +244,8 @@ fn draw_bars(c: &BarChart, svg: &mut String) -> DrawResult {
         .x_label_formatter(&xf)
         .y_label_formatter(&yf)
         .y_desc(c.unit.as_str())
-        .label_style(("sans-serif", 16))
-        .axis_desc_style(("sans-serif", 16))
+        .label_style(("sans-serif", BAR_SIZE.1))
+        .axis_desc_style(("sans-serif", BAR_SIZE.1))
         .light_line_style(RGBColor(238, 240, 243))
         .draw()?;
     for (b, (start, end)) in c.buckets.iter().enumerate() {
@@ -257,8 +306,8 @@ fn key(c: RGBColor, label: &str, dashed: bool) -> Markup {
 pub fn time_chart(c: &TimeChart) -> Markup {
     let legend = html! {
         ul.legend {
-            @for (i, l) in c.lines.iter().enumerate() { (key(color(i), &l.label, l.dashed)) }
-            @if !c.marks.is_empty() { (key(RGBColor(200, 40, 40), "events", true)) }
+            @for (l, c0) in c.lines.iter().zip(line_colors(&c.lines)) { (key(c0, &l.label, l.dashed)) }
+            @if !c.marks.is_empty() { (key(EVENT, "events", true)) }
         }
     };
     figure(&c.title, |svg| draw_time(c, svg), legend)
@@ -317,6 +366,10 @@ mod tests {
             stacks: vec![("alice".into(), vec![1.0, 2.0]), ("bob".into(), vec![0.0, 3.0])],
             overlay: Some(("used".into(), vec![0.5, 1.0])),
         };
+        assert_eq!(
+            [num(0.0), num(2.5), num(120.4), num(0.00123), num(15.26)],
+            ["0", "2.5", "120", "0.00123", "15.3"].map(String::from)
+        );
         let html = bar_chart(&b).into_string();
         assert!(html.contains("<svg") && html.contains("<rect"), "{html}");
         // empty charts draw nothing, without failing

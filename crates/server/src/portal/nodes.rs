@@ -138,9 +138,11 @@ fn tile(g: &GpuView, live: &Live, help: fn(Option<GpuSharing>) -> &'static str) 
                     span data-util=(m.utilization_pct) { (format!("{:.0}", m.utilization_pct)) " %" } }
                 div.figure { "Memory " meter min="0" max=(m.memory_total) value=(m.memory_used) {} " "
                     span data-memory-used=(m.memory_used) { (Bytes(m.memory_used)) " of " (Bytes(m.memory_total)) } }
-                div.figure {
-                    @if let Some(t) = m.temperature_c { span data-temperature=(t) { (format!("{t:.0}")) " °C" } }
-                    @if let Some(p) = m.power_watts { " · " (format!("{p:.0}")) " W" }
+                @if m.temperature_c.is_some() || m.power_watts.is_some() {
+                    div.figure {
+                        @if let Some(t) = m.temperature_c { span data-temperature=(t) { (format!("{t:.0}")) " °C" } }
+                        @if let Some(p) = m.power_watts { " · " (format!("{p:.0}")) " W" }
+                    }
                 }
             } @else {
                 div.figure { (g.memory) " memory; not measured yet" }

@@ -205,6 +205,8 @@ fn render(
         stacks[i].1[b] += r.gpu_hours;
         used[b] += r.gpu_used_hours;
     }
+    // work without GPUs (the model `none`) has no bar
+    stacks.retain(|(_, v)| v.iter().any(|x| *x > 0.0));
     let step = if range == Range::Day { "hour" } else { "day" };
     let chart = BarChart {
         title: format!("GPU-hours held per {step}, by {by} and GPU model; the line is what was used"),

@@ -114,7 +114,8 @@ fn gpu_grant(st: &AppState, v: &WorkloadView, gpus: &[String]) -> Option<f64> {
     (sum > 0.0).then_some(sum)
 }
 
-/// One line per member of `figure`, and a dashed limit per member where there is one.
+/// One line per member of `figure`, and a dashed limit: one where all members have the same, else one
+/// per member that has one.
 fn lines(
     h: &WorkloadHistory,
     members: &[u32],
@@ -128,10 +129,12 @@ fn lines(
         let points: Vec<_> = h.points.iter().filter(|p| p.member == *m).map(|p| (p.at, figure(p))).collect();
         let label = if members.len() > 1 { format!("member {m}") } else { "used".to_owned() };
         out.push(Line { label, points, dashed: false });
-        if let Some(l) = limit(*m) {
-            let label = if members.len() > 1 { format!("member {m} {what}") } else { what.to_owned() };
-            out.push(Line { label, points: vec![(from, Some(l)), (to, Some(l))], dashed: true });
-        }
+    }
+    let limits: Vec<(u32, f64)> = members.iter().filter_map(|m| Some((*m, limit(*m)?))).collect();
+    let same = limits.windows(2).all(|w| w[0].1 == w[1].1);
+    for (m, l) in limits.iter().take(if same { 1 } else { limits.len() }) {
+        let label = if same { what.to_owned() } else { format!("member {m} {what}") };
+        out.push(Line { label, points: vec![(from, Some(*l)), (to, Some(*l))], dashed: true });
     }
     out
 }
@@ -167,7 +170,6 @@ pub async fn section(st: &AppState, viewer: &Viewer, v: &WorkloadView) -> Markup
 fn render(st: &AppState, v: &WorkloadView, h: &WorkloadHistory, marks: Vec<Mark>) -> Markup {
     let window = (h.from, h.to);
     let mut members: Vec<u32> = h.points.iter().map(|p| p.member).collect();
-    members.dedup();
     members.sort_unstable();
     members.dedup();
     let gpus_of = |m: u32| v.members.iter().find(|x| x.index == m).map_or(v.gpus.clone(), |x| x.gpus.clone());
