@@ -7,8 +7,8 @@
 #     browser tests, prometheus for the /metrics test and slapd + ldap-utils for the LDAP sign-in
 #     tests, which start their own: the packages' services are stopped and disabled when this script
 #     installs them, and prometheus's recommended node exporter left out);
-#  1b. the Python package oidc-provider-mock (pip), the OpenID provider of the OIDC sign-in tests,
-#     when python3 cannot import it yet;
+#  1b. the Python packages oidc-provider-mock (pip), the OpenID provider of the OIDC sign-in tests,
+#     and schemathesis, the API conformance run (scripts/schemathesis.sh), when python3 lacks them;
 #  2. dockerd, started in the background when `docker info` fails (no systemd needed);
 #  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
 #  4. the gpuhub/busybox:latest image (scripts/build-busybox-image.sh), when that script exists;
@@ -101,6 +101,18 @@ else
     [[ "$pip_help" != *--root-user-action* ]] || pip_flags+=(--root-user-action=ignore)
     retry python3 -m pip install "${pip_flags[@]}" oidc-provider-mock
     python3 -W ignore -c 'import oidc_provider_mock' || die "oidc-provider-mock installed but python3 cannot import it"
+fi
+# schemathesis: the API against its own OpenAPI document (scripts/schemathesis.sh)
+if python3 -m schemathesis.cli --version >/dev/null 2>&1; then
+    log "pip: schemathesis present"
+else
+    log "pip install schemathesis"
+    pip_help="$(python3 -m pip install --help 2>/dev/null)" || die "python3 -m pip does not run (apt-get install python3-pip)"
+    pip_flags=(--quiet --disable-pip-version-check)
+    [[ "$pip_help" != *--break-system-packages* ]] || pip_flags+=(--break-system-packages)
+    [[ "$pip_help" != *--root-user-action* ]] || pip_flags+=(--root-user-action=ignore)
+    retry python3 -m pip install "${pip_flags[@]}" 'schemathesis>=4,<5'
+    python3 -m schemathesis.cli --version >/dev/null || die "schemathesis installed but python3 -m schemathesis.cli does not run"
 fi
 
 # --- 2. docker ---------------------------------------------------------------------------------------

@@ -43,6 +43,13 @@ else
 fi
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets -- -D warnings
+# the API against its own OpenAPI document (Schemathesis against a live server, a few minutes)
+if [ "${GPUHUB_SKIP_SCHEMATHESIS:-0}" = 1 ]; then
+    echo "==> [api-conformance] skipped (GPUHUB_SKIP_SCHEMATHESIS=1)"
+else
+    stage build cargo build -p gpuhub
+    stage api-conformance bash scripts/schemathesis.sh
+fi
 stage test cargo test --workspace
 echo "==> disk: target/ $(du -sh target 2>/dev/null | cut -f1), $(df -h --output=avail . | tail -1 | tr -d ' ') left"
 printf '\n==> all stages passed in %ds\n' "$((SECONDS - total_start))"

@@ -37,6 +37,10 @@ pub const NOT_SERVER_SETTINGS: &[&str] = &[
     "SLURM_BENCH_N",
     "SLURM_BENCH_QUEUE",
     "SLURM_BENCH_SETTLE_MS",
+    "BIN",
+    "SCHEMATHESIS_SECS",
+    "SCHEMATHESIS_EXAMPLES",
+    "SKIP_SCHEMATHESIS",
 ];
 
 /// Whether a variable (without the prefix) is one containers get: `GPUHUB_PORT_<APP>`, an app's port.
