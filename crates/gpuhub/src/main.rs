@@ -168,8 +168,9 @@ async fn slurm_engine(config: &Config) -> anyhow::Result<gpuhub_slurm::SlurmEngi
 /// This host's CPUs, memory (less the configured reserve) and GPUs (NVML, else the configured list).
 fn node_capacity(config: &Config) -> anyhow::Result<NodeCapacity> {
     let (inventory, source) = gpuhub_gpu::try_detect(config.gpus.clone()).context("gpu inventory")?;
-    let gpus = inventory.gpus().context("gpu inventory")?;
-    tracing::info!(?source, count = gpus.len(), "gpus");
+    let mut gpus = inventory.gpus().context("gpu inventory")?;
+    config.resolve_sharing(&mut gpus, source == gpuhub_gpu::InventorySource::Nvml);
+    tracing::info!(?source, count = gpus.len(), sharing = ?gpus.iter().map(|g| g.sharing).collect::<Vec<_>>(), "gpus");
     let (cpus, memory) = gpuhub_gpu::host::host_capacity().context("host capacity")?;
     Ok(NodeCapacity {
         name: gpuhub_gpu::host::hostname().unwrap_or_else(|_| "localhost".into()),
