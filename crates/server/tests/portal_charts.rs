@@ -479,3 +479,51 @@ async fn the_node_grid_shows_each_gpus_holders_mode_and_figures_and_a_nodes_hist
     let (s, _, _) = page(&hub, &ca, "/nodes/no-such-node").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_workloads_chart_marks_the_preemption_and_its_restart() {
+    use gpuhub_sched::{Preemption, QueueSpec, Quota};
+    let hub = Hub::start_with(|cfg| {
+        let gpu = |n: u64| Quota { gpu_milli: n * 1000, cpu_milli: 8000, memory: 32 << 30 };
+        cfg.scheduler.queues = vec![
+            QueueSpec {
+                name: "vision".into(),
+                guarantee: gpu(1),
+                borrow_limit: Some(gpu(1)),
+                ..QueueSpec::open("vision")
+            },
+            QueueSpec { name: "nlp".into(), guarantee: gpu(1), borrow_limit: None, ..QueueSpec::open("nlp") },
+        ];
+        cfg.queue_members = std::collections::BTreeMap::from([("nlp".into(), vec!["bob".into()])]);
+        cfg.scheduler.preemption = Preemption { enabled: true, grace_ms: 0 };
+    })
+    .await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let queued = |name: &str, queue: &str| {
+        let mut w = job(name, 1);
+        w["queue"] = json!(queue);
+        w
+    };
+    // bob's second GPU is borrowed; alice's job in her queue takes it back, then ends
+    hub.submit(&bob, queued("b1", "nlp")).await;
+    hub.wait_state(&bob, "b1", "running").await;
+    hub.submit(&bob, queued("b2", "nlp")).await;
+    hub.wait_state(&bob, "b2", "running").await;
+    hub.submit(&alice, queued("a1", "vision")).await;
+    hub.wait_state(&alice, "a1", "running").await;
+    hub.wait_state(&bob, "b2", "queued").await;
+    hub.runtime.exit(&hub.run(&alice, "a1").await, 0);
+    hub.wait_state(&bob, "b2", "running").await;
+
+    let (s, html, _) = page(&hub, &cookie(&hub, "bob", "bob-password").await, "/workloads/b2").await;
+    assert_eq!(s, StatusCode::OK, "{html}");
+    for mark in ["started", "requeued", "restart 1"] {
+        assert!(html.contains(&format!("data-mark=\"{mark}\"")), "{mark}: {html}");
+    }
+    // what the workload said then: who preempted it
+    let requeued = &html[html.find("data-mark=\"requeued\"").unwrap()..];
+    let requeued = &requeued[..requeued.find("</li>").unwrap()];
+    assert!(requeued.contains("preempted by alice/a1"), "{requeued}");
+}

@@ -47,6 +47,8 @@ pub struct Mark {
     pub at: DateTime<Utc>,
     /// What (a word or two).
     pub label: String,
+    /// More, for the list beside the chart (what the workload said then).
+    pub detail: Option<String>,
 }
 
 /// A chart of lines over `from`–`to`.
@@ -349,7 +351,7 @@ mod tests {
                 ],
                 dashed: false,
             }],
-            marks: vec![Mark { at: t("2026-11-01T10:15:00Z"), label: "<script>".into() }],
+            marks: vec![Mark { at: t("2026-11-01T10:15:00Z"), label: "<script>".into(), detail: None }],
             y_max: Some(100.0),
         };
         let html = time_chart(&c).into_string();

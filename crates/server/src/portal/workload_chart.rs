@@ -15,7 +15,7 @@ use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
-use gpuhub_core::api::WorkloadView;
+use gpuhub_core::api::{StateEvent, WorkloadView};
 use gpuhub_core::metrics::{MemberPoint, WorkloadHistory};
 use gpuhub_core::workload::WorkloadState;
 use maud::{Markup, html};
@@ -58,40 +58,51 @@ fn life(v: &WorkloadView, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) 
     (from, to.max(from + TimeDelta::minutes(1)))
 }
 
-/// What happened when, for the time axis.
+/// What happened when, for the time axis: the starts (the first, then restarts), the returns to the
+/// queue (a preemption, an engine failure), the end, the latest interruption's cause, and the idle and
+/// GPU memory warnings.
 fn marks(v: &WorkloadView) -> Vec<Mark> {
-    let mut out = Vec::new();
+    let mut out = history_marks(&v.history);
+    if let Some(i) = &v.interruption {
+        out.push(Mark { at: i.at, label: i.reason.clone(), detail: i.detail.clone() });
+    }
+    if let Some(idle) = &v.idle {
+        out.push(Mark { at: idle.since, label: "idle".into(), detail: None });
+        if let Some(w) = idle.warned_at {
+            out.push(Mark { at: w, label: "idle warning".into(), detail: idle.stop_at.map(stop_at) });
+        }
+    }
+    for g in &v.gpu_guard {
+        let label = format!("member {} over its GPU memory grant", g.member);
+        out.push(Mark { at: g.since, label, detail: Some(stop_at(g.stop_at)) });
+    }
+    out.sort_by_key(|m| m.at);
+    out
+}
+
+/// `stopped at …` unless it changes.
+fn stop_at(t: DateTime<Utc>) -> String {
+    format!("stopped at {} unless it changes", t.format("%Y-%m-%d %H:%M:%S UTC"))
+}
+
+/// The marks of a workload's state changes.
+fn history_marks(history: &[StateEvent]) -> Vec<Mark> {
+    let mut out: Vec<Mark> = Vec::new();
     let mut runs = 0;
-    let mut was_running = false;
-    for e in &v.history {
+    for e in history {
         let label = match e.state {
             WorkloadState::Running => {
                 runs += 1;
                 if runs == 1 { "started".to_owned() } else { format!("restart {}", runs - 1) }
             }
-            WorkloadState::Queued if was_running => "requeued".to_owned(),
+            WorkloadState::Queued if runs > 0 => "requeued".to_owned(),
             s if s.is_terminal() => s.as_str().to_owned(),
-            _ => {
-                was_running = false;
-                continue;
-            }
+            _ => continue,
         };
-        was_running = e.state == WorkloadState::Running;
-        out.push(Mark { at: e.at, label });
-    }
-    if let Some(i) = &v.interruption {
-        out.push(Mark { at: i.at, label: i.reason.clone() });
-    }
-    if let Some(idle) = &v.idle {
-        out.push(Mark { at: idle.since, label: "idle".into() });
-        if let Some(w) = idle.warned_at {
-            out.push(Mark { at: w, label: "idle warning".into() });
+        if out.last().is_none_or(|m| m.label != label) {
+            out.push(Mark { at: e.at, label, detail: e.message.clone() });
         }
     }
-    for g in &v.gpu_guard {
-        out.push(Mark { at: g.since, label: format!("member {} over its GPU memory grant", g.member) });
-    }
-    out.sort_by_key(|m| m.at);
     out
 }
 
@@ -209,7 +220,10 @@ fn render(st: &AppState, v: &WorkloadView, h: &WorkloadHistory, marks: Vec<Mark>
             div.figures { @for f in &figures { (charts::time_chart(f)) } }
         }
         @if !marks.is_empty() {
-            ul.marks { @for m in &marks { li data-mark=(m.label) { (m.at.format("%Y-%m-%d %H:%M:%S UTC")) " — " (m.label) } } }
+            ul.marks { @for m in &marks { li data-mark=(m.label) {
+                    (m.at.format("%Y-%m-%d %H:%M:%S UTC")) " — " (m.label)
+                    @if let Some(d) = &m.detail { ": " (d) }
+                } } }
         }
         details.numbers {
             summary { "The charts' numbers (" (h.points.len()) " points, every " (h.step_secs) " s)" }
@@ -228,5 +242,31 @@ fn render(st: &AppState, v: &WorkloadView, h: &WorkloadHistory, marks: Vec<Mark>
                 } }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_restarts_requeues_and_the_end_are_marked() {
+        let t0 = DateTime::parse_from_rfc3339("2026-11-01T10:00:00Z").unwrap().with_timezone(&Utc);
+        let at = |m: i64| t0 + TimeDelta::minutes(m);
+        let e = |m: i64, state: WorkloadState| StateEvent { at: at(m), state, message: None };
+        let history = [
+            e(0, WorkloadState::Queued),
+            e(1, WorkloadState::Starting),
+            e(1, WorkloadState::Running),
+            e(5, WorkloadState::Queued),
+            e(6, WorkloadState::Queued),
+            e(7, WorkloadState::Starting),
+            e(8, WorkloadState::Running),
+            e(9, WorkloadState::Succeeded),
+        ];
+        let marks: Vec<(i64, String)> =
+            history_marks(&history).into_iter().map(|m| ((m.at - t0).num_minutes(), m.label)).collect();
+        let want = [(1, "started"), (5, "requeued"), (8, "restart 1"), (9, "succeeded")];
+        assert_eq!(marks, want.map(|(m, l)| (m, l.to_owned())));
     }
 }
