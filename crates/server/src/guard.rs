@@ -74,23 +74,10 @@ pub fn grant(w: &Workload, nodes: &[NodeCapacity]) -> Option<u64> {
 
 /// Judges every monitoring round until `stop` completes.
 pub async fn run(st: AppState, stop: impl std::future::Future<Output = ()>) {
-    tokio::pin!(stop);
-    let mut rounds = st.metrics.rounds();
-    let rule =
-        GuardRule { grace: TimeDelta::seconds(i64::try_from(st.config.guard.grace_secs).unwrap_or(i64::MAX / 1000)) };
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            changed = rounds.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                if let Err(e) = round(&st, &rule).await {
-                    tracing::warn!(error = %e, "gpu memory guard: cannot judge this round");
-                }
-            }
-        }
-    }
+    let grace = TimeDelta::seconds(i64::try_from(st.config.guard.grace_secs).unwrap_or(i64::MAX / 1000));
+    let rule = GuardRule { grace };
+    let judge = |st: AppState| async move { round(&st, &rule).await };
+    crate::idle::after_each_round(&st, stop, "gpu memory guard", judge).await;
 }
 
 async fn round(st: &AppState, rule: &GuardRule) -> Result<(), gpuhub_store::StoreError> {

@@ -71,9 +71,27 @@ pub async fn run(st: AppState, stop: impl std::future::Future<Output = ()>) {
     if !st.config.idle.enabled {
         return;
     }
+    let rule = rule(&st);
+    let judge = |st: AppState| {
+        let rule = rule.clone();
+        async move { round(&st, &rule).await }
+    };
+    after_each_round(&st, stop, "idle gpus", judge).await;
+}
+
+/// Calls `judge` after every monitoring round until `stop` completes (the idle rule, the GPU memory
+/// guard); a round it cannot judge is logged under `what`, and the next one comes.
+pub(crate) async fn after_each_round<F, J>(
+    st: &AppState,
+    stop: impl std::future::Future<Output = ()>,
+    what: &str,
+    judge: J,
+) where
+    J: Fn(AppState) -> F,
+    F: std::future::Future<Output = Result<(), gpuhub_store::StoreError>>,
+{
     tokio::pin!(stop);
     let mut rounds = st.metrics.rounds();
-    let rule = rule(&st);
     loop {
         tokio::select! {
             () = &mut stop => return,
@@ -81,8 +99,8 @@ pub async fn run(st: AppState, stop: impl std::future::Future<Output = ()>) {
                 if changed.is_err() {
                     return;
                 }
-                if let Err(e) = round(&st, &rule).await {
-                    tracing::warn!(error = %e, "idle gpus: cannot judge this round");
+                if let Err(e) = judge(st.clone()).await {
+                    tracing::warn!(error = %e, "{what}: cannot judge this round");
                 }
             }
         }
