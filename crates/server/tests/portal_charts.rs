@@ -294,6 +294,19 @@ async fn the_usage_page_shows_the_apis_gpu_hours_to_whom_may_see_them() {
         let want = api_row(&report, "user", "bob").unwrap();
         assert!(close(num(row, "gpu-hours").unwrap(), 3.0), "{range}: {row}");
         assert!(close(num(row, "gpu-hours").unwrap(), want["gpu_hours"].as_f64().unwrap()), "{row} vs {want}");
+        // each day's bar: the API's report by day
+        let days = api(bob.clone(), format!("by=user,model,day&from={}&to={}", enc(&from), enc(&to))).await;
+        let bars = rows(&html, "data-model=");
+        assert_eq!(bars.len(), days["rows"].as_array().unwrap().len(), "{range}: {days}");
+        for b in bars {
+            let day = &val(b, "from").unwrap()[..10];
+            let want = api_row(&days, "day", day).unwrap_or_else(|| panic!("no {day} in {days}"));
+            assert!(close(num(b, "gpu-hours").unwrap(), want["gpu_hours"].as_f64().unwrap()), "{b} vs {want}");
+            assert!(
+                close(num(b, "gpu-used-hours").unwrap(), want["gpu_used_hours"].as_f64().unwrap()),
+                "{b} vs {want}"
+            );
+        }
     }
     // a user may not see another's usage, nor choose a window that is not offered
     let (s, _, _) = page(&hub, &cb, "/usage?user=alice").await;

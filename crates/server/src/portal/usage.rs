@@ -1,7 +1,8 @@
 //! `GET /usage`: GPU-hours over time, per user or per team queue, split by GPU model, held and
 //! actually used, over the last day (by hour), week or month (by UTC day), with a CSV of what the chart
-//! shows. Every figure is `GET /api/v1/usage`'s for the same window (its handler is called, nothing is
-//! summed here): users see their own usage, admins everyone's (or one user's).
+//! shows. Every figure is `GET /api/v1/usage`'s (its handler is called, nothing is summed here): the
+//! window's totals one report, the hours of a day one report each, the days of a week or month one
+//! report by day. Users see their own usage, admins everyone's (or one user's).
 
 use super::charts::{self, BarChart};
 use super::{Viewer, api_error_page, layout, only_navigation};
@@ -131,20 +132,33 @@ pub async fn page(
         Ok(r) => r,
         Err(e) => return api_error_page(e),
     };
+    let row = |b: (DateTime<Utc>, DateTime<Utc>), r: &UsageRow| BucketRow {
+        from: b.0,
+        to: b.1,
+        group: group_of(by, r),
+        model: r.model.clone().unwrap_or_default(),
+        gpu_hours: r.gpu_hours,
+        gpu_used_hours: r.gpu_used_hours,
+    };
     let mut rows = Vec::new();
-    for b in &buckets {
-        let r = match report(&st, &viewer, &format!("{by},model"), *b, user).await {
-            Ok(r) => r,
+    if range == Range::Day {
+        // hours: the API's figures for each
+        for b in &buckets {
+            match report(&st, &viewer, &format!("{by},model"), *b, user).await {
+                Ok(r) => rows.extend(r.rows.iter().map(|r| row(*b, r))),
+                Err(e) => return api_error_page(e),
+            }
+        }
+    } else {
+        // UTC days: the API's figures by day, in one report
+        match report(&st, &viewer, &format!("{by},model,day"), window, user).await {
+            Ok(r) => rows.extend(r.rows.iter().filter_map(|r| {
+                let day = r.day?.and_hms_opt(0, 0, 0)?.and_utc();
+                Some(row((day, day + TimeDelta::days(1)), r))
+            })),
             Err(e) => return api_error_page(e),
-        };
-        rows.extend(r.rows.iter().map(|row| BucketRow {
-            from: b.0,
-            to: b.1,
-            group: group_of(by, row),
-            model: row.model.clone().unwrap_or_default(),
-            gpu_hours: row.gpu_hours,
-            gpu_used_hours: row.gpu_used_hours,
-        }));
+        }
+        rows.sort_by(|a, b| (a.from, &a.group, &a.model).cmp(&(b.from, &b.group, &b.model)));
     }
     if csv {
         let mut out = format!("from,to,{by},model,gpu_hours,gpu_used_hours\n");
