@@ -147,6 +147,8 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
     cfg.reconcile_secs = 1;
     cfg.gpu_mode = gpuhub_server::config::GpuMode::None;
     cfg.stop_grace_secs = 1;
+    // five jobs of one user: at 4096 each a pid_max of 32768 holds three of one user's
+    cfg.pids_limit = 1024;
     let docker_engine = gpuhub_docker::DockerEngine::new(rt.clone(), node(0), gpuhub_docker::GpuMode::None);
     let hub = Hub::start_on(dir, cfg, Arc::new(docker_engine)).await;
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
