@@ -214,7 +214,8 @@ impl Hub {
         std::fs::write(
             &config,
             format!(
-                "listen = \"{listen}\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nstop_grace_secs = 2\n{extra}",
+                "listen = \"{listen}\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nstop_grace_secs = 2\n\
+                 pids_limit = 1024\n{extra}",
                 data.display()
             ),
         )?;

@@ -102,7 +102,7 @@ impl Server {
         std::fs::create_dir(&data_dir)?;
         let mut config = format!(
             "listen = \"127.0.0.1:0\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\ngpu_mode = \"devices\"\n\
-             stop_grace_secs = 5\n[monitor]\ninterval_secs = 1\n",
+             stop_grace_secs = 5\npids_limit = 1024\n[monitor]\ninterval_secs = 1\n",
             data_dir.display()
         );
         let mut devices = Vec::new();
