@@ -3,7 +3,7 @@
 //! through [`Seams`], so the decisions are tested with fakes.
 
 use crate::launch::{Next, Worker, WorkerSpec};
-use crate::report::{GpuInfo, Row, mib};
+use crate::report::{GpuInfo, Row, gib, mib};
 use crate::seams::Seams;
 use crate::worker::WorkerEvent;
 use gpuhub_gpu::GpuSample;
@@ -126,7 +126,7 @@ fn inventory_row(gpu: &GpuInfo) -> Row {
     Row::new(
         format!("gpu{} inventory", gpu.index),
         "a uuid, memory, MIG disabled",
-        format!("{} {}, {:.1} GiB, {mig}", gpu.model, gpu.uuid, gpu.memory as f64 / (1u64 << 30) as f64),
+        format!("{} {}, {}, {mig}", gpu.model, gpu.uuid, gib(gpu.memory)),
         !gpu.uuid.is_empty() && gpu.memory > 0 && gpu.mig != Some(true),
     )
 }
@@ -235,7 +235,7 @@ fn load_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> (Vec<Row>
         }
     }
     w.kill();
-    let load_seen = format!("allocated {} ({} SMs, {} in all)", mib(bytes), sms, mib(total));
+    let load_seen = format!("allocated {} ({sms} SMs, {} in all)", mib(bytes), gib(total));
     let (load_ok, load_seen) = match done {
         Some(Ok(busy)) => (true, format!("{load_seen}, {busy}")),
         Some(Err(e)) => (false, format!("{load_seen}; then {e}")),

@@ -148,7 +148,7 @@ pub fn guard_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> Vec<
         ),
     };
     let stop_row = match (stopped, over_since) {
-        (Some((at, detail)), Some(since)) => {
+        (Some((at, _)), Some(since)) => {
             let after = at - since;
             let in_time = after >= rule.grace && after <= limit;
             let gone_text = match gone {
@@ -158,7 +158,7 @@ pub fn guard_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> Vec<
             Row::new(
                 name("stops"),
                 expected_stop,
-                format!("stopped {:.1} s after going over, {gone_text} ({detail})", secs(after)),
+                format!("stopped {:.1} s after going over, {gone_text}", secs(after)),
                 in_time && gone.is_some(),
             )
         }

@@ -44,7 +44,11 @@ pub fn mps_checks(gpu: &GpuInfo, sms: Option<u32>, opts: &Options, seams: &mut S
             rows.push(Row::new(
                 name("daemon"),
                 "gpuhub's MPS control daemon answers",
-                format!("running, pipe directory {}", c.pipe_dir.display()),
+                format!(
+                    "running with {} /dev/shm, pipe directory {}",
+                    if c.shm_dir.is_some() { "a private" } else { "the host's" },
+                    c.pipe_dir.display()
+                ),
                 true,
             ));
             c

@@ -137,6 +137,11 @@ pub fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)
 }
 
+/// Bytes as GiB with one decimal for the table.
+pub fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +195,6 @@ mod tests {
     fn mib_rounds_down() {
         assert_eq!(mib(3 << 20), "3 MiB");
         assert_eq!(mib((3 << 20) - 1), "2 MiB");
+        assert_eq!(gib(150_000 << 20), "146.5 GiB");
     }
 }
