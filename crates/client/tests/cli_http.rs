@@ -390,7 +390,7 @@ async fn other_commands() {
     let (r, out) = cli(&ctx, &["nodes"]).await;
     assert_eq!(r.unwrap(), 0);
     assert!(out.contains("node-1  2/16  4GiB/64GiB  1/1"), "{out}");
-    assert!(out.contains("  0    H200   141GiB  alice/train"), "{out}");
+    assert!(out.contains("  0    H200   141GiB  -        alice/train"), "{out}");
 
     // an unknown route on the server is a 404 problem like any other
     let (r, _) = cli(&ctx, &["images"]).await;
