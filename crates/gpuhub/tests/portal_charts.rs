@@ -129,8 +129,16 @@ async fn the_usage_page_charts_and_gpu_grid_in_a_browser() -> Result<()> {
     // the admin: everyone's usage, alice's row among it
     c.goto(&format!("{hub_url}/workloads")).await?;
     c.find(Locator::Css("form.logout button")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("input[name=username]")).await?;
     sign_in(c, &hub_url, &root.name, PASSWORD, "/usage?range=day").await?;
-    let cell = c.find(Locator::Css(&format!("tr[data-group=\"{}\"] td[data-gpu-hours]", alice.name))).await?;
+    let row = format!("tr[data-group=\"{}\"] td[data-gpu-hours]", alice.name);
+    let found = c.wait().at_most(WAIT).for_element(Locator::Css(&row)).await;
+    if found.is_err() {
+        browser::screenshot(c, "charts-failed").await;
+        let text = c.find(Locator::Css("body")).await?.text().await?;
+        anyhow::bail!("no row for {} on the admin's usage page at {}: {text}", alice.name, c.current_url().await?);
+    }
+    let cell = found?;
     let admin_shown: f64 = cell.attr("data-gpu-hours").await?.context("data-gpu-hours")?.parse()?;
     ensure!((admin_shown - want).abs() < 1e-9, "the admin's page shows {admin_shown} for alice, not {want}");
     shots(c, "usage-admin", None).await?;
