@@ -32,8 +32,9 @@ const POLL_MS: u64 = 5000;
 /// What the grid needs beside the nodes: the latest round's figures and who is idle.
 struct Live {
     gpus: HashMap<String, GpuMetrics>,
-    /// GPU memory each holder's processes use now, by `(owner, name)`.
-    used: HashMap<(String, String), u64>,
+    /// GPU memory each holder's processes use now on a GPU, by `(owner, name, GPU)` (its members on
+    /// that GPU together).
+    used: HashMap<(String, String, String), u64>,
     /// Holders the idle rule finds idle, as `owner/name`.
     idle: HashSet<String>,
 }
@@ -68,7 +69,8 @@ pub async fn page(
         used: snapshot
             .members
             .iter()
-            .filter_map(|m| Some(((m.owner.clone(), m.workload.clone()), m.gpu_memory_used?)))
+            .filter_map(|m| Some((m, m.gpu_memory_used?)))
+            .flat_map(|(m, used)| m.gpus.iter().map(move |g| ((m.owner.clone(), m.workload.clone(), g.clone()), used)))
             .fold(HashMap::new(), |mut acc, (k, v)| {
                 *acc.entry(k).or_insert(0) += v;
                 acc
@@ -157,7 +159,7 @@ fn tile(g: &GpuView, live: &Live, help: fn(Option<GpuSharing>) -> &'static str) 
             } @else {
                 ul.holders { @for s in &g.shares {
                     @let granted = s.memory.map_or(g.memory.0 / 1000 * u64::from(s.milli), |m| m.0);
-                    @let used = live.used.get(&(s.owner.clone(), s.workload.clone()));
+                    @let used = live.used.get(&(s.owner.clone(), s.workload.clone(), g.uuid.clone()));
                     @let over = used.is_some_and(|u| *u > granted) && enforced;
                     li data-holder={(s.owner) "/" (s.workload)} data-milli=(s.milli) data-over=[over.then_some("true")] {
                         (s.owner) "/" (s.workload) " " (format!("{}", f64::from(s.milli) / 1000.0)) " of the GPU"
