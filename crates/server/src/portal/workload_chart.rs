@@ -2,7 +2,7 @@
 //! and memory against their limits, over the workload's life, from `GET
 //! /api/v1/workloads/{name}/metrics` (its handler is called with the viewer as the caller, so who may
 //! see what is the API's). Starts, restarts, preemptions, stops and the idle and GPU memory warnings
-//! are marked on the time axis. While the workload runs, the script fetches the section again
+//! are marked on the time axis. Until the workload ends, the script fetches the section again
 //! (`GET /workloads/{name}/chart`, `data-refresh`).
 
 use super::charts::{self, Line, Mark, TimeChart};
@@ -154,7 +154,8 @@ fn lines(
 pub async fn section(st: &AppState, viewer: &Viewer, v: &WorkloadView) -> Markup {
     let now = st.clock.now();
     let (from, to) = life(v, now);
-    let running = matches!(v.state, WorkloadState::Running | WorkloadState::Starting);
+    // until it ends: a queued one starts refreshing once it runs
+    let live = !v.state.is_terminal();
     let own = v.owner == viewer.user.username;
     let refresh =
         format!("/workloads/{}/chart{}", v.name, if own { String::new() } else { format!("?owner={}", v.owner) });
@@ -171,7 +172,7 @@ pub async fn section(st: &AppState, viewer: &Viewer, v: &WorkloadView) -> Markup
         Ok(h) => render(st, v, &h.0, marks(v)),
     };
     html! {
-        section.charts #charts data-refresh=[running.then_some(refresh)] data-every=[running.then_some(REFRESH_MS)] {
+        section.charts #charts data-refresh=[live.then_some(refresh)] data-every=[live.then_some(REFRESH_MS)] {
             h2 { "Use over its life" }
             (body)
         }
