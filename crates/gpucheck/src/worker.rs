@@ -77,13 +77,21 @@ pub fn main(job: WorkerJob) -> i32 {
     1
 }
 
+/// A panic's words, short: cudarc's "unable to load" lists every file name it tried.
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
+    let said = if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = panic.downcast_ref::<String>() {
         s.clone()
     } else {
-        "the cuda driver library could not be used".to_owned()
+        return "the cuda driver library could not be used".to_owned();
+    };
+    if said.starts_with("Unable to dynamically load the \"cuda\" shared library") {
+        return "the cuda driver library (libcuda.so.1) cannot be loaded: no nvidia driver here".to_owned();
+    }
+    match said.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &said[..cut]),
+        None => said,
     }
 }
 
@@ -144,6 +152,15 @@ mod tests {
         assert_eq!(panic_message(p.as_ref()), "missing symbol cuInit");
         let p: Box<dyn std::any::Any + Send> = Box::new(String::from("unable to load cuda"));
         assert_eq!(panic_message(p.as_ref()), "unable to load cuda");
+        let p: Box<dyn std::any::Any + Send> = Box::new(String::from(
+            "Unable to dynamically load the \"cuda\" shared library - searched for library names: [\"libcuda.so\"].",
+        ));
+        assert_eq!(
+            panic_message(p.as_ref()),
+            "the cuda driver library (libcuda.so.1) cannot be loaded: no nvidia driver here"
+        );
+        let p: Box<dyn std::any::Any + Send> = Box::new("x".repeat(300));
+        assert_eq!(panic_message(p.as_ref()).chars().count(), 201);
         let p: Box<dyn std::any::Any + Send> = Box::new(7u8);
         assert_eq!(panic_message(p.as_ref()), "the cuda driver library could not be used");
     }
