@@ -64,7 +64,19 @@ impl HttpClient {
 /// hub's cookies and `Authorization` are removed. Bodies stream both ways without buffering; an
 /// `Upgrade` (WebSocket) is passed on and, once the app switched protocols, both connections are
 /// spliced. An unreachable app answers 502.
-pub async fn forward(mut req: Request, upstream: SocketAddr, prefix: &str, client: &HttpClient) -> Response {
+pub async fn forward(req: Request, upstream: SocketAddr, prefix: &str, client: &HttpClient) -> Response {
+    forward_until(req, upstream, prefix, client, std::future::pending()).await
+}
+
+/// [`forward`], with an upgraded connection (a WebSocket) cut as soon as `stop` ends (the access it
+/// was opened with was revoked).
+pub async fn forward_until(
+    mut req: Request,
+    upstream: SocketAddr,
+    prefix: &str,
+    client: &HttpClient,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Response {
     let original = req.extensions().get::<OriginalUri>().map_or_else(|| req.uri().clone(), |o| o.0.clone());
     let path = original.path_and_query().map_or("/", |p| p.as_str());
     let Ok(uri) = format!("http://{upstream}{path}").parse::<Uri>() else {
@@ -112,8 +124,11 @@ pub async fn forward(mut req: Request, upstream: SocketAddr, prefix: &str, clien
             match tokio::try_join!(client_upgrade, app_upgrade) {
                 Ok((browser, app)) => {
                     let (mut browser, mut app) = (TokioIo::new(browser), TokioIo::new(app));
-                    if let Err(e) = tokio::io::copy_bidirectional(&mut browser, &mut app).await {
-                        tracing::debug!(error = %e, "upgraded connection ended");
+                    tokio::select! {
+                        r = tokio::io::copy_bidirectional(&mut browser, &mut app) => if let Err(e) = r {
+                            tracing::debug!(error = %e, "upgraded connection ended");
+                        },
+                        () = stop => tracing::info!("upgraded connection closed: access revoked"),
                     }
                 }
                 Err(e) => tracing::debug!(error = %e, "upgrade failed"),

@@ -6,5 +6,5 @@
 mod forward;
 mod terminal;
 
-pub use forward::{HttpClient, forward};
+pub use forward::{HttpClient, forward, forward_until};
 pub use terminal::{TERMINAL_HTML, XTERM_CSS, XTERM_FIT_JS, XTERM_JS, XTERM_LICENSES, asset, shell_exec, terminal};

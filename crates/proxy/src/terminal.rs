@@ -89,8 +89,9 @@ pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &Membe
 
     let exec_id = id.clone();
     let engine_in = engine.clone();
-    // Browser → process. Ends when the browser goes away or the process's stdin closes.
-    let mut upstream = tokio::spawn(async move {
+    // Browser → process. Ends when the browser goes away or the process's stdin closes, and with this
+    // bridge: dropped (its caller closing it, on a revocation), it is aborted too, never left typing.
+    let mut upstream = AbortOnDrop(tokio::spawn(async move {
         while let Some(Ok(msg)) = receiver.next().await {
             let bytes = match msg {
                 Message::Binary(b) => b,
@@ -112,7 +113,7 @@ pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &Membe
             }
         }
         let _ = input.shutdown().await;
-    });
+    }));
 
     // Process → browser, until its output ends (the process exited) or the browser left.
     let ended = loop {
@@ -129,15 +130,24 @@ pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &Membe
                 }
                 None => break true,
             },
-            _ = &mut upstream => break false,
+            _ = &mut upstream.0 => break false,
         }
     };
-    upstream.abort();
+    upstream.0.abort();
     if ended {
         let code = exit_code(engine.as_ref(), &id).await;
         let text = serde_json::json!({ "exit": code }).to_string();
         let _ = sender.send(Message::Text(text.into())).await;
         let _ = sender.send(Message::Close(Some(close(1000, "process exited")))).await;
+    }
+}
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
