@@ -12,7 +12,7 @@
 //! a user's app could otherwise act in the admin's name on every workspace the admin can open. With
 //! `apps_domain`, each app has an origin of its own ([`crate::origins`]) and none of this reaches it.
 
-use crate::auth::{self, SESSION_COOKIE};
+use crate::auth::{self, SECURE_SESSION_COOKIE, SESSION_COOKIE};
 use crate::error::ApiError;
 use crate::service::{self, Way};
 use crate::state::AppState;
@@ -34,7 +34,7 @@ pub(crate) fn wants_html(headers: &HeaderMap) -> bool {
 
 /// The caller, or the answer for an anonymous one: a redirect to the login page for browsers, 401 else.
 async fn caller_or_login(st: &AppState, parts: &Parts) -> Result<User, Response> {
-    let user = match auth::browser_token(&parts.headers) {
+    let user = match auth::browser_token(st, &parts.headers) {
         Some(t) => auth::user_for_token(st, &t).await.ok(),
         None => None,
     };
@@ -89,7 +89,7 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
         Err(resp) => return resp,
     };
     let cookie_session =
-        auth::bearer_token(&parts.headers).is_none().then(|| auth::cookie(&parts.headers, SESSION_COOKIE));
+        auth::bearer_token(&parts.headers).is_none().then(|| auth::session_cookie(&st, &parts.headers));
     if let (Some(origins), Some(Some(session))) = (st.origins.clone(), cookie_session) {
         if let Err(e) = target(&st, &user, owner, name, app).await {
             return e.into_response();
@@ -98,7 +98,8 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
         let label = crate::origins::label(owner, name, app);
         return origins.hand_off(&st, auth::token_hash(&session), &label, next, &parts.headers);
     }
-    forward_to_app(&st, &user, owner, name, app, Request::from_parts(parts, body)).await
+    let token = auth::browser_token(&st, &parts.headers).map(|t| auth::token_hash(&t));
+    forward_to_app(&st, &user, token, owner, name, app, Request::from_parts(parts, body)).await
 }
 
 /// Where app `app` of workspace `owner/name` listens, if `user` may open it: its address, its URL
@@ -128,10 +129,12 @@ async fn target(
 }
 
 /// Forwards `req` to app `app` of `owner/name` for `user` (404 unless they may open it), counting it
-/// as use of the workspace.
+/// as use of the workspace. An upgraded connection (a WebSocket) is cut once either account ends or
+/// the token or session of hash `token` it was opened with does.
 pub(crate) async fn forward_to_app(
     st: &AppState,
     user: &User,
+    token: Option<String>,
     owner: &str,
     name: &str,
     app: &str,
@@ -140,7 +143,9 @@ pub(crate) async fn forward_to_app(
     match target(st, user, owner, name, app).await {
         Ok((upstream, prefix, id)) => {
             st.activity.touch(&id);
-            gpuhub_proxy::forward(req, upstream, &prefix, &st.http_client).await
+            let names = vec![user.username.clone(), owner.to_owned()];
+            let stop = st.revocations.closing(st.store.clone(), names, token);
+            gpuhub_proxy::forward_until(req, upstream, &prefix, &st.http_client, stop).await
         }
         Err(e) => e.into_response(),
     }
@@ -151,6 +156,22 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     let (Some(origin), Some(host)) = (headers.get(header::ORIGIN), headers.get(header::HOST)) else { return true };
     let (Ok(origin), Ok(host)) = (origin.to_str(), host.to_str()) else { return false };
     origin.split_once("://").is_some_and(|(_, rest)| rest == host)
+}
+
+/// Every answer of the hub's own origin (not an app's content under `/w/`, nor an app origin's) refuses
+/// to be framed: `X-Frame-Options: DENY` and, where the page sets no policy of its own, a
+/// `Content-Security-Policy` of `frame-ancestors 'none'` (the portal's own says so too).
+pub async fn hub_guard(req: Request, next: axum::middleware::Next) -> Response {
+    let app = req.uri().path().starts_with("/w/");
+    let mut resp = next.run(req).await;
+    if !app {
+        let h = resp.headers_mut();
+        h.insert(header::X_FRAME_OPTIONS, header::HeaderValue::from_static("DENY"));
+        if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+            h.insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static("frame-ancestors 'none'"));
+        }
+    }
+    resp
 }
 
 /// `/terminal/{owner}/{workload}/{file}`: the terminal page, its assets, and (`ws`) its WebSocket.
@@ -173,7 +194,10 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     if file != "ws" {
         return gpuhub_proxy::asset(&file).unwrap_or_else(|| ApiError::not_found("no such file").into_response());
     }
-    if !same_origin(&parts.headers) {
+    // a browser's cookie opens the terminal only from the hub's own pages: another origin (an app's,
+    // any site's) is refused, and so is a handshake without `Origin`, which browsers always send
+    let by_cookie = auth::bearer_token(&parts.headers).is_none();
+    if !same_origin(&parts.headers) || (by_cookie && !parts.headers.contains_key(header::ORIGIN)) {
         return ApiError::forbidden("cross-origin terminal connections are refused").into_response();
     }
     let member = match service::running_member(&w) {
@@ -190,23 +214,14 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     };
     let exec = gpuhub_proxy::shell_exec(&format!("{uid}:{uid}"), &format!("/home/{}", w.owner), 80, 24);
     let engine = st.engine.clone();
-    // the terminal closes as soon as the viewer's or the owner's access is revoked
-    let mut revoked = st.revocations.subscribe();
-    let names = [user.username.clone(), w.owner.clone()];
+    // the terminal closes as soon as the viewer's or the owner's access is revoked, or the token or
+    // session it was opened with ends
+    let token = auth::browser_token(&st, &parts.headers).map(|t| auth::token_hash(&t));
+    let until_revoked = st.revocations.closing(st.store.clone(), vec![user.username.clone(), w.owner.clone()], token);
     let (activity, id) = (st.activity.clone(), w.id.clone());
     upgrade.on_upgrade(move |socket| async move {
         // an open terminal is use of the workspace (the idle-GPU rule) until it closes
         let _session = activity.open(&id);
-        let until_revoked = async move {
-            loop {
-                match revoked.recv().await {
-                    Ok(n) if names.contains(&n) => return,
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
-                }
-            }
-        };
         tokio::select! {
             () = gpuhub_proxy::terminal(socket, engine, &member, exec) => {}
             () = until_revoked => tracing::info!(run = %member.run, "terminal closed: access revoked"),
@@ -295,7 +310,7 @@ pub fn parse_ssh_user(ssh_user: &str) -> Option<(Option<&str>, &str)> {
 
 /// A proxy client that never forwards the hub's session cookie.
 pub fn http_client() -> gpuhub_proxy::HttpClient {
-    gpuhub_proxy::HttpClient::new(&[SESSION_COOKIE, crate::origins::APP_COOKIE])
+    gpuhub_proxy::HttpClient::new(&[SESSION_COOKIE, SECURE_SESSION_COOKIE, crate::origins::APP_COOKIE])
 }
 
 /// The backend as the gateway takes it.

@@ -16,8 +16,26 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The name of the browser session cookie.
+/// The name of the browser session cookie where cookies are not `Secure` (plain HTTP).
 pub const SESSION_COOKIE: &str = "gpuhub_session";
+/// Its name with `secure_cookies`: the `__Host-` prefix makes browsers keep it only when set by this
+/// host itself, `Secure`, `Path=/` and without `Domain`, so no other host (an app's origin) can set,
+/// shadow or fixate it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-gpuhub_session";
+
+/// The session cookie's name under `config`.
+pub fn session_cookie_name(config: &crate::config::Config) -> &'static str {
+    if config.secure_cookies { SECURE_SESSION_COOKIE } else { SESSION_COOKIE }
+}
+
+/// The `Set-Cookie` that clears the session cookie.
+pub fn clear_session_cookie(config: &crate::config::Config) -> header::HeaderValue {
+    header::HeaderValue::from_static(if config.secure_cookies {
+        "__Host-gpuhub_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0; Secure"
+    } else {
+        "gpuhub_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"
+    })
+}
 
 /// argon2id memory per hash, in KiB: OWASP's equal-strength alternative to 19 MiB with two passes is
 /// 7 MiB with five (Password Storage Cheat Sheet), which keeps the server small while logins run.
@@ -295,8 +313,53 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The token of a browser page request: the bearer header, else the session cookie.
-pub fn browser_token(headers: &HeaderMap) -> Option<String> {
-    bearer_token(headers).or_else(|| cookie(headers, SESSION_COOKIE))
+pub fn browser_token(st: &AppState, headers: &HeaderMap) -> Option<String> {
+    bearer_token(headers).or_else(|| session_cookie(st, headers))
+}
+
+/// The session cookie's value (of this configuration's name only).
+pub fn session_cookie(st: &AppState, headers: &HeaderMap) -> Option<String> {
+    cookie(headers, session_cookie_name(&st.config))
+}
+
+/// How many cookies named `name` a request carries.
+pub fn cookie_count(headers: &HeaderMap, name: &str) -> usize {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .filter(|(k, _)| *k == name)
+        .count()
+}
+
+/// Refuses (401, the cookies cleared) a request of the hub's own origin that carries more than one
+/// session cookie: another host of the site (an app's origin) may have set one for a parent domain
+/// with a longer path, which the browser sends first, to sign the visitor into someone else's session.
+/// Besides the hub's own, the foreign one is cleared too: its path is one of the request path's
+/// prefixes (the browser sent it) and its domain the host or one of its parents.
+pub async fn one_session_cookie(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if cookie_count(req.headers(), session_cookie_name(&st.config)) > 1 {
+        let mut resp = ApiError::unauthorized(
+            "more than one session cookie: another site may have set one; the cookie is cleared, log in again",
+        )
+        .into_response();
+        resp.headers_mut().insert(header::SET_COOKIE, clear_session_cookie(&st.config));
+        let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        for clear in foreign_clears(session_cookie_name(&st.config), host, req.uri().path()) {
+            if let Ok(v) = header::HeaderValue::from_str(&clear) {
+                resp.headers_mut().append(header::SET_COOKIE, v);
+            }
+        }
+        return resp;
+    }
+    next.run(req).await
 }
 
 /// A cookie's value.
@@ -309,6 +372,35 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_owned())
+}
+
+/// `Set-Cookie` values that delete a cookie `name` set by another host of the site: for the request's
+/// host (`host[:port]`, a name, not an address) and each of its parent domains, for each prefix of
+/// `path` (with and without its trailing slash), at most 8 segments deep.
+fn foreign_clears(name: &str, host: &str, path: &str) -> Vec<String> {
+    let host =
+        host.rsplit_once(':').map_or(host, |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { host });
+    if host.is_empty() || host.parse::<IpAddr>().is_ok() || host.starts_with('[') || name.starts_with("__Host-") {
+        return Vec::new();
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    let domains: Vec<String> = (0..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect();
+    let mut paths = vec!["/".to_owned()];
+    let mut at = String::new();
+    for seg in path.split('/').filter(|s| !s.is_empty()).take(8) {
+        at = format!("{at}/{seg}");
+        paths.extend([at.clone(), format!("{at}/")]);
+    }
+    let mut out = Vec::new();
+    for d in &domains {
+        for p in &paths {
+            out.push(format!("{name}=; Domain={d}; Path={p}; Max-Age=0"));
+        }
+    }
+    for p in paths.iter().skip(1) {
+        out.push(format!("{name}=; Path={p}; Max-Age=0"));
+    }
+    out
 }
 
 /// Resolves a token to its enabled user.
@@ -341,6 +433,24 @@ impl Caller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn foreign_session_cookies_are_cleared_on_every_parent_domain_and_path_prefix() {
+        let c = foreign_clears("gpuhub_session", "hub.example.org:8080", "/terminal/alice/nb/");
+        for want in [
+            "gpuhub_session=; Domain=example.org; Path=/terminal; Max-Age=0",
+            "gpuhub_session=; Domain=hub.example.org; Path=/terminal/alice/nb/; Max-Age=0",
+            "gpuhub_session=; Domain=example.org; Path=/; Max-Age=0",
+            "gpuhub_session=; Path=/terminal/alice; Max-Age=0",
+        ] {
+            assert!(c.contains(&want.to_owned()), "{want} not in {c:?}");
+        }
+        assert!(!c.iter().any(|v| v.contains("Domain=org;")));
+        assert!(foreign_clears("gpuhub_session", "127.0.0.1:80", "/a").is_empty());
+        assert!(foreign_clears("gpuhub_session", "[::1]:80", "/a").is_empty());
+        assert!(foreign_clears("__Host-gpuhub_session", "hub.example.org", "/a").is_empty());
+        assert!(foreign_clears("gpuhub_session", "h.example.org", &"/x".repeat(100)).len() < 60);
+    }
 
     #[test]
     fn passwords() {

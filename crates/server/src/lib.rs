@@ -358,7 +358,17 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     });
     tracing::info!(%addr, "gpuhub listening");
     match &config.apps_domain {
-        Some(domain) => tracing::info!(%domain, "apps on origins of their own: <app>--<workspace>--<owner>.{domain}"),
+        Some(domain) => {
+            tracing::info!(%domain, "apps on origins of their own: <app>--<workspace>--<owner>.{domain}");
+            if !config.secure_cookies && origins::hub_is_parent_of_apps(domain, config.public_url.as_deref()) {
+                tracing::warn!(
+                    %domain,
+                    "the hub's host is a parent domain of apps_domain: an app can set cookies for the hub; \
+                     set secure_cookies (HTTPS: the session cookie becomes __Host-gpuhub_session, which no \
+                     other host can set) or serve the hub outside apps_domain's parent"
+                );
+            }
+        }
         None => tracing::warn!(
             "apps share the hub's origin (path mode, /w/…): a script in a user's app runs with the visitor's \
              session cookie on the hub's pages; set apps_domain (wildcard DNS) to give each app its own origin"
@@ -387,6 +397,9 @@ pub fn router(state: AppState) -> axum::Router {
     .route("/terminal/{owner}/{workload}/", axum::routing::get(access::terminal))
     .route("/terminal/{owner}/{workload}/{file}", axum::routing::get(access::terminal))
     .fallback(|| async { error::ApiError::not_found("no such endpoint") })
+    // no page of the hub's own origin may be framed, nor take two session cookies
+    .layer(axum::middleware::from_fn_with_state(state.clone(), auth::one_session_cookie))
+    .layer(axum::middleware::from_fn(access::hub_guard))
     // an app's own origin is served by nothing else of the hub
     .layer(axum::middleware::from_fn_with_state(state.clone(), origins::dispatch))
     .layer(axum::middleware::map_response(error::problem_for_bare_errors))

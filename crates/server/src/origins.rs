@@ -45,6 +45,24 @@ pub fn label(owner: &str, ws: &str, app: &str) -> String {
     format!("h--{}", &hex::encode(digest)[..26])
 }
 
+/// Whether the hub's host (`public_url`'s, else the apps domain less its first label, as the app
+/// origins send visitors back to) is a parent domain of `apps_domain`: an app's origin may then set
+/// cookies for the hub's host, the session cookie among them unless its name has the `__Host-` prefix
+/// (`secure_cookies`).
+pub fn hub_is_parent_of_apps(apps_domain: &str, public_url: Option<&str>) -> bool {
+    let apps = apps_domain.trim_end_matches('.').to_ascii_lowercase();
+    let hub = match public_url {
+        Some(u) => {
+            let rest = u.split_once("://").map_or(u, |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            strip_port(authority).trim_end_matches('.').to_ascii_lowercase()
+        }
+        None => apps.split_once('.').map_or(String::new(), |(_, parent)| parent.to_owned()),
+    };
+    !hub.is_empty() && apps.ends_with(&format!(".{hub}"))
+}
+
 /// A handoff code waiting to be redeemed.
 struct Handoff {
     /// The hash of the hub session it was minted for.
@@ -163,10 +181,10 @@ impl AppOrigins {
     }
 
     /// The visitor of app origin `label`: by bearer token, else by this origin's app session while its
-    /// hub session lasts.
-    async fn visitor(&self, st: &AppState, label: &str, headers: &HeaderMap) -> Result<User, ApiError> {
+    /// hub session lasts; with the hash of that token or hub session.
+    async fn visitor(&self, st: &AppState, label: &str, headers: &HeaderMap) -> Result<(User, String), ApiError> {
         if let Some(t) = auth::bearer_token(headers) {
-            return auth::user_for_token(st, &t).await;
+            return Ok((auth::user_for_token(st, &t).await?, auth::token_hash(&t)));
         }
         let now = st.clock.now();
         let session = auth::cookie(headers, APP_COOKIE).and_then(|c| {
@@ -177,7 +195,7 @@ impl AppOrigins {
             return Err(ApiError::unauthorized("authentication required: open the app from the hub"));
         };
         match st.store.token_user(&session, Utc::now()).await? {
-            Some((u, _)) if !u.disabled => Ok(u),
+            Some((u, _)) if !u.disabled => Ok((u, session)),
             Some(_) => Err(ApiError::forbidden("account is disabled")),
             None => Err(ApiError::unauthorized("your hub session ended: open the app from the hub again")),
         }
@@ -225,8 +243,8 @@ pub async fn serve(st: AppState, origins: &AppOrigins, label: String, req: Reque
     if segments.len() == 5 {
         return Redirect::permanent(&format!("/w/{owner}/{name}/{app}/")).into_response();
     }
-    let user = match origins.visitor(&st, &label, req.headers()).await {
-        Ok(u) => u,
+    let (user, token) = match origins.visitor(&st, &label, req.headers()).await {
+        Ok(found) => found,
         Err(e) if e.status == StatusCode::UNAUTHORIZED && crate::access::wants_html(req.headers()) => {
             let back = req.uri().path_and_query().map_or(path.as_str(), |p| p.as_str());
             return private(Redirect::to(&format!("{}{back}", origins.hub(req.headers()))).into_response());
@@ -236,7 +254,7 @@ pub async fn serve(st: AppState, origins: &AppOrigins, label: String, req: Reque
     if req.headers().contains_key(header::UPGRADE) && !crate::access::same_origin(req.headers()) {
         return ApiError::forbidden("cross-origin WebSocket connections to an app are refused").into_response();
     }
-    crate::access::forward_to_app(&st, &user, &owner, &name, &app, req).await
+    crate::access::forward_to_app(&st, &user, Some(token), &owner, &name, &app, req).await
 }
 
 /// `host[:port]` → `host` (an IPv6 literal keeps its brackets).
@@ -322,6 +340,15 @@ mod tests {
         assert_eq!(p.hub(&h("x.apps.example.net")), "https://gpu.example.org");
         assert_eq!(strip_port("[::1]:80"), "[::1]");
         assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn a_hub_on_a_parent_domain_of_the_apps_is_named() {
+        assert!(hub_is_parent_of_apps("apps.example.org", Some("https://example.org/")));
+        assert!(hub_is_parent_of_apps("apps.localhost", None));
+        assert!(hub_is_parent_of_apps("apps.gpu.example.org", Some("https://gpu.example.org:8443")));
+        assert!(!hub_is_parent_of_apps("apps.example.net", Some("https://gpu.example.org")));
+        assert!(!hub_is_parent_of_apps("apps.example.org", Some("https://gpu.example.org")));
     }
 
     #[test]

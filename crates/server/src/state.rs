@@ -59,24 +59,74 @@ impl AppState {
 }
 
 /// The names of accounts whose access ended (disabled, deleted), for everything that holds a
-/// connection open in their name (the SSH gateway, browser terminals).
+/// connection open in their name (the SSH gateway, browser terminals, proxied app WebSockets), and of
+/// accounts some of whose tokens or sessions ended (a logout, a revoked token, a password change), for
+/// the connections opened with one of them.
 #[derive(Debug, Clone)]
-pub struct Revocations(tokio::sync::broadcast::Sender<String>);
+pub struct Revocations {
+    users: tokio::sync::broadcast::Sender<String>,
+    tokens: tokio::sync::broadcast::Sender<String>,
+}
 
 impl Default for Revocations {
     fn default() -> Self {
-        Self(tokio::sync::broadcast::channel(256).0)
+        Self { users: tokio::sync::broadcast::channel(256).0, tokens: tokio::sync::broadcast::channel(256).0 }
     }
 }
 
 impl Revocations {
     /// Closes `username`'s open connections.
     pub fn revoke(&self, username: &str) {
-        let _ = self.0.send(username.to_owned());
+        let _ = self.users.send(username.to_owned());
+    }
+
+    /// Some of `username`'s tokens or sessions ended: the connections opened with them close.
+    pub fn tokens_ended(&self, username: &str) {
+        let _ = self.tokens.send(username.to_owned());
     }
 
     /// Names revoked from now on.
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.0.subscribe()
+        self.users.subscribe()
+    }
+
+    /// A future that ends once a connection of `names` (the viewer, the workspace's owner) opened with
+    /// the token or session of hash `token` must close: one of the accounts ended, or that token did
+    /// (checked in the store whenever one of the viewer's tokens ends). Subscribed now, so nothing
+    /// revoked after this call is missed.
+    pub fn closing(
+        &self,
+        store: gpuhub_store::Store,
+        names: Vec<String>,
+        token: Option<String>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        use tokio::sync::broadcast::error::RecvError;
+        let (mut users, mut tokens) = (self.users.subscribe(), self.tokens.subscribe());
+        async move {
+            let alive = |token: Option<String>, store: gpuhub_store::Store| async move {
+                let Some(t) = token else { return true };
+                matches!(store.token_user(&t, chrono::Utc::now()).await, Ok(Some((u, _))) if !u.disabled)
+            };
+            if !alive(token.clone(), store.clone()).await {
+                return;
+            }
+            loop {
+                tokio::select! {
+                    r = users.recv() => match r {
+                        Ok(n) if names.contains(&n) => return,
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(_)) => return,
+                        Err(RecvError::Closed) => std::future::pending::<()>().await,
+                    },
+                    r = tokens.recv() => match r {
+                        Ok(n) if names.first() == Some(&n) && !alive(token.clone(), store.clone()).await => return,
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(_)) if !alive(token.clone(), store.clone()).await => return,
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => std::future::pending::<()>().await,
+                    },
+                }
+            }
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::homes;
 use super::paging::{self, PageQuery};
-use crate::auth::{self, Caller, SESSION_COOKIE};
+use crate::auth::{self, Caller};
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::rejection::QueryRejection;
@@ -138,7 +138,8 @@ pub(crate) async fn new_session(st: &AppState, user: &User) -> Result<(TokenResp
     let lasts = chrono::Duration::hours(st.config.session_hours).min(token_lifetime(st, user, st.config.token_days));
     st.store.insert_token(user.id, &shash, TokenKind::Session, now, Some(now + lasts)).await?;
     let cookie = format!(
-        "{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{}",
+        "{}={session}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{}",
+        auth::session_cookie_name(&st.config),
         lasts.num_seconds(),
         if st.config.secure_cookies { "; Secure" } else { "" }
     );
@@ -151,9 +152,10 @@ pub(crate) async fn new_session(st: &AppState, user: &User) -> Result<(TokenResp
 #[utoipa::path(post, path = "/api/v1/logout", tag = "auth", responses((status = 204), (status = 401, body = Problem)))]
 pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     let mut revoked = 0;
-    for token in [auth::bearer_token(&headers), auth::cookie(&headers, SESSION_COOKIE)].into_iter().flatten() {
-        if auth::user_for_token(&st, &token).await.is_ok() {
+    for token in [auth::bearer_token(&headers), auth::session_cookie(&st, &headers)].into_iter().flatten() {
+        if let Ok(user) = auth::user_for_token(&st, &token).await {
             st.store.delete_token(&auth::token_hash(&token)).await?;
+            st.revocations.tokens_ended(&user.username);
             revoked += 1;
         }
     }
@@ -161,10 +163,7 @@ pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Re
         return Err(ApiError::unauthorized("not logged in: no valid token or session to end"));
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    resp.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("gpuhub_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
-    );
+    resp.headers_mut().insert(header::SET_COOKIE, auth::clear_session_cookie(&st.config));
     Ok(resp)
 }
 
@@ -232,7 +231,10 @@ pub async fn delete_token(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     match st.store.delete_user_token_by_id(user.id, &id).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Ok(()) => {
+            st.revocations.tokens_ended(&user.username);
+            Ok(StatusCode::NO_CONTENT)
+        }
         Err(gpuhub_store::StoreError::NotFound { .. }) => Err(ApiError::not_found(format!("no token with id {id:?}"))),
         Err(e) => Err(e.into()),
     }
@@ -261,6 +263,8 @@ pub async fn change_password(
     st.store.set_password_hash(&user.username, &hash).await?;
     let keep = auth::bearer_token(&headers).map(|t| auth::token_hash(&t));
     st.store.delete_user_tokens_except(user.id, keep.as_deref()).await?;
+    // what was opened with the others (terminals, app WebSockets) closes now
+    st.revocations.tokens_ended(&user.username);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -361,6 +365,7 @@ pub async fn patch_user(
         let own =
             (caller.0.id == user.id).then(|| auth::bearer_token(&headers).map(|t| auth::token_hash(&t))).flatten();
         st.store.delete_user_tokens_except(user.id, own.as_deref()).await?;
+        st.revocations.tokens_ended(&name);
     }
     if let Some(a) = req.admin {
         st.store.set_role(&name, if a { Role::Admin } else { Role::User }).await?;

@@ -17,7 +17,7 @@ mod usage;
 mod workload_chart;
 mod workloads;
 
-use crate::auth::{self, SESSION_COOKIE};
+use crate::auth;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{FromRequestParts, Request, State};
@@ -87,7 +87,7 @@ impl FromRequestParts<AppState> for Viewer {
 
     /// The session cookie's user; a browser without one is sent to log in and come back.
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
-        let session = auth::cookie(&parts.headers, SESSION_COOKIE);
+        let session = auth::session_cookie(st, &parts.headers);
         let user = match &session {
             Some(t) => auth::user_for_token(st, t).await.ok(),
             None => None,

@@ -5,7 +5,7 @@
 
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation};
 use crate::api::{account, catalog, keys, queues};
-use crate::auth::{self, Caller, SESSION_COOKIE};
+use crate::auth::{self, Caller};
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
@@ -121,7 +121,7 @@ pub async fn account_page(
     if let Some(r) = only_navigation(&req) {
         return r;
     }
-    let session = auth::cookie(req.headers(), SESSION_COOKIE).map(|t| auth::token_hash(&t));
+    let session = auth::session_cookie(&st, req.headers()).map(|t| auth::token_hash(&t));
     let tokens = match account::token_views(&st, &viewer.user, session.as_deref()).await {
         Ok(t) => t,
         Err(e) => return api_error_page(e),
@@ -212,7 +212,7 @@ pub async fn change_password(
     // the session this page was sent with is the one to keep
     let mut keep = HeaderMap::new();
     if let Some(v) =
-        auth::cookie(&headers, SESSION_COOKIE).and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
+        auth::session_cookie(&st, &headers).and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
     {
         keep.insert(header::AUTHORIZATION, v);
     }
