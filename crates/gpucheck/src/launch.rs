@@ -4,7 +4,6 @@
 
 use crate::seams::SeamError;
 use crate::worker::WorkerEvent;
-use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -201,6 +200,7 @@ impl Launcher for ProcessLauncher {
             });
         }
         let stderr = Arc::new(Mutex::new(String::new()));
+        let (stderr_ended, stderr_done) = channel();
         if let Some(mut err) = child.stderr.take() {
             let sink = Arc::clone(&stderr);
             std::thread::spawn(move || {
@@ -214,9 +214,10 @@ impl Launcher for ProcessLauncher {
                         s.drain(..cut);
                     }
                 }
+                let _ = stderr_ended.send(());
             });
         }
-        Ok(Box::new(ProcessWorker { child, pid, events, stderr, pending: VecDeque::new() }))
+        Ok(Box::new(ProcessWorker { child, pid, events, stderr, stderr_done }))
     }
 }
 
@@ -227,8 +228,10 @@ struct ProcessWorker {
     pid: u32,
     /// Lines from its stdout: events, or lines that were not one.
     events: Receiver<Result<WorkerEvent, String>>,
+    /// What it wrote on stderr (the last few KiB).
     stderr: Arc<Mutex<String>>,
-    pending: VecDeque<WorkerEvent>,
+    /// Says when its stderr ended.
+    stderr_done: Receiver<()>,
 }
 
 impl ProcessWorker {
@@ -245,9 +248,6 @@ impl Worker for ProcessWorker {
     }
 
     fn next(&mut self, timeout: Duration) -> Next {
-        if let Some(e) = self.pending.pop_front() {
-            return Next::Event(e);
-        }
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -257,10 +257,9 @@ impl Worker for ProcessWorker {
                 Ok(Err(_)) => continue,
                 Err(RecvTimeoutError::Timeout) => return Next::Timeout,
                 Err(RecvTimeoutError::Disconnected) => {
-                    // stdout closed: give the stderr reader a moment to finish, reap the child
-                    let _ = self.child.wait();
-                    std::thread::sleep(Duration::from_millis(50));
-                    let status = self.child.try_wait().ok().flatten().map(|s| format!("exited: {s}"));
+                    // stdout closed: it exits; reap it and read the rest of its stderr
+                    let status = self.child.wait().ok().map(|s| format!("exited: {s}"));
+                    let _ = self.stderr_done.recv_timeout(Duration::from_secs(5));
                     let tail = self.stderr_tail();
                     let said =
                         [status.unwrap_or_default(), tail].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>();
