@@ -87,6 +87,8 @@ async fn work_a_lowered_limit_makes_impossible_says_so() {
     let v = explained(&hub, &alice, "big", |e| e["reason"] == "unschedulable").await;
     let msg = v["explanation"]["message"].as_str().unwrap();
     assert!(msg.starts_with("can never start here: queue team may never hold this much"), "{v}");
+    // the pass publishes its explanations before it writes the waiting messages: ps follows
+    let v = hub.wait_for(&alice, "big", 10, |v| v["message"] == v["explanation"]["message"]).await;
     assert_eq!(v["message"], msg, "ps shows the same: {v}");
 }
 
