@@ -13,7 +13,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin="${GPUHUB_BIN:-$repo/target/debug/gpuhub}"
+bin="${GPUHUB_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/gpuhub}"
 secs="${GPUHUB_SCHEMATHESIS_SECS:-150}"
 examples="${GPUHUB_SCHEMATHESIS_EXAMPLES:-20}"
 die() { printf 'schemathesis: %s\n' "$*" >&2; exit 1; }
