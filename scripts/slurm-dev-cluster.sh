@@ -833,7 +833,7 @@ cmd_start() {
 engine = "slurm"
 reconcile_secs = 10                   # Slurm's pending reasons refreshed this often
 homes_dir = "$DIR/homes"              # users' homes, where the nodes reach them (give each cluster account
-                                      # the UID gpuhub shows in `gpuhub whoami`, or map_usernames below)
+                                      # the UID gpuhub shows in \`gpuhub whoami\`, or map_usernames below)
 [slurm]
 conf = "$DIR/slurm.conf"          # SLURM_CONF for sbatch/squeue/scontrol/sacct/scancel/srun
 partition = "$PARTITION"
