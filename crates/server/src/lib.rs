@@ -253,6 +253,14 @@ impl Default for Seams {
 /// [`start`] with the clock and GPU sampler given.
 pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -> Result<Server, ServeError> {
     let Seams { clock, gpus, homes, directory } = seams;
+    // both ports first: one in use stops the server before it has made anything (the first admin and
+    // its password among them)
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+    let ssh_listener = tokio::net::TcpListener::bind(config.ssh_listen).await.map_err(|source| {
+        ServeError::Ssh(gpuhub_ssh::SshError::Bind { addr: config.ssh_listen.to_string(), source })
+    })?;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {
@@ -292,9 +300,6 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         gpuhub_monitor::Monitor::new(store.clone(), engine.clone(), gpus, clock.clone(), inventory, monitor_settings);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));
     let revocations = state::Revocations::default();
-    let ssh_listener = tokio::net::TcpListener::bind(config.ssh_listen).await.map_err(|source| {
-        ServeError::Ssh(gpuhub_ssh::SshError::Bind { addr: config.ssh_listen.to_string(), source })
-    })?;
     let ssh_addr = ssh_listener.local_addr().map_err(|source| ServeError::Bind { addr: config.ssh_listen, source })?;
     let host_key = data_dir.join("ssh_host_ed25519_key");
     let gateway_engine = engine.clone();
@@ -345,9 +350,6 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         }
     });
     tracing::info!(%ssh_addr, "ssh gateway listening");
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let app = router(state.clone());
     let http = tokio::spawn(async move {

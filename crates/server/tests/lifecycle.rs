@@ -228,6 +228,28 @@ async fn failed_logins_are_rate_limited() {
     assert_eq!(v["detail"], "invalid username or password");
 }
 
+/// The newcomer's review: on a port in use, `serve` created the first admin, printed its password, and
+/// only then failed; the next start then had no password to show.
+#[tokio::test]
+async fn a_port_in_use_stops_the_server_before_it_makes_anything() {
+    for which in ["listen", "ssh_listen"] {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = common::config(dir.path());
+        cfg.admin_password = None;
+        match which {
+            "listen" => cfg.listen = taken.local_addr().unwrap(),
+            _ => cfg.ssh_listen = taken.local_addr().unwrap(),
+        }
+        let e = match gpuhub_server::start(cfg, common::fake()).await {
+            Ok(_) => panic!("{which}: started on a port in use"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(&taken.local_addr().unwrap().to_string()), "{which}: {e}");
+        assert!(!dir.path().join("data").exists(), "{which}: the data dir was made before the port failed");
+    }
+}
+
 #[tokio::test]
 async fn first_start_creates_admin_with_a_secret_file() {
     use std::os::unix::fs::PermissionsExt;
