@@ -195,9 +195,11 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
         return gpuhub_proxy::asset(&file).unwrap_or_else(|| ApiError::not_found("no such file").into_response());
     }
     // a browser's cookie opens the terminal only from the hub's own pages: another origin (an app's,
-    // any site's) is refused, and so is a handshake without `Origin`, which browsers always send
+    // any site's) is refused, and so is a handshake without `Origin`, which browsers always send (the
+    // page's plain same-origin GET of this URL, which asks why a handshake failed, carries none)
     let by_cookie = auth::bearer_token(&parts.headers).is_none();
-    if !same_origin(&parts.headers) || (by_cookie && !parts.headers.contains_key(header::ORIGIN)) {
+    let handshake = parts.headers.contains_key(header::UPGRADE);
+    if !same_origin(&parts.headers) || (by_cookie && handshake && !parts.headers.contains_key(header::ORIGIN)) {
         return ApiError::forbidden("cross-origin terminal connections are refused").into_response();
     }
     let member = match service::running_member(&w) {
