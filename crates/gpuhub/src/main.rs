@@ -83,8 +83,10 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => exit_code(code),
+        // output piped to a program that stopped reading (`gpuhub logs … | head`) is no error
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
@@ -185,4 +187,62 @@ fn node_capacity(config: &Config) -> anyhow::Result<NodeCapacity> {
         gpus,
         labels: Default::default(),
     })
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// An error and its causes in one line, each cause said once: many errors already end with their
+/// cause's words (`cannot listen on 127.0.0.1:8080: Address in use (os error 98)`), which the plain chain
+/// repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error whose words end with its cause's, as `ServeError::Bind` does.
+    #[derive(Debug)]
+    struct Bind(std::io::Error);
+
+    impl std::fmt::Display for Bind {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot listen on 127.0.0.1:8080: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Bind {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address in use (os error 98)");
+        let e = anyhow::Error::new(Bind(io)).context("serve");
+        assert_eq!(error_text(&e), "serve: cannot listen on 127.0.0.1:8080: Address in use (os error 98)");
+        assert_eq!(format!("{e:#}").matches("os error 98").count(), 2, "the plain chain says it twice");
+    }
+
+    #[test]
+    fn a_closed_pipe_is_no_error() {
+        let e = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)).context("writing the logs");
+        assert!(broken_pipe(&e));
+        assert!(!broken_pipe(&anyhow::anyhow!("other")));
+    }
 }
