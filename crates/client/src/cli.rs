@@ -7,7 +7,8 @@ use std::path::PathBuf;
 /// Options every client command accepts, before or after the subcommand.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalOpts {
-    /// Server URL (`https://gpu.example.org`); overrides the one saved by `gpuhub login`.
+    /// Server URL (`https://gpu.example.org`, or `host:port`: http on this machine, https elsewhere); overrides
+    /// the one saved by `gpuhub login`.
     #[arg(long, env = "GPUHUB_SERVER", value_name = "URL", global = true)]
     pub server: Option<String>,
     /// Print the API's JSON instead of a table, for scripts.

@@ -18,10 +18,26 @@ pub struct Api {
     token: Option<String>,
 }
 
-/// Checks a server URL and returns it without trailing slashes.
+/// Checks a server URL and returns it without trailing slashes. Without a scheme (`host:8080`), the hub
+/// is reached over `http://` on this machine (localhost, loopback addresses) and `https://` elsewhere.
 pub fn normalize_server(server: &str) -> Result<String, ClientError> {
     let bad = |reason: &str| ClientError::BadServerUrl { url: server.to_owned(), reason: reason.to_owned() };
-    let s = server.trim().trim_end_matches('/');
+    let trimmed = server.trim().trim_end_matches('/');
+    let with_scheme;
+    let s = if trimmed.contains("://") || trimmed.is_empty() || trimmed.contains(char::is_whitespace) {
+        trimmed
+    } else {
+        let host = trimmed.split(['/', '?', '#']).next().unwrap_or_default();
+        let name = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+        };
+        let local = name == "localhost"
+            || name.ends_with(".localhost")
+            || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        with_scheme = format!("{}://{trimmed}", if local { "http" } else { "https" });
+        &with_scheme
+    };
     let url = Url::parse(s).map_err(|e| bad(&e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(bad("must start with http:// or https://"));
@@ -213,7 +229,13 @@ mod tests {
     fn server_urls() {
         assert_eq!(normalize_server("http://h:8080/").unwrap(), "http://h:8080");
         assert_eq!(normalize_server(" https://h/gpuhub// ").unwrap(), "https://h/gpuhub");
-        for bad in ["h:8080", "ftp://h", "not a url", "http://h/?x=1"] {
+        // without a scheme: http on this machine, https elsewhere
+        assert_eq!(normalize_server("127.0.0.1:8080").unwrap(), "http://127.0.0.1:8080");
+        assert_eq!(normalize_server("localhost:8080/").unwrap(), "http://localhost:8080");
+        assert_eq!(normalize_server("[::1]:8080").unwrap(), "http://[::1]:8080");
+        assert_eq!(normalize_server("gpu.example.org").unwrap(), "https://gpu.example.org");
+        assert_eq!(normalize_server("gpu.example.org:8443").unwrap(), "https://gpu.example.org:8443");
+        for bad in ["ftp://h", "not a url", "http://h/?x=1", "h:8080?x=1", ""] {
             let e = normalize_server(bad).unwrap_err().to_string();
             assert!(e.starts_with("invalid server URL"), "{bad}: {e}");
         }
