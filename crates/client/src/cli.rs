@@ -194,7 +194,9 @@ pub struct RunArgs {
     /// CPU cores, fractions allowed (default 1).
     #[arg(long, value_name = "C")]
     pub cpus: Option<f64>,
-    /// Memory limit such as `4GiB` or `512MiB` (default 1GiB).
+    /// Memory limit such as `4GiB` or `512MiB` (default 1GiB). Binary units (`GiB`, `Gi`) are powers of
+    /// 1024, decimal ones (`GB`, and a bare `G` as Kubernetes reads it) powers of 1000: `4G` is 4×10⁹
+    /// bytes, about 3.7GiB, not Docker's `4g`.
     #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     pub memory: Option<Bytes>,
     /// An environment variable for the container; repeat for more.
@@ -523,6 +525,16 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<ClientCli, clap::Error> {
         ClientCli::try_parse_from(std::iter::once("gpuhub").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_help_says_what_4g_is() {
+        let help = parse(&["run", "--help"]).unwrap_err().to_string();
+        assert!(help.contains("`4G` is 4×10⁹ bytes, about 3.7GiB, not Docker's `4g`"), "{help}");
+        let r = |m: &str| parse(&["run", "--memory", m, "--image", "img"]).map(|c| format!("{c:?}"));
+        assert!(r("4GiB").unwrap().contains(&format!("{}", 4u64 << 30)));
+        assert!(r("4GB").unwrap().contains("4000000000"));
+        assert!(r("4G").unwrap().contains("4000000000"));
     }
 
     #[test]
