@@ -34,6 +34,10 @@ enum Command {
         /// Config file (default: ./gpuhub.toml when it exists; GPUHUB_* variables override it).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Write a commented config for a local trial (to --config, or ./gpuhub.toml) and stop; an
+        /// existing file is never overwritten.
+        #[arg(long)]
+        init: bool,
     },
     /// Print the OpenAPI document of the HTTP API.
     Openapi,
@@ -68,7 +72,8 @@ fn main() -> ExitCode {
     };
     let result: anyhow::Result<i32> = rt.block_on(async {
         match cli.command {
-            Command::Serve { config } => serve(config).await.map(|()| 0),
+            Command::Serve { config, init: true } => init_config(config),
+            Command::Serve { config, init: false } => serve(config).await.map(|()| 0),
             Command::Openapi => {
                 println!("{}", serde_json::to_string_pretty(&gpuhub_server::api::openapi())?);
                 Ok(0)
@@ -94,6 +99,24 @@ fn main() -> ExitCode {
 
 fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+}
+
+/// `serve --init`: writes the trial configuration to `file` (default `./gpuhub.toml`), never over one.
+fn init_config(file: Option<PathBuf>) -> anyhow::Result<i32> {
+    let path = file.unwrap_or_else(|| PathBuf::from("gpuhub.toml"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("cannot write {} (an existing file is kept)", path.display()))?;
+    std::io::Write::write_all(&mut f, gpuhub_server::config::TRIAL_CONFIG.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let start = match path.as_os_str() == "gpuhub.toml" {
+        true => "gpuhub serve".to_owned(),
+        false => format!("gpuhub serve --config {}", path.display()),
+    };
+    println!("wrote {}: a commented config for a local trial; start with `{start}`", path.display());
+    Ok(0)
 }
 
 async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {

@@ -314,6 +314,9 @@ pub struct Config {
     pub mps: sharing::MpsConfig,
 }
 
+/// A commented configuration for a local trial, which `gpuhub serve --init` writes.
+pub const TRIAL_CONFIG: &str = include_str!("config/trial.toml");
+
 /// The default of [`Config::log_max_bytes`].
 pub const DEFAULT_LOG_MAX_BYTES: u64 = 100 << 20;
 /// The least [`Config::log_max_bytes`] accepted.

@@ -195,3 +195,21 @@ fn session_hours_are_bounded() {
         assert!(e.to_string().contains("session_hours"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_trial_config_is_valid_and_local() {
+    let c = Config::from_toml(TRIAL_CONFIG).unwrap();
+    assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.ssh_listen.to_string(), "127.0.0.1:2222");
+    assert!(c.allow_any_image && c.gpus.is_empty());
+    assert_eq!(c.limits.max_queued_per_user, 100);
+    // its commented GPU parses too, once uncommented
+    let gpus: String = TRIAL_CONFIG
+        .lines()
+        .skip_while(|l| !l.starts_with("# [[gpus]]"))
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+        .collect();
+    let c = Config::from_toml(&gpus).unwrap();
+    assert_eq!(c.gpus[0].sharing, Some(gpuhub_core::node::GpuSharing::Guard));
+}
