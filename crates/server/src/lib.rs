@@ -302,6 +302,8 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let revocations = state::Revocations::default();
     let ssh_addr = ssh_listener.local_addr().map_err(|source| ServeError::Bind { addr: config.ssh_listen, source })?;
     let host_key = data_dir.join("ssh_host_ed25519_key");
+    // the gateway's public key, published so that clients need not trust it on first use
+    let host_public = gpuhub_ssh::load_or_generate_host_key(&host_key)?.public_key().clone();
     let gateway_engine = engine.clone();
     let state = AppState {
         store,
@@ -316,6 +318,10 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
             .as_deref()
             .map(|d| Arc::new(origins::AppOrigins::new(d, config.secure_cookies, config.public_url.as_deref()))),
         ssh_addr: Some(ssh_addr),
+        ssh_host_key: Some(state::HostKey {
+            openssh: gpuhub_ssh::openssh_line(&host_public),
+            fingerprint: gpuhub_ssh::fingerprint(&host_public),
+        }),
         revocations,
         metrics,
         activity: activity::Activity::new(clock.clone()),

@@ -10,6 +10,15 @@ use gpuhub_store::Store;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The SSH gateway's host key as clients check it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostKey {
+    /// `ssh-ed25519 AAAA…`, as `known_hosts` holds it.
+    pub openssh: String,
+    /// `SHA256:…`, as `ssh` shows it.
+    pub fingerprint: String,
+}
+
 /// The server's shared state; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -29,6 +38,8 @@ pub struct AppState {
     pub origins: Option<Arc<crate::origins::AppOrigins>>,
     /// Where the SSH gateway listens, once bound.
     pub ssh_addr: Option<std::net::SocketAddr>,
+    /// The SSH gateway's host key, once loaded.
+    pub ssh_host_key: Option<HostKey>,
     /// Accounts whose access just ended: open SSH connections and browser terminals of them close.
     pub revocations: Revocations,
     /// The monitor's latest measurements of running members and GPUs.

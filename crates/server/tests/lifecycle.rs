@@ -487,3 +487,39 @@ async fn what_ended_while_the_server_was_down_follows_its_typed_reason() {
     let codes: Vec<_> = gang["members"].as_array().unwrap().iter().map(|m| m["exit_code"].clone()).collect();
     assert_eq!(codes, [json!(137), json!(9)], "member 0 was stopped because member 1 died: {gang}");
 }
+
+/// The newcomer's review: the SSH host key was published nowhere, so users had to accept it blindly.
+/// The server says it (with its fingerprint) in `/api/v1/info` and on the account page.
+#[tokio::test]
+async fn the_ssh_host_key_is_published() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let (s, info) = hub.call(Method::GET, "/api/v1/info", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::OK, "{info}");
+    let key = gpuhub_ssh::load_or_generate_host_key(&hub.dir.path().join("data/ssh_host_ed25519_key")).unwrap();
+    let public = key.public_key();
+    assert_eq!(info["ssh_host_key"], gpuhub_ssh::openssh_line(public), "{info}");
+    assert_eq!(info["ssh_host_key_fingerprint"], gpuhub_ssh::fingerprint(public), "{info}");
+    assert!(info["ssh_host_key_fingerprint"].as_str().unwrap().starts_with("SHA256:"));
+    // the account page shows it
+    let r = hub
+        .http
+        .post(format!("{}/api/v1/login", hub.url))
+        .json(&json!({"username": "alice", "password": "alice-password"}));
+    let r = r.send().await.unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let page = hub
+        .http
+        .get(format!("{}/account", hub.url))
+        .header("cookie", cookie)
+        .header("sec-fetch-mode", "navigate")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(&gpuhub_ssh::fingerprint(public)), "{page}");
+    assert!(page.contains(&gpuhub_ssh::openssh_line(public)), "{page}");
+}

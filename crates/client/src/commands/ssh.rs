@@ -153,11 +153,25 @@ pub(crate) fn keys_table(keys: &[KeyView], now: DateTime<Utc>) -> String {
 }
 
 /// The gateway's host and port for this server: the URL's host, the port `/api/v1/info` names.
-async fn gateway(api: &Api) -> Result<(String, u16), ClientError> {
+async fn gateway(api: &Api) -> Result<(String, u16, Option<HostKey>), ClientError> {
     let info = api.get(&["info"], &[]).await?;
     let port = info.get("ssh_port").and_then(serde_json::Value::as_u64).and_then(|p| u16::try_from(p).ok());
     let port = port.ok_or_else(|| ClientError::NoSshGateway(api.server().to_owned()))?;
-    Ok((host_of(api.server())?, port))
+    let text = |k: &str| info.get(k).and_then(serde_json::Value::as_str).map(str::to_owned);
+    let key = match (text("ssh_host_key"), text("ssh_host_key_fingerprint")) {
+        (Some(openssh), Some(fingerprint)) => Some(HostKey { openssh, fingerprint }),
+        _ => None,
+    };
+    Ok((host_of(api.server())?, port, key))
+}
+
+/// The gateway's host key, as the server publishes it (`/api/v1/info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostKey {
+    /// `ssh-ed25519 AAAA…`.
+    pub openssh: String,
+    /// `SHA256:…`.
+    pub fingerprint: String,
 }
 
 /// The host of a server URL as ssh takes it (IPv6 without brackets).
@@ -194,7 +208,7 @@ pub(crate) fn ssh_argv(
 /// `gpuhub ssh`: runs the system ssh (or `GPUHUB_SSH`) with the terminal, and returns its exit code
 /// (128 + the signal when a signal ended it).
 pub(crate) async fn ssh(ctx: &Context, api: &Api, args: SshArgs) -> Result<i32, ClientError> {
-    let (host, port) = gateway(api).await?;
+    let (host, port, _) = gateway(api).await?;
     let user = match &args.owner {
         Some(owner) => format!("{owner}.{}", args.name),
         None => args.name.clone(),
@@ -225,7 +239,7 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
 
 /// `gpuhub ssh-config`.
 pub(crate) async fn config(api: &Api, args: SshConfigArgs, out: Out<'_>) -> Result<(), ClientError> {
-    let (host, port) = gateway(api).await?;
+    let (host, port, key) = gateway(api).await?;
     let v = api.get(&["workloads"], &[]).await?;
     let list: Vec<WorkloadView> = decode(&v, api.url(&["workloads"], &[]).as_str())?;
     let mut names: Vec<&str> =
@@ -235,13 +249,28 @@ pub(crate) async fn config(api: &Api, args: SshConfigArgs, out: Out<'_>) -> Resu
         Some(p) => Some(std::path::absolute(p).map_err(|source| ClientError::Io { path: p.clone(), source })?),
         None => None,
     };
-    write!(out, "{}", config_text(api.server(), &host, port, &names, identity.as_deref()))?;
+    write!(out, "{}", config_text(api.server(), &host, port, &names, identity.as_deref(), key.as_ref()))?;
     Ok(())
 }
 
-/// One `Host gpuhub-<name>` block per workspace, after a comment saying where they come from.
-pub(crate) fn config_text(server: &str, host: &str, port: u16, names: &[&str], identity: Option<&Path>) -> String {
+/// One `Host gpuhub-<name>` block per workspace, after a comment saying where they come from and, when
+/// the server publishes it, the gateway's host key with its `known_hosts` line.
+pub(crate) fn config_text(
+    server: &str,
+    host: &str,
+    port: u16,
+    names: &[&str],
+    identity: Option<&Path>,
+    key: Option<&HostKey>,
+) -> String {
     let mut s = format!("# gpuhub workspaces at {server} (written by gpuhub ssh-config)\n");
+    if let Some(k) = key {
+        let known = if port == 22 { host.to_owned() } else { format!("[{host}]:{port}") };
+        s.push_str(&format!(
+            "# the gateway's host key is {}; its line for ~/.ssh/known_hosts:\n# {known} {}\n",
+            k.fingerprint, k.openssh
+        ));
+    }
     if names.is_empty() {
         s.push_str("# (none yet: start one with gpuhub run --workspace)\n");
     }
@@ -314,16 +343,28 @@ mod tests {
 
     #[test]
     fn config_blocks() {
-        let text = config_text("http://h:1", "h", 2222, &["a", "nb"], None);
+        let text = config_text("http://h:1", "h", 2222, &["a", "nb"], None, None);
         assert_eq!(
             text,
             "# gpuhub workspaces at http://h:1 (written by gpuhub ssh-config)\n\
              Host gpuhub-a\n    HostName h\n    Port 2222\n    User a\n\
              Host gpuhub-nb\n    HostName h\n    Port 2222\n    User nb\n"
         );
-        let text = config_text("http://h:1", "h", 22, &["nb"], Some(Path::new("/my keys/id")));
+        let text = config_text("http://h:1", "h", 22, &["nb"], Some(Path::new("/my keys/id")), None);
         assert!(text.ends_with("    User nb\n    IdentityFile \"/my keys/id\"\n    IdentitiesOnly yes\n"), "{text}");
-        assert!(config_text("http://h:1", "h", 22, &[], None).contains("none yet"));
+        assert!(config_text("http://h:1", "h", 22, &[], None, None).contains("none yet"));
+        // the host key, published by the server, with its known_hosts line
+        let key = HostKey { openssh: "ssh-ed25519 AAAAC3".into(), fingerprint: "SHA256:abc".into() };
+        let text = config_text("http://h:1", "h", 2222, &["nb"], None, Some(&key));
+        assert!(
+            text.starts_with(
+                "# gpuhub workspaces at http://h:1 (written by gpuhub ssh-config)\n\
+                 # the gateway's host key is SHA256:abc; its line for ~/.ssh/known_hosts:\n\
+                 # [h]:2222 ssh-ed25519 AAAAC3\n"
+            ),
+            "{text}"
+        );
+        assert!(config_text("http://h:1", "h", 22, &[], None, Some(&key)).contains("\n# h ssh-ed25519 AAAAC3\n"));
     }
 
     #[test]

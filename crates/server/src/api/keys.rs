@@ -223,6 +223,12 @@ pub struct ServerInfo {
     /// origin under `/w/…` (path mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apps_domain: Option<String>,
+    /// The SSH gateway's host key (`ssh-ed25519 AAAA…`), for `known_hosts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_host_key: Option<String>,
+    /// Its fingerprint as `ssh` shows it (`SHA256:…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_host_key_fingerprint: Option<String>,
 }
 
 /// Version, the SSH gateway's port, and where apps are served.
@@ -232,5 +238,7 @@ pub async fn info(State(st): State<AppState>, _caller: Caller) -> axum::Json<Ser
         version: env!("CARGO_PKG_VERSION").to_owned(),
         ssh_port: st.ssh_addr.map(|a| a.port()),
         apps_domain: st.config.apps_domain.clone(),
+        ssh_host_key: st.ssh_host_key.as_ref().map(|k| k.openssh.clone()),
+        ssh_host_key_fingerprint: st.ssh_host_key.as_ref().map(|k| k.fingerprint.clone()),
     })
 }

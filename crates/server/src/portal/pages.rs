@@ -191,6 +191,13 @@ pub async fn account_page(
             label { "Signature (all of challenge.txt.sig) " textarea name="signature" rows="6" {} }
             button type="submit" { "Add key" }
         }
+        @if let (Some(addr), Some(k)) = (st.ssh_addr, &st.ssh_host_key) {
+            h3 { "The SSH gateway" }
+            p { "Port " (addr.port()) ". Its host key, which ssh shows on your first login: "
+                code.host-key { (k.fingerprint) } ". " code { "gpuhub ssh-config" } " writes the line for "
+                code { "~/.ssh/known_hosts" } " too:" }
+            pre.copy #host-key { (k.openssh) }
+        }
     };
     layout(&st, &viewer, "Account", body).into_response()
 }
