@@ -306,7 +306,6 @@ async fn authorisation_matrix() -> Result<()> {
         ("owner, qualified", &alice_key, full.as_str(), true),
         ("admin", &admin_key, full.as_str(), true),
         ("other user", &bob_key, full.as_str(), false),
-        ("other user, own namespace", &bob_key, "ws@127.0.0.1", false),
         ("unregistered key", &stranger, "ws@127.0.0.1", false),
         ("unregistered key, qualified", &stranger, full.as_str(), false),
     ] {
@@ -323,6 +322,14 @@ async fn authorisation_matrix() -> Result<()> {
             );
         }
     }
+    // bob's own namespace has no ws: his key is his, so he is told so (not alice's, which he cannot see)
+    let out = sshc::run(sshc::ssh(port, &bob_key, "ws@127.0.0.1", &["id", "-u"]), WAIT).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(1) && out.stdout.is_empty() && stderr.contains("you have no workspace named ws"),
+        "ssh, other user, own namespace: {}",
+        describe(&out)
+    );
     // an admin's `gpuhub ssh --owner` lands in the owner's workspace, as the owner
     let admin_keyfile = admin_key.private.display().to_string();
     let mut args = vec!["ssh", "ws", "--owner", &alice.name, "-i", &admin_keyfile];

@@ -275,6 +275,21 @@ impl GatewayBackend for SshBackend {
         };
         let w = match service::enterable(&self.st, &user, owner, name, Way::Ssh).await {
             Ok(w) => w,
+            // the key is the caller's and the name their own: say that no such workspace is theirs
+            Err(e) if e.kind == service::Kind::NotFound && owner == user.username && !user.disabled => {
+                return Ok(Target {
+                    login: user.username.clone(),
+                    owner: owner.to_owned(),
+                    workspace: name.to_owned(),
+                    user: format!("{uid}:{uid}", uid = user.uid),
+                    home: format!("/home/{owner}"),
+                    member: None,
+                    problem: Some(format!(
+                        "you have no workspace named {name}: `gpuhub ps` lists yours, `gpuhub run --workspace` starts one"
+                    )),
+                    lease: gpuhub_ssh::Lease::default(),
+                });
+            }
             Err(e) if e.kind == service::Kind::NotFound => return Err(denied()),
             Err(e) => return Err(Denied::Backend(e.detail)),
         };
@@ -286,6 +301,7 @@ impl GatewayBackend for SshBackend {
             user: format!("{uid}:{uid}"),
             home: format!("/home/{owner}"),
             member: service::running_member(&w).ok(),
+            problem: None,
             // an open SSH connection is use of the workspace (the idle-GPU rule) until it closes
             lease: gpuhub_ssh::Lease::new(self.st.activity.open(&w.id)),
         })

@@ -24,6 +24,7 @@ impl GatewayBackend for Backend {
             user: "10000:10000".into(),
             home: "/tmp".into(),
             member: Some(gpuhub_driver::MemberRef::new(&self.container, 0)),
+            problem: None,
             lease: Default::default(),
         })
     }

@@ -115,6 +115,10 @@ async fn start(
     client_env: &BTreeMap<String, String>,
 ) -> (Option<String>, Option<Stdin>) {
     let crlf = pty.is_some();
+    if let Some(problem) = &target.problem {
+        fail(tx, problem, crlf).await;
+        return (None, None);
+    }
     let Some(member) = target.member.as_ref() else {
         fail(tx, &not_running(target), crlf).await;
         return (None, None);

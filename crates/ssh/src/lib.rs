@@ -53,6 +53,9 @@ pub struct Target {
     pub home: String,
     /// The member to enter (member 0 of the workspace's run); `None` when the workspace is not running.
     pub member: Option<MemberRef>,
+    /// Why this login enters nothing, said on every channel, which then ends with status 1 (a
+    /// workspace of the caller's own that does not exist: the key is theirs, so the name may be told).
+    pub problem: Option<String>,
     /// Kept alive as long as the connection (and its channels) live: the hub counts an open SSH
     /// session as use of the workspace while it holds this.
     pub lease: Lease,

@@ -93,6 +93,7 @@ mod tests {
             user: "10000:10000".into(),
             home: "/home/alice".into(),
             member: Some(MemberRef::new("c", 0)),
+            problem: None,
             lease: Default::default(),
         }
     }

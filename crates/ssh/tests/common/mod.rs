@@ -187,6 +187,7 @@ impl Fixture {
             user: format!("{UID}:{UID}"),
             home: "/tmp".into(),
             member: container.map(|c| gpuhub_driver::MemberRef::new(c, 0)),
+            problem: None,
             lease: Default::default(),
         };
         self.backend.targets.lock().unwrap().insert(ssh_user.to_string(), target);
