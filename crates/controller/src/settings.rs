@@ -31,6 +31,8 @@ pub struct Settings {
     pub log_max_bytes: u64,
     /// Processes per member.
     pub pids_limit: i64,
+    /// The most each member may write outside its mounts, in bytes (`container_disk`); `None`: no cap.
+    pub container_disk: Option<u64>,
     /// The GPU-sharing library (HAMi-core) mounted into members holding a share, when set.
     pub gpu_share_library: Option<PathBuf>,
     /// Ports the apps of runs get on engines whose members share their node's network.
@@ -54,6 +56,7 @@ impl Default for Settings {
             fair_share_half_life_hours: 24.0,
             log_max_bytes: 100 << 20,
             pids_limit: 4096,
+            container_disk: None,
             gpu_share_library: None,
             app_ports: 20000..=29999,
             mps: None,

@@ -62,6 +62,8 @@ pub struct SpecContext<'a> {
     pub pids_limit: i64,
     /// The most output the engine keeps per member (`log_max_bytes`).
     pub log_max_bytes: u64,
+    /// The most each member may write outside its mounts (`container_disk`); `None`: no cap.
+    pub disk_bytes: Option<u64>,
     /// The GPU-sharing library (HAMi-core `libvgpu.so`) and the host file that preloads it, for members
     /// that hold a share of a GPU.
     pub share_library: Option<(&'a Path, &'a Path)>,
@@ -265,6 +267,7 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
         time_limit: w.runtime_limit.map(|s| Duration::from_secs(s.0)),
         queue: w.queue.clone(),
         ports,
+        disk_bytes: cx.disk_bytes,
     }
 }
 

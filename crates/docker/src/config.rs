@@ -94,6 +94,8 @@ pub(crate) fn create_request(
         devices,
         device_requests,
         log_config: spec.log_max_bytes.map(log_config),
+        // the writable layer's cap: Docker refuses the container where its storage cannot enforce one
+        storage_opt: spec.disk_bytes.map(|b| HashMap::from([("size".to_owned(), b.to_string())])),
         ..Default::default()
     };
 
@@ -309,7 +311,17 @@ mod tests {
             gpus: GpuAttach::None,
             log_max_bytes: None,
             groups: Vec::new(),
+            disk_bytes: None,
         }
+    }
+
+    #[test]
+    fn a_disk_cap_is_the_writable_layers_size() {
+        let (_, c) = create_request(&spec(), &[]).unwrap();
+        assert_eq!(host(&c).storage_opt, None, "no cap asked: none sent");
+        let (_, c) = create_request(&ContainerSpec { disk_bytes: Some(20 << 30), ..spec() }, &[]).unwrap();
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["HostConfig"]["StorageOpt"], serde_json::json!({"size": (20u64 << 30).to_string()}));
     }
 
     #[test]

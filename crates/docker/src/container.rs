@@ -55,6 +55,9 @@ pub struct ContainerSpec {
     pub log_max_bytes: Option<u64>,
     /// Supplementary group ids of the process (`docker run --group-add`).
     pub groups: Vec<u32>,
+    /// The most the container may write outside its mounts, in bytes (`--storage-opt size=`, which the
+    /// engine refuses unless its storage can enforce it); `None`: no cap.
+    pub disk_bytes: Option<u64>,
 }
 
 /// Coarse container status.

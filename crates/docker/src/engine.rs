@@ -37,6 +37,8 @@ pub struct DockerEngine {
     node: NodeCapacity,
     gpu_mode: GpuMode,
     control_devices: Vec<String>,
+    /// What [`Engine::disk_cap`] answers ([`DockerRuntime::disk_cap`]'s finding).
+    disk_cap: Result<(), String>,
 }
 
 impl DockerEngine {
@@ -45,7 +47,15 @@ impl DockerEngine {
     pub fn new(rt: DockerRuntime, node: NodeCapacity, gpu_mode: GpuMode) -> Self {
         let control_devices =
             CONTROL_DEVICES.iter().filter(|d| std::path::Path::new(d).exists()).map(|d| d.to_string()).collect();
-        Self { rt, node, gpu_mode, control_devices }
+        let disk_cap = Err("its storage was not asked whether it can cap containers' writable layers".into());
+        Self { rt, node, gpu_mode, control_devices, disk_cap }
+    }
+
+    /// The engine saying that it caps each container's writable layer (`Ok`) or why it cannot, as
+    /// [`DockerRuntime::disk_cap`] found.
+    pub fn with_disk_cap(mut self, answer: Result<(), String>) -> Self {
+        self.disk_cap = answer;
+        self
     }
 
     /// The single-container runtime underneath.
@@ -148,6 +158,7 @@ impl DockerEngine {
                 gpus,
                 log_max_bytes: spec.log_max_bytes,
                 groups: spec.identity.groups.clone(),
+                disk_bytes: spec.disk_bytes,
             });
         }
         Ok(out)
@@ -201,6 +212,10 @@ impl Engine for DockerEngine {
             shared_ports: false,
             usage: true,
         }
+    }
+
+    fn disk_cap(&self) -> Result<(), String> {
+        self.disk_cap.clone()
     }
 
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
@@ -435,6 +450,7 @@ mod tests {
             time_limit: None,
             queue: String::new(),
             ports: vec![],
+            disk_bytes: None,
         };
         let targets = |m: &MemberSpec| member_mounts(&spec, m).into_iter().map(|m| m.target).collect::<Vec<_>>();
         assert_eq!(targets(&spec.members[0]), ["/home/alice", "/run/gpuhub/mps", "/dev/shm"]);

@@ -12,6 +12,7 @@
 mod cgroup;
 mod config;
 pub mod container;
+mod disk;
 mod engine;
 mod error;
 mod events;
@@ -27,6 +28,7 @@ use bollard::container::{
 };
 pub use cgroup::container_id_from_cgroup;
 pub use container::{ContainerInfo, ContainerSpec, ContainerStatus, DeviceMap, GpuAttach};
+pub use disk::Storage;
 pub use engine::{DockerEngine, GpuMode};
 use futures::{StreamExt, TryStreamExt};
 use gpuhub_driver::{EngineError, EventStream, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream};

@@ -68,6 +68,8 @@ struct State {
     registry: BTreeMap<String, Result<(), String>>,
     /// The engine says it cannot pull (as the Slurm engine does).
     no_pull: bool,
+    /// What [`Engine::disk_cap`] answers; `None`: that it cannot.
+    disk_cap: Option<Result<(), String>>,
 }
 
 /// The fake engine.
@@ -139,6 +141,12 @@ impl FakeEngine {
     /// Makes the engine say it can pull (`true`, the default) or not, as the Slurm engine.
     pub fn set_can_pull(&self, can: bool) {
         self.state.lock().unwrap().no_pull = !can;
+    }
+
+    /// Makes the engine say it caps what members write ([`RunSpec::disk_bytes`], `Ok`) or why it cannot;
+    /// one that cannot refuses a run with a cap, as Docker refuses such a container.
+    pub fn set_disk_cap(&self, answer: Result<(), String>) {
+        self.state.lock().unwrap().disk_cap = Some(answer);
     }
 
     /// Holds pulls half-way (`true`: they report half their bytes and wait) or lets them finish.
@@ -321,6 +329,11 @@ impl Engine for FakeEngine {
         }
     }
 
+    fn disk_cap(&self) -> Result<(), String> {
+        let answer = self.state.lock().unwrap().disk_cap.clone();
+        answer.unwrap_or_else(|| Err("the fake engine cannot cap what a container writes".into()))
+    }
+
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
         let s = self.state.lock().unwrap();
         up(&s)?;
@@ -393,6 +406,9 @@ impl Engine for FakeEngine {
             }
             if spec.members.is_empty() {
                 return Err(EngineError::Rejected("a run needs at least one member".into()));
+            }
+            if spec.disk_bytes.is_some() && !matches!(s.disk_cap, Some(Ok(()))) {
+                return Err(EngineError::Rejected("the fake engine cannot cap what a container writes".into()));
             }
             s.next += 1;
             let id = match self.placement {

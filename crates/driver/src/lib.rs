@@ -251,6 +251,9 @@ pub struct RunSpec {
     pub queue: String,
     /// Container ports the run's apps listen on.
     pub ports: Vec<u16>,
+    /// The most each member may write outside its mounts (its container's writable layer), in bytes;
+    /// `None`: no cap. Only an engine whose [`Engine::disk_cap`] is `Ok` is given one.
+    pub disk_bytes: Option<u64>,
 }
 
 /// A member of a run, as addressed by logs, exec and endpoints.
@@ -413,6 +416,12 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// What it can do.
     fn capabilities(&self) -> Capabilities;
+    /// Whether it caps what each member writes outside its mounts at [`RunSpec::disk_bytes`] (the
+    /// container's writable layer), so that no run can fill the node's disk; `Err`: why it cannot here,
+    /// in a sentence naming what it lacks. Engines cannot unless they say so.
+    fn disk_cap(&self) -> Result<(), String> {
+        Err(format!("the {} engine cannot cap what a container writes", self.name()))
+    }
     /// Its nodes, their GPUs and labels.
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError>;
     /// Whether members can run this image (present, or preparable, on the engine's nodes).

@@ -175,7 +175,12 @@ async fn docker_engine(config: &Config) -> anyhow::Result<gpuhub_docker::DockerE
         gpuhub_server::config::GpuMode::Devices => gpuhub_docker::GpuMode::Devices,
         gpuhub_server::config::GpuMode::None => gpuhub_docker::GpuMode::None,
     };
-    Ok(gpuhub_docker::DockerEngine::new(runtime, node, gpu_mode))
+    // a cap is asked of the engine itself (the server refuses to start where it cannot be enforced)
+    let disk_cap = match config.container_disk {
+        Some(_) => runtime.disk_cap().await.context("asking the docker engine whether it can cap containers' disk")?,
+        None => Err("container_disk is unset".into()),
+    };
+    Ok(gpuhub_docker::DockerEngine::new(runtime, node, gpu_mode).with_disk_cap(disk_cap))
 }
 
 /// The Slurm cluster of `[slurm]`. Settings that cannot work (no Slurm commands, a bad bundle

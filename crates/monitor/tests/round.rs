@@ -62,6 +62,7 @@ fn spec(name: &str) -> RunSpec {
         time_limit: None,
         queue: String::new(),
         ports: vec![],
+        disk_bytes: None,
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod apps;
+pub mod disk;
 pub mod env;
 pub mod homes;
 pub mod identity;
@@ -208,6 +209,9 @@ pub struct Config {
     pub home_quota: Option<gpuhub_core::Bytes>,
     /// What enforces home quotas: `auto`, `xfs`, `loop` or `dir` (see [`homes::HomeBackend`]).
     pub home_backend: homes::HomeBackend,
+    /// The most each container may write outside its mounts (its writable layer: `/tmp`, `/`),
+    /// `"20GiB"`; absent: no cap. Set, an engine that cannot enforce it stops the server at start.
+    pub container_disk: Option<gpuhub_core::Bytes>,
     /// Address of the SSH gateway.
     pub ssh_listen: SocketAddr,
     /// Where the SQLite database, homes and archived logs live.
@@ -338,6 +342,7 @@ impl Default for Config {
             oidc_session_hours: 12,
             home_quota: None,
             home_backend: homes::HomeBackend::Auto,
+            container_disk: None,
             ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
             data_dir: PathBuf::from("./gpuhub-data"),
             database_url: None,
@@ -401,6 +406,7 @@ impl fmt::Debug for Config {
             .field("oidc_session_hours", &self.oidc_session_hours)
             .field("home_quota", &self.home_quota)
             .field("home_backend", &self.home_backend)
+            .field("container_disk", &self.container_disk)
             .field("database_url", &self.database_url.as_deref().map(redact_url))
             .field("gpu_mode", &self.gpu_mode)
             .field("gpus", &self.gpus)
@@ -489,6 +495,7 @@ impl Config {
                 "TEAMS_DIR" => self.teams_dir = (!v.is_empty()).then(|| PathBuf::from(v)),
                 "HOME_QUOTA" => self.home_quota = homes::parse_quota(&key, &v)?,
                 "HOME_BACKEND" => self.home_backend = parse(&key, &v)?,
+                "CONTAINER_DISK" => self.container_disk = homes::parse_quota(&key, &v)?,
                 "DATABASE_URL" => self.database_url = (!v.is_empty()).then_some(v),
                 "GPU_MODE" => self.gpu_mode = parse(&key, &v)?,
                 "GPUS" => {
@@ -561,6 +568,7 @@ impl Config {
         apps::check(self.apps_domain.as_deref(), self.public_url.as_deref())?;
         self.limits.check()?;
         homes::check(self)?;
+        disk::check(self)?;
         identity::check(self)?;
         monitor::check(&self.monitor, &self.idle)?;
         sharing::check(self)?;
@@ -751,6 +759,7 @@ impl Config {
             fair_share_half_life_hours: self.fair_share_half_life_hours,
             log_max_bytes: self.log_max_bytes.0,
             pids_limit: self.pids_limit,
+            container_disk: self.container_disk.map(|b| b.0),
             gpu_share_library: self.gpu_share_library.clone(),
             ..gpuhub_controller::Settings::default()
         }

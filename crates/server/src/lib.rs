@@ -67,6 +67,9 @@ pub enum ServeError {
     /// Homes cannot get the quotas configured (`home_quota`, `home_backend`).
     #[error("{0}")]
     Homes(String),
+    /// The engine cannot enforce the `container_disk` configured.
+    #[error("{0}")]
+    Disk(String),
     /// A sign-in source is configured wrongly (`[ldap]`, `[oidc]`).
     #[error("{0}")]
     Identity(String),
@@ -261,6 +264,8 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let ssh_listener = tokio::net::TcpListener::bind(config.ssh_listen).await.map_err(|source| {
         ServeError::Ssh(gpuhub_ssh::SshError::Bind { addr: config.ssh_listen.to_string(), source })
     })?;
+    // a cap the engine cannot enforce stops the server before it has made anything
+    config::disk::enforced(&config, engine.as_ref()).map_err(ServeError::Disk)?;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {

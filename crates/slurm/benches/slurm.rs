@@ -85,6 +85,7 @@ fn spec(i: usize, script: &str) -> RunSpec {
         time_limit: None,
         queue: String::new(),
         ports: vec![],
+        disk_bytes: None,
     }
 }
 

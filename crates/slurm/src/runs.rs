@@ -539,6 +539,13 @@ impl Engine for SlurmEngine {
         }
     }
 
+    /// A member's root file system is an unpacked OCI bundle on a node's disk (`bundle_dir`), shared by
+    /// every run of its image, and crun has no per-container size limit: nothing here caps it.
+    fn disk_cap(&self) -> Result<(), String> {
+        Err("its members run in crun from OCI bundles on the nodes' disks, which have no per-container size limit"
+            .into())
+    }
+
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
         self.inventory_nodes().await
     }

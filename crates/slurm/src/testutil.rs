@@ -48,5 +48,6 @@ pub(crate) fn run_spec(members: u32, gpus: GpuGrant) -> RunSpec {
         time_limit: None,
         queue: String::new(),
         ports: vec![8888],
+        disk_bytes: None,
     }
 }

@@ -48,6 +48,7 @@ fn cx<'a>(nodes: &'a [NodeCapacity], ports: &'a BTreeMap<String, u16>) -> SpecCo
         nodes,
         pids_limit: 100,
         log_max_bytes: 1 << 20,
+        disk_bytes: None,
         share_library: None,
         app_ports: ports,
         attempt: "r1",
@@ -77,6 +78,14 @@ fn one_member_as_the_owner_with_its_home_and_placed_gpu() {
     let [m] = s.members.as_slice() else { panic!("{:?}", s.members) };
     assert_eq!((m.hostname.as_str(), m.node.as_deref(), m.cpu_milli), ("train", Some("n"), 1500));
     assert_eq!(m.gpus, GpuGrant::Whole { count: 1, uuids: vec!["GPU-1".into()] });
+}
+
+#[test]
+fn the_disk_cap_reaches_the_run() {
+    let (n, p) = (nodes(), BTreeMap::new());
+    assert_eq!(run_spec(&workload(&["GPU-1"]), &cx(&n, &p)).disk_bytes, None, "no cap unless configured");
+    let cx = SpecContext { disk_bytes: Some(20 << 30), ..cx(&n, &p) };
+    assert_eq!(run_spec(&workload(&["GPU-1"]), &cx).disk_bytes, Some(20 << 30));
 }
 
 #[test]

@@ -59,6 +59,7 @@ pub fn spec(name: &str, script: &str) -> ContainerSpec {
         gpus: GpuAttach::None,
         log_max_bytes: None,
         groups: Vec::new(),
+        disk_bytes: None,
     }
 }
 

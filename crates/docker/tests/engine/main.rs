@@ -3,6 +3,7 @@
 //! what it made.
 
 mod common;
+mod disk;
 mod events;
 mod exec;
 mod gpu;

@@ -77,6 +77,7 @@ async fn a_members_own_mounts_reach_only_its_container_and_replace_dev_shm() {
         time_limit: None,
         queue: String::new(),
         ports: vec![],
+        disk_bytes: None,
     };
     let node = NodeCapacity::cpu_only("mounts-test", CpuMilli(2000), Bytes(1 << 30));
     let engine = DockerEngine::new(rt.clone(), node, GpuMode::None);

@@ -57,6 +57,7 @@ fn two_members(name: &str) -> RunSpec {
         time_limit: None,
         queue: String::new(),
         ports: vec![],
+        disk_bytes: None,
     }
 }
 

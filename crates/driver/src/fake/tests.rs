@@ -35,6 +35,7 @@ fn spec(name: &str, members: u32) -> RunSpec {
         time_limit: None,
         queue: String::new(),
         ports: vec![],
+        disk_bytes: None,
     }
 }
 

@@ -68,6 +68,7 @@ pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -
         gpus: Default::default(),
         log_max_bytes: None,
         groups: Vec::new(),
+        disk_bytes: None,
     };
     let id = match runtime.create(&spec).await {
         Ok(id) => id,

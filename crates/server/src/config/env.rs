@@ -114,6 +114,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "HOME_QUOTA",
     "TEAMS_DIR",
     "HOME_BACKEND",
+    "CONTAINER_DISK",
     "DATABASE_URL",
     "GPU_MODE",
     "GPUS",

@@ -213,3 +213,15 @@ fn the_trial_config_is_valid_and_local() {
     let c = Config::from_toml(&gpus).unwrap();
     assert_eq!(c.gpus[0].sharing, Some(gpuhub_core::node::GpuSharing::Guard));
 }
+
+#[test]
+fn container_disk_is_a_size_from_the_file_or_the_environment() {
+    assert_eq!(Config::load(None, env(&[])).unwrap().container_disk, None, "no cap by default");
+    let c = Config::from_toml("container_disk = \"20GiB\"").unwrap();
+    assert_eq!(c.container_disk, Some(gpuhub_core::Bytes(20 << 30)));
+    let c = Config::load(None, env(&[("GPUHUB_CONTAINER_DISK", "8GiB")])).unwrap();
+    assert_eq!(c.container_disk, Some(gpuhub_core::Bytes(8 << 30)));
+    assert_eq!(Config::load(None, env(&[("GPUHUB_CONTAINER_DISK", "none")])).unwrap().container_disk, None);
+    let e = Config::load(None, env(&[("GPUHUB_CONTAINER_DISK", "1MiB")])).unwrap_err().to_string();
+    assert!(e.contains("container_disk") && e.contains("less than the least accepted, 16MiB"), "{e}");
+}

@@ -133,6 +133,7 @@ impl Cluster {
             time_limit: Some(Duration::from_secs(600)),
             queue: String::new(),
             ports: vec![],
+            disk_bytes: None,
         }
     }
 
