@@ -226,6 +226,10 @@ impl Engine for DockerEngine {
         self.rt.image_exists(image).await
     }
 
+    async fn remove_user_network(&self, network: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
+        self.rt.remove_user_network(network, labels).await
+    }
+
     async fn commit(&self, member: &MemberRef, reference: &str) -> Result<u64, EngineError> {
         let c = self.container(member).await?;
         self.rt.commit(&c.id, reference).await

@@ -95,6 +95,19 @@ impl DockerRuntime {
         }
     }
 
+    /// Removes a user's network once none of their containers is on it (a deleted user's), only if it
+    /// is a gpuhub bridge carrying every label of `labels` (its owner and installation); a missing one is
+    /// fine. Its host-isolation rules go with the next network's creation (`firewall::sweep`).
+    pub async fn remove_user_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
+        match self.find_network(name).await? {
+            None => Ok(()),
+            Some(net) => {
+                check_existing(name, &net, labels)?;
+                self.remove_network(name).await
+            }
+        }
+    }
+
     pub(crate) async fn ensure_network_impl(
         &self,
         name: &str,

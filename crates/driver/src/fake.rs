@@ -34,6 +34,8 @@ pub enum Call {
     Commit(MemberRef, String),
     /// [`Engine::remove_image`] of this image.
     RemoveImage(String),
+    /// [`Engine::remove_user_network`] of this network, with these labels.
+    RemoveUserNetwork(String, BTreeMap<String, String>),
 }
 
 #[derive(Debug)]
@@ -344,6 +346,13 @@ impl Engine for FakeEngine {
         let s = self.state.lock().unwrap();
         up(&s)?;
         Ok(s.images.contains(image))
+    }
+
+    async fn remove_user_network(&self, network: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
+        let mut s = self.state.lock().unwrap();
+        up(&s)?;
+        s.calls.push(Call::RemoveUserNetwork(network.to_owned(), labels.clone()));
+        Ok(())
     }
 
     async fn commit(&self, member: &MemberRef, reference: &str) -> Result<u64, EngineError> {

@@ -439,6 +439,15 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         Err(EngineError::Unsupported { engine: self.name(), what: format!("removing the image {reference}") })
     }
 
+    /// Removes a user's network, `network` (what [`RunSpec::network`] named for their runs), once none of
+    /// their runs is left (the user is deleted); only a network carrying every label of `labels` (its
+    /// owner and installation) is removed, so another installation's never is. A missing one is fine.
+    /// Engines without networks of their own per user have nothing to remove.
+    async fn remove_user_network(&self, network: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
+        let _ = (network, labels);
+        Ok(())
+    }
+
     /// Pulls `image` from its registry into the engine (with `auth` for a private registry), telling
     /// `progress` how far it is as it goes. A registry's refusal is [`EngineError::Rejected`] or
     /// [`EngineError::ImageNotFound`] in the registry's words. Engines that cannot pull say so.

@@ -412,3 +412,37 @@ async fn n5_pid_limits_stay_within_pid_max() {
     let (s, v) = submit(carol, job("c0", 0)).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
 }
+
+/// This hub's installation id.
+async fn instance(hub: &Hub) -> String {
+    hub.server.as_ref().unwrap().state.store.get_setting("instance_id").await.unwrap().expect("an installation id")
+}
+
+/// N11: a deleted user's bridge network goes with them, once their runs are removed (Docker has ~31
+/// address pools; leftovers use them up): the engine is asked to remove exactly this installation's
+/// network of the user, with its labels, after the user's run.
+#[tokio::test]
+async fn n11_a_deleted_users_network_goes_with_them() {
+    use gpuhub_driver::fake::Call;
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.user(&admin, "bob").await;
+    hub.submit(&alice, job("train", 0)).await;
+    hub.wait_state(&alice, "train", "running").await;
+    let run = hub.run(&alice, "train").await;
+    let id = instance(&hub).await;
+    let (s, v) = hub.call(Method::DELETE, "/api/v1/users/alice", Some(&admin), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
+    let calls = hub.runtime.calls();
+    let removed = calls.iter().position(|c| matches!(c, Call::Remove(r) if *r == run)).expect("her run is removed");
+    let networks: Vec<(usize, &Call)> =
+        calls.iter().enumerate().filter(|(_, c)| matches!(c, Call::RemoveUserNetwork(..))).collect();
+    let labels = std::collections::BTreeMap::from([
+        (gpuhub_driver::LABEL_OWNER.to_owned(), "alice".to_owned()),
+        (gpuhub_driver::LABEL_INSTANCE.to_owned(), id.clone()),
+    ]);
+    let expected = Call::RemoveUserNetwork(format!("gpuhub-{}-u-alice", &id[..12]), labels);
+    assert_eq!(networks.iter().map(|(_, c)| *c).collect::<Vec<_>>(), [&expected], "her network alone: {calls:?}");
+    assert!(networks[0].0 > removed, "after her run is removed: {calls:?}");
+}

@@ -168,3 +168,90 @@ async fn rules_of_deleted_networks_are_swept() {
     rt.ensure_network(&next, &labels).await.unwrap();
     assert!(rules_of(&bridge).is_empty(), "{:?}", rules_of(&bridge));
 }
+
+/// Whether the engine has a network of exactly this name.
+fn network_exists(name: &str) -> bool {
+    let out = std::process::Command::new("docker")
+        .args(["network", "ls", "-q", "--filter", &format!("name=^{name}$")])
+        .output()
+        .unwrap();
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+/// N11 (second security review): a user's network is made by their run and, once the user is deleted
+/// (their runs removed first), removed by `remove_user_network`, so deleted users do not use up Docker's
+/// address pools; the same user's network of another installation stays, and labels of another
+/// installation remove nothing.
+#[tokio::test]
+async fn n11_a_users_network_goes_with_the_user() {
+    use gpuhub_core::node::NodeCapacity;
+    use gpuhub_core::{Bytes, CpuMilli};
+    use gpuhub_docker::{DockerEngine, GpuMode};
+    use gpuhub_driver::{Engine, GpuGrant, Identity, LABEL_INSTANCE, LABEL_OWNER, LABEL_WORKLOAD, MemberSpec, RunSpec};
+    let rt = runtime().await;
+    let engine =
+        DockerEngine::new(rt.clone(), NodeCapacity::cpu_only("n11", CpuMilli(2000), Bytes(1 << 30)), GpuMode::None);
+    let mut cleanup = Cleanup::default();
+    let installs = [uuid::Uuid::new_v4().simple().to_string(), uuid::Uuid::new_v4().simple().to_string()];
+    let network = |i: &str| format!("gpuhub-{}-u-alice", &i[..12]);
+    let labels = |i: &str| {
+        BTreeMap::from([(LABEL_OWNER.to_owned(), "alice".to_owned()), (LABEL_INSTANCE.to_owned(), i.to_owned())])
+    };
+    let mut runs = Vec::new();
+    for i in &installs {
+        let run = unique("n11");
+        cleanup.container(&run);
+        cleanup.network(&network(i));
+        let mut run_labels = labels(i);
+        run_labels.insert(LABEL_WORKLOAD.to_owned(), run.clone());
+        let spec = RunSpec {
+            name: run.clone(),
+            image: IMAGE.to_owned(),
+            command: vec!["true".into()],
+            env: BTreeMap::new(),
+            labels: run_labels,
+            identity: Identity {
+                username: "alice".into(),
+                account: "alice".into(),
+                uid: 10000,
+                gid: 10000,
+                home: "/tmp".into(),
+                groups: Vec::new(),
+            },
+            working_dir: None,
+            mounts: vec![],
+            network: Some(network(i)),
+            members: vec![MemberSpec {
+                index: 0,
+                hostname: "n11".into(),
+                node: None,
+                cpu_milli: 500,
+                memory_bytes: 64 << 20,
+                gpus: GpuGrant::None,
+                env: BTreeMap::new(),
+                mounts: Vec::new(),
+            }],
+            pids_limit: 64,
+            log_max_bytes: None,
+            time_limit: None,
+            queue: String::new(),
+            ports: vec![],
+            disk_bytes: None,
+        };
+        engine.submit(&spec).await.unwrap();
+        assert!(network_exists(&network(i)), "the run made its owner's network");
+        runs.push(run);
+    }
+    let (mine, theirs) = (&installs[0], &installs[1]);
+    engine.remove(&runs[0]).await.unwrap();
+    engine.remove_user_network(&network(mine), &labels(mine)).await.unwrap();
+    assert!(!network_exists(&network(mine)), "the deleted user's network is gone");
+    engine.remove_user_network(&network(mine), &labels(mine)).await.expect("a missing network is fine");
+    assert!(network_exists(&network(theirs)), "the other installation's alice keeps hers");
+    match engine.remove_user_network(&network(theirs), &labels(mine)).await {
+        Err(EngineError::Rejected(why)) => assert!(why.contains("gpuhub.instance"), "{why}"),
+        other => panic!("another installation's network was taken for ours: {other:?}"),
+    }
+    assert!(network_exists(&network(theirs)), "labels of another installation remove nothing");
+    engine.remove(&runs[1]).await.unwrap();
+}

@@ -473,6 +473,15 @@ pub async fn delete_user(
             Err(e) => return Err(e.into()),
         }
     }
+    // and, with their runs gone, their network (Docker has a few dozen address pools for all of them)
+    let instance = super::personal::installation(&st).await?;
+    let network = gpuhub_controller::spec::user_network(&instance, &name);
+    let labels = gpuhub_controller::spec::network_labels(&instance, &name);
+    match st.engine.remove_user_network(&network, &labels).await {
+        Ok(()) => {}
+        Err(e @ gpuhub_driver::EngineError::Unavailable(_)) => return Err(e.into()),
+        Err(e) => tracing::warn!(%network, error = %e, "cannot remove a deleted user's network"),
+    }
     homes::dispose(&st, &name, matches!(q.home, HomeDisposal::Archive)).await?;
     // their saved workspaces go with them
     for p in st.store.list_personal_images(&name).await? {

@@ -113,6 +113,15 @@ pub async fn delete_mine(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// This installation's id (made at its first start), which names its personal images and users'
+/// networks apart from another installation's on the same engine.
+pub(crate) async fn installation(st: &AppState) -> Result<String, ApiError> {
+    st.store
+        .get_setting("instance_id")
+        .await?
+        .ok_or_else(|| ApiError::internal("this installation has no instance_id setting"))
+}
+
 fn engine_error(e: EngineError) -> ApiError {
     match e {
         EngineError::Unsupported { .. } => ApiError::unprocessable(e.to_string()),
