@@ -478,6 +478,12 @@ fn capabilities() {
     assert_eq!(e.engine.name(), "slurm");
 }
 
+#[test]
+fn no_disk_cap_and_says_why() {
+    let why = env().engine.disk_cap().expect_err("crun bundles have no size limit");
+    assert!(why.contains("crun") && why.contains("no per-container size limit"), "{why}");
+}
+
 #[tokio::test]
 async fn usage_is_unsupported() {
     let e = env();
