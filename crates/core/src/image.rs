@@ -20,9 +20,22 @@ pub struct PersonalImage {
     pub created_at: DateTime<Utc>,
 }
 
-/// Where `owner`'s personal image `name` lives in the engine: `gpuhub-user/<owner>/<name>:latest`.
-pub fn personal_reference(owner: &str, name: &str) -> String {
-    format!("gpuhub-user/{owner}/{name}:latest")
+/// The repository prefix of every personal image.
+pub const PERSONAL_PREFIX: &str = "gpuhub-user/";
+
+/// Where `owner`'s personal image `name` of the installation `instance` lives in the engine:
+/// `gpuhub-user/<instance12>/<owner>/<name>:latest`, so that two installations sharing an engine never
+/// share one. Images saved before keep the reference recorded with them (`gpuhub-user/<owner>/<name>`).
+pub fn personal_reference(instance: &str, owner: &str, name: &str) -> String {
+    format!("{PERSONAL_PREFIX}{}/{owner}/{name}:latest", &instance[..12.min(instance.len())])
+}
+
+/// Whether `reference` names a repository of the personal images (`gpuhub-user/…`, also spelt with
+/// Docker Hub's registry in front, which Docker takes for the same local name).
+pub fn is_personal(reference: &str) -> bool {
+    let local =
+        ["docker.io/", "index.docker.io/"].iter().find_map(|hub| reference.strip_prefix(hub)).unwrap_or(reference);
+    local.starts_with(PERSONAL_PREFIX)
 }
 
 /// The longest repository name (registry included) the distribution spec allows.
@@ -172,6 +185,21 @@ pub fn check_pull(allow: &[String], reference: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn personal_images_are_named_per_installation() {
+        let r = personal_reference("0123456789abcdef", "alice", "env");
+        assert_eq!(r, "gpuhub-user/0123456789ab/alice/env:latest");
+        assert!(check_reference(&r).is_ok());
+        for yes in
+            [r.as_str(), "gpuhub-user/alice/env:latest", "docker.io/gpuhub-user/a/b", "index.docker.io/gpuhub-user/x"]
+        {
+            assert!(is_personal(yes), "{yes}");
+        }
+        for no in ["busybox", "ghcr.io/gpuhub-user/a/b", "gpuhub-users/a", "library/gpuhub-user"] {
+            assert!(!is_personal(no), "{no}");
+        }
+    }
 
     #[test]
     fn references_follow_the_distribution_grammar() {

@@ -226,6 +226,10 @@ impl Engine for DockerEngine {
         self.rt.image_exists(image).await
     }
 
+    async fn image_tags(&self, image: &str) -> Result<Vec<String>, EngineError> {
+        self.rt.image_tags(image).await
+    }
+
     async fn remove_user_network(&self, network: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {
         self.rt.remove_user_network(network, labels).await
     }

@@ -104,6 +104,16 @@ impl DockerRuntime {
         }
     }
 
+    /// The tags of the image `image` (a reference or an image ID, as Docker resolves them); empty when
+    /// the engine lacks it.
+    pub async fn image_tags(&self, image: &str) -> Result<Vec<String>, EngineError> {
+        match self.docker.inspect_image(image).await {
+            Ok(i) => Ok(i.repo_tags.unwrap_or_default()),
+            Err(e) if error::status(&e) == Some(404) => Ok(Vec::new()),
+            Err(e) => Err(error::map(e, image)),
+        }
+    }
+
     /// Commits container `id` as the image `reference` (paused meanwhile, so the files are consistent);
     /// returns the image's size.
     pub async fn commit(&self, id: &str, reference: &str) -> Result<u64, EngineError> {

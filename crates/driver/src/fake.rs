@@ -90,6 +90,20 @@ impl Default for FakeEngine {
     }
 }
 
+/// The fake's ID of the image `reference` (`sha256:` and 64 hex digits, one per reference), which
+/// [`Engine::image_exists`] and [`Engine::image_tags`] take as Docker takes an image's ID.
+pub fn image_id(reference: &str) -> String {
+    let mut id = String::from("sha256:");
+    for seed in 0..4u64 {
+        // FNV-1a, seeded per quarter
+        let h = reference
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        id.push_str(&format!("{h:016x}"));
+    }
+    id
+}
+
 /// The pending reason an engine-placed fake run shows until it is started.
 pub const FAKE_PENDING: &str = "waiting in the fake engine";
 
@@ -345,7 +359,13 @@ impl Engine for FakeEngine {
     async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
         let s = self.state.lock().unwrap();
         up(&s)?;
-        Ok(s.images.contains(image))
+        Ok(s.images.contains(image) || s.images.iter().any(|r| image_id(r) == image))
+    }
+
+    async fn image_tags(&self, image: &str) -> Result<Vec<String>, EngineError> {
+        let s = self.state.lock().unwrap();
+        up(&s)?;
+        Ok(s.images.iter().filter(|r| *r == image || image_id(r) == image).cloned().collect())
     }
 
     async fn remove_user_network(&self, network: &str, labels: &BTreeMap<String, String>) -> Result<(), EngineError> {

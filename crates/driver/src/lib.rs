@@ -439,6 +439,14 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         Err(EngineError::Unsupported { engine: self.name(), what: format!("removing the image {reference}") })
     }
 
+    /// Every tag the engine knows the image `image` (a reference or an image ID) by, as the engine
+    /// spells them (`repo/name:tag`): how a submission naming a personal image by another name is told
+    /// apart. Empty when the engine lacks it; engines that cannot say answer empty.
+    async fn image_tags(&self, image: &str) -> Result<Vec<String>, EngineError> {
+        let _ = image;
+        Ok(Vec::new())
+    }
+
     /// Removes a user's network, `network` (what [`RunSpec::network`] named for their runs), once none of
     /// their runs is left (the user is deleted); only a network carrying every label of `labels` (its
     /// owner and installation) is removed, so another installation's never is. A missing one is fine.

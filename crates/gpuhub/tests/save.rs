@@ -1,7 +1,8 @@
 //! A workspace saved as a personal image, on the real Docker engine through the `gpuhub` CLI: alice's
 //! workspace writes a file into `/opt`; `gpuhub save` makes an image of it (owner only, listed by
 //! `gpuhub images --mine`); a new job run `--image` with that name sees the file; bob can neither save
-//! her workspace nor run her image by its name; the per-user count limit refuses a second save; she
+//! her workspace nor run her image by its name, its reference or its image ID (security review 2, N6),
+//! its reference naming this installation; the per-user count limit refuses a second save; she
 //! removes the image and it is gone from the engine. Needs root and Docker.
 
 mod common;
@@ -31,8 +32,15 @@ fn a_saved_workspace_runs_again_with_its_files() -> Result<()> {
     let err = bob.fails(&["save", "ws", "--as", "stolen"])?;
     ensure!(err.contains("404"), "bob saving alice's workspace: {err}");
     let saved = alice.ok(&["save", "ws", "--as", "myenv"])?;
-    let reference = format!("gpuhub-user/{}/myenv:latest", alice.name);
-    ensure!(saved.contains("saved ws as myenv") && saved.contains(&reference), "gpuhub save: {saved}");
+    // gpuhub-user/<installation>/<user>/<name>
+    let reference = saved
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ',')
+        .find(|w| w.starts_with("gpuhub-user/"))
+        .unwrap_or_default()
+        .to_owned();
+    let suffix = format!("/{}/myenv:latest", alice.name);
+    ensure!(saved.contains("saved ws as myenv") && reference.ends_with(&suffix), "gpuhub save: {saved}");
+    ensure!(reference.split('/').nth(1).is_some_and(|i| i.len() == 12), "namespaced by installation: {reference}");
     let mine = alice.ok(&["images", "--mine"])?;
     ensure!(mine.contains("myenv") && mine.contains(&reference) && mine.contains("ws"), "images --mine: {mine}");
     ensure!(!bob.ok(&["images", "--mine"])?.contains("myenv"), "bob lists alice's image");
@@ -41,6 +49,11 @@ fn a_saved_workspace_runs_again_with_its_files() -> Result<()> {
     ensure!(out.contains("made-in-the-workspace"), "a job of the saved image: {out}");
     let err = bob.fails(&["run", "--name", "theirs", "--image", "myenv", "--", "true"])?;
     ensure!(err.contains("422"), "bob running alice's image by name: {err}");
+    let id = docker(&["image", "inspect", "-f", "{{.Id}}", &reference])?;
+    for other_name in [reference.as_str(), id.trim(), &id.trim()["sha256:".len()..][..12]] {
+        let err = bob.fails(&["run", "--name", "theirs", "--image", other_name, "--", "true"])?;
+        ensure!(err.contains("another user's personal image"), "bob running alice's image as {other_name}: {err}");
+    }
 
     let err = alice.fails(&["save", "ws", "--as", "second"])?;
     ensure!(err.contains("too many personal images"), "the count limit: {err}");

@@ -418,6 +418,98 @@ async fn instance(hub: &Hub) -> String {
     hub.server.as_ref().unwrap().state.store.get_setting("instance_id").await.unwrap().expect("an installation id")
 }
 
+/// `token`'s user's running workspace `name` saved as their personal image `as_`: its reference.
+async fn saved(hub: &Hub, token: &str, name: &str, as_: &str) -> String {
+    let mut w = job(name, 0);
+    w["kind"] = json!("workspace");
+    hub.submit(token, w).await;
+    hub.wait_state(token, name, "running").await;
+    let path = format!("/api/v1/workloads/{name}/save");
+    let (s, v) = hub.call(Method::POST, &path, Some(token), Some(json!({"as": as_}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    v["reference"].as_str().unwrap().to_owned()
+}
+
+/// A job of `token`'s user running `image`: the answer's status and body.
+async fn run_image(hub: &Hub, token: &str, name: &str, image: &str) -> (StatusCode, serde_json::Value) {
+    let mut w = job(name, 0);
+    w["image"] = json!(image);
+    hub.call(Method::POST, "/api/v1/workloads", Some(token), Some(w)).await
+}
+
+/// N6: personal images are namespaced by installation (`gpuhub-user/<instance12>/<user>/<name>`), so two
+/// installations on one engine never share one, and run only for their owner whatever `allow_any_image`
+/// and `image_allow` say: another user (an admin too, another installation's user of the same name too)
+/// naming one by reference, by another spelling of it or by its image ID is refused with a 422 saying
+/// so. An image saved before the namespace (`gpuhub-user/<user>/<name>`) still runs for its owner.
+#[tokio::test]
+async fn n6_personal_images_are_their_owners_alone() {
+    use gpuhub_driver::fake::image_id;
+    let hub = Hub::start_with(|c| c.allow_any_image = true).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    let first = instance(&hub).await;
+    let reference = saved(&hub, &alice, "lab", "env").await;
+    assert_eq!(reference, format!("gpuhub-user/{}/alice/env:latest", &first[..12]), "namespaced by installation");
+    let legacy = "gpuhub-user/alice/old:latest";
+    hub.runtime.add_image(legacy);
+    let old = gpuhub_core::image::PersonalImage {
+        owner: "alice".into(),
+        name: "old".into(),
+        reference: legacy.into(),
+        size_bytes: 1,
+        workload: "lab".into(),
+        created_at: chrono::Utc::now(),
+    };
+    hub.server.as_ref().unwrap().state.store.insert_personal_image(&old).await.unwrap();
+    let theirs = [
+        reference.clone(),
+        image_id(&reference),
+        format!("docker.io/{reference}"),
+        reference.trim_end_matches(":latest").to_owned(),
+        legacy.to_owned(),
+        image_id(legacy),
+    ];
+    let refused = |who: &str, image: &str, s: StatusCode, v: &serde_json::Value| {
+        assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("image")), "{who}, {image}: {v}");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(detail.contains("another user's personal image"), "{who}, {image}: says why: {detail}");
+    };
+    for (who, token) in [("bob", &bob), ("admin", &admin)] {
+        for (i, image) in theirs.iter().enumerate() {
+            let (s, v) = run_image(&hub, token, &format!("{who}{i}"), image).await;
+            refused(who, image, s, &v);
+        }
+    }
+    // hers, by name, reference and ID, the old one too
+    for (i, image) in ["env", reference.as_str(), &image_id(&reference), "old", legacy].iter().enumerate() {
+        let (s, v) = run_image(&hub, &alice, &format!("mine{i}"), image).await;
+        assert_eq!(s, StatusCode::CREATED, "{image}: {v}");
+    }
+
+    // a second installation on the same engine, pulling any image but running only what it allows
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.allow_any_image = false;
+    cfg.image_allow = vec!["*".into()];
+    let other = Hub::start_on(dir, cfg, hub.runtime.clone()).await;
+    let other_admin = other.admin().await;
+    let other_alice = other.user(&other_admin, "alice").await;
+    let second = instance(&other).await;
+    let hers = saved(&other, &other_alice, "lab", "env").await;
+    assert_eq!(hers, format!("gpuhub-user/{}/alice/env:latest", &second[..12]));
+    assert_ne!(hers, reference, "the two installations' alices have images of their own");
+    for (i, image) in theirs.iter().enumerate() {
+        let (s, v) = run_image(&other, &other_alice, &format!("x{i}"), image).await;
+        refused("the other alice", image, s, &v);
+    }
+    let (s, v) = run_image(&hub, &alice, "across", &hers).await;
+    refused("alice", &hers, s, &v);
+    let (s, v) = run_image(&other, &other_alice, "own", "env").await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+}
+
 /// N11: a deleted user's bridge network goes with them, once their runs are removed (Docker has ~31
 /// address pools; leftovers use them up): the engine is asked to remove exactly this installation's
 /// network of the user, with its labels, after the user's run.

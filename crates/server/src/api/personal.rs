@@ -61,7 +61,7 @@ pub async fn save_workload(
             limits.max_personal_images
         )));
     }
-    let reference = personal_reference(&user.username, &req.name);
+    let reference = personal_reference(&installation(&st).await?, &user.username, &req.name);
     let size = st.engine.commit(&MemberRef::new(run, 0), &reference).await.map_err(engine_error)?;
     let total: u64 = mine.iter().map(|p| p.size_bytes).sum::<u64>() + size;
     if total > limits.max_personal_image_bytes.0 {

@@ -169,7 +169,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     let (image, mut apps, pull) = match st.store.get_personal_image(&caller.username, &req.image).await {
         // the caller's own saved workspace, by its name
         Ok(p) => (p.reference, Vec::new(), false),
-        Err(StoreError::NotFound { .. }) => resolve_image(st, &req.image).await?,
+        Err(StoreError::NotFound { .. }) => resolve_image(st, caller, &req.image).await?,
         Err(e) => return Err(e.into()),
     };
     let first_message = if pull { format!("pulling {image}") } else { "queued".into() };
@@ -301,7 +301,12 @@ async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<Dataset
 /// A catalog name becomes its image reference and apps. What may run: a catalog image; an image
 /// `image_allow` names; with `allow_any_image`, any image the engine has. The third value says the
 /// engine lacks the image and it is to be pulled (catalog images and those `image_allow` names are).
-async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpec>, bool), ServiceError> {
+/// Another user's personal image runs by no other name either ([`check_not_anothers`]).
+async fn resolve_image(
+    st: &AppState,
+    caller: &User,
+    image: &str,
+) -> Result<(String, Vec<AppSpec>, bool), ServiceError> {
     if image.trim().is_empty() {
         return Err(ServiceError::invalid_at("image", "invalid image: must not be empty"));
     }
@@ -337,6 +342,9 @@ async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpe
             ),
         ));
     }
+    if !catalog {
+        check_not_anothers(st, caller, &reference).await?;
+    }
     if st.engine.image_exists(&reference).await? {
         return Ok((reference, apps, false));
     }
@@ -360,4 +368,31 @@ async fn resolve_image(st: &AppState, image: &str) -> Result<(String, Vec<AppSpe
             ),
         )),
     }
+}
+
+/// Refuses `reference` when it names a personal image that is not one of `caller`'s own: by its
+/// reference in any spelling, or by anything the engine resolves to an image tagged as one (its ID).
+/// Personal images run only for their owner, whatever `allow_any_image` and `image_allow` say; an
+/// admin publishes one to the catalog for others to run.
+async fn check_not_anothers(st: &AppState, caller: &User, reference: &str) -> Result<(), ServiceError> {
+    use gpuhub_core::image::is_personal;
+    let tags = st.engine.image_tags(reference).await?;
+    let personal: Vec<&String> = tags.iter().filter(|t| is_personal(t)).collect();
+    // an image the engine lacks (or cannot name) is judged by the reference alone
+    if personal.is_empty() && !(tags.is_empty() && is_personal(reference)) {
+        return Ok(());
+    }
+    let mine = st.store.list_personal_images(&caller.username).await?;
+    let own = |r: &str| mine.iter().any(|p| p.reference == r);
+    let theirs = if tags.is_empty() { !own(reference) } else { personal.iter().any(|t| !own(t)) };
+    if !theirs {
+        return Ok(());
+    }
+    Err(ServiceError::invalid_at(
+        "image",
+        format!(
+            "invalid image: {reference:?} is another user's personal image; a personal image runs only for its \
+             owner (yours: GET /api/v1/me/images)"
+        ),
+    ))
 }

@@ -12,7 +12,7 @@ async fn personal_images(s: Store) {
     let mine = |owner: &str, name: &str| PersonalImage {
         owner: owner.into(),
         name: name.into(),
-        reference: personal_reference(owner, name),
+        reference: personal_reference("0123456789abcdef", owner, name),
         size_bytes: 5 << 30,
         workload: "w1".into(),
         created_at: t(3),
@@ -24,7 +24,7 @@ async fn personal_images(s: Store) {
     let again = s.insert_personal_image(&mine("alice", "env")).await.unwrap_err();
     assert!(matches!(again, StoreError::Conflict(_)), "{again:?}");
     assert_eq!(s.list_personal_images("alice").await.unwrap(), vec![mine("alice", "base"), mine("alice", "env")]);
-    assert_eq!(s.get_personal_image("bob", "env").await.unwrap().reference, "gpuhub-user/bob/env:latest");
+    assert_eq!(s.get_personal_image("bob", "env").await.unwrap().reference, "gpuhub-user/0123456789ab/bob/env:latest");
     s.delete_personal_image("alice", "env").await.unwrap();
     assert!(matches!(s.get_personal_image("alice", "env").await.unwrap_err(), StoreError::NotFound { .. }));
     assert!(matches!(s.delete_personal_image("alice", "env").await.unwrap_err(), StoreError::NotFound { .. }));
