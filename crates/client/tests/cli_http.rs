@@ -96,7 +96,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
 
     if path == "/api/v1/login" {
         let req: Value = serde_json::from_slice(&body).unwrap();
-        if req == json!({"username": "alice", "password": "pw"}) {
+        if req == json!({"username": "alice", "password": "pw", "token": true}) {
             return axum::Json(json!({"token": "tok-123", "username": "alice", "role": "user"})).into_response();
         }
         return problem(StatusCode::UNAUTHORIZED, "invalid username or password");
@@ -195,7 +195,7 @@ async fn login_saves_the_token_and_later_calls_send_it() {
     assert_eq!(out, format!("logged in to {} as alice (user)\n", server.url));
     let login = server.last();
     assert_eq!(login.auth, None);
-    assert_eq!(login.json(), json!({"username": "alice", "password": "pw"}));
+    assert_eq!(login.json(), json!({"username": "alice", "password": "pw", "token": true}));
     let saved = Credentials::load(&cfg).unwrap().unwrap();
     assert_eq!((saved.server.as_str(), saved.token.as_str()), (server.url.as_str(), "tok-123"));
     let mode = std::fs::metadata(Credentials::path(&cfg)).unwrap().permissions().mode() & 0o777;

@@ -15,12 +15,22 @@ use utoipa::ToSchema;
 pub struct LoginRequest {
     pub username: String,
     pub password: String,
+    /// Whether to make an API token too (the default, for the CLI); the portal's login page asks for a
+    /// browser session only (`false`), so a browser login leaves no long-lived token behind.
+    #[serde(default = "yes")]
+    pub token: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A bearer token for the CLI; also set as a session cookie for browsers.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TokenResponse {
-    pub token: String,
+    /// The API token; absent when only a browser session was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     pub username: String,
     pub role: crate::user::Role,
     /// When the token stops working (log in again then).

@@ -523,3 +523,38 @@ async fn the_ssh_host_key_is_published() {
     assert!(page.contains(&gpuhub_ssh::fingerprint(public)), "{page}");
     assert!(page.contains(&gpuhub_ssh::openssh_line(public)), "{page}");
 }
+
+/// The newcomer's review: every browser login made a 30-day API token that logging out left valid. The
+/// login page asks for a session only (`"token": false`); the CLI still gets its token.
+#[tokio::test]
+async fn a_browser_login_makes_a_session_only() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let before = token_kinds(&hub, &alice).await;
+    let body = json!({"username": "alice", "password": "alice-password", "token": false});
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers()["set-cookie"].to_str().unwrap().starts_with("gpuhub_session="));
+    let v: Value = r.json().await.unwrap();
+    assert!(v.get("token").is_none(), "{v}");
+    assert_eq!(v["username"], "alice");
+    let after = token_kinds(&hub, &alice).await;
+    let api = |k: &[String]| k.iter().filter(|t| *t == "api").count();
+    assert_eq!(api(&after), api(&before), "no API token was made: {before:?} → {after:?}");
+    assert_eq!(after.len(), before.len() + 1, "one session was: {before:?} → {after:?}");
+    // the CLI's login (no "token" field) still gets a token
+    let (s, v) = hub
+        .call(Method::POST, "/api/v1/login", None, Some(json!({"username": "alice", "password": "alice-password"})))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["token"].as_str().is_some_and(|t| t.starts_with("gpuhub_pat_")), "{v}");
+}
+
+/// The kinds of the tokens of `token`'s account, sorted.
+async fn token_kinds(hub: &Hub, token: &str) -> Vec<String> {
+    let (_, v) = hub.call(Method::GET, "/api/v1/me/tokens", Some(token), None).await;
+    let mut k: Vec<String> = v.as_array().unwrap().iter().map(|t| t["kind"].as_str().unwrap().to_owned()).collect();
+    k.sort();
+    k
+}

@@ -106,11 +106,12 @@ async fn login(ctx: &Context, global: &GlobalOpts, args: &LoginArgs, out: Out<'_
     let api = Api::new(&server, None)?;
     let prompt = format!("password for {} at {}: ", args.user, api.server());
     let password = read_password(ctx, args.password_stdin, &prompt, false)?;
-    let req = LoginRequest { username: args.user.clone(), password };
+    let req = LoginRequest { username: args.user.clone(), password, token: true };
     let answer = api.send_json(Method::POST, &["login"], &req).await?;
     let url = api.url(&["login"], &[]).to_string();
     let resp: TokenResponse = decode(&answer.unwrap_or(Value::Null), &url)?;
-    let creds = Credentials { server: api.server().to_owned(), username: resp.username.clone(), token: resp.token };
+    let token = resp.token.ok_or_else(|| ClientError::BadResponse { url: url.clone(), reason: "no token".into() })?;
+    let creds = Credentials { server: api.server().to_owned(), username: resp.username.clone(), token };
     creds.save(&ctx.config_dir)?;
     if global.json {
         let shown = serde_json::json!({"server": creds.server, "username": resp.username, "role": resp.role});

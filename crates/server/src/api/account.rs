@@ -71,7 +71,7 @@ pub async fn login(
             return Err(ApiError::forbidden("account is disabled"));
         }
         st.limiter.succeed(&req.username, client);
-        let (body, cookie) = new_session(&st, &user).await?;
+        let (body, cookie) = new_session(&st, &user, req.token).await?;
         return session_response(body, &cookie);
     }
     let password = req.password.clone();
@@ -94,7 +94,7 @@ pub async fn login(
         let renewed = auth::hash_password_bounded(req.password.clone()).await?;
         st.store.set_password_hash(&user.username, &renewed).await?;
     }
-    let (body, cookie) = new_session(&st, &user).await?;
+    let (body, cookie) = new_session(&st, &user, req.token).await?;
     session_response(body, &cookie)
 }
 
@@ -128,12 +128,18 @@ pub(crate) fn token_lifetime(st: &AppState, user: &User, days: i64) -> chrono::D
     }
 }
 
-/// A new API token and browser session for `user`: the token's answer and the session's cookie.
-pub(crate) async fn new_session(st: &AppState, user: &User) -> Result<(TokenResponse, String), ApiError> {
+/// A browser session for `user` and, with `token`, an API token: the answer and the session's cookie.
+pub(crate) async fn new_session(st: &AppState, user: &User, token: bool) -> Result<(TokenResponse, String), ApiError> {
     let now = Utc::now();
-    let (token, hash) = auth::new_token(TokenKind::Api);
-    let expires = now + token_lifetime(st, user, st.config.token_days);
-    st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires)).await?;
+    let mut expires = now + token_lifetime(st, user, st.config.token_days);
+    let token = match token {
+        true => {
+            let (token, hash) = auth::new_token(TokenKind::Api);
+            st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires)).await?;
+            Some(token)
+        }
+        false => None,
+    };
     let (session, shash) = auth::new_token(TokenKind::Session);
     let lasts = chrono::Duration::hours(st.config.session_hours).min(token_lifetime(st, user, st.config.token_days));
     st.store.insert_token(user.id, &shash, TokenKind::Session, now, Some(now + lasts)).await?;
@@ -143,6 +149,9 @@ pub(crate) async fn new_session(st: &AppState, user: &User) -> Result<(TokenResp
         lasts.num_seconds(),
         if st.config.secure_cookies { "; Secure" } else { "" }
     );
+    if token.is_none() {
+        expires = now + lasts;
+    }
     let body = TokenResponse { token, username: user.username.clone(), role: user.role, expires_at: Some(expires) };
     Ok((body, cookie))
 }

@@ -9,7 +9,8 @@
   f.addEventListener('submit', async function (e) {
     e.preventDefault();
     const r = await fetch('/api/v1/login', {method: 'POST', headers: {'content-type': 'application/json'},
-      body: JSON.stringify({username: f.username.value, password: f.password.value})});
+      // a browser session only: no API token is left behind by a browser login
+      body: JSON.stringify({username: f.username.value, password: f.password.value, token: false})});
     if (!r.ok) { document.getElementById('err').textContent = (await r.json()).detail; return; }
     // return only into the hub: resolve `next` as the browser would and keep it only on this origin
     // (this also defeats `/\host`, tabs and other forms browsers read as another site)

@@ -85,7 +85,8 @@ pub async fn callback(State(st): State<AppState>, Query(cb): Query<Callback>) ->
         if user.disabled {
             return Err(crate::error::ApiError::forbidden("account is disabled"));
         }
-        let (_, cookie) = crate::api::account::new_session(&st, &user).await?;
+        // a browser sign-in: a session only, no API token
+        let (_, cookie) = crate::api::account::new_session(&st, &user, false).await?;
         Ok((cookie, next))
     }
     .await;
