@@ -115,7 +115,21 @@ async fn data_dir_full_refuses_writes_with_507_and_recovers_intact() {
     // with room again: the exit recorded (by the event or the next reconciliation), new work accepted
     let v = hub.wait_for(&alice, "writer", 20, |v| v["state"] == "succeeded").await;
     assert_eq!(v["exit_code"], 0, "{v}");
-    hub.submit(&alice, crate::common::job("after", 0)).await;
+    // a 503 says "retry shortly" (the database busy while it recovers), and a client does so
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let body = crate::common::job("after", 0);
+        let (s, v) = hub.call(reqwest::Method::POST, "/api/v1/workloads", Some(&alice), Some(body)).await;
+        match s {
+            StatusCode::CREATED => break,
+            StatusCode::SERVICE_UNAVAILABLE if tokio::time::Instant::now() < deadline => {
+                println!("new work after the disk was freed: 503 {v}; retrying");
+                let mut changes = hub.server.as_ref().unwrap().state.controller.changes();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), changes.recv()).await;
+            }
+            other => panic!("new work after the disk was freed: {other} {v}"),
+        }
+    }
     hub.wait_state(&alice, "after", "running").await;
 
     hub.server.take().unwrap().shutdown().await;
