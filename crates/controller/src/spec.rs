@@ -114,10 +114,7 @@ fn share_env(w: &Workload, gpu_memory: Option<u64>) -> BTreeMap<String, String> 
     env.insert("GPUHUB_GPU_MILLI".into(), milli.to_string());
     env.insert("CUDA_DEVICE_SM_LIMIT".into(), percent.to_string());
     env.insert("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string());
-    let bytes = match w.resources.gpu_memory {
-        Some(b) => b.0,
-        None => gpu_memory.unwrap_or(0) / 1000 * u64::from(milli),
-    };
+    let bytes = gpuhub_core::workload::share_memory(milli, w.resources.gpu_memory, gpu_memory.unwrap_or(0));
     let mib = bytes >> 20;
     if mib > 0 {
         env.insert("GPUHUB_GPU_MEMORY".into(), bytes.to_string());

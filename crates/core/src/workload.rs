@@ -185,6 +185,13 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// The GPU memory a share of `milli` thousandths of a GPU of `gpu_memory` bytes is granted: the amount
+/// it asked for, else its fraction of the GPU's memory. The one rule the run's limits, the memory guard
+/// and the portal all state.
+pub fn share_memory(milli: u32, asked: Option<Bytes>, gpu_memory: u64) -> u64 {
+    asked.map_or(gpu_memory / 1000 * u64::from(milli), |b| b.0)
+}
+
 impl Resources {
     /// The GPUs asked for in milli-GPU (1000 per whole GPU).
     pub fn gpu_milli_total(&self) -> u64 {

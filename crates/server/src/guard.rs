@@ -66,10 +66,13 @@ pub fn grant(w: &Workload, nodes: &[NodeCapacity]) -> Option<u64> {
         Some(GpuSharing::Guard | GpuSharing::Mps) => {}
         Some(GpuSharing::Unenforced) | None => return None,
     }
-    Some(match w.resources.gpu_memory {
-        Some(b) => b.0,
-        None => gpu.memory.0 / 1000 * u64::from(milli),
-    })
+    Some(gpuhub_core::workload::share_memory(milli, w.resources.gpu_memory, gpu.memory.0))
+}
+
+/// Whether any GPU of `nodes` is guarded (`guard` or `mps`): without one, no share has a grant to judge
+/// and the running workloads need not be read.
+pub fn any_guarded(nodes: &[NodeCapacity]) -> bool {
+    nodes.iter().flat_map(|n| &n.gpus).any(|g| matches!(g.sharing, Some(GpuSharing::Guard | GpuSharing::Mps)))
 }
 
 /// Judges every monitoring round until `stop` completes.
@@ -84,8 +87,12 @@ async fn round(st: &AppState, rule: &GuardRule) -> Result<(), gpuhub_store::Stor
     let snapshot = st.metrics.get();
     let now = snapshot.at.unwrap_or_else(|| st.clock.now());
     let nodes = st.controller.inventory().capacities();
-    let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) };
-    let running = st.store.list_workloads(&filter).await?;
+    let running = match any_guarded(&nodes) {
+        true => {
+            st.store.list_workloads(&WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) }).await?
+        }
+        false => Vec::new(),
+    };
     let grants: HashMap<String, u64> = running.iter().filter_map(|w| Some((w.id.clone(), grant(w, &nodes)?))).collect();
     let actions = {
         let mut tracker = st.guard.tracker.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

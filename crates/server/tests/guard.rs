@@ -25,19 +25,6 @@ fn share(name: &str, milli: u32, memory: &str) -> Value {
         "resources": {"cpus": 1, "memory": "1GiB", "gpu_milli": milli, "gpu_memory": memory}})
 }
 
-/// Waits for monitoring rounds until `done` holds for `name`'s view (at most 20 rounds).
-async fn until_round(hub: &Hub, token: &str, name: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let mut rounds = hub.server.as_ref().unwrap().state.metrics.rounds();
-    for _ in 0..20 {
-        let v = hub.get(token, name).await;
-        if done(&v) {
-            return v;
-        }
-        tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
-    }
-    panic!("{name}: condition not met after 20 rounds: {}", hub.get(token, name).await);
-}
-
 /// A stand-in for `nvidia-cuda-mps-control`: `-f` is the daemon (it makes the pipe directory's `control`
 /// and waits for `quit`), anything else a client command read from standard input; both are recorded.
 const FAKE_MPS_CONTROL: &str = r#"#!/bin/sh
@@ -122,7 +109,7 @@ async fn a_share_over_its_gpu_memory_grant_is_warned_then_stopped_with_its_figur
             GpuProcess { pid: 4002, memory_used: Bytes(3 * GIB) },
         ],
     );
-    let v = until_round(&hub, &alice, "big", |v| v["gpu_guard"].is_array()).await;
+    let v = hub.until_round(&alice, "big", |v| v["gpu_guard"].is_array()).await;
     let g = &v["gpu_guard"][0];
     assert_eq!(
         (g["member"].as_u64(), g["used_bytes"].as_u64(), g["granted_bytes"].as_u64()),
@@ -207,7 +194,7 @@ async fn shares_of_none_gpus_and_whole_gpus_are_not_guarded() {
         tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
     }
     // the member's figures were measured (so the guard could have judged them)
-    until_round(&hub, &alice, "free", |_| {
+    hub.until_round(&alice, "free", |_| {
         let snap = hub.server.as_ref().unwrap().state.metrics.get();
         snap.members.iter().any(|m| m.workload == "free" && m.gpu_memory_used == Some(60 * GIB))
     })

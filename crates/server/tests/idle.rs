@@ -20,19 +20,6 @@ fn workspace(name: &str, apps: Value) -> Value {
         "resources": {"cpus": 1, "memory": "1GiB", "gpus": 1}, "apps": apps})
 }
 
-/// Waits for monitoring rounds until `done` holds for `name`'s view (at most 20 rounds).
-async fn until_round(hub: &Hub, token: &str, name: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let mut rounds = hub.server.as_ref().unwrap().state.metrics.rounds();
-    for _ in 0..20 {
-        let v = hub.get(token, name).await;
-        if done(&v) {
-            return v;
-        }
-        tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
-    }
-    panic!("{name}: condition not met after 20 rounds: {}", hub.get(token, name).await);
-}
-
 /// A one-page HTTP app on loopback: answers every request with 200.
 async fn tiny_app() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -92,17 +79,17 @@ async fn an_idle_gpu_workspace_is_warned_then_stopped_and_a_busy_or_used_one_is_
     };
 
     // idle from the first round on; not warned yet
-    let v = until_round(&hub, &alice, "idle", |v| v["idle"]["since"].is_string()).await;
+    let v = hub.until_round(&alice, "idle", |v| v["idle"]["since"].is_string()).await;
     assert!(v["idle"].get("warned_at").is_none(), "{v}");
     // an hour later: warned, with the time of the stop; the busy one is not idle
     clock.set(t0 + TimeDelta::seconds(3600));
-    let v = until_round(&hub, &alice, "idle", |v| v["idle"]["warned_at"].is_string()).await;
+    let v = hub.until_round(&alice, "idle", |v| v["idle"]["warned_at"].is_string()).await;
     let stop_at: DateTime<Utc> = v["idle"]["stop_at"].as_str().unwrap().parse().unwrap();
     assert_eq!(stop_at, t0 + TimeDelta::seconds(3600 + 1800), "{v}");
     assert!(hub.get(&alice, "busy").await.get("idle").is_none());
     // a request through the app proxy is use: its idle GPU is forgiven (a warning withdrawn)
     app(&hub).await;
-    until_round(&hub, &alice, "used", |v| v["idle"].get("warned_at").is_none()).await;
+    hub.until_round(&alice, "used", |v| v["idle"].get("warned_at").is_none()).await;
     // the admin's report lists it; a user may not read the report
     let (s, report) = hub.call(Method::GET, "/api/v1/idle", Some(&admin), None).await;
     assert_eq!(s, StatusCode::OK, "{report}");
@@ -120,16 +107,15 @@ async fn an_idle_gpu_workspace_is_warned_then_stopped_and_a_busy_or_used_one_is_
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     let (s, v) = keep(1).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let v = until_round(&hub, &alice, "idle", |v| {
-        v["idle"]["kept_until"].is_string() && v["idle"].get("warned_at").is_none()
-    })
-    .await;
+    let v = hub
+        .until_round(&alice, "idle", |v| v["idle"]["kept_until"].is_string() && v["idle"].get("warned_at").is_none())
+        .await;
     assert_eq!(v["state"], "running");
 
     // past the keep: warned again; past the grace: stopped, for being idle
     let t1 = t0 + TimeDelta::seconds(2 * 3600 + 1);
     clock.set(t1);
-    let v = until_round(&hub, &alice, "idle", |v| v["idle"]["warned_at"].is_string()).await;
+    let v = hub.until_round(&alice, "idle", |v| v["idle"]["warned_at"].is_string()).await;
     let stop_at: DateTime<Utc> = v["idle"]["stop_at"].as_str().unwrap().parse().unwrap();
     assert_eq!(stop_at, t1 + TimeDelta::seconds(1800));
     app(&hub).await;

@@ -98,19 +98,6 @@ fn num(row: &str, name: &str) -> Option<f64> {
     val(row, name)?.parse().ok()
 }
 
-/// Waits for monitoring rounds until `done` holds for `name`'s view (at most 20 rounds).
-async fn until_round(hub: &Hub, token: &str, name: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let mut rounds = hub.server.as_ref().unwrap().state.metrics.rounds();
-    for _ in 0..20 {
-        let v = hub.get(token, name).await;
-        if done(&v) {
-            return v;
-        }
-        tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
-    }
-    panic!("{name}: condition not met after 20 rounds: {}", hub.get(token, name).await);
-}
-
 fn enc(t: &str) -> String {
     t.replace('+', "%2B").replace(':', "%3A")
 }
@@ -411,7 +398,7 @@ async fn the_node_grid_shows_each_gpus_holders_mode_and_figures_and_a_nodes_hist
     );
     sampler.set_sensors(&g1, Some(250.0), Some(67.0));
     sampler.set(&gw, 0.0, Bytes(0));
-    until_round(&hub, &alice, "ws", |v| v["idle"]["since"].is_string()).await;
+    hub.until_round(&alice, "ws", |v| v["idle"]["since"].is_string()).await;
     rounds(&hub, 2).await;
 
     let ca = cookie(&hub, "alice", "alice-password").await;

@@ -57,11 +57,17 @@ fn queue_label(q: &str) -> &str {
     if q.is_empty() { DEFAULT_QUEUE } else { q }
 }
 
-async fn from_store(st: &AppState) -> Result<FromStore, gpuhub_store::StoreError> {
+async fn from_store(st: &AppState, guarded: bool) -> Result<FromStore, gpuhub_store::StoreError> {
     let counts = st.store.count_active_workloads().await?;
     let queues = st.store.list_queues().await?.into_iter().map(|q| q.name).collect();
-    let filter = gpuhub_store::WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) };
-    let running = st.store.list_workloads(&filter).await?;
+    // the running workloads only for the grants of guarded GPUs' shares
+    let running = match guarded {
+        true => {
+            let filter = gpuhub_store::WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) };
+            st.store.list_workloads(&filter).await?
+        }
+        false => Vec::new(),
+    };
     let holders = st
         .store
         .list_holding_queues()
@@ -76,7 +82,8 @@ async fn from_store(st: &AppState) -> Result<FromStore, gpuhub_store::StoreError
 pub async fn render(st: &AppState) -> String {
     let snapshot = st.metrics.get();
     let now = st.clock.now();
-    let store = match from_store(st).await {
+    let nodes = st.controller.inventory().capacities();
+    let store = match from_store(st, crate::guard::any_guarded(&nodes)).await {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "/metrics: cannot read the store; workload counts left out");
@@ -96,7 +103,6 @@ pub async fn render(st: &AppState) -> String {
     gpus(&mut x, &measured.gpus, &holder_queues);
     members(&mut x, measured);
     workloads(&mut x, store.as_ref(), now);
-    let nodes = st.controller.inventory().capacities();
     super::sharing::write(&mut x, st, &nodes, store.as_ref().map(|s| s.running.as_slice()));
     let mut f = x.family(
         "gpuhub_scheduler_pass_seconds",

@@ -158,7 +158,7 @@ fn tile(g: &GpuView, live: &Live, help: fn(Option<GpuSharing>) -> &'static str) 
                 p.free { "free" }
             } @else {
                 ul.holders { @for s in &g.shares {
-                    @let granted = s.memory.map_or(g.memory.0 / 1000 * u64::from(s.milli), |m| m.0);
+                    @let granted = gpuhub_core::workload::share_memory(s.milli, s.memory, g.memory.0);
                     @let used = live.used.get(&(s.owner.clone(), s.workload.clone(), g.uuid.clone()));
                     @let over = used.is_some_and(|u| *u > granted) && enforced;
                     li data-holder={(s.owner) "/" (s.workload)} data-milli=(s.milli) data-over=[over.then_some("true")] {

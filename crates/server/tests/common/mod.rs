@@ -105,6 +105,20 @@ impl Hub {
         }
     }
 
+    /// Waits for monitoring rounds (the monitor's round signal, no sleeping) until `done` holds for
+    /// `name`'s view; at most 20 rounds.
+    pub async fn until_round(&self, token: &str, name: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let mut rounds = self.server.as_ref().unwrap().state.metrics.rounds();
+        for _ in 0..20 {
+            let v = self.get(token, name).await;
+            if done(&v) {
+                return v;
+            }
+            tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
+        }
+        panic!("{name}: condition not met after 20 rounds: {}", self.get(token, name).await);
+    }
+
     /// Stops this server and starts another on the same data dir and runtime (a restart).
     pub async fn restart(&mut self) {
         self.server.take().unwrap().shutdown().await;
