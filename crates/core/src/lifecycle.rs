@@ -8,7 +8,7 @@
 //! queued ───────────▶ starting ─────────────────▶ running ──▶ succeeded | failed | stopped
 //!   ▲ │ Submitted (engine queues; stays queued with a run)        │
 //!   │ └──────────────── MemberRunning … ──────────────────────────┘
-//!   └── Requeue, a preemption's RunStopped, StartDeferred, Orphaned          Lost: the run vanished
+//!   └── Requeue, a preemption's RunStopped, EngineRestarted, StartDeferred, Orphaned   Lost: the run vanished
 //! ```
 
 use crate::stop::StopReason;
@@ -100,6 +100,18 @@ pub enum Event {
     },
     /// After a restart: the intent to start was recorded but the engine has no run. Nothing ran.
     Orphaned,
+    /// The engine's own shutdown or restart killed the run (`reason` is an
+    /// [`StopReason::EngineRestarted`]), member 0 ending with `code` when known. With `requeue` it is
+    /// queued again in its old place (its submit time), the ended run kept to be removed before the next
+    /// one starts; otherwise it fails with that code.
+    EngineRestarted {
+        /// Why, typed.
+        reason: StopReason,
+        /// Member 0's exit code, when known.
+        code: Option<i64>,
+        /// Queue it again (`on_engine_restart = "requeue"`), or fail it.
+        requeue: bool,
+    },
 }
 
 impl Event {
@@ -119,6 +131,7 @@ impl Event {
             Event::RunStopped { .. } => "end its stop",
             Event::Lost { .. } => "be lost",
             Event::Orphaned => "be queued again after a restart",
+            Event::EngineRestarted { .. } => "be killed by an engine restart",
         }
     }
 }
@@ -286,6 +299,30 @@ impl Workload {
                 self.finished_at = Some(now);
                 self.message = Some(why.clone());
                 self.interruption = Some(StopReason::EngineFailure { detail: why.clone(), at: now });
+            }
+            (Event::EngineRestarted { reason, code, requeue }, Starting | Running | Queued) if self.has_live_run() => {
+                let what = match code {
+                    Some(c) => format!("{} (exit code {c})", reason.summary()),
+                    None => reason.summary(),
+                };
+                self.interruption = Some(reason.clone());
+                for m in self.members.iter_mut().filter(|m| m.state != MemberPhase::Exited) {
+                    m.state = MemberPhase::Exited;
+                }
+                if *requeue {
+                    // its place in line is its submit time (`queued_at`, kept), as for a preemption
+                    self.state = Queued;
+                    self.exit_code = None;
+                    self.finished_at = None;
+                    self.gpus.clear();
+                    self.members.clear(); // the run id stays: the next launch removes that run first
+                    self.message = Some(format!("{}: {what}; queued again in its old place", reason.name()));
+                } else {
+                    self.state = Failed;
+                    self.exit_code = *code;
+                    self.finished_at = Some(now);
+                    self.message = Some(format!("{}: {what}; failed (on_engine_restart = \"fail\")", reason.name()));
+                }
             }
             (Event::Orphaned, Starting | Queued) => {
                 self.state = Queued;

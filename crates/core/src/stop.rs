@@ -70,14 +70,77 @@ pub enum StopReason {
         /// The figures in words (`used 12GiB of GPU memory on GPU-…, granted 10GiB, for 30s`).
         detail: String,
     },
+    /// The container engine's own shutdown or restart killed the run, not its code (a package upgrade
+    /// restarting `dockerd` without live restore, a Slurm node that failed). Queued again in its old
+    /// place unless the admin chose `on_engine_restart = "fail"`.
+    EngineRestarted {
+        /// What was seen (`the engine's event stream broke 0.2s after member 0 ended with code 143`).
+        detail: String,
+        /// When the engine went away (its event stream broke), or the node failed.
+        at: DateTime<Utc>,
+    },
+}
+
+/// What becomes of a run the engine's own shutdown or restart killed (`on_engine_restart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnEngineRestart {
+    /// Queued again in its old place (its submit time), as Slurm requeues after a node failure.
+    #[default]
+    Requeue,
+    /// Ended as failed with the code the engine's kill left (137, 143), the reason recorded.
+    Fail,
+}
+
+impl std::str::FromStr for OnEngineRestart {
+    type Err = crate::CoreError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "requeue" => Ok(Self::Requeue),
+            "fail" => Ok(Self::Fail),
+            _ => Err(crate::CoreError::invalid("on_engine_restart", format!("{s:?} is not one of requeue, fail"))),
+        }
+    }
+}
+
+/// The exit codes an engine's own kill leaves: SIGTERM (143, a stop) and SIGKILL (137, a stop's grace
+/// spent). Only these can be an engine restart's; a run's own exit code never is.
+pub fn engine_kill_code(code: i64) -> bool {
+    matches!(code, 137 | 143)
+}
+
+/// A span in which the container engine was away: its event stream broke at `broke` and it answered
+/// again at `back` (`None`: not yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOutage {
+    /// When the event stream broke.
+    pub broke: DateTime<Utc>,
+    /// When the engine answered again.
+    pub back: Option<DateTime<Utc>>,
+}
+
+/// Whether a member that ended with `code`, its end seen at `ended`, was killed by the engine's own
+/// shutdown or restart rather than by its own code: the code is a kill's (SIGTERM or SIGKILL) and the
+/// end falls in the outage widened by `margin` on both sides. A stopping engine kills its containers
+/// before its event stream breaks (SIGTERM, then SIGKILL after their stop timeout, 10s by default, so
+/// `margin` covers that); one restarted without live restore kills those it finds still running before
+/// it answers again. A kill by the OOM killer or a person outside any outage is the run's own end.
+pub fn killed_by_engine(
+    code: i64,
+    ended: DateTime<Utc>,
+    outage: Option<&EngineOutage>,
+    margin: chrono::Duration,
+) -> bool {
+    let Some(o) = outage else { return false };
+    engine_kill_code(code) && ended >= o.broke - margin && o.back.is_none_or(|back| ended <= back + margin)
 }
 
 /// An interruption as `GET /api/v1/workloads/{name}` shows it: the reason, by whom, when, and what
 /// happens next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct InterruptionView {
-    /// `user`, `preempted`, `time-limit`, `engine-failure`, `owner-disabled`, `idle` or
-    /// `gpu-memory-exceeded`.
+    /// `user`, `preempted`, `time-limit`, `engine-failure`, `owner-disabled`, `idle`,
+    /// `gpu-memory-exceeded` or `engine-restarted`.
     pub reason: String,
     /// Who: the person who stopped it, or the workload it made room for (`owner/name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +167,7 @@ impl StopReason {
             StopReason::OwnerDisabled { .. } => "owner-disabled",
             StopReason::Idle { .. } => "idle",
             StopReason::GpuMemoryExceeded { .. } => "gpu-memory-exceeded",
+            StopReason::EngineRestarted { .. } => "engine-restarted",
         }
     }
 
@@ -116,7 +180,8 @@ impl StopReason {
             | StopReason::EngineFailure { at, .. }
             | StopReason::OwnerDisabled { at }
             | StopReason::Idle { at, .. }
-            | StopReason::GpuMemoryExceeded { at, .. } => *at,
+            | StopReason::GpuMemoryExceeded { at, .. }
+            | StopReason::EngineRestarted { at, .. } => *at,
         }
     }
 
@@ -132,6 +197,7 @@ impl StopReason {
             StopReason::GpuMemoryExceeded { used, granted, .. } => {
                 format!("GPU memory {} exceeded its grant of {}", crate::Bytes(*used), crate::Bytes(*granted))
             }
+            StopReason::EngineRestarted { .. } => "killed by the container engine's restart".to_owned(),
         }
     }
 
@@ -145,6 +211,9 @@ impl StopReason {
             (_, WorkloadState::Starting | WorkloadState::Running) => "it is being stopped".to_owned(),
             (StopReason::Preempted { .. }, WorkloadState::Queued) => {
                 "queued again in its old place; restarts when its queue's share frees GPUs".to_owned()
+            }
+            (StopReason::EngineRestarted { .. }, WorkloadState::Queued) => {
+                "queued again in its old place; runs again once the engine answers".to_owned()
             }
             (StopReason::OwnerDisabled { .. }, _) => {
                 format!("stays stopped while the account is disabled; then {again}")
@@ -164,9 +233,9 @@ impl StopReason {
             StopReason::TimeLimit { limit, .. } => (None, None, Some(format!("run-time limit {limit}"))),
             StopReason::EngineFailure { detail, .. } => (None, None, Some(detail.clone())),
             StopReason::OwnerDisabled { .. } => (None, None, None),
-            StopReason::Idle { detail, .. } | StopReason::GpuMemoryExceeded { detail, .. } => {
-                (None, None, Some(detail.clone()))
-            }
+            StopReason::Idle { detail, .. }
+            | StopReason::GpuMemoryExceeded { detail, .. }
+            | StopReason::EngineRestarted { detail, .. } => (None, None, Some(detail.clone())),
         };
         InterruptionView {
             reason: self.name().to_owned(),
@@ -217,6 +286,49 @@ mod tests {
         assert_eq!(r.summary(), "GPU memory 12GiB exceeded its grant of 10GiB");
         let v = r.view(WorkloadKind::Job, WorkloadState::Failed);
         assert_eq!((v.reason.as_str(), v.detail.as_deref()), ("gpu-memory-exceeded", Some(r_detail(&r))));
+    }
+
+    #[test]
+    fn an_engine_restart_is_told_by_its_timing_and_a_kill_code() {
+        let t = |s: i64| DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap();
+        let margin = chrono::Duration::seconds(15);
+        let down = EngineOutage { broke: t(100), back: None };
+        let over = EngineOutage { broke: t(100), back: Some(t(160)) };
+        // no outage: a kill is the run's own end (the OOM killer, a person's docker kill)
+        assert!(!killed_by_engine(143, t(100), None, margin));
+        // SIGTERM'd by a stopping dockerd just before its stream broke; SIGKILL'd after a 10s stop timeout
+        assert!(killed_by_engine(143, t(99), Some(&down), margin));
+        assert!(killed_by_engine(137, t(90), Some(&down), margin));
+        // killed by a dockerd restarted without live restore, seen at the first look after it is back
+        assert!(killed_by_engine(143, t(161), Some(&over), margin));
+        // the run's own exit code, even within the outage, is its own
+        for code in [0, 1, 2, 42, 139, -1] {
+            assert!(!killed_by_engine(code, t(100), Some(&down), margin), "{code}");
+        }
+        // kills well before the engine went away, or well after it came back, are not the engine's
+        assert!(!killed_by_engine(143, t(84), Some(&down), margin));
+        assert!(!killed_by_engine(137, t(176), Some(&over), margin));
+        assert!(engine_kill_code(137) && engine_kill_code(143) && !engine_kill_code(130));
+    }
+
+    #[test]
+    fn an_engine_restart_reads_and_is_shown() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let r = StopReason::EngineRestarted { detail: "the engine's event stream broke".into(), at };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["reason"], "engine-restarted");
+        assert_eq!(serde_json::from_value::<StopReason>(json).unwrap(), r);
+        let v = r.view(WorkloadKind::Job, WorkloadState::Queued);
+        assert_eq!(
+            (v.reason.as_str(), v.detail.as_deref()),
+            ("engine-restarted", Some("the engine's event stream broke"))
+        );
+        assert!(v.next.starts_with("queued again in its old place"), "{}", v.next);
+        assert_eq!(r.view(WorkloadKind::Job, WorkloadState::Failed).next, "ended; `gpuhub start` runs it again");
+        assert_eq!("fail".parse::<OnEngineRestart>().unwrap(), OnEngineRestart::Fail);
+        assert_eq!(OnEngineRestart::default(), OnEngineRestart::Requeue);
+        let e = "restart".parse::<OnEngineRestart>().unwrap_err().to_string();
+        assert!(e.contains("on_engine_restart") && e.contains("requeue, fail"), "{e}");
     }
 
     fn r_detail(r: &StopReason) -> &str {

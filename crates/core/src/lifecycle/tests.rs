@@ -292,3 +292,41 @@ fn a_pull_queues_fails_or_is_stopped_and_holds_nothing() {
     assert_eq!(w.state, WorkloadState::Stopped);
     assert!(w.apply(Event::PullFailed { why: "late".into() }, at(4)).is_err(), "a late pull result changes nothing");
 }
+
+#[test]
+fn an_engine_restart_requeues_in_the_old_place_or_fails() {
+    let reason = StopReason::EngineRestarted { detail: "the engine's event stream broke".into(), at: at(9) };
+    let restarted = |requeue| Event::EngineRestarted { reason: reason.clone(), code: Some(143), requeue };
+    // requeued: its place in line (queued_at) kept, holding nothing, the old run kept for removal
+    let mut w = started(WorkloadKind::Job, 2);
+    w.apply(restarted(true), at(10)).unwrap();
+    assert_eq!((w.state, w.queued_at, w.held_until), (WorkloadState::Queued, at(0), Some(at(10))));
+    assert_eq!((w.exit_code, w.finished_at, w.stale_run()), (None, None, Some("r")));
+    assert!(w.gpus.is_empty() && w.members.is_empty());
+    assert_eq!(w.interruption.as_ref().map(StopReason::name), Some("engine-restarted"));
+    let m = w.message.clone().unwrap();
+    assert!(m.starts_with("engine-restarted: killed by the container engine's restart (exit code 143)"), "{m}");
+    // its next run is a fresh one that ends with its own code
+    w.apply(Event::Placed { members: placed(2) }, at(11)).unwrap();
+    assert_eq!((w.run_id.as_deref(), w.interruption.as_ref()), (None, None));
+    w.apply(Event::Submitted { run: "r2".into(), members: running(&w.members), ports: Default::default() }, at(12))
+        .unwrap();
+    w.apply(Event::MemberExited { index: 0, code: 3 }, at(13)).unwrap();
+    w.apply(Event::MemberExited { index: 1, code: 0 }, at(13)).unwrap();
+    assert_eq!((w.state, w.exit_code), (WorkloadState::Failed, Some(3)));
+    // a workspace comes back too
+    let mut ws = started(WorkloadKind::Workspace, 1);
+    ws.apply(restarted(true), at(10)).unwrap();
+    assert_eq!(ws.state, WorkloadState::Queued);
+    // on_engine_restart = "fail": failed with the kill's code, the reason kept
+    let mut f = started(WorkloadKind::Job, 1);
+    f.apply(restarted(false), at(10)).unwrap();
+    assert_eq!((f.state, f.exit_code, f.finished_at), (WorkloadState::Failed, Some(143), Some(at(10))));
+    assert_eq!(f.interruption.as_ref().map(StopReason::name), Some("engine-restarted"));
+    assert!(f.message.as_deref().unwrap().contains("on_engine_restart = \"fail\""), "{:?}", f.message);
+    // an ended workload, or a queued one without a run, is not killed by anything
+    let before = f.clone();
+    assert!(f.apply(restarted(true), at(11)).is_err());
+    assert_eq!(f, before);
+    assert!(queued(WorkloadKind::Job, 1).apply(restarted(true), at(11)).is_err());
+}
