@@ -71,6 +71,8 @@ pub enum ClientCommand {
     Start(NameArgs),
     /// Remove a workload.
     Rm(NameArgs),
+    /// Lengthen a workload's time limit (`--extend 2h`), or change a queued one's priority or queue (admin).
+    Edit(crate::commands::edit::EditArgs),
     /// Show a workload as JSON.
     Inspect(NameArgs),
     /// Show nodes, their free resources and who holds each GPU.

@@ -128,6 +128,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         ("GET", ["workloads", "missing"]) => problem(StatusCode::NOT_FOUND, "no workload named missing"),
         ("GET", ["workloads", name]) => axum::Json(workload(name, "failed", Some(3))).into_response(),
         ("DELETE", ["workloads", _]) => StatusCode::NO_CONTENT.into_response(),
+        ("PATCH", ["workloads", name]) => {
+            let req: Value = serde_json::from_slice(&body).unwrap();
+            let mut w = workload(name, "running", None);
+            w["runtime_limit"] = req["runtime_limit"].clone();
+            axum::Json(w).into_response()
+        }
         ("POST", ["workloads", name, "stop"]) => axum::Json(workload(name, "stopped", None)).into_response(),
         ("GET", ["workloads", _, "logs"]) if query.contains("follow=true") => {
             let rx = shared.log_chunks.lock().unwrap().take();
@@ -432,4 +438,22 @@ async fn unreachable_server() {
     let (r, _) = cli(&ctx, &["--server", &url, "ps"]).await;
     let e = r.unwrap_err().to_string();
     assert!(e.starts_with(&format!("cannot reach {url}: ")), "{e}");
+}
+
+#[tokio::test]
+async fn edit_sends_the_new_limit_and_refuses_what_it_cannot_ask() {
+    let server = Server::start().await;
+    let (_dir, ctx) = logged_in(&server);
+    let (r, out) = cli(&ctx, &["edit", "train", "--time-limit", "3h"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(out, "train: running, time limit 3h, priority 0, queue default\n");
+    let seen = server.last();
+    assert_eq!((seen.method, seen.uri.as_str()), (Method::PATCH, "/api/v1/workloads/train"));
+    assert_eq!(seen.json(), json!({"runtime_limit": "3h"}));
+    // --extend adds to the present limit, which this workload does not have
+    let (r, _) = cli(&ctx, &["edit", "train", "--extend", "1h"]).await;
+    assert_eq!(r.unwrap_err().to_string(), "workload train has no run-time limit to extend; give --time-limit");
+    let (r, _) = cli(&ctx, &["edit", "train"]).await;
+    assert!(r.unwrap_err().to_string().starts_with("nothing to change"));
+    assert!(ClientCli::try_parse_from(["gpuhub", "edit", "t", "--extend", "1h", "--time-limit", "2h"]).is_err());
 }

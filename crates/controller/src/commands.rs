@@ -18,6 +18,9 @@ impl Controller {
             Command::Delete { id, reply } => {
                 let _ = reply.send(self.delete(&id).await);
             }
+            Command::Edit { id, edit, by, reply } => {
+                let _ = reply.send(self.edit(&id, &edit, &by).await);
+            }
             Command::Stopped { id, result } => self.stopped(id, result).await,
             Command::Pulled { id, result } => self.pulled(id, result).await,
         }

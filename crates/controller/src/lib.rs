@@ -22,6 +22,7 @@ pub mod unmet;
 mod archive;
 mod burst;
 mod commands;
+mod edit;
 mod events;
 mod launch;
 mod pass;
@@ -67,6 +68,13 @@ enum Command {
     Delete {
         id: String,
         reply: Reply<()>,
+    },
+    /// An edit of a workload's terms, asked by `by`.
+    Edit {
+        id: String,
+        edit: gpuhub_core::api::EditWorkloadRequest,
+        by: String,
+        reply: Reply<Workload>,
     },
     /// A background cancel of a run finished.
     Stopped {
@@ -153,6 +161,16 @@ impl ControllerHandle {
     /// Removes a workload and its run.
     pub async fn delete(&self, id: &str) -> Result<(), ControlError> {
         self.ask(|reply| Command::Delete { id: id.to_owned(), reply }).await
+    }
+
+    /// Edits a workload's terms for `by` (see [`Workload::amend`]); returns it as edited.
+    pub async fn edit(
+        &self,
+        id: &str,
+        edit: gpuhub_core::api::EditWorkloadRequest,
+        by: &str,
+    ) -> Result<Workload, ControlError> {
+        self.ask(|reply| Command::Edit { id: id.to_owned(), edit, by: by.to_owned(), reply }).await
     }
 }
 

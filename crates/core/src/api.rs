@@ -338,6 +338,30 @@ pub struct CreateWorkloadRequest {
     pub teams: Vec<String>,
 }
 
+/// `PATCH /api/v1/workloads/{name}`: what to change of a workload; what is left out stays. Its owner
+/// may lengthen the run-time limit of a queued or running workload, within its queue's `max_runtime`;
+/// an admin may also change a queued workload's priority or queue.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditWorkloadRequest {
+    /// The new run-time limit (`"3h"`), longer than the present one (`time_limit` is taken too).
+    #[serde(default, alias = "time_limit", skip_serializing_if = "Option::is_none")]
+    pub runtime_limit: Option<Seconds>,
+    /// The new priority (admins; queued workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// The new team queue (admins; queued workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+}
+
+impl EditWorkloadRequest {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.runtime_limit.is_none() && self.priority.is_none() && self.queue.is_none()
+    }
+}
+
 /// A share of a GPU a workload holds.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 pub struct GpuShareView {
@@ -440,6 +464,9 @@ pub struct QueueView {
     /// (`"teams": [name]`); absent: no team folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_gid: Option<u32>,
+    /// The longest a workload in it may run; absent: 366 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime: Option<Seconds>,
 }
 
 /// `POST /api/v1/reservations` (admin): book whole GPUs for a team queue during a window.

@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod api;
 pub mod dataset;
+pub mod edit;
 pub mod env;
 pub mod error;
 pub mod histogram;

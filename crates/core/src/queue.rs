@@ -2,8 +2,8 @@
 //! per-user limits, a fair-share weight, who may submit and which priority classes its users may ask
 //! for. Counted in milli-GPU, milli-CPU and bytes, like the scheduler.
 
-use crate::Bytes;
 use crate::api::LimitView;
+use crate::{Bytes, Seconds};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
@@ -65,7 +65,14 @@ pub struct QueueDef {
     /// carry; `None`: no team folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_gid: Option<u32>,
+    /// The longest a workload in it may run: its `runtime_limit` at submit and any extension stay within
+    /// it; `None`: up to 366 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime: Option<Seconds>,
 }
+
+/// The longest run-time limit any workload may have (366 days).
+pub const MAX_RUNTIME: Seconds = Seconds(366 * 86_400);
 
 fn one() -> f64 {
     1.0
@@ -83,7 +90,13 @@ impl QueueDef {
             members: None,
             priority_classes: Vec::new(),
             team_gid: None,
+            max_runtime: None,
         }
+    }
+
+    /// The longest run-time limit a workload in this queue may have.
+    pub fn runtime_cap(&self) -> Seconds {
+        self.max_runtime.unwrap_or(MAX_RUNTIME)
     }
 }
 
@@ -151,6 +164,10 @@ pub struct QueuePatch {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<u32>)]
     pub team_gid: Option<Option<u32>>,
+    /// The longest a workload in it may run (`"24h"`, from 1s to 366d); `null`: 366 days.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Seconds>)]
+    pub max_runtime: Option<Option<Seconds>>,
 }
 
 /// `POST /api/v1/queues` (admin): a new team queue; what is left out is unset (see [`QueuePatch`]).
@@ -173,6 +190,9 @@ pub struct CreateQueueRequest {
     /// The group of its team folder (`/team/<name>`); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_gid: Option<u32>,
+    /// The longest a workload in it may run (`"24h"`); absent: 366 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime: Option<Seconds>,
 }
 
 impl CreateQueueRequest {
@@ -186,6 +206,7 @@ impl CreateQueueRequest {
             members: self.members.clone().map(Some),
             priority_classes: self.priority_classes.clone().map(Some),
             team_gid: self.team_gid.map(Some),
+            max_runtime: self.max_runtime.map(Some),
         }
     }
 }
@@ -293,6 +314,12 @@ impl QueueDef {
             }
             q.team_gid = g;
         }
+        if let Some(m) = p.max_runtime {
+            if m.is_some_and(|m| m.0 == 0 || m > MAX_RUNTIME) {
+                return Err(invalid("max_runtime", "must be from 1s to 366d"));
+            }
+            q.max_runtime = m;
+        }
         Ok(q)
     }
 }
@@ -342,6 +369,13 @@ mod tests {
         assert_eq!(field(r#"{"team_gid": 0}"#), "team_gid");
         let p: QueuePatch = serde_json::from_str(r#"{"team_gid": 60001}"#).unwrap();
         assert_eq!(q.patched(&p).unwrap().team_gid, Some(60001));
+        assert_eq!(field(r#"{"max_runtime": "0s"}"#), "max_runtime");
+        assert_eq!(field(r#"{"max_runtime": "400d"}"#), "max_runtime");
+        let p: QueuePatch = serde_json::from_str(r#"{"max_runtime": "24h"}"#).unwrap();
+        let capped = q.patched(&p).unwrap();
+        assert_eq!((capped.max_runtime, capped.runtime_cap()), (Some(Seconds(86_400)), Seconds(86_400)));
+        let p: QueuePatch = serde_json::from_str(r#"{"max_runtime": null}"#).unwrap();
+        assert_eq!(capped.patched(&p).unwrap().runtime_cap(), MAX_RUNTIME);
         assert!(serde_json::from_str::<QueuePatch>(r#"{"user_limits": {}}"#).is_err());
         assert!(serde_json::from_str::<QueuePatch>(r#"{"user_limit": {"gpu": 1}}"#).is_err());
     }

@@ -33,6 +33,7 @@ pub fn from_config(config: &Config) -> Vec<QueueDef> {
             members: config.queue_members.get(&q.name).cloned(),
             priority_classes: config.queue_priority_classes.get(&q.name).cloned().unwrap_or_default(),
             team_gid: None,
+            max_runtime: None,
         })
         .collect()
 }

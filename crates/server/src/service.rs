@@ -4,9 +4,11 @@
 //! typed [`ServiceError`]s that each front end turns into its own answer (a problem document, an SSH
 //! refusal).
 
+mod edit;
 mod pids;
 mod submit;
 
+pub use edit::edit;
 pub use submit::{MAX_FIELD_BYTES, cap_error, check_sizes, submit};
 
 use crate::state::AppState;

@@ -1,6 +1,7 @@
 //! Each workload's states in order: a row whenever a write leaves it in a state other than the last
 //! one recorded, in the same transaction as the write, at the time the workload itself gives for that
-//! state (when it was queued, started or ended). Rows go with their workload (foreign key, cascade).
+//! state (when it was queued, started or ended), and a row for each edit of its terms (the state it was
+//! in, what changed). Rows go with their workload (foreign key, cascade).
 
 use crate::codec::{get_time, ms};
 use crate::{Result, Store};
@@ -52,6 +53,32 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
 }
 
 impl Store {
+    /// Writes `w`'s terms an edit may change (run-time limit, priority, queue) and records `note` (what
+    /// changed, by whom) in its history at `at`, under its present state, in one transaction.
+    /// [`crate::StoreError::NotFound`] if the workload is gone.
+    pub async fn edit_workload(&self, w: &Workload, note: &str, at: DateTime<Utc>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("UPDATE workloads SET runtime_limit_s = $2, priority = $3, queue = $4 WHERE id = $1")
+            .bind(&w.id)
+            .bind(w.runtime_limit.map(|s| crate::codec::u64_to_db(s.0)))
+            .bind(i64::from(w.priority))
+            .bind(&w.queue)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(crate::StoreError::not_found("workload", &w.id));
+        }
+        sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
+            .bind(&w.id)
+            .bind(ms(at))
+            .bind(w.state.as_str())
+            .bind(note)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// The states workload `id` went through, oldest first (at most the last 200).
     pub async fn workload_history(&self, id: &str) -> Result<Vec<StateEvent>> {
         let rows = sqlx::query("SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq")

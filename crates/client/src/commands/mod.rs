@@ -2,6 +2,7 @@
 
 mod account;
 mod admin;
+pub mod edit;
 pub mod queues;
 mod sched;
 mod ssh;
@@ -61,6 +62,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Keep(args) => usage::keep(&api, json, args, out).await?,
         ClientCommand::Idle => usage::idle(&api, json, Utc::now(), out).await?,
         ClientCommand::Stats(args) => stats::stats(&api, json, args, out).await?,
+        ClientCommand::Edit(args) => edit::edit(&api, json, args, out).await?,
         ClientCommand::Top(args) => stats::top(&api, json, args, out).await?,
         ClientCommand::Images(args) if args.mine => admin::my_images(&api, json, args.command, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,

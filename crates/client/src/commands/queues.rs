@@ -63,6 +63,20 @@ pub struct QueueSettings {
     /// team folder).
     #[arg(long, value_name = "GID", value_parser = parse_gid)]
     pub team_gid: Option<Gid>,
+    /// The longest a workload in it may run (`24h`; `none`: 366 days).
+    #[arg(long, value_name = "DURATION", value_parser = parse_max_runtime)]
+    pub max_runtime: Option<MaxRuntime>,
+}
+
+/// A `--max-runtime` option: `None` is `none`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MaxRuntime(pub Option<gpuhub_core::Seconds>);
+
+fn parse_max_runtime(s: &str) -> Result<MaxRuntime, String> {
+    if s == "none" {
+        return Ok(MaxRuntime(None));
+    }
+    gpuhub_core::Seconds::parse(s).map(|d| MaxRuntime(Some(d))).map_err(|e| e.to_string())
 }
 
 /// A `--team-gid` option: `None` is `none`.
@@ -122,6 +136,7 @@ impl QueueSettings {
             members: self.members.clone().map(|l| l.0),
             priority_classes: self.priority_classes.clone().map(|l| l.0),
             team_gid: self.team_gid.map(|g| g.0),
+            max_runtime: self.max_runtime.map(|m| m.0),
         }
     }
 }

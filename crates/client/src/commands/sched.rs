@@ -130,6 +130,7 @@ mod tests {
             members: None,
             priority_classes: Vec::new(),
             team_gid: None,
+            max_runtime: None,
         };
         let limit = gpuhub_core::api::LimitView { gpus: Some(0.0), ..Default::default() };
         let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(limit), open_to_you: false, ..q.clone() };

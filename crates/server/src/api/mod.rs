@@ -55,7 +55,7 @@ pub fn router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(account::list_users, account::create_user))
         .routes(routes!(account::get_user, account::patch_user, account::delete_user))
         .routes(routes!(workloads::list_workloads, workloads::create_workload))
-        .routes(routes!(workloads::get_workload, workloads::delete_workload))
+        .routes(routes!(workloads::get_workload, workloads::delete_workload, workloads::edit_workload))
         .routes(routes!(workloads::stop_workload))
         .routes(routes!(workloads::start_workload))
         .routes(routes!(workloads::workload_logs))

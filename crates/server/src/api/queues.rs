@@ -44,6 +44,7 @@ fn view(q: &QueueDef, active: &[Workload], caller: &Caller) -> QueueView {
         members: q.members.clone().filter(|_| me.is_admin()),
         priority_classes: q.priority_classes.clone(),
         team_gid: q.team_gid,
+        max_runtime: q.max_runtime,
     }
 }
 

@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use gpuhub_controller::logfile;
-use gpuhub_core::api::{CreateWorkloadRequest, Problem, WorkloadView};
+use gpuhub_core::api::{CreateWorkloadRequest, EditWorkloadRequest, Problem, WorkloadView};
 use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_driver::{EngineError, MemberRef};
 use listing::ListQuery;
@@ -113,6 +113,27 @@ pub async fn get_workload(
     ApiQuery(q): ApiQuery<OwnerQuery>,
 ) -> Result<axum::Json<WorkloadView>, ApiError> {
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    let mut v = service::view(&st, &w);
+    v.history = st.store.workload_history(&w.id).await?;
+    Ok(axum::Json(v))
+}
+
+/// Changes a workload's terms: its owner may lengthen the run-time limit of a queued or running
+/// workload (`{"runtime_limit": "3h"}`, within its queue's `max_runtime`); an admin may also change a
+/// queued workload's `priority` or `queue`. Each change is recorded in its `history`.
+#[utoipa::path(patch, path = "/api/v1/workloads/{name}", tag = "workloads", params(("name" = String, Path), OwnerQuery),
+    request_body = EditWorkloadRequest,
+    responses((status = 200, body = WorkloadView), (status = 400, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn edit_workload(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    ApiQuery(q): ApiQuery<OwnerQuery>,
+    ApiJson(req): ApiJson<EditWorkloadRequest>,
+) -> Result<axum::Json<WorkloadView>, ApiError> {
+    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    let w = service::edit(&st, &caller.0, &w, &req).await?;
     let mut v = service::view(&st, &w);
     v.history = st.store.workload_history(&w.id).await?;
     Ok(axum::Json(v))

@@ -379,6 +379,7 @@ pub async fn add_queue(
         members: members_field(&f),
         priority_classes: None,
         team_gid,
+        max_runtime: None,
     };
     let done = queues::create_queue(State(st), Caller(viewer.user), ApiJson(req)).await;
     back("/admin/queues", done.map(|_| format!("queue {name} added")))

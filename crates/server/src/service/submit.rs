@@ -156,6 +156,9 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
         return Err(ServiceError::invalid_at("runtime_limit", "invalid runtime_limit: must be from 1s to 366d"));
     }
+    if let Some(limit) = req.runtime_limit {
+        super::edit::check_queue_cap(st, &queue, limit).await?;
+    }
     let priority =
         live.priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref()).map_err(|e| {
             ServiceError::invalid_at(if req.priority_class.is_some() { "priority_class" } else { "priority" }, e)

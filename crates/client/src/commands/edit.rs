@@ -1,0 +1,69 @@
+//! `gpuhub edit NAME`: lengthen a workload's run-time limit (`--extend 2h` or `--time-limit 6h`), or,
+//! as an admin, change a queued workload's priority or queue.
+
+use super::{Out, print_json};
+use crate::ClientError;
+use crate::http::{Api, decode};
+use clap::Args;
+use gpuhub_core::Seconds;
+use gpuhub_core::api::{EditWorkloadRequest, WorkloadView};
+use reqwest::Method;
+
+/// `gpuhub edit`.
+#[derive(Debug, Clone, Args)]
+pub struct EditArgs {
+    /// The workload.
+    pub name: String,
+    /// Lengthen its run-time limit by this much (`2h`, `30m`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds, conflicts_with = "time_limit")]
+    pub extend: Option<Seconds>,
+    /// Its new run-time limit, counted from its start (`6h`); only longer than the present one.
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
+    pub time_limit: Option<Seconds>,
+    /// Its new priority (admin; queued workloads).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i32>,
+    /// Its new team queue (admin; queued workloads).
+    #[arg(long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+    /// Another user's workload (admin).
+    #[arg(long, value_name = "USER")]
+    pub owner: Option<String>,
+}
+
+fn parse_seconds(s: &str) -> Result<Seconds, String> {
+    Seconds::parse(s).map_err(|e| e.to_string())
+}
+
+/// `gpuhub edit`: one `PATCH`; `--extend` reads the present limit first.
+pub(crate) async fn edit(api: &Api, json: bool, args: EditArgs, out: Out<'_>) -> Result<(), ClientError> {
+    let segs = ["workloads", args.name.as_str()];
+    let q: Vec<(&str, &str)> = args.owner.as_deref().map(|o| vec![("owner", o)]).unwrap_or_default();
+    let runtime_limit = match (args.extend, args.time_limit) {
+        (Some(by), _) => {
+            let w: WorkloadView = decode(&api.get(&segs, &q).await?, api.url(&segs, &q).as_str())?;
+            let Some(cur) = w.runtime_limit else {
+                return Err(ClientError::Usage(format!(
+                    "workload {} has no run-time limit to extend; give --time-limit",
+                    w.name
+                )));
+            };
+            Some(Seconds(cur.0 + by.0))
+        }
+        (None, t) => t,
+    };
+    let req = EditWorkloadRequest { runtime_limit, priority: args.priority, queue: args.queue };
+    if req.is_empty() {
+        return Err(ClientError::Usage("nothing to change: give --extend, --time-limit, --priority or --queue".into()));
+    }
+    let body = serde_json::to_value(&req).map_err(|e| ClientError::Usage(e.to_string()))?;
+    let v = api.call(Method::PATCH, &segs, &q, Some(&body)).await?.unwrap_or_default();
+    if json {
+        return print_json(out, &v);
+    }
+    let w: WorkloadView = decode(&v, api.url(&segs, &q).as_str())?;
+    let limit = w.runtime_limit.map_or_else(|| "none".to_owned(), |l| l.to_string());
+    let queue = if w.queue.is_empty() { "default" } else { w.queue.as_str() };
+    writeln!(out, "{}: {}, time limit {limit}, priority {}, queue {queue}", w.name, w.state, w.priority)?;
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! Edits of a workload's terms (a longer run-time limit, another priority or queue), made by the
+//! controller so they never race its own writes; the next pass plans with them.
+
+use crate::{ControlError, Controller};
+use gpuhub_core::api::EditWorkloadRequest;
+use gpuhub_core::workload::Workload;
+
+impl Controller {
+    /// Applies `edit` asked by `by` to workload `id` ([`Workload::amend`]'s rules, checked again here
+    /// against the stored state) and records what changed in its history.
+    pub(crate) async fn edit(
+        &mut self,
+        id: &str,
+        edit: &EditWorkloadRequest,
+        by: &str,
+    ) -> Result<Workload, ControlError> {
+        let mut w = self.store.get_workload_by_id(id).await?;
+        let changed = w.amend(edit)?;
+        if changed.is_empty() {
+            return Ok(w);
+        }
+        let note = format!("{} (by {by})", changed.join(", "));
+        self.store.edit_workload(&w, &note, self.clock.now()).await?;
+        tracing::info!(workload = %w.id, %by, change = %note, "workload edited");
+        self.changed(&w.id);
+        Ok(w)
+    }
+}
