@@ -4,10 +4,10 @@
 //! stops a workload, and checks that it happened within the grace plus two rounds and that the
 //! process left the GPU.
 
-use crate::checks::{Options, as_uid, attributed, ready_and_allocated, seen};
 use crate::launch::{Next, WorkerSpec};
 use crate::report::{GpuInfo, Row, mib};
 use crate::seams::Seams;
+use crate::steps::{Options, as_uid, attributed, ready_and_allocated, seen};
 use chrono::{DateTime, TimeDelta, Utc};
 use gpuhub_core::metrics::{MemberMetrics, MetricsSnapshot};
 use gpuhub_monitor::guard::{GuardAction, GuardRule, GuardTracker};

@@ -2,7 +2,7 @@
 //! `gpuhub gpu-check-worker` under the chosen UID and reads its JSON lines; the tests use
 //! [`crate::fake::FakeLauncher`].
 
-use crate::seams::SeamError;
+use crate::error::SeamError;
 use crate::worker::WorkerEvent;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;

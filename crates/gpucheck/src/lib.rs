@@ -19,12 +19,14 @@
 //! faked in [`fake`] for the tests.
 
 pub mod checks;
+pub mod error;
 pub mod fake;
 pub mod guard;
 pub mod launch;
 pub mod mps;
 pub mod report;
 pub mod seams;
+pub mod steps;
 pub mod worker;
 
 use checks::Options;

@@ -4,10 +4,10 @@
 //! SMs — and two users, as measured on H100/H200 with driver 580: the second user's CUDA
 //! initialisation waits silently while the first user's client lives and proceeds once it exits.
 
-use crate::checks::{Options, next_event, ready_and_allocated};
 use crate::launch::{Next, WorkerSpec};
 use crate::report::{GpuInfo, Row, mib};
 use crate::seams::{MpsClient, MpsDaemon, SeamError, Seams};
+use crate::steps::{Options, next_event, ready_and_allocated};
 use crate::worker::WorkerEvent;
 use std::path::PathBuf;
 

@@ -135,3 +135,21 @@ pub trait SlurmCli: Send + Sync + fmt::Debug {
     /// stdin, stdout and stderr, or with pipes.
     async fn spawn(&self, cmd: &Cmd, tty: Option<(u16, u16)>) -> std::io::Result<Spawned>;
 }
+
+/// A reader as a stream of chunks (at most 64 KiB each), until its end.
+fn chunks<R: tokio::io::AsyncRead + Unpin + Send + 'static>(reader: R) -> BoxStream<'static, std::io::Result<Bytes>> {
+    use futures::StreamExt;
+    futures::stream::unfold(Some(reader), |reader| async move {
+        let mut reader = reader?;
+        let mut buf = vec![0u8; 64 * 1024];
+        match tokio::io::AsyncReadExt::read(&mut reader, &mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), Some(reader)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
+    .boxed()
+}

@@ -3,15 +3,13 @@
 use super::pty::Pty;
 use super::{Cmd, CmdOutput, Interactive, SlurmCli, Spawned};
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// The `PATH` commands get when the hub's own has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -99,30 +97,13 @@ impl SlurmCli for ProcessCli {
                 let input = child.stdin.take().ok_or_else(|| io::Error::other("no stdin pipe"))?;
                 let stdout = child.stdout.take().ok_or_else(|| io::Error::other("no stdout pipe"))?;
                 let stderr = child.stderr.take().ok_or_else(|| io::Error::other("no stderr pipe"))?;
-                let output = futures::stream::select(chunks(stdout), chunks(stderr)).boxed();
+                let output = futures::stream::select(super::chunks(stdout), super::chunks(stderr)).boxed();
                 let pid = child.id();
                 let process = Arc::new(Process { child: Mutex::new(child), pty: None, pid });
                 Ok(Spawned { input: Box::pin(input), output, process })
             }
         }
     }
-}
-
-/// A reader as a stream of chunks (at most 64 KiB each), until its end.
-pub(crate) fn chunks<R: AsyncRead + Unpin + Send + 'static>(reader: R) -> BoxStream<'static, io::Result<Bytes>> {
-    futures::stream::unfold(Some(reader), |reader| async move {
-        let mut reader = reader?;
-        let mut buf = vec![0u8; 64 * 1024];
-        match reader.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(Bytes::from(buf)), Some(reader)))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    })
-    .boxed()
 }
 
 /// An exit status as gpuhub reports it: the code, or 128 + the signal.
@@ -161,6 +142,7 @@ impl Interactive for Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use futures::TryStreamExt;
 
     #[tokio::test]

@@ -49,7 +49,7 @@ impl Pty {
         let writer = Sender::from_owned_fd_unchecked(self.master.try_clone()?)?;
         // reads fail with EIO once every copy of the terminal's side is closed: the command has ended
         let eio = rustix::io::Errno::IO.raw_os_error();
-        let output = super::process::chunks(reader)
+        let output = super::chunks(reader)
             .filter(move |r| futures::future::ready(!matches!(r, Err(e) if e.raw_os_error() == Some(eio))))
             .boxed();
         Ok((Master { control: self.master }, output, writer))
