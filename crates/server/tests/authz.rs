@@ -89,6 +89,11 @@ async fn every_endpoint_by_every_caller() {
             body: Some(json!({"hours": 1})),
             ..case(Method::POST, "/api/v1/workloads/{w}/keep", [200, 200, 404, 401])
         },
+        // a running workload's priority is nobody's to change; only an admin may be told so
+        Case {
+            body: Some(json!({"priority": 1})),
+            ..case(Method::PATCH, "/api/v1/workloads/{w}", [409, 403, 404, 401])
+        },
         case(Method::GET, "/api/v1/idle", [200, 403, 403, 401]),
         Case { stopped: true, ..case(Method::POST, "/api/v1/workloads/{w}/start", [200, 200, 404, 401]) },
         case(Method::DELETE, "/api/v1/workloads/{w}", [204, 204, 404, 401]),
