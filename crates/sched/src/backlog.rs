@@ -16,8 +16,8 @@
 use crate::config::Config;
 use crate::model::{Cluster, Decisions, Pending, Request, Running, WHOLE};
 use crate::plan::Pass;
+use crate::plan::quiet::Bounds;
 use crate::queue::Quota;
-use crate::quiet::Bounds;
 use std::collections::BTreeMap;
 
 /// Pending workloads, each under an ordinal that gives its place in the slice [`crate::decide`] would
@@ -145,7 +145,7 @@ impl LaneBook {
 
 /// Where item `s` goes in a lane's `order` (or is).
 fn position(items: &[Pending], ords: &[usize], order: &[u32], s: u32) -> usize {
-    order.partition_point(|&i| crate::order::taken_before(items, ords, i, s))
+    order.partition_point(|&i| crate::plan::order::taken_before(items, ords, i, s))
 }
 
 /// Adds `d` at position `i` of a Fenwick tree.
@@ -345,7 +345,7 @@ pub fn decide_backlog(
     let mut lanes = Vec::with_capacity(backlog.lanes.len());
     for (q, lane) in &backlog.lanes {
         let q = pass.queue(q);
-        lanes.push(crate::order::Lane::new(q, &backlog.items, &lane.order, lane.bounds(&backlog.items)));
+        lanes.push(crate::plan::order::Lane::new(q, &backlog.items, &lane.order, lane.bounds(&backlog.items)));
     }
     pass.run_lanes(lanes)
 }

@@ -55,7 +55,6 @@
 //! The building blocks are public for the simulator: [`State`] (the compact cluster), [`Placer`] (the
 //! placement policies) and [`frag`] (expected fragmentation against the task-size distribution).
 
-mod backfill;
 pub mod backlog;
 mod book;
 pub mod config;
@@ -65,12 +64,10 @@ mod fasthash;
 pub mod frag;
 mod held;
 pub mod model;
-mod order;
 pub mod plan;
 pub mod policy;
 mod preempt;
 pub mod queue;
-mod quiet;
 pub mod state;
 
 pub use backlog::{Backlog, decide_backlog};

@@ -2,6 +2,10 @@
 //! reserved starts for blocked ones that later workloads may not delay (backfill), honour GPU bookings,
 //! choose preemption victims, and explain everything left waiting.
 
+mod backfill;
+pub(crate) mod order;
+pub(crate) mod quiet;
+
 use crate::config::{Backfill, Config};
 use crate::explain::{Explanation, Reason};
 use crate::fasthash::{FastMap, FastSet};
@@ -38,7 +42,7 @@ pub(crate) type Summary = (u32, u32, u32);
 pub(crate) type Progress = (u64, usize, usize);
 
 /// Expected releases in time order, for (workloads started, victims chosen).
-pub(crate) type Releases = ((usize, usize), Vec<(i64, crate::backfill::Source)>);
+pub(crate) type Releases = ((usize, usize), Vec<(i64, crate::plan::backfill::Source)>);
 
 /// A shape without expression masks, and a gang size.
 pub(crate) type NeverKey = (u64, u64, u32, u32, u64, Option<Vec<bool>>, u32);
@@ -117,7 +121,7 @@ pub fn schedule(
 
 /// The same starts and preemptions as [`schedule`], for callers that act on nothing else (the
 /// simulator): `pending` explanations are left out, and the pass skips workloads that provably can
-/// neither start, preempt nor take a reserved start (see [`crate::quiet`]), which makes a pass over
+/// neither start, preempt nor take a reserved start (see [`crate::plan::quiet`]), which makes a pass over
 /// thousands of waiting workloads on a full cluster cheap.
 pub fn decide(cluster: &Cluster, running: &[Running], pending: &[Pending], config: &Config, now_ms: i64) -> Decisions {
     pass(cluster, running, pending, config, now_ms, true, true)
@@ -293,20 +297,20 @@ impl<'a> Pass<'a> {
         }
         groups.sort_by(|a, b| a.0.cmp(b.0));
         for (_, _, list) in &mut groups {
-            crate::order::lane_order(pending, list);
+            crate::plan::order::lane_order(pending, list);
         }
-        let lanes: Vec<crate::order::Lane<'a, '_>> = groups
+        let lanes: Vec<crate::plan::order::Lane<'a, '_>> = groups
             .iter()
             .map(|(_, q, list)| {
-                let bounds = crate::quiet::Bounds::of(list.iter().map(|&i| &pending[i as usize]));
-                crate::order::Lane::new(*q, pending, list, bounds)
+                let bounds = crate::plan::quiet::Bounds::of(list.iter().map(|&i| &pending[i as usize]));
+                crate::plan::order::Lane::new(*q, pending, list, bounds)
             })
             .collect();
         self.run_lanes(lanes)
     }
 
     /// The pass over the lanes (one per queue with pending workloads, in queue-name order).
-    pub(crate) fn run_lanes(mut self, mut lanes: Vec<crate::order::Lane<'a, '_>>) -> Decisions {
+    pub(crate) fn run_lanes(mut self, mut lanes: Vec<crate::plan::order::Lane<'a, '_>>) -> Decisions {
         let mut out = Decisions::default();
         let mut position = 0u32;
         let mut fifo_blocked: Option<String> = None;

@@ -187,7 +187,7 @@ fn lanes_keep_the_order_and_bounds_of_the_slice() {
         assert_eq!(names, queues);
         for (q, lane) in &backlog.lanes {
             let mut want: Vec<u32> = (0..slice.len() as u32).filter(|&i| slice[i as usize].queue == *q).collect();
-            crate::order::lane_order(&slice, &mut want);
+            crate::plan::order::lane_order(&slice, &mut want);
             let got: Vec<&Pending> = lane.order.iter().map(|&s| &backlog.items[s as usize]).collect();
             let want: Vec<&Pending> = want.iter().map(|&i| &slice[i as usize]).collect();
             assert_eq!(got, want, "order of lane {q}");

@@ -75,7 +75,7 @@ fn lanes_take_workloads_by_the_rule() {
         for (q, o) in names.iter().zip(&orders) {
             qix.push(pass.queue(q));
             let list: Vec<&Pending> = o.iter().map(|&i| &pending[i as usize]).collect();
-            lanes.push(Lane::new(qix[qix.len() - 1], &pending, o, crate::quiet::Bounds::of(list)));
+            lanes.push(Lane::new(qix[qix.len() - 1], &pending, o, crate::plan::quiet::Bounds::of(list)));
         }
         let mut taken = 0;
         while let Some((p, pq)) = pass.next(&mut lanes) {

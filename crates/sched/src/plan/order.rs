@@ -35,7 +35,7 @@ pub(crate) struct Lane<'a, 'l> {
     /// The cached candidate: its key, and whether it is `order[next]` rather than the head.
     cached: Option<(OrderKey, bool)>,
     /// What its workloads need at least (for the skips of [`crate::decide`]).
-    bounds: crate::quiet::Bounds,
+    bounds: crate::plan::quiet::Bounds,
 }
 
 /// The order in which a lane takes its workloads: highest priority, then earliest, then id; equal
@@ -58,7 +58,12 @@ pub(crate) fn taken_before(items: &[Pending], ords: &[usize], a: u32, b: u32) ->
 impl<'a, 'l> Lane<'a, 'l> {
     /// A lane of queue `queue` over `pending[i]` for `i` in `order` (sorted by [`lane_order`]), whose
     /// workloads need at least `bounds`; `order` is not empty.
-    pub(crate) fn new(queue: usize, pending: &'a [Pending], order: &'l [u32], bounds: crate::quiet::Bounds) -> Self {
+    pub(crate) fn new(
+        queue: usize,
+        pending: &'a [Pending],
+        order: &'l [u32],
+        bounds: crate::plan::quiet::Bounds,
+    ) -> Self {
         Lane { queue, pending, order, next: 0, kept: VecDeque::new(), all_kept: false, cached: None, bounds }
     }
 
