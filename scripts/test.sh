@@ -41,6 +41,8 @@ if [ "${GPUHUB_SLURM_TESTS:-}" = skip ]; then
 else
     stage slurm bash scripts/slurm-dev-cluster.sh start
 fi
+# no crate depends upward and no module circle beyond the listed ones (scripts/known-cycles.txt)
+stage layers python3 scripts/check-layers.py
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets -- -D warnings
 # the API against its own OpenAPI document (Schemathesis against a live server, a few minutes)

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""The architecture's two structural rules, checked from the source (ARCHITECTURE.md, "Invariants"):
+
+1. **No crate depends upward.** Each workspace crate has a layer (LAYERS below); a crate's
+   `[dependencies]` (not its dev-dependencies: tests may start an engine) name only crates of lower
+   layers. A new crate must be given a layer here.
+2. **No module circles inside a crate.** The module graph is read from the code: a module that names
+   `crate::a::b`, `super::…` or `self::…` depends on the module that path lands in. Each such edge is
+   lifted to the two sibling modules under the nearest common parent (a parent and its own child are not
+   a circle: `mod` and `pub use` go down, `super::` items go up), and the siblings of each parent must
+   form no circle (a strongly connected component of two or more modules). `#[cfg(test)]` code and
+   `tests` modules are left out.
+
+Circles that exist today and are being broken are listed in scripts/known-cycles.txt, one per line
+(`crate[/parent]: module module …`). The check fails on a circle not listed there, on a listed circle
+that grew, and on a listed circle that no longer exists (delete its line: the list only shrinks).
+
+Usage: python3 scripts/check-layers.py [--print]   (--print lists every circle with one edge of each)
+"""
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CRATES = ROOT / "crates"
+KNOWN = ROOT / "scripts" / "known-cycles.txt"
+
+# Lower numbers are lower layers. Pure types and rules, then the pieces over them, then the outside
+# systems (one crate each), the control loop, the servers, and the binary on top.
+LAYERS = {
+    "core": 0,
+    "homes": 0,
+    "identity": 0,
+    "mps": 0,
+    "sched": 1,
+    "store": 1,
+    "driver": 1,
+    "gpu": 1,
+    "client": 1,
+    "docker": 2,
+    "slurm": 2,
+    "lxd": 2,
+    "kube": 2,
+    "controller": 2,
+    "monitor": 3,
+    "proxy": 3,
+    "ssh": 3,
+    "gpucheck": 4,
+    "sim": 3,
+    "server": 4,
+    "gpuhub": 5,
+}
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def crate_dirs():
+    return sorted(p.parent for p in CRATES.glob("*/Cargo.toml"))
+
+
+def check_crate_layers():
+    errors = []
+    for d in crate_dirs():
+        name = d.name
+        manifest = tomllib.loads((d / "Cargo.toml").read_text())
+        if name not in LAYERS:
+            errors.append(f"crate {name} has no layer in scripts/check-layers.py (LAYERS)")
+            continue
+        deps = manifest.get("dependencies", {})
+        for dep in deps:
+            if not dep.startswith("gpuhub-"):
+                continue
+            other = dep.removeprefix("gpuhub-")
+            if other not in LAYERS:
+                errors.append(f"crate {name} depends on {dep}, which has no layer")
+            elif LAYERS[other] >= LAYERS[name]:
+                errors.append(
+                    f"crate {name} (layer {LAYERS[name]}) depends on {dep} (layer {LAYERS[other]}): "
+                    "a crate depends only on lower layers"
+                )
+    return errors
+
+
+def module_files(src: Path):
+    """Module path (tuple) -> file, for every module of the crate rooted at src (lib.rs or main.rs)."""
+    mods = {}
+    root = src / "lib.rs"
+    if not root.exists():
+        root = src / "main.rs"
+    if not root.exists():
+        return mods
+    mods[()] = root
+    for f in sorted(src.rglob("*.rs")):
+        if f in (src / "lib.rs", src / "main.rs") or "bin" in f.relative_to(src).parts[:1]:
+            continue
+        rel = f.relative_to(src).with_suffix("")
+        parts = rel.parts
+        if parts[-1] == "mod":
+            parts = parts[:-1]
+        if "tests" in parts or "testutil" in parts:
+            continue
+        mods[tuple(parts)] = f
+    # keep only modules whose parent exists (files not declared anywhere are not modules)
+    return {m: f for m, f in mods.items() if all(m[:i] in mods for i in range(len(m)))}
+
+
+def strip_tests(text: str) -> str:
+    """The file without `#[cfg(test)]` items (by convention the last item of a file) and comments."""
+    cut = text.find("#[cfg(test)]")
+    if cut >= 0:
+        text = text[:cut]
+    text = re.sub(r"//[^\n]*", "", text)
+    return text
+
+
+def expand_use(tree: str):
+    """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e'] (aliases and globs dropped)."""
+    tree = re.sub(r"\s+", "", tree)
+    m = re.match(r"^(.*?)\{(.*)\}$", tree)
+    if not m:
+        tree = tree.split("as")[0] if "::" not in tree.split("as")[-1] else tree
+        return [tree.removesuffix("::*").removesuffix("::self")]
+    prefix, inner = m.group(1), m.group(2)
+    items, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        items.append(cur)
+    out = []
+    for it in items:
+        if it in ("self", ""):
+            out.append(prefix.removesuffix("::"))
+        else:
+            out.extend(expand_use(prefix + it))
+    return out
+
+
+def references(text: str):
+    """(line, path) for every `crate::`, `super::` or `self::` path the code names."""
+    refs = []
+    for m in re.finditer(r"\buse\s+((?:crate|super|self)\b[^;]*);", text):
+        line = text.count("\n", 0, m.start()) + 1
+        for p in expand_use(m.group(1)):
+            refs.append((line, p))
+    body = re.sub(r"\buse\s+[^;]*;", lambda m: "\n" * m.group(0).count("\n"), text)
+    for m in re.finditer(rf"\b(?:crate|super|self)(?:::(?:super|{IDENT}))+", body):
+        line = body.count("\n", 0, m.start()) + 1
+        refs.append((line, m.group(0)))
+    return refs
+
+
+def resolve(module, path: str, mods):
+    """The module a path lands in, from `module`."""
+    parts = [p for p in path.split("::") if p]
+    if not parts:
+        return None
+    if parts[0] == "crate":
+        base, rest = (), parts[1:]
+    elif parts[0] in ("super", "self"):
+        base = tuple(module)
+        rest = parts
+        while rest and rest[0] in ("super", "self"):
+            if rest[0] == "super":
+                base = base[:-1]
+            rest = rest[1:]
+    else:
+        return None
+    best = base
+    cur = base
+    for p in rest:
+        cur = cur + (p,)
+        if cur in mods:
+            best = cur
+        else:
+            break
+    return best
+
+
+def sccs(nodes, edges):
+    """Tarjan's strongly connected components (iterative)."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, ()))))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter[0]
+                    counter[0] += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(edges.get(nxt, ())))))
+                elif nxt in on:
+                    low[v] = min(low[v], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def crate_cycles(crate_dir: Path):
+    """[(key, members, {(a, b): 'file:line'})] for every circle among sibling modules of the crate."""
+    mods = module_files(crate_dir / "src")
+    levels = {}  # parent -> {child: {child: where}}
+    for m, f in mods.items():
+        text = strip_tests(f.read_text())
+        for line, path in references(text):
+            target = resolve(m, path, mods)
+            if target is None or target == m:
+                continue
+            common = 0
+            while common < min(len(m), len(target)) and m[common] == target[common]:
+                common += 1
+            if common == len(m) or common == len(target):
+                continue  # a module and its own ancestor or descendant
+            parent, a, b = m[:common], m[common], target[common]
+            where = f"{f.relative_to(ROOT)}:{line}"
+            levels.setdefault(parent, {}).setdefault(a, {}).setdefault(b, where)
+    found = []
+    for parent, edges in sorted(levels.items()):
+        nodes = sorted(set(edges) | {b for e in edges.values() for b in e})
+        for comp in sccs(nodes, {a: set(bs) for a, bs in edges.items()}):
+            key = crate_dir.name + ("/" + "::".join(parent) if parent else "")
+            inside = {(a, b): w for a, bs in edges.items() for b, w in bs.items() if a in comp and b in comp}
+            found.append((key, comp, inside))
+    return found
+
+
+def read_known():
+    known = {}
+    if KNOWN.exists():
+        for raw in KNOWN.read_text().splitlines():
+            line = raw.split("#")[0].strip()
+            if not line:
+                continue
+            key, _, members = line.partition(":")
+            known.setdefault(key.strip(), []).append(set(members.split()))
+    return known
+
+
+def main():
+    show = "--print" in sys.argv[1:]
+    errors = check_crate_layers()
+    known = read_known()
+    matched = set()
+    cycles = []
+    for d in crate_dirs():
+        cycles.extend(crate_cycles(d))
+    for key, comp, inside in cycles:
+        allowed = [i for i, k in enumerate(known.get(key, [])) if set(comp) <= k]
+        if show or not allowed:
+            print(f"{key}: {' '.join(comp)}")
+            for (a, b), where in sorted(inside.items()):
+                print(f"    {a} -> {b}  ({where})")
+        if allowed:
+            matched.update((key, i) for i in allowed)
+        else:
+            errors.append(
+                f"module circle in {key}: {' '.join(comp)} (break it; the edges are printed above)"
+            )
+    for key, sets in known.items():
+        for i, members in enumerate(sets):
+            if (key, i) not in matched:
+                errors.append(
+                    f"scripts/known-cycles.txt lists {key}: {' '.join(sorted(members))}, which is no "
+                    "circle any more: delete or shrink that line"
+                )
+    for e in errors:
+        print(f"check-layers: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(1)
+    print(f"check-layers: {len(crate_dirs())} crates layered, {len(cycles)} known module circle(s) left")
+
+
+if __name__ == "__main__":
+    main()
