@@ -405,7 +405,7 @@ fn foreign_clears(name: &str, host: &str, path: &str) -> Vec<String> {
 
 /// Resolves a token to its enabled user.
 pub async fn user_for_token(state: &AppState, token: &str) -> Result<User, ApiError> {
-    let found = state.store.token_user(&token_hash(token), chrono::Utc::now()).await?;
+    let found = state.store.token_user(&token_hash(token), state.clock.now()).await?;
     match found {
         Some((user, _)) if !user.disabled => Ok(user),
         Some(_) => Err(ApiError::forbidden("account is disabled")),

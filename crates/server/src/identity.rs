@@ -207,7 +207,7 @@ async fn sync_queues(st: &AppState, username: &str, groups: &[String]) -> Result
         } else {
             list.retain(|m| m != username);
         }
-        if st.store.update_queue_if(&q, &next, chrono::Utc::now()).await? {
+        if st.store.update_queue_if(&q, &next, st.clock.now()).await? {
             changed = true;
         } else {
             tracing::warn!(queue = %q.name, user = username, "queue changed meanwhile: membership synced at the next sign-in");

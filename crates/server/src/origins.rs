@@ -194,7 +194,7 @@ impl AppOrigins {
         let Some(session) = session else {
             return Err(ApiError::unauthorized("authentication required: open the app from the hub"));
         };
-        match st.store.token_user(&session, Utc::now()).await? {
+        match st.store.token_user(&session, st.clock.now()).await? {
             Some((u, _)) if !u.disabled => Ok((u, session)),
             Some(_) => Err(ApiError::forbidden("account is disabled")),
             None => Err(ApiError::unauthorized("your hub session ended: open the app from the hub again")),

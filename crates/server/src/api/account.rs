@@ -9,7 +9,6 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use gpuhub_controller::ControlError;
 use gpuhub_core::api::{
     ChangePasswordRequest, CreateTokenRequest, CreateUserRequest, LoginRequest, NewTokenView, PatchUserRequest,
@@ -130,7 +129,7 @@ pub(crate) fn token_lifetime(st: &AppState, user: &User, days: i64) -> chrono::D
 
 /// A browser session for `user` and, with `token`, an API token: the answer and the session's cookie.
 pub(crate) async fn new_session(st: &AppState, user: &User, token: bool) -> Result<(TokenResponse, String), ApiError> {
-    let now = Utc::now();
+    let now = st.clock.now();
     let mut expires = now + token_lifetime(st, user, st.config.token_days);
     let token = match token {
         true => {
@@ -194,7 +193,7 @@ pub async fn list_tokens(
 
 /// `user`'s live tokens and sessions, oldest first; `current` (a hash) is marked.
 pub(crate) async fn token_views(st: &AppState, user: &User, current: Option<&str>) -> Result<Vec<TokenView>, ApiError> {
-    let now = Utc::now();
+    let now = st.clock.now();
     let tokens = st.store.list_user_tokens(user.id).await?;
     Ok(tokens
         .into_iter()
@@ -223,7 +222,7 @@ pub async fn create_token(
     if !(1..=most).contains(&days) {
         return Err(ApiError::unprocessable(format!("invalid days: must be from 1 to {most} (token_days)")).at("days"));
     }
-    let now = Utc::now();
+    let now = st.clock.now();
     let expires_at = now + token_lifetime(&st, &user, days);
     let (token, hash) = auth::new_token(TokenKind::Api);
     st.store.insert_token(user.id, &hash, TokenKind::Api, now, Some(expires_at)).await?;
@@ -316,7 +315,7 @@ pub async fn create_user(
     let password = req.password.clone();
     let hash = auth::hash_password_bounded(password).await?;
     let role = if req.admin { Role::Admin } else { Role::User };
-    let user = st.store.create_user(&req.username, &hash, role, Utc::now()).await?;
+    let user = st.store.create_user(&req.username, &hash, role, st.clock.now()).await?;
     Ok((StatusCode::CREATED, axum::Json(UserView::from(&user))))
 }
 

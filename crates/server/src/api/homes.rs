@@ -81,7 +81,7 @@ pub(crate) async fn set_quota(st: &AppState, user: &User, own: Option<u64>) -> R
 /// Detaches `name`'s home and moves it into `<data_dir>/archive/` (`archive`) or deletes it.
 pub(crate) async fn dispose(st: &AppState, name: &str, archive: bool) -> Result<(), ApiError> {
     let paths = st.homes.release(name).await.map_err(ApiError::internal)?;
-    let at = chrono::Utc::now().timestamp_millis();
+    let at = st.clock.now().timestamp_millis();
     for p in paths {
         if !archive {
             let gone = if p.is_dir() { tokio::fs::remove_dir_all(&p).await } else { tokio::fs::remove_file(&p).await };

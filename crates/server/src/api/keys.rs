@@ -175,7 +175,7 @@ pub async fn add_key(
         fingerprint: gpuhub_ssh::fingerprint(&key),
         public_key: gpuhub_ssh::openssh_line(&key),
         comment: key.comment().to_string(),
-        created_at: Utc::now(),
+        created_at: st.clock.now(),
     };
     match st.store.add_ssh_key(user.id, &record).await {
         Ok(()) => Ok((StatusCode::CREATED, axum::Json(record.into()))),

@@ -108,7 +108,7 @@ pub async fn create_queue(
         .map_err(|e| ApiError::unprocessable(format!("invalid name: {e}")))?;
     let q = patched(&st, &QueueDef::open(&req.name), &req.patch())?;
     crate::teams::claim_gid(&st, &q).await?;
-    st.store.insert_queue(&q, chrono::Utc::now()).await?;
+    st.store.insert_queue(&q, st.clock.now()).await?;
     tracing::info!(queue = %q.name, by = %caller.0.username, "queue created");
     st.controller.kick();
     Ok((StatusCode::CREATED, axum::Json(view(&q, &[], &caller))))
@@ -137,7 +137,7 @@ pub async fn patch_queue(
         if q.team_gid != cur.team_gid {
             crate::teams::claim_gid(&st, &q).await?;
         }
-        if q == cur || st.store.update_queue_if(&cur, &q, chrono::Utc::now()).await? {
+        if q == cur || st.store.update_queue_if(&cur, &q, st.clock.now()).await? {
             break q;
         }
     };

@@ -40,7 +40,7 @@ pub async fn list_reservations(
     q: Result<axum::extract::Query<super::paging::PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::response::Response, ApiError> {
     let page = super::paging::from_query(q)?;
-    let all = current(&st, Utc::now()).await?;
+    let all = current(&st, st.clock.now()).await?;
     let (all, next) = super::paging::slice(all, |r| super::paging::time_key(r.start, &r.id), &page);
     Ok(super::paging::respond(all, next, "/api/v1/reservations", &page))
 }
@@ -55,7 +55,7 @@ pub async fn create_reservation(
     ApiJson(req): ApiJson<CreateReservationRequest>,
 ) -> Result<(StatusCode, axum::Json<ReservationView>), ApiError> {
     caller.require_admin()?;
-    let now = Utc::now();
+    let now = st.clock.now();
     let id = match &req.id {
         Some(id) => {
             names::validate("reservation", id)?;
