@@ -1,5 +1,5 @@
-//! A small reader for the traces' plain CSV (no quoting): columns by header name, errors that name the
-//! file, the line and the field.
+//! The traces' CSV, read with the `csv` crate: columns by header name, errors that name the file, the
+//! line and the field.
 
 use crate::SimError;
 use std::path::{Path, PathBuf};
@@ -28,28 +28,35 @@ impl Csv {
         Self::parse(path, &text)
     }
 
-    /// Parses `text` as if read from `path`.
+    /// Parses `text` as if read from `path` (with the `csv` crate: quoted fields too, a byte-order mark
+    /// and blank lines skipped, cells trimmed).
     pub fn parse(path: &Path, text: &str) -> Result<Self, SimError> {
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-        let Some((_, head)) = lines.next() else {
-            return Err(SimError::Format {
-                path: path.to_owned(),
-                reason: "empty file (expected a header line)".into(),
-            });
-        };
-        let header: Vec<String> = head.trim_start_matches('\u{feff}').split(',').map(|s| s.trim().to_owned()).collect();
-        let mut rows = Vec::new();
-        for (i, l) in lines {
-            let cells: Vec<String> = l.split(',').map(|s| s.trim().to_owned()).collect();
-            if cells.len() > header.len() {
-                return Err(SimError::Parse {
+        let mut reader = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+        let bad =
+            |line: usize, field: String, reason: String| SimError::Parse { path: path.to_owned(), line, field, reason };
+        let header: Vec<String> = match reader.headers() {
+            Ok(h) if !h.is_empty() => h.iter().map(|s| s.trim_start_matches('\u{feff}').to_owned()).collect(),
+            Ok(_) => {
+                return Err(SimError::Format {
                     path: path.to_owned(),
-                    line: i + 1,
-                    field: header.last().cloned().unwrap_or_default(),
-                    reason: format!("{} values but the header has {} columns", cells.len(), header.len()),
+                    reason: "empty file (expected a header line)".into(),
                 });
             }
-            rows.push((i + 1, cells));
+            Err(e) => return Err(SimError::Format { path: path.to_owned(), reason: e.to_string() }),
+        };
+        let mut rows = Vec::new();
+        for record in reader.records() {
+            let record = record.map_err(|e| {
+                let line = e.position().map_or(0, |p| line_at(text, p.byte()));
+                bad(line, String::new(), e.to_string())
+            })?;
+            let line = record.position().map_or(0, |p| line_at(text, p.byte()));
+            if record.len() > header.len() {
+                let field = header.last().cloned().unwrap_or_default();
+                let reason = format!("{} values but the header has {} columns", record.len(), header.len());
+                return Err(bad(line, field, reason));
+            }
+            rows.push((line, record.iter().map(str::to_owned).collect()));
         }
         Ok(Csv { path: path.to_owned(), header, rows })
     }
@@ -78,6 +85,14 @@ impl Csv {
     }
 }
 
+/// The 1-based line of the record at byte `at` (the crate's position may be that of blank lines before
+/// it).
+fn line_at(text: &str, at: u64) -> usize {
+    let at = usize::try_from(at).unwrap_or(usize::MAX).min(text.len());
+    let start = text[at..].find(|c: char| c != '\n' && c != '\r').map_or(text.len(), |i| at + i);
+    text.as_bytes()[..start].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
 impl Row<'_> {
     /// The 1-based line number.
     pub fn line(&self) -> usize {
@@ -104,5 +119,31 @@ impl Row<'_> {
             return Err(self.error(col, "missing value"));
         }
         s.parse::<T>().map_err(|e| self.error(col, format!("{s:?}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_by_column_with_their_lines() {
+        let text = "\u{feff}name, gpu\n\na,1\n\"b, quoted\", 2\n";
+        let csv = Csv::parse(Path::new("t.csv"), text).unwrap();
+        let rows: Vec<_> =
+            csv.rows().map(|r| (r.line(), r.str("name").to_owned(), r.get::<u32>("gpu").unwrap())).collect();
+        assert_eq!(rows, [(3, "a".to_owned(), 1), (4, "b, quoted".to_owned(), 2)]);
+        assert!(csv.require(&["name", "gpu"]).is_ok());
+        assert!(csv.require(&["cpu"]).unwrap_err().to_string().contains("missing column `cpu`"));
+    }
+
+    #[test]
+    fn too_many_values_and_bad_values_name_the_line_and_field() {
+        let e = Csv::parse(Path::new("t.csv"), "a,b\n1,2\n1,2,3\n").unwrap_err();
+        assert!(matches!(&e, SimError::Parse { line: 3, field, .. } if field == "b"), "{e}");
+        let csv = Csv::parse(Path::new("t.csv"), "a\nx\n").unwrap();
+        let e = csv.rows().next().unwrap().get::<u32>("a").unwrap_err();
+        assert!(matches!(&e, SimError::Parse { line: 2, field, .. } if field == "a"), "{e}");
+        assert!(matches!(Csv::parse(Path::new("t.csv"), ""), Err(SimError::Format { .. })));
     }
 }
