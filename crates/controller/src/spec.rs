@@ -218,11 +218,12 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
             nfs: None,
         });
     }
-    // the datasets it asked for, read-only, at the paths they had when it was submitted
+    // the datasets it asked for, at the paths they had when it was submitted, read-only unless an
+    // object-storage dataset was registered read-write
     mounts.extend(w.datasets.iter().map(|d| Mount {
         source: d.path.clone(),
         target: d.target(),
-        read_only: true,
+        read_only: d.read_only,
         nfs: d.nfs.clone(),
     }));
     // its team folders, read-write, with their groups carried by every process of the run

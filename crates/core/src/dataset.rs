@@ -1,10 +1,15 @@
 //! Datasets: directories an admin registers by name (a path every node has: local disk, or an NFS or
-//! object-storage mount the node keeps), which workloads mount read-only at `/datasets/<name>`. A volume
-//! in engine-neutral terms: each engine maps it to its own bind mount.
+//! object-storage mount the node keeps), an NFS export the engine mounts, or an S3 bucket (or a prefix
+//! of one) that the hub mounts on its host ([`S3Source`]), which workloads mount at `/datasets/<name>`,
+//! read-only unless an object-storage dataset is registered read-write. A volume in engine-neutral
+//! terms: each engine maps it to its own bind mount.
 
 use crate::CoreError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+
+mod s3;
+pub use s3::{S3Source, SECRET_SET, Secret};
 
 /// Where workloads find their datasets.
 pub const DATASETS_DIR: &str = "/datasets";
@@ -22,9 +27,28 @@ pub struct Dataset {
     /// is best named by its address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nfs: Option<String>,
+    /// An S3 bucket or a prefix of one, which the hub mounts on its host (instead of `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Source>,
+    /// Workloads may not write it (the default); `false` is for object-storage datasets only.
+    #[serde(default = "yes")]
+    pub read_only: bool,
     /// A line for people choosing it.
     #[serde(default)]
     pub description: String,
+    /// Set by the server in answers, ignored in requests: an object-storage dataset's mount on the hub's
+    /// host, `mounted`, `mounting` or `down: <why>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(read_only)]
+    pub status: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// A dataset a workload mounts: its name and the path it had when the workload was submitted (a later
@@ -37,6 +61,12 @@ pub struct DatasetMount {
     /// The NFS server `path` is exported from; absent: a directory on the nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nfs: Option<String>,
+    /// The bucket (`s3://bucket/prefix`) the hub mounts at `path` on its host; absent: not object storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<String>,
+    /// Mounted read-only (absent: `true`).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub read_only: bool,
 }
 
 impl DatasetMount {
@@ -52,9 +82,26 @@ impl Dataset {
     /// could add mount options.
     pub fn validate(&self) -> Result<(), CoreError> {
         crate::names::validate("dataset", &self.name)?;
+        if let Some(s3) = &self.s3 {
+            if !self.path.is_empty() || self.nfs.is_some() {
+                return Err(CoreError::invalid("s3", "give one of path, nfs and s3"));
+            }
+            return s3.validate();
+        }
+        if !self.read_only {
+            return Err(CoreError::invalid(
+                "read_only",
+                "only object-storage (s3) datasets may be read-write; directories and NFS exports are read-only",
+            ));
+        }
         match (&self.nfs, self.path.is_empty()) {
             (Some(_), false) => return Err(CoreError::invalid("nfs", "give path or nfs, not both")),
-            (None, true) => return Err(CoreError::invalid("path", "give the directory (path) or an NFS export (nfs)")),
+            (None, true) => {
+                return Err(CoreError::invalid(
+                    "path",
+                    "give the directory (path), an NFS export (nfs) or an S3 bucket (s3)",
+                ));
+            }
             (Some(n), true) => {
                 let Some((server, export)) = n.split_once(":/") else {
                     return Err(CoreError::invalid("nfs", format!("{n:?} is not server:/export/path")));
@@ -77,14 +124,15 @@ impl Dataset {
         refuse_protected(&self.path, &self.path, &[])
     }
 
-    /// Where a workload mounts it from: the directory, or the export and its server.
+    /// Where a workload mounts it from: the directory, or the export and its server; an object-storage
+    /// dataset's path is where the hub mounts it on its host, which the server fills in.
     pub fn mount(&self) -> DatasetMount {
-        match self.nfs.as_deref().and_then(|n| n.split_once(":/")) {
-            Some((server, export)) => {
-                DatasetMount { name: self.name.clone(), path: format!("/{export}"), nfs: Some(server.to_owned()) }
-            }
-            None => DatasetMount { name: self.name.clone(), path: self.path.clone(), nfs: None },
-        }
+        let (path, nfs) = match self.nfs.as_deref().and_then(|n| n.split_once(":/")) {
+            Some((server, export)) => (format!("/{export}"), Some(server.to_owned())),
+            None => (self.path.clone(), None),
+        };
+        let s3 = self.s3.as_ref().map(|s| s.url.clone());
+        DatasetMount { name: self.name.clone(), path, nfs, s3, read_only: self.read_only }
     }
 }
 
@@ -173,7 +221,15 @@ mod tests {
     use super::*;
 
     fn d(name: &str, path: &str) -> Dataset {
-        Dataset { name: name.into(), path: path.into(), nfs: None, description: String::new() }
+        Dataset {
+            name: name.into(),
+            path: path.into(),
+            nfs: None,
+            s3: None,
+            read_only: true,
+            description: String::new(),
+            status: None,
+        }
     }
 
     #[test]
@@ -197,7 +253,10 @@ mod tests {
         let both = Dataset { nfs: Some("h:/x".into()), ..d("x", "/data") };
         assert!(both.validate().unwrap_err().to_string().contains("not both"));
         assert!(d("x", "").validate().is_err(), "neither");
-        assert_eq!(d("x", "/data").mount(), DatasetMount { name: "x".into(), path: "/data".into(), nfs: None });
+        assert_eq!(
+            d("x", "/data").mount(),
+            DatasetMount { name: "x".into(), path: "/data".into(), nfs: None, s3: None, read_only: true }
+        );
     }
 
     #[test]
@@ -208,7 +267,10 @@ mod tests {
         }
         let e = d("x", "rel").validate().unwrap_err();
         assert!(matches!(e, CoreError::Invalid { ref field, .. } if field == "path"), "{e}");
-        assert_eq!(DatasetMount { name: "x".into(), path: "/d".into(), nfs: None }.target(), "/datasets/x");
+        assert_eq!(
+            DatasetMount { name: "x".into(), path: "/d".into(), nfs: None, s3: None, read_only: true }.target(),
+            "/datasets/x"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 #[macro_use]
 mod common;
 mod counts;
+mod datasets;
 mod history;
 mod holdings;
 mod images_keys;

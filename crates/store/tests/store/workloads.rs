@@ -85,6 +85,8 @@ fn full() -> Workload {
             name: "imagenet".into(),
             path: "/srv/data/imagenet".into(),
             nfs: Some("10.0.0.5".into()),
+            s3: None,
+            read_only: true,
         }],
         teams: vec![gpuhub_core::team::TeamMount {
             queue: "vision".into(),
