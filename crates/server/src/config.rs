@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod apps;
+pub mod datasets;
 pub mod disk;
 pub mod env;
 pub mod homes;
@@ -303,6 +304,11 @@ pub struct Config {
     pub log_max_bytes: gpuhub_core::Bytes,
     /// The admin password on first start (`GPUHUB_ADMIN_PASSWORD`); never written back.
     pub admin_password: Option<String>,
+    /// The key sealing secrets at rest (S3 secret keys), 64 hex digits (`GPUHUB_SECRET_KEY`); unset:
+    /// `<data_dir>/secret.key`, made on first start (0600). Never written back.
+    pub secret_key: Option<String>,
+    /// What the read cache of each object-storage dataset may hold on this host (`GPUHUB_DATASET_CACHE`).
+    pub dataset_cache: gpuhub_core::Bytes,
     /// Per-user bounds on workloads and request sizes.
     pub limits: Limits,
     /// Sampling, its history and `/metrics` (`[monitor]`).
@@ -377,6 +383,8 @@ impl Default for Config {
             gpu_share_library: None,
             log_max_bytes: gpuhub_core::Bytes(DEFAULT_LOG_MAX_BYTES),
             admin_password: None,
+            secret_key: None,
+            dataset_cache: gpuhub_core::Bytes(datasets::DEFAULT_CACHE),
             limits: Limits::default(),
             monitor: monitor::MonitorConfig::default(),
             idle: monitor::IdleConfig::default(),
@@ -425,6 +433,8 @@ impl fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("log_max_bytes", &self.log_max_bytes)
             .field("admin_password", &self.admin_password.as_ref().map(|_| "<redacted>"))
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
+            .field("dataset_cache", &self.dataset_cache)
             .field("monitor", &self.monitor)
             .field("idle", &self.idle)
             .field("gpu_sharing", &self.gpu_sharing)
@@ -551,6 +561,7 @@ impl Config {
                 other => match monitor::apply_env(&mut self.monitor, &mut self.idle, &key, other, &v)
                     .or_else(|| identity::apply_env(self, &key, other, &v))
                     .or_else(|| sharing::apply_env(self, &key, other, &v))
+                    .or_else(|| datasets::apply_env(self, &key, other, &v))
                 {
                     Some(done) => done?,
                     // variables of the client, of containers and of the scripts share the prefix
@@ -572,6 +583,7 @@ impl Config {
         identity::check(self)?;
         monitor::check(&self.monitor, &self.idle)?;
         sharing::check(self)?;
+        datasets::check(self)?;
         if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
             return Err(ConfigError::Invalid {
                 key: "log_max_bytes".into(),

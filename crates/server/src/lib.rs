@@ -17,6 +17,8 @@ pub mod mps;
 pub mod origins;
 pub mod portal;
 pub mod queues;
+pub mod s3mounts;
+pub mod secrets;
 pub mod service;
 pub mod state;
 pub mod teams;
@@ -73,6 +75,9 @@ pub enum ServeError {
     /// A sign-in source is configured wrongly (`[ldap]`, `[oidc]`).
     #[error("{0}")]
     Identity(String),
+    /// The key that seals secrets cannot be read or made.
+    #[error("{0}")]
+    Secrets(#[from] secrets::SecretError),
 }
 
 /// A running server.
@@ -107,6 +112,7 @@ impl Server {
         if let Some(m) = &self.state.mps {
             m.detach().await;
         }
+        self.state.s3.unmount_all().await;
     }
 
     /// Waits until the server stops (after [`Server::shutdown`] from elsewhere, or a fatal error).
@@ -123,6 +129,7 @@ impl Server {
         if let Some(m) = &self.state.mps {
             m.detach().await;
         }
+        self.state.s3.unmount_all().await;
     }
 
     /// A sender that stops the server when `true` is sent.
@@ -310,6 +317,8 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     // the gateway's public key, published so that clients need not trust it on first use
     let host_public = gpuhub_ssh::load_or_generate_host_key(&host_key)?.public_key().clone();
     let gateway_engine = engine.clone();
+    let secrets = Arc::new(secrets::SecretBox::load(config.secret_key.as_deref(), &data_dir)?);
+    let s3 = Arc::new(s3mounts::S3Mounts::new(&data_dir, config.dataset_cache.0));
     let state = AppState {
         store,
         engine,
@@ -337,7 +346,10 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         http_metrics: crate::metrics::HttpMetrics::default(),
         homes,
         identities,
+        secrets,
+        s3,
     };
+    api::datasets::mount_all(&state).await;
     let gateway = gpuhub_ssh::SshGateway::on_listener(
         ssh_listener,
         &host_key,

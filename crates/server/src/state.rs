@@ -59,6 +59,10 @@ pub struct AppState {
     pub homes: Arc<dyn gpuhub_homes::Homes>,
     /// The outside sign-in sources (LDAP, OpenID).
     pub identities: Arc<crate::identity::Identities>,
+    /// Seals the secrets the store keeps (S3 secret keys).
+    pub secrets: Arc<crate::secrets::SecretBox>,
+    /// The object-storage datasets mounted on this host.
+    pub s3: Arc<crate::s3mounts::S3Mounts>,
 }
 
 impl AppState {

@@ -100,3 +100,66 @@ async fn nfs_exports_are_mounted_by_the_engine() {
     let m = spec.mounts.iter().find(|m| m.target == "/datasets/remote").expect("mounted");
     assert_eq!((m.source.as_str(), m.nfs.as_deref(), m.read_only), ("/exports/remote", Some("10.0.0.5"), true));
 }
+
+/// S3 datasets: malformed ones are refused with a 422 naming the field (the bucket URL, a missing
+/// endpoint, one key without the other, two sources at once, a read-write directory), as is an S3
+/// server that does not answer (nothing listens there), and a Slurm hub refuses them all (its nodes
+/// would each need the mount); the secret key appears in no refusal.
+#[tokio::test]
+async fn s3_datasets_are_checked_naming_the_field() {
+    let hub = Hub::start().await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let secret = "never-shown-8c1f";
+    let s3 = |url: &str, endpoint: &str| json!({"url": url, "endpoint": endpoint, "access_key": "AKID", "secret_key": secret});
+    let (s, v) = hub
+        .call(
+            Method::POST,
+            "/api/v1/datasets",
+            Some(&alice),
+            Some(json!({"name": "b", "s3": s3("s3://bkt", "http://h")})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    // a port nothing listens on
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = format!("http://{dead}");
+    for (bad, field, why) in [
+        (json!({"name": "b", "s3": s3("http://bkt/x", "http://h")}), "s3.url", "s3://bucket/prefix"),
+        (json!({"name": "b", "s3": s3("s3://Bad_Bucket", "http://h")}), "s3.url", "bucket name"),
+        (json!({"name": "b", "s3": s3("s3://bkt/../etc", "http://h")}), "s3.url", "'..'"),
+        (json!({"name": "b", "s3": {"url": "s3://bkt"}}), "s3.endpoint", "missing"),
+        (json!({"name": "b", "s3": s3("s3://bkt", "ftp://h")}), "s3.endpoint", "http://"),
+        (
+            json!({"name": "b", "s3": {"url": "s3://bkt", "endpoint": "http://h", "access_key": "A"}}),
+            "s3.secret_key",
+            "missing",
+        ),
+        (json!({"name": "b", "path": "/tmp", "s3": s3("s3://bkt", "http://h")}), "s3", "one of path, nfs and s3"),
+        (json!({"name": "b", "path": "/tmp", "read_only": false}), "read_only", "only object-storage"),
+        (json!({"name": "b", "s3": s3("s3://bkt", &dead)}), "s3", "cannot be listed"),
+    ] {
+        let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(bad.clone())).await;
+        assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some(field)), "{bad}: {v}");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(detail.contains(why) && !detail.contains(secret), "{bad}: {v}");
+    }
+    let (s, v) = hub
+        .call(
+            Method::POST,
+            "/api/v1/datasets",
+            Some(&admin),
+            Some(json!({"name": "b", "s3": {"url": "s3://bkt", "endpoint": "http://h", "colour": 1}})),
+        )
+        .await;
+    assert!(s == StatusCode::UNPROCESSABLE_ENTITY || s == StatusCode::BAD_REQUEST, "{s} {v}");
+    let (_, v) = hub.call(Method::GET, "/api/v1/datasets", Some(&admin), None).await;
+    assert_eq!(v, json!([]), "nothing was registered");
+
+    let slurm = Hub::start_with(|c| c.engine = gpuhub_server::config::EngineKind::Slurm).await;
+    let admin = slurm.login("admin", ADMIN_PASSWORD).await;
+    let body = json!({"name": "b", "s3": s3("s3://bkt", "http://h")});
+    let (s, v) = slurm.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(body)).await;
+    assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("s3")), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("mounts no object storage itself"), "{v}");
+}

@@ -1,5 +1,7 @@
-//! Datasets: admins register directories by name; everyone sees the list and mounts them read-only
-//! (`"datasets": ["imagenet"]` in a submission → `/datasets/imagenet`).
+//! Datasets: admins register directories, NFS exports and S3 buckets by name; everyone sees the list
+//! and mounts them (`"datasets": ["imagenet"]` in a submission → `/datasets/imagenet`), read-only unless
+//! an S3 dataset is registered read-write. S3 datasets are mounted on this host by the server
+//! ([`crate::s3mounts`]); their secret keys are sealed before they are stored and never shown.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson};
@@ -7,29 +9,82 @@ use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use gpuhub_core::api::Problem;
-use gpuhub_core::dataset::Dataset;
+use gpuhub_core::dataset::{Dataset, SECRET_SET, Secret};
 
 /// Every dataset, by name.
 #[utoipa::path(get, path = "/api/v1/datasets", tag = "datasets",
     responses((status = 200, body = [Dataset]), (status = 401, body = Problem)))]
 pub async fn list_datasets(State(st): State<AppState>, _caller: Caller) -> Result<axum::Json<Vec<Dataset>>, ApiError> {
-    Ok(axum::Json(st.store.list_datasets().await?))
+    let mut all = st.store.list_datasets().await?;
+    for d in &mut all {
+        d.status = status(&st, d);
+    }
+    Ok(axum::Json(all))
 }
 
-/// Registers a dataset (admin), or changes one's path or description: a directory every node has
-/// (local, or an NFS or object-storage mount the node keeps), or an NFS export (`nfs`:
-/// `server:/export`) that engines able to (Docker) mount themselves. Where gpuhub runs the containers
-/// on this host (the Docker engine) a directory must exist here.
+/// An S3 dataset's mount on this host, as answers show it.
+fn status(st: &AppState, d: &Dataset) -> Option<String> {
+    d.s3.as_ref().map(|_| st.s3.status(&d.name).unwrap_or_else(|| "down: not mounted".into()))
+}
+
+/// The context a dataset's secret is sealed for.
+fn context(name: &str) -> String {
+    format!("dataset:{name}")
+}
+
+/// `d`'s S3 source with its secret key opened, for rclone.
+fn plain(st: &AppState, d: &Dataset) -> Option<Result<crate::s3mounts::Plain, crate::secrets::SecretError>> {
+    let s3 = d.s3.as_ref()?;
+    let secret = s3.secret_key.as_ref().map(|s| st.secrets.open(&context(&d.name), s.expose())).transpose();
+    Some(secret.map(|secret| crate::s3mounts::Plain { source: s3.clone(), secret }))
+}
+
+/// Mounts every S3 dataset (at start; each in its own task, a slow S3 server delays nothing else).
+pub async fn mount_all(st: &AppState) {
+    if st.config.engine != crate::config::EngineKind::Docker {
+        return;
+    }
+    st.s3.sweep().await;
+    let all = match st.store.list_datasets().await {
+        Ok(all) => all,
+        Err(e) => return tracing::error!(error = %e, "cannot list the datasets to mount"),
+    };
+    for d in all {
+        match plain(st, &d) {
+            None => {}
+            Some(Err(e)) => tracing::error!(dataset = %d.name, error = %e, "cannot mount the S3 dataset"),
+            Some(Ok(p)) => {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Err(why) = st.s3.mount(&d.name, p, d.read_only).await {
+                        tracing::error!(dataset = %d.name, %why, "cannot mount the S3 dataset (trying again)");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Registers a dataset (admin), or changes one's registration: a directory every node has (local, or
+/// an NFS or object-storage mount the node keeps), an NFS export (`nfs`: `server:/export`) that engines
+/// able to (Docker) mount themselves, or an S3 bucket or prefix (`s3`) that the server mounts on its
+/// host (the Docker engine), checked to answer first; its `secret_key` is stored encrypted and shown
+/// back as `"<set>"` (sending `"<set>"` keeps the stored one). Where gpuhub runs the containers on this
+/// host (the Docker engine) a directory must exist here.
 #[utoipa::path(post, path = "/api/v1/datasets", tag = "datasets", request_body = Dataset,
     responses((status = 201, body = Dataset), (status = 403, body = Problem), (status = 422, body = Problem)))]
 pub async fn create_dataset(
     State(st): State<AppState>,
     caller: Caller,
-    ApiJson(d): ApiJson<Dataset>,
+    ApiJson(mut d): ApiJson<Dataset>,
 ) -> Result<(StatusCode, axum::Json<Dataset>), ApiError> {
     caller.require_admin()?;
+    d.status = None;
     d.validate()?;
     let local = st.config.engine == crate::config::EngineKind::Docker;
+    if d.s3.is_some() {
+        return create_s3(st, caller, d).await;
+    }
     if d.nfs.is_some() && !st.engine.capabilities().nfs {
         return Err(ApiError::unprocessable(format!(
             "invalid nfs: the {} engine mounts no NFS exports itself; mount the export on every node and \
@@ -47,7 +102,60 @@ pub async fn create_dataset(
         refuse_own_and_linked(&st, &d.path)?;
     }
     st.store.upsert_dataset(&d).await?;
+    // it may have been an S3 dataset before
+    st.s3.unmount(&d.name).await;
     tracing::info!(dataset = %d.name, path = %d.path, by = %caller.0.username, "dataset registered");
+    Ok((StatusCode::CREATED, axum::Json(d)))
+}
+
+/// Registers an S3 dataset: only where the server's host runs the containers; the bucket must answer;
+/// the secret is sealed before it is stored; mounted before the answer (its `status` says how it went).
+async fn create_s3(
+    st: AppState,
+    caller: Caller,
+    mut d: Dataset,
+) -> Result<(StatusCode, axum::Json<Dataset>), ApiError> {
+    if st.config.engine != crate::config::EngineKind::Docker {
+        return Err(ApiError::unprocessable(format!(
+            "invalid s3: the {} engine mounts no object storage itself; mount the bucket on every node \
+             (e.g. rclone mount) and register that directory as path",
+            st.engine.name()
+        ))
+        .at("s3"));
+    }
+    let Some(s3) = d.s3.as_mut() else { unreachable!("create_s3 is called for S3 datasets") };
+    // "<set>": the secret stored for this dataset, unchanged
+    let secret = match s3.secret_key.take() {
+        Some(s) if s.expose() == SECRET_SET => {
+            let kept = st.store.get_dataset(&d.name).await.ok().and_then(|old| old.s3?.secret_key);
+            let Some(kept) = kept else {
+                return Err(ApiError::unprocessable(format!(
+                    "invalid s3.secret_key: {SECRET_SET:?} keeps the stored secret key, but dataset {} has none",
+                    d.name
+                ))
+                .at("s3.secret_key"));
+            };
+            Some(st.secrets.open(&context(&d.name), kept.expose()).map_err(|e| ApiError::internal(e.to_string()))?)
+        }
+        Some(s) => Some(s.expose().to_owned()),
+        None => None,
+    };
+    let plain = crate::s3mounts::Plain { source: s3.clone(), secret: secret.clone() };
+    if let Err(why) = st.s3.check(&plain).await {
+        return Err(ApiError::unprocessable(format!(
+            "invalid s3: {} at {} cannot be listed: {why}",
+            s3.url, s3.endpoint
+        ))
+        .at("s3"));
+    }
+    s3.secret_key = secret.map(|p| Secret::new(st.secrets.seal(&context(&d.name), &p)));
+    let url = s3.url.clone();
+    st.store.upsert_dataset(&d).await?;
+    if let Err(why) = st.s3.mount(&d.name, plain, d.read_only).await {
+        tracing::error!(dataset = %d.name, %why, "cannot mount the S3 dataset (trying again)");
+    }
+    d.status = status(&st, &d);
+    tracing::info!(dataset = %d.name, %url, read_only = d.read_only, by = %caller.0.username, "S3 dataset registered");
     Ok((StatusCode::CREATED, axum::Json(d)))
 }
 
@@ -68,7 +176,8 @@ fn refuse_own_and_linked(st: &AppState, path: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Removes a dataset (admin); workloads already submitted keep mounting its path.
+/// Removes a dataset (admin); workloads already submitted keep mounting its path. An S3 dataset is
+/// unmounted from this host: work still reading it finds its files gone.
 #[utoipa::path(delete, path = "/api/v1/datasets/{name}", tag = "datasets", params(("name" = String, Path)),
     responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
 pub async fn delete_dataset(
@@ -78,5 +187,6 @@ pub async fn delete_dataset(
 ) -> Result<StatusCode, ApiError> {
     caller.require_admin()?;
     st.store.delete_dataset(&name).await?;
+    st.s3.unmount(&name).await;
     Ok(StatusCode::NO_CONTENT)
 }

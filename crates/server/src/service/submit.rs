@@ -286,6 +286,7 @@ async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<Dataset
                     ),
                 ));
             }
+            Ok(d) if d.s3.is_some() => out.push(s3_mount(st, &d)?),
             Ok(d) => out.push(d.mount()),
             Err(StoreError::NotFound { .. }) => {
                 let known: Vec<String> = st.store.list_datasets().await?.into_iter().map(|d| d.name).collect();
@@ -299,6 +300,28 @@ async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<Dataset
         }
     }
     Ok(out)
+}
+
+/// An S3 dataset's mount: the directory where the server mounts it on this host, which must be
+/// mounted now (else the job would see an empty directory, or none).
+fn s3_mount(st: &AppState, d: &gpuhub_core::dataset::Dataset) -> Result<DatasetMount, ServiceError> {
+    if st.config.engine != crate::config::EngineKind::Docker {
+        let detail = format!(
+            "invalid datasets: {} is object storage, which the {} engine does not mount",
+            d.name,
+            st.engine.name()
+        );
+        return Err(ServiceError::invalid_at("datasets", detail));
+    }
+    match st.s3.status(&d.name) {
+        Some(s) if s == "mounted" => {}
+        s => {
+            let s = s.unwrap_or_else(|| "not mounted".into());
+            let detail = format!("dataset {} is not mounted on the hub ({s}); try again shortly", d.name);
+            return Err(ServiceError::new(Kind::Unavailable, detail).at("datasets"));
+        }
+    }
+    Ok(DatasetMount { path: st.s3.path(&d.name).display().to_string(), ..d.mount() })
 }
 
 /// A catalog name becomes its image reference and apps. What may run: a catalog image; an image
