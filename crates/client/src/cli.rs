@@ -290,16 +290,37 @@ pub struct DatasetsArgs {
 /// Subcommands of `gpuhub datasets`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum DatasetsCommand {
-    /// Register a dataset (admin): a directory every node has, mounted read-only at /datasets/NAME.
+    /// Register a dataset (admin): a directory every node has, an NFS export or an S3 bucket, mounted
+    /// at /datasets/NAME (read-only unless an S3 dataset is --read-write).
     Add {
         /// Its name (`imagenet`).
         name: String,
-        /// The directory on the nodes (absolute), or an NFS export `server:/export/path` that the engine
-        /// mounts itself.
+        /// The directory on the nodes (absolute), an NFS export `server:/export/path` that the engine
+        /// mounts itself, or an S3 bucket or prefix `s3://bucket/prefix` that the hub mounts (with
+        /// --endpoint).
         path: String,
         /// A line for people choosing it.
         #[arg(long, value_name = "D", default_value = "")]
         description: String,
+        /// The S3 server of an s3:// dataset (`https://s3.example.org`, `http://10.0.0.5:9000`).
+        #[arg(long, value_name = "URL")]
+        endpoint: Option<String>,
+        /// The S3 region, where the server wants one.
+        #[arg(long, value_name = "R")]
+        region: Option<String>,
+        /// The S3 access key id; its secret key is read from standard input (--secret-key-stdin), else
+        /// from AWS_SECRET_ACCESS_KEY, else typed at a prompt. Never on the command line.
+        #[arg(long, value_name = "K")]
+        access_key: Option<String>,
+        /// Read the S3 secret key from the first line of standard input.
+        #[arg(long, requires = "access_key")]
+        secret_key_stdin: bool,
+        /// Workloads may only read it (the default).
+        #[arg(long, conflicts_with = "read_write")]
+        read_only: bool,
+        /// Workloads may write it too (S3 datasets only).
+        #[arg(long)]
+        read_write: bool,
     },
     /// Remove a dataset (admin); workloads already submitted keep mounting it.
     Rm {

@@ -8,7 +8,7 @@ use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
 use gpuhub_core::Bytes;
 use gpuhub_core::api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, UserView};
-use gpuhub_core::dataset::Dataset;
+use gpuhub_core::dataset::{Dataset, S3Source, Secret};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -158,6 +158,7 @@ pub(crate) async fn images(api: &Api, json: bool, cmd: Option<ImagesCommand>, ou
 
 /// `gpuhub datasets [add NAME PATH | rm NAME]`.
 pub(crate) async fn datasets(
+    ctx: &Context,
     api: &Api,
     json: bool,
     cmd: Option<DatasetsCommand>,
@@ -170,21 +171,72 @@ pub(crate) async fn datasets(
                 return print_json(out, &v);
             }
             let list: Vec<Dataset> = decode(&v, api.url(&["datasets"], &[]).as_str())?;
-            let mut t = Table::new(&["NAME", "PATH", "DESCRIPTION"]);
+            let mut t = Table::new(&["NAME", "PATH", "MODE", "STATUS", "DESCRIPTION"]);
             for d in list {
-                t.row(vec![d.name, d.nfs.map(|n| format!("nfs {n}")).unwrap_or(d.path), d.description]);
+                let source = match (&d.s3, d.nfs) {
+                    (Some(s), _) => format!("{} at {}", s.url, s.endpoint),
+                    (None, Some(n)) => format!("nfs {n}"),
+                    (None, None) => d.path,
+                };
+                let mode = if d.read_only { "ro" } else { "rw" };
+                let status = d.status.unwrap_or_else(|| "-".into());
+                t.row(vec![d.name, source, mode.into(), status, d.description]);
             }
             write!(out, "{}", t.render(""))?;
         }
-        Some(DatasetsCommand::Add { name, path, description }) => {
-            // `server:/export` is an NFS export; anything else a directory on the nodes
-            let nfs = (!path.starts_with('/') && path.contains(":/")).then(|| path.clone());
+        Some(DatasetsCommand::Add {
+            name,
+            path,
+            description,
+            endpoint,
+            region,
+            access_key,
+            secret_key_stdin,
+            read_only: _,
+            read_write,
+        }) => {
             let source = path.clone();
-            let d = Dataset { name, path: if nfs.is_some() { String::new() } else { path }, nfs, description };
-            let v = api.send_json(Method::POST, &["datasets"], &d).await?;
+            let s3 = if path.starts_with("s3://") {
+                let secret_key = match &access_key {
+                    Some(_) => Some(Secret::new(s3_secret(ctx, secret_key_stdin)?)),
+                    None => None,
+                };
+                Some(S3Source {
+                    url: path.clone(),
+                    endpoint: endpoint.unwrap_or_default(),
+                    region,
+                    access_key,
+                    secret_key,
+                })
+            } else if endpoint.is_some() || access_key.is_some() || region.is_some() {
+                return Err(ClientError::Usage(
+                    "--endpoint, --region and --access-key are for s3://bucket/prefix datasets".into(),
+                ));
+            } else {
+                None
+            };
+            // `server:/export` is an NFS export; anything else a directory on the nodes
+            let nfs = (s3.is_none() && !path.starts_with('/') && path.contains(":/")).then(|| path.clone());
+            let path = if nfs.is_some() || s3.is_some() { String::new() } else { path };
+            let d = Dataset { name, path, nfs, s3, read_only: !read_write, description, status: None };
+            // a Secret serializes as "<set>" (answers never show it): the request carries the key itself
+            let mut body = serde_json::to_value(&d).map_err(|e| ClientError::Usage(e.to_string()))?;
+            if let Some(secret) = d.s3.as_ref().and_then(|s| s.secret_key.as_ref()) {
+                body["s3"]["secret_key"] = Value::String(secret.expose().to_owned());
+            }
+            let v = api.send_json(Method::POST, &["datasets"], &body).await?;
+            let mode = if d.read_only { "read-only" } else { "read-write" };
             match v {
                 Some(v) if json => print_json(out, &v)?,
-                _ => writeln!(out, "added dataset {} ({source}), mounted at /datasets/{}", d.name, d.name)?,
+                Some(v) if d.s3.is_some() => {
+                    let status = v["status"].as_str().unwrap_or("unknown");
+                    writeln!(
+                        out,
+                        "added dataset {} ({source}), mounted {mode} at /datasets/{} ({status})",
+                        d.name, d.name
+                    )?
+                }
+                _ => writeln!(out, "added dataset {} ({source}), mounted {mode} at /datasets/{}", d.name, d.name)?,
             }
         }
         Some(DatasetsCommand::Rm { name }) => {
@@ -195,6 +247,19 @@ pub(crate) async fn datasets(
         }
     }
     Ok(())
+}
+
+/// An S3 secret key: the first line of standard input, else `AWS_SECRET_ACCESS_KEY`, else typed at a
+/// prompt; never an argument (others see those in `ps`).
+fn s3_secret(ctx: &Context, stdin: bool) -> Result<String, ClientError> {
+    if !stdin {
+        if let Ok(k) = std::env::var("AWS_SECRET_ACCESS_KEY").map(|k| k.trim().to_owned()) {
+            if !k.is_empty() {
+                return Ok(k);
+            }
+        }
+    }
+    read_password(&Context { password: None, ..ctx.clone() }, stdin, "S3 secret key: ", false)
 }
 
 /// `gpuhub user …`.

@@ -67,7 +67,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Images(args) if args.mine => admin::my_images(&api, json, args.command, out).await?,
         ClientCommand::Images(args) => admin::images(&api, json, args.command, out).await?,
         ClientCommand::Save { workspace, name } => admin::save(&api, json, &workspace, &name, out).await?,
-        ClientCommand::Datasets(args) => admin::datasets(&api, json, args.command, out).await?,
+        ClientCommand::Datasets(args) => admin::datasets(ctx, &api, json, args.command, out).await?,
         ClientCommand::User { command } => admin::user(ctx, &api, json, command, out).await?,
         ClientCommand::SshKey { command } => ssh::key(&api, json, command, out).await?,
         ClientCommand::Ssh(args) => {
