@@ -6,9 +6,11 @@
 #     features need (debootstrap + python3-venv for the JupyterLab image, chromium + its driver for
 #     browser tests, prometheus for the /metrics test and slapd + ldap-utils for the LDAP sign-in
 #     tests, which start their own: the packages' services are stopped and disabled when this script
-#     installs them, and prometheus's recommended node exporter left out);
+#     installs them, and prometheus's recommended node exporter left out; rclone and fuse3, which mount
+#     S3 datasets);
 #  1b. the Python packages oidc-provider-mock (pip), the OpenID provider of the OIDC sign-in tests,
-#     and schemathesis, the API conformance run (scripts/schemathesis.sh), when python3 lacks them;
+#     schemathesis, the API conformance run (scripts/schemathesis.sh), when python3 lacks them, and
+#     moto[server], the S3 server of the S3 dataset tests, when moto_server is not on PATH;
 #  2. dockerd, started in the background when `docker info` fails (no systemd needed);
 #  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
 #  4. the gpuhub/busybox:latest image (scripts/build-busybox-image.sh), when that script exists;
@@ -25,6 +27,7 @@ PACKAGES=(
     e2fsprogs xfsprogs util-linux
     slapd ldap-utils
     docker-registry
+    rclone fuse3
 )
 # installed without their recommended packages (prometheus recommends prometheus-node-exporter, another
 # daemon the tests do not need)
@@ -113,6 +116,19 @@ else
     [[ "$pip_help" != *--root-user-action* ]] || pip_flags+=(--root-user-action=ignore)
     retry python3 -m pip install "${pip_flags[@]}" 'schemathesis>=4,<5'
     python3 -m schemathesis.cli --version >/dev/null || die "schemathesis installed but python3 -m schemathesis.cli does not run"
+fi
+
+# moto[server]: a real S3 server (moto_server) for crates/gpuhub/tests/s3_datasets.rs
+if command -v moto_server >/dev/null 2>&1; then
+    log "pip: moto_server present"
+else
+    log "pip install moto[server]"
+    pip_help="$(python3 -m pip install --help 2>/dev/null)" || die "python3 -m pip does not run (apt-get install python3-pip)"
+    pip_flags=(--quiet --disable-pip-version-check)
+    [[ "$pip_help" != *--break-system-packages* ]] || pip_flags+=(--break-system-packages)
+    [[ "$pip_help" != *--root-user-action* ]] || pip_flags+=(--root-user-action=ignore)
+    retry python3 -m pip install "${pip_flags[@]}" 'moto[server]>=5,<6'
+    command -v moto_server >/dev/null || die "moto[server] installed but moto_server is not on PATH"
 fi
 
 # --- 2. docker ---------------------------------------------------------------------------------------
