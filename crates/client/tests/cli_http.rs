@@ -448,7 +448,7 @@ async fn edit_sends_the_new_limit_and_refuses_what_it_cannot_ask() {
     assert_eq!(r.unwrap(), 0);
     assert_eq!(out, "train: running, time limit 3h, priority 0, queue default\n");
     let seen = server.last();
-    assert_eq!((seen.method, seen.uri.as_str()), (Method::PATCH, "/api/v1/workloads/train"));
+    assert_eq!((&seen.method, seen.uri.as_str()), (&Method::PATCH, "/api/v1/workloads/train"));
     assert_eq!(seen.json(), json!({"runtime_limit": "3h"}));
     // --extend adds to the present limit, which this workload does not have
     let (r, _) = cli(&ctx, &["edit", "train", "--extend", "1h"]).await;

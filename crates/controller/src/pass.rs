@@ -54,7 +54,12 @@ impl Controller {
             .collect();
         let half_life = (self.settings.fair_share_half_life_hours * 3_600_000.0) as i64;
         self.usage.advance(&running, now.timestamp_millis(), half_life.max(1));
-        let waiting = |w: &&Workload| w.state == WorkloadState::Queued && !w.waits_in_engine();
+        // a service waiting out its backoff after its run ended is not started before then; the
+        // controller wakes for it
+        let backing_off = |w: &&Workload| w.service.as_ref().is_some_and(|s| s.backing_off(now));
+        let restart_at = active.iter().filter(backing_off).filter_map(|w| w.service.as_ref()?.restart_at).min();
+        self.next_deadline = self.next_deadline.into_iter().chain(restart_at).min();
+        let waiting = |w: &&Workload| w.state == WorkloadState::Queued && !w.waits_in_engine() && !backing_off(w);
         if !active.iter().any(|w| waiting(&w)) {
             self.publish_explanations(HashMap::new());
             return Ok(());

@@ -34,6 +34,7 @@ pub(crate) fn job(id: &str, at: DateTime<Utc>) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        service: None,
         datasets: Vec::new(),
         teams: Vec::new(),
     }

@@ -94,6 +94,7 @@ fn share(id: &str, owner: &str) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        service: None,
         datasets: Vec::new(),
         teams: Vec::new(),
     }

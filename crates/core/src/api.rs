@@ -336,6 +336,10 @@ pub struct CreateWorkloadRequest {
     /// member of).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub teams: Vec<String>,
+    /// The port a `service` serves, its readiness check and who may reach it (kind `service` only,
+    /// which needs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<crate::service::ServiceSpec>,
 }
 
 /// `PATCH /api/v1/workloads/{name}`: what to change of a workload; what is left out stays. Its owner
@@ -598,6 +602,12 @@ pub struct WorkloadView {
     /// be stopped if it stays there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_guard: Vec<GpuGuardView>,
+    /// For a service: how many times its run was started again after it ended by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u32>,
+    /// For a service: its port, readiness, crash-loop and URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<crate::service::ServiceView>,
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
@@ -689,6 +699,8 @@ impl From<&crate::workload::Workload> for WorkloadView {
             interruption: w.interruption.as_ref().map(|r| r.view(w.kind, w.state)),
             idle: None,
             gpu_guard: Vec::new(),
+            restarts: w.service.as_ref().map(|s| s.restarts),
+            service: w.service.as_ref().map(crate::service::ServiceView::from),
             created_at: w.created_at,
             started_at: w.started_at,
             finished_at: w.finished_at,

@@ -97,6 +97,7 @@ mod tests {
             finished_at: None,
             held_since: None,
             held_until: None,
+            service: None,
             datasets: Vec::new(),
             teams: Vec::new(),
         }

@@ -18,6 +18,7 @@ pub mod node;
 pub mod parse;
 pub mod quantity;
 pub mod queue;
+pub mod service;
 pub mod stop;
 pub mod team;
 pub mod usage;

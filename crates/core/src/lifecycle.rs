@@ -170,6 +170,9 @@ impl Workload {
                 self.queued_at = now;
                 self.message = Some("queued".into());
                 self.interruption = None;
+                if let Some(s) = self.service.as_mut() {
+                    s.reset();
+                }
             }
             (Event::Pulled { fetched }, Pulling) => {
                 self.state = Queued;
@@ -390,12 +393,23 @@ impl Workload {
 
     /// The run ended by itself with `code`.
     fn end(&mut self, code: i64, now: DateTime<Utc>) {
+        if let Some(service) = self.service.as_mut().filter(|_| self.kind == WorkloadKind::Service) {
+            // a service is kept running: queued again, to start once its backoff has passed; the run id
+            // stays (the next launch removes that run first)
+            let message = service.ended(code, self.started_at, now);
+            self.state = WorkloadState::Queued;
+            self.exit_code = Some(code);
+            self.gpus.clear();
+            self.members.clear();
+            self.message = Some(message);
+            return;
+        }
         self.state = match (self.kind, code) {
             (WorkloadKind::Job, 0) => WorkloadState::Succeeded,
             (WorkloadKind::Job, _) => WorkloadState::Failed,
             // a workspace whose main process ends on its own is stopped with code 0, failed otherwise
-            (WorkloadKind::Workspace, 0) => WorkloadState::Stopped,
-            (WorkloadKind::Workspace, _) => WorkloadState::Failed,
+            (WorkloadKind::Workspace | WorkloadKind::Service, 0) => WorkloadState::Stopped,
+            (WorkloadKind::Workspace | WorkloadKind::Service, _) => WorkloadState::Failed,
         };
         self.exit_code = Some(code);
         self.finished_at = Some(now);
@@ -438,7 +452,7 @@ impl Workload {
             Some(StopReason::TimeLimit { limit, .. }) => {
                 self.state = match self.kind {
                     WorkloadKind::Job => WorkloadState::Failed,
-                    WorkloadKind::Workspace => WorkloadState::Stopped,
+                    WorkloadKind::Workspace | WorkloadKind::Service => WorkloadState::Stopped,
                 };
                 self.message = Some(format!("{TIME_LIMIT} of {limit}"));
             }
@@ -446,7 +460,7 @@ impl Workload {
             Some(StopReason::GpuMemoryExceeded { detail, .. }) => {
                 self.state = match self.kind {
                     WorkloadKind::Job => WorkloadState::Failed,
-                    WorkloadKind::Workspace => WorkloadState::Stopped,
+                    WorkloadKind::Workspace | WorkloadKind::Service => WorkloadState::Stopped,
                 };
                 self.message = Some(format!("stopped by the GPU memory guard: {detail}"));
             }

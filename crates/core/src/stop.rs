@@ -206,6 +206,7 @@ impl StopReason {
         let again = match kind {
             WorkloadKind::Job => "`gpuhub start` runs it again",
             WorkloadKind::Workspace => "`gpuhub start` starts it again (its home is kept)",
+            WorkloadKind::Service => "`gpuhub start` starts it again",
         };
         match (self, state) {
             (_, WorkloadState::Starting | WorkloadState::Running) => "it is being stopped".to_owned(),

@@ -14,6 +14,9 @@ pub enum WorkloadKind {
     Job,
     /// Long-lived; can be stopped and started again; the home persists.
     Workspace,
+    /// Kept running: started again (with a backoff) whenever its run ends by itself; its port is served
+    /// at a stable URL through the hub's proxy once ready.
+    Service,
 }
 
 impl WorkloadKind {
@@ -22,6 +25,7 @@ impl WorkloadKind {
         match self {
             Self::Job => "job",
             Self::Workspace => "workspace",
+            Self::Service => "service",
         }
     }
 }
@@ -32,7 +36,8 @@ impl std::str::FromStr for WorkloadKind {
         match s {
             "job" => Ok(Self::Job),
             "workspace" => Ok(Self::Workspace),
-            _ => Err(CoreError::invalid("kind", format!("{s:?} is not one of job, workspace"))),
+            "service" => Ok(Self::Service),
+            _ => Err(CoreError::invalid("kind", format!("{s:?} is not one of job, workspace, service"))),
         }
     }
 }
@@ -282,6 +287,8 @@ pub struct Workload {
     pub held_since: Option<DateTime<Utc>>,
     /// When that holding ended (it left `starting`/`running`), once it has; `None` while it holds.
     pub held_until: Option<DateTime<Utc>>,
+    /// A service's terms and restarts (kind `service` only).
+    pub service: Option<crate::service::Service>,
 }
 
 /// Where a member of a run is.

@@ -283,6 +283,7 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
             finished_at: Some(at + ChronoDuration::seconds(1)),
             held_since: None,
             held_until: None,
+            service: None,
             datasets: Vec::new(),
             teams: Vec::new(),
         };

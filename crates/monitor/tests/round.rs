@@ -102,6 +102,7 @@ fn running(run: &str, at: DateTime<Utc>) -> Workload {
         finished_at: None,
         held_since: Some(at),
         held_until: None,
+        service: None,
         datasets: Vec::new(),
         teams: Vec::new(),
     }

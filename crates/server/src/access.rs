@@ -111,7 +111,11 @@ async fn target(
     name: &str,
     app: &str,
 ) -> Result<(std::net::SocketAddr, String, String), ApiError> {
-    let w = enterable(st, user, owner, name).await?;
+    let w = if app == service::SERVICE_APP {
+        service::reachable_service(st, user, owner, name).await?
+    } else {
+        enterable(st, user, owner, name).await?
+    };
     let spec = w
         .apps
         .iter()
@@ -143,12 +147,39 @@ pub(crate) async fn forward_to_app(
     match target(st, user, owner, name, app).await {
         Ok((upstream, prefix, id)) => {
             st.activity.touch(&id);
+            // a service is served at its root (told its prefix in X-Forwarded-Prefix), as any HTTP
+            // server expects; a workspace's apps get the path as sent, their base URL included
+            let req = if app == service::SERVICE_APP { strip_prefix(req, &prefix) } else { req };
             let names = vec![user.username.clone(), owner.to_owned()];
             let stop = st.revocations.closing(st.store.clone(), names, token);
             gpuhub_proxy::forward_until(req, upstream, &prefix, &st.http_client, stop).await
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// `req` with `prefix` (`/w/alice/web/service/`) taken off its path (`/w/alice/web/service/a?b` → `/a?b`).
+fn strip_prefix(mut req: Request, prefix: &str) -> Request {
+    let Some(pq) = req.uri().path_and_query() else { return req };
+    let rest = pq.as_str().strip_prefix(prefix.trim_end_matches('/')).unwrap_or(pq.as_str());
+    let rest = if rest.starts_with('/') { rest.to_owned() } else { format!("/{rest}") };
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(p) = rest.parse() {
+        parts.path_and_query = Some(p);
+        if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+            // the proxy forwards the original URI's path: that is the one to change
+            let original = req.extensions().get::<axum::extract::OriginalUri>().map(|o| o.0.clone());
+            if let Some(original) = original {
+                let mut op = original.into_parts();
+                op.path_and_query = uri.path_and_query().cloned();
+                if let Ok(o) = axum::http::Uri::from_parts(op) {
+                    req.extensions_mut().insert(axum::extract::OriginalUri(o));
+                }
+            }
+            *req.uri_mut() = uri;
+        }
+    }
+    req
 }
 
 /// Refuses cross-site WebSocket handshakes (a browser sends `Origin`; it must be this host).

@@ -6,10 +6,11 @@
 
 mod edit;
 mod pids;
+pub mod ready;
 mod submit;
 
 pub use edit::edit;
-pub use submit::{MAX_FIELD_BYTES, cap_error, check_sizes, submit};
+pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, submit};
 
 use crate::state::AppState;
 use gpuhub_core::api::WorkloadView;
@@ -165,6 +166,34 @@ pub async fn enterable(
     Ok(w)
 }
 
+/// The service `owner/name` if `caller` may reach its port (its app [`SERVICE_APP`], nothing else of
+/// it) in a browser: as [`enterable`], or any enabled signed-in user where its owner opened it to
+/// `users` or the `public`; [`Kind::NotFound`] otherwise.
+pub async fn reachable_service(
+    st: &AppState,
+    caller: &User,
+    owner: &str,
+    name: &str,
+) -> Result<Workload, ServiceError> {
+    let not_found = || ServiceError::not_found(format!("no service named {name:?}"));
+    if caller.disabled {
+        return Err(not_found());
+    }
+    let w = match st.store.get_workload(owner, name).await {
+        Ok(w) => w,
+        Err(StoreError::NotFound { .. }) => return Err(not_found()),
+        Err(e) => return Err(e.into()),
+    };
+    let opened = w.service.as_ref().is_some_and(|s| s.spec.access != gpuhub_core::service::ServiceAccess::Owner);
+    if !opened {
+        return enterable(st, caller, owner, name, Way::Browser).await;
+    }
+    if owner != caller.username && st.store.get_user(owner).await?.disabled {
+        return Err(not_found());
+    }
+    Ok(w)
+}
+
 /// The member of a running workload one enters (member 0), or why there is none.
 pub fn running_member(w: &Workload) -> Result<MemberRef, ServiceError> {
     match (&w.run_id, w.state) {
@@ -188,6 +217,10 @@ pub fn view(st: &AppState, w: &Workload) -> WorkloadView {
     }
     if w.state == WorkloadState::Pulling {
         v.pull = st.controller.pull_progress(&w.id);
+    }
+    if let (Some(s), Some(app)) = (v.service.as_mut(), w.apps.iter().find(|a| a.name == SERVICE_APP)) {
+        let base = st.config.public_url.as_deref().unwrap_or_default().trim_end_matches('/');
+        s.url = Some(format!("{base}{}", app.base_url(&w.owner, &w.name)));
     }
     v
 }

@@ -42,6 +42,7 @@ fn ended(owner: &str, i: usize) -> Workload {
         finished_at: Some(at),
         held_since: None,
         held_until: None,
+        service: None,
         datasets: Vec::new(),
         teams: Vec::new(),
     }

@@ -22,15 +22,15 @@ pub struct WorkloadFilter {
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, run_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
                        gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members, \
-                       held_since, held_until, datasets, teams";
+                       held_since, held_until, datasets, teams, service";
 
 /// How many columns [`COLUMNS`] names.
-pub(crate) const COLUMN_COUNT: usize = 33;
+pub(crate) const COLUMN_COUNT: usize = 34;
 
-/// Sets every mutable column from `$2`…`$14`; `$1` is the id.
+/// Sets every mutable column from `$2`…`$15`; `$1` is the id.
 const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
                       priority = $7, queued_at = $8, started_at = $9, finished_at = $10, interruption = $11, \
-                      members = $12, held_since = $13, held_until = $14 WHERE id = $1";
+                      members = $12, held_since = $13, held_until = $14, service = $15 WHERE id = $1";
 
 pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     Ok(Workload {
@@ -68,6 +68,10 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         held_until: get_opt_time(row, "held_until")?,
         datasets: get_json(row, "datasets")?,
         teams: get_json(row, "teams")?,
+        service: match row.try_get::<Option<String>, _>("service")? {
+            Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("service: {e}")))?),
+            None => None,
+        },
         interruption: match row.try_get::<Option<String>, _>("interruption")? {
             Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
             None => None,
@@ -75,7 +79,7 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
     })
 }
 
-/// Binds `w`'s id and mutable fields as `$1`…`$14` of [`UPDATE`].
+/// Binds `w`'s id and mutable fields as `$1`…`$15` of [`UPDATE`].
 fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -91,10 +95,15 @@ fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any,
         .bind(w.interruption.as_ref().map(|r| to_json("interruption", r)).transpose()?)
         .bind(to_json("members", &w.members)?)
         .bind(opt_ms(w.held_since))
-        .bind(opt_ms(w.held_until)))
+        .bind(opt_ms(w.held_until))
+        .bind(service_json(w)?))
 }
 
-/// Binds every column of `w` as `$1`…`$32`, in the order of [`COLUMNS`].
+fn service_json(w: &Workload) -> Result<Option<String>> {
+    w.service.as_ref().map(|s| to_json("service", s)).transpose()
+}
+
+/// Binds every column of `w` as `$1`…`$34`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -129,7 +138,8 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(opt_ms(w.held_since))
         .bind(opt_ms(w.held_until))
         .bind(to_json("datasets", &w.datasets)?)
-        .bind(to_json("teams", &w.teams)?))
+        .bind(to_json("teams", &w.teams)?)
+        .bind(service_json(w)?))
 }
 
 /// `$a, $b, …` for the numbers in `range`.
@@ -248,7 +258,7 @@ impl Store {
     /// Like [`Store::update_workload`], but only if the stored state is still `expected`
     /// (compare-and-set): returns whether the write happened. `false` also when the workload is gone.
     pub async fn update_workload_if(&self, w: &Workload, expected: WorkloadState) -> Result<bool> {
-        let sql = format!("{UPDATE} AND state = $15");
+        let sql = format!("{UPDATE} AND state = $16");
         let mut tx = self.pool.begin().await?;
         let done = bind_update(&sql, w)?.bind(expected.as_str()).execute(&mut *tx).await?;
         if done.rows_affected() != 1 {

@@ -45,6 +45,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         members: args.members,
         datasets: args.datasets.clone(),
         teams: args.teams.clone(),
+        service: None,
     }
 }
 
@@ -525,6 +526,8 @@ mod tests {
             pull: None,
             idle: None,
             gpu_guard: Vec::new(),
+            restarts: None,
+            service: None,
             created_at: Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap(),
             started_at: None,
             finished_at: None,

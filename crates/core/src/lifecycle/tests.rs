@@ -35,6 +35,7 @@ fn queued(kind: WorkloadKind, size: u32) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        service: None,
         datasets: Vec::new(),
         teams: Vec::new(),
     }
@@ -329,4 +330,30 @@ fn an_engine_restart_requeues_in_the_old_place_or_fails() {
     assert!(f.apply(restarted(true), at(11)).is_err());
     assert_eq!(f, before);
     assert!(queued(WorkloadKind::Job, 1).apply(restarted(true), at(11)).is_err());
+}
+
+#[test]
+fn a_service_that_exits_is_queued_again_after_its_backoff_and_a_stop_ends_it() {
+    use crate::service::{Service, ServiceAccess, ServiceSpec};
+    let mut w = started(WorkloadKind::Service, 1);
+    w.service = Some(Service::new(ServiceSpec { port: 8080, ready: None, access: ServiceAccess::Owner }));
+    w.apply(Event::MemberExited { index: 0, code: 137 }, at(5)).unwrap();
+    assert_eq!((w.state, w.exit_code, w.held_until), (WorkloadState::Queued, Some(137), Some(at(5))));
+    assert!(w.members.is_empty() && w.gpus.is_empty() && w.stale_run() == Some("r"), "{w:?}");
+    let s = w.service.clone().unwrap();
+    assert_eq!((s.restarts, s.restart_at, s.crash_loop), (1, Some(at(15)), false));
+    assert_eq!(w.message.as_deref(), Some("exited with code 137; restarting in 10s (restart 1)"));
+    // started again, it runs; a stop by its owner ends it for good
+    w.apply(Event::Placed { members: placed(1) }, at(20)).unwrap();
+    w.apply(Event::Submitted { run: "r2".into(), members: running(&w.members), ports: Default::default() }, at(21))
+        .unwrap();
+    assert_eq!((w.state, w.exit_code), (WorkloadState::Running, None));
+    let by = StopReason::User { by: "o".into(), at: at(30) };
+    w.apply(Event::StopRequested { reason: by }, at(30)).unwrap();
+    w.apply(Event::RunStopped { code: Some(143) }, at(31)).unwrap();
+    assert_eq!((w.state, w.service.as_ref().unwrap().restarts), (WorkloadState::Stopped, 1));
+    // a job that exits the same way is not restarted
+    let mut j = started(WorkloadKind::Job, 1);
+    j.apply(Event::MemberExited { index: 0, code: 137 }, at(5)).unwrap();
+    assert_eq!(j.state, WorkloadState::Failed);
 }

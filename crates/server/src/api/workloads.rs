@@ -96,7 +96,7 @@ pub async fn create_workload(
     ApiJson(req): ApiJson<CreateWorkloadRequest>,
 ) -> Result<Response, ApiError> {
     let w = service::submit(&st, &caller.0, &req).await?;
-    let mut resp = (StatusCode::CREATED, axum::Json(WorkloadView::from(&w))).into_response();
+    let mut resp = (StatusCode::CREATED, axum::Json(service::view(&st, &w))).into_response();
     if let Ok(loc) = HeaderValue::from_str(&format!("/api/v1/workloads/{}", w.name)) {
         resp.headers_mut().insert(header::LOCATION, loc);
     }
@@ -115,6 +115,9 @@ pub async fn get_workload(
     let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
     let mut v = service::view(&st, &w);
     v.history = st.store.workload_history(&w.id).await?;
+    if let Some(s) = v.service.as_mut() {
+        s.ready = service::ready::check(&st, &w).await;
+    }
     Ok(axum::Json(v))
 }
 

@@ -137,6 +137,7 @@ fn kind(k: WorkloadKind) -> &'static str {
     match k {
         WorkloadKind::Job => "job",
         WorkloadKind::Workspace => "workspace",
+        WorkloadKind::Service => "service",
     }
 }
 

@@ -8,8 +8,9 @@ use gpuhub_core::api::CreateWorkloadRequest;
 use gpuhub_core::dataset::DatasetMount;
 use gpuhub_core::names;
 use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::service::{Service, ServiceAccess};
 use gpuhub_core::user::User;
-use gpuhub_core::workload::{AppSpec, Resources, Workload, WorkloadState};
+use gpuhub_core::workload::{AppSpec, Resources, Workload, WorkloadKind, WorkloadState};
 use gpuhub_driver::Placement;
 use gpuhub_store::{CapReached, OwnerCaps, StoreError};
 
@@ -183,6 +184,14 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         }
         apps.push(app.clone());
     }
+    let service = service_of(req, size, &mut apps)?;
+    if service.as_ref().is_some_and(|s| s.spec.access != ServiceAccess::Owner) && st.config.apps_domain.is_none() {
+        // on the hub's own origin, a page of the service would run with each visitor's session
+        return Err(ServiceError::invalid_at(
+            "service.access",
+            "invalid service.access: opening a service to others needs apps_domain (each app on an origin of its own)",
+        ));
+    }
     let datasets = resolve_datasets(st, &req.datasets).await?;
     let teams = crate::teams::resolve(st, caller, &req.teams).await?;
     let now = st.clock.now();
@@ -216,6 +225,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         held_until: None,
         datasets,
         teams,
+        service,
     };
     // work that could never start is refused now, naming why; where the engine places, its queue
     // limits are the engine's, so only the nodes count here
@@ -323,6 +333,46 @@ fn s3_mount(st: &AppState, d: &gpuhub_core::dataset::Dataset) -> Result<DatasetM
     }
     Ok(DatasetMount { path: st.s3.path(&d.name).display().to_string(), ..d.mount() })
 }
+
+/// A service's terms, checked: only kind `service` has them (and must), it has one member, and its
+/// port is served through the hub's proxy as its app `service` (added to `apps`).
+fn service_of(
+    req: &CreateWorkloadRequest,
+    size: u32,
+    apps: &mut Vec<AppSpec>,
+) -> Result<Option<Service>, ServiceError> {
+    let spec = match (req.kind, &req.service) {
+        (WorkloadKind::Service, None) => {
+            return Err(ServiceError::invalid_at(
+                "service",
+                "invalid service: a service names the port it serves (\"service\": {\"port\": 8080})",
+            ));
+        }
+        (WorkloadKind::Service, Some(spec)) => spec,
+        (_, None) => return Ok(None),
+        (kind, Some(_)) => {
+            return Err(ServiceError::invalid_at(
+                "service",
+                format!("invalid service: only a workload of kind service has one, not a {}", kind.as_str()),
+            ));
+        }
+    };
+    spec.validate()?;
+    if size != 1 {
+        return Err(ServiceError::invalid_at("members", "invalid members: a service has one member"));
+    }
+    if apps.iter().any(|a| a.name == SERVICE_APP) {
+        return Err(ServiceError::invalid_at(
+            "apps",
+            format!("invalid apps: {SERVICE_APP} is the service's own app; name yours otherwise"),
+        ));
+    }
+    apps.push(AppSpec { name: SERVICE_APP.into(), port: spec.port, command: Vec::new() });
+    Ok(Some(Service::new(spec.clone())))
+}
+
+/// The app a service's port is served as (`/w/<owner>/<name>/service/`).
+pub const SERVICE_APP: &str = "service";
 
 /// A catalog name becomes its image reference and apps. What may run: a catalog image; an image
 /// `image_allow` names; with `allow_any_image`, any image the engine has. The third value says the

@@ -40,6 +40,7 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         finished_at: None,
         held_since: None,
         held_until: None,
+        service: None,
         datasets: Vec::new(),
         teams: Vec::new(),
     }
@@ -121,6 +122,21 @@ fn full() -> Workload {
         finished_at: Some(t(86_400_123)),
         held_since: Some(t(998)),
         held_until: Some(t(86_400_123)),
+        service: Some(gpuhub_core::service::Service {
+            spec: gpuhub_core::service::ServiceSpec {
+                port: 8080,
+                ready: Some(gpuhub_core::service::ReadyCheck::Command(vec![
+                    "test".into(),
+                    "-f".into(),
+                    "/ready".into(),
+                ])),
+                access: gpuhub_core::service::ServiceAccess::Users,
+            },
+            restarts: 7,
+            failures: 5,
+            restart_at: Some(t(86_400_133)),
+            crash_loop: true,
+        }),
     }
 }
 

@@ -1,0 +1,257 @@
+//! Services (`"kind": "service"`): kept running, started again with a doubling backoff (read through
+//! the clock seam) when their run ends by itself, in crash-loop after five quick failures, served
+//! through the hub's proxy once ready. On the recording fake engine, then end to end on this machine's
+//! Docker with busybox's `httpd`.
+
+mod common;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use common::{ADMIN_PASSWORD, Hub, config};
+use gpuhub_controller::clock::{Clock, ManualClock};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const IMAGE: &str = "gpuhub/busybox:latest";
+
+fn service(name: &str, command: &[&str], extra: Value) -> Value {
+    let mut v = json!({"name": name, "kind": "service", "image": "busybox:latest", "command": command,
+        "resources": {"cpus": 0.1, "memory": "64MiB"}, "service": {"port": 8080}});
+    if let (Some(v), Some(extra)) = (v.as_object_mut(), extra.as_object()) {
+        v.extend(extra.clone());
+    }
+    v
+}
+
+/// A hub on `engine` whose controller reads `clock`.
+async fn hub_on(engine: Arc<dyn gpuhub_driver::Engine>, clock: Arc<ManualClock>, docker: bool) -> Hub {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    if docker {
+        cfg.gpu_mode = gpuhub_server::config::GpuMode::None;
+        cfg.stop_grace_secs = 1;
+    }
+    let seams = gpuhub_server::Seams { clock, ..Default::default() };
+    let server = gpuhub_server::start_with(cfg, engine, seams).await.unwrap();
+    let url = format!("http://{}", server.addr);
+    Hub { server: Some(server), url, runtime: common::fake(), dir, http: reqwest::Client::new() }
+}
+
+fn kick(hub: &Hub) {
+    hub.server.as_ref().unwrap().state.controller.kick();
+}
+
+#[tokio::test]
+async fn service_requests_are_checked() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let cases = [
+        (json!({"name": "s", "kind": "service", "image": "busybox:latest"}), "a service names the port"),
+        (json!({"name": "s", "kind": "job", "image": "busybox:latest", "service": {"port": 80}}), "not a job"),
+        (service("s", &["true"], json!({"service": {"port": 0}})), "service.port"),
+        (service("s", &["true"], json!({"service": {"port": 80, "ready": {"http": "x"}}})), "not a path"),
+        (service("s", &["true"], json!({"service": {"port": 80, "access": "public"}})), "needs apps_domain"),
+        (service("s", &["true"], json!({"members": 2})), "a service has one member"),
+        (service("s", &["true"], json!({"apps": [{"name": "service", "port": 1}]})), "the service's own app"),
+        (service("s", &["true"], json!({"service": {"port": 80, "colour": 1}})), "colour"),
+    ];
+    for (body, want) in cases {
+        let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&admin), Some(body.clone())).await;
+        assert!(s.is_client_error(), "{body}: {s} {v}");
+        assert!(v["detail"].as_str().unwrap_or_default().contains(want), "{body}: want {want:?} in {v}");
+    }
+}
+
+#[tokio::test]
+async fn a_service_is_restarted_with_backoff_enters_crash_loop_and_stops_when_asked() {
+    let t0: DateTime<Utc> = Utc::now();
+    let clock = Arc::new(ManualClock::new(t0));
+    let engine = common::fake();
+    let hub = hub_on(engine.clone(), clock.clone(), false).await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let v = hub.submit(&alice, service("web", &["httpd", "-f", "-p", "8080"], json!({}))).await;
+    assert_eq!((&v["kind"], &v["restarts"]), (&json!("service"), &json!(0)), "{v}");
+    assert_eq!(v["service"]["url"], "/w/alice/web/service/", "{v}");
+    assert_eq!(v["service"]["ready_check"], json!({"http": "/"}), "{v}");
+    hub.wait_state(&alice, "web", "running").await;
+
+    // each exit: queued again, not started before its backoff, started after it
+    let mut backoff = 10;
+    for i in 1..=5u64 {
+        let run = hub.run(&alice, "web").await;
+        engine.exit(&run, 1);
+        let v = hub.wait_for(&alice, "web", 10, |v| v["restarts"] == json!(i)).await;
+        assert_eq!(v["state"], "queued", "{v}");
+        let restart_at: DateTime<Utc> = v["service"]["restart_at"].as_str().unwrap().parse().unwrap();
+        assert_eq!(restart_at - clock.now(), TimeDelta::seconds(backoff), "{v}");
+        if i < 5 {
+            let wait = gpuhub_core::Seconds(backoff as u64);
+            assert_eq!(v["message"], format!("exited with code 1; restarting in {wait} (restart {i})"), "{v}");
+            assert_eq!(v["service"]["crash_loop"], false, "{v}");
+        } else {
+            assert_eq!(v["message"], "crash-loop: exited with code 1, 5 times in a row; restarting in 2m40s", "{v}");
+            assert_eq!(v["service"]["crash_loop"], true, "{v}");
+        }
+        // a pass before the backoff has passed starts nothing
+        clock.advance(TimeDelta::seconds(backoff - 1));
+        full_pass(&hub).await;
+        let v = hub.get(&alice, "web").await;
+        assert_eq!(v["state"], "queued", "{v}");
+        clock.advance(TimeDelta::seconds(1));
+        kick(&hub);
+        let v = hub.wait_for(&alice, "web", 10, |v| v["state"] == "running").await;
+        assert_ne!(hub.run(&alice, "web").await, run, "a new run: {v}");
+        backoff *= 2;
+    }
+    // still in crash-loop while running again; its history shows each restart
+    let v = hub.get(&alice, "web").await;
+    assert_eq!((&v["restarts"], &v["service"]["crash_loop"]), (&json!(5), &json!(true)), "{v}");
+    let queued = v["history"].as_array().unwrap().iter().filter(|e| e["state"] == "queued").count();
+    assert_eq!(queued, 6, "submitted, then queued again five times: {v}");
+    // a stop by its owner ends it: no restart follows
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/web/stop", Some(&alice), None).await;
+    assert_eq!((s, &v["state"]), (StatusCode::OK, &json!("stopped")), "{v}");
+    clock.advance(TimeDelta::minutes(10));
+    full_pass(&hub).await;
+    let v = hub.get(&alice, "web").await;
+    assert_eq!((&v["state"], &v["restarts"]), (&json!("stopped"), &json!(5)), "{v}");
+    // started again by its owner, it starts at once, its failures forgotten
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/web/start", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let v = hub.wait_state(&alice, "web", "running").await;
+    assert_eq!(v["service"]["crash_loop"], false, "{v}");
+}
+
+/// On this machine's Docker: busybox's `httpd` as a service answers through the hub's proxy once ready;
+/// its process killed, it is started again (restarts 1) and answers again; a command that exits at
+/// once is in crash-loop after five tries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_docker_a_killed_service_is_restarted_and_one_that_exits_at_once_crash_loops() {
+    let rt = gpuhub_docker::DockerRuntime::connect().await.expect("a docker engine on this machine (docker info)");
+    let docker_engine = gpuhub_docker::DockerEngine::new(rt, common::node(0), gpuhub_docker::GpuMode::None);
+    let t0: DateTime<Utc> = Utc::now();
+    let clock = Arc::new(ManualClock::new(t0));
+    let hub = hub_on(Arc::new(docker_engine), clock.clone(), true).await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let script = "mkdir -p /tmp/www && echo hello from web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www";
+    let body = with_image(service(
+        "web",
+        &["sh", "-c", script],
+        json!({"service": {"port": 8080, "ready": {"http": "/index.html"}}}),
+    ));
+    hub.submit(&alice, body).await;
+    hub.wait_state(&alice, "web", "running").await;
+    let ready = until_ready(&hub, &alice, "web").await;
+    assert_eq!(ready["restarts"], 0, "{ready}");
+    assert_eq!(proxied(&hub, &alice, "/w/alice/web/service/").await, "hello from web\n");
+    // another user may not reach an owner-only service
+    let bob = hub.user(&admin, "bob").await;
+    let resp = hub.http.get(format!("{}/w/alice/web/service/", hub.url)).bearer_auth(&bob).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+
+    // kill its process (SIGKILL to httpd, the container's main process under its init)
+    let container = hub.run(&alice, "web").await;
+    let killed = std::process::Command::new("docker")
+        .args(["exec", &container, "sh", "-c", "kill -9 $(pidof httpd)"])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // an exit with a kill code gpuhub did not ask for is held for the engine-restart margin (15s, by the
+    // controller's clock) before it counts as the run's own: move the clock on until it does
+    let mut restarted = None;
+    for _ in 0..30 {
+        clock.advance(TimeDelta::seconds(16));
+        kick(&hub);
+        restarted = changed_within(&hub, &alice, "web", 1, |v| v["restarts"] == json!(1)).await;
+        if restarted.is_some() {
+            break;
+        }
+    }
+    let v = restarted.expect("restarted after its kill");
+    assert_eq!(v["state"], "queued", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("exited with code 137; restarting in 10s (restart 1)"), "{v}");
+    clock.advance(TimeDelta::seconds(10));
+    kick(&hub);
+    hub.wait_state(&alice, "web", "running").await;
+    until_ready(&hub, &alice, "web").await;
+    assert_eq!(proxied(&hub, &alice, "/w/alice/web/service/").await, "hello from web\n");
+    assert_eq!(hub.get(&alice, "web").await["restarts"], 1);
+
+    // a service that exits at once: five quick failures and it says crash-loop
+    hub.submit(&alice, with_image(service("flaky", &["sh", "-c", "exit 3"], json!({})))).await;
+    for i in 1..=5u64 {
+        let v = hub.wait_for(&alice, "flaky", 30, |v| v["restarts"] == json!(i)).await;
+        assert_eq!(v["state"], "queued", "{v}");
+        if i < 5 {
+            assert_eq!(v["service"]["crash_loop"], false, "{v}");
+            clock.advance(TimeDelta::seconds(300));
+            kick(&hub);
+        }
+    }
+    let v = hub.get(&alice, "flaky").await;
+    assert_eq!(v["service"]["crash_loop"], true, "{v}");
+    assert!(v["message"].as_str().unwrap().starts_with("crash-loop: exited with code 3, 5 times in a row"), "{v}");
+    for name in ["web", "flaky"] {
+        let (s, _) = hub.call(Method::DELETE, &format!("/api/v1/workloads/{name}"), Some(&alice), None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+    }
+}
+
+fn with_image(mut v: Value) -> Value {
+    v["image"] = json!(IMAGE);
+    v
+}
+
+/// Waits (at most 30s) until `name`'s readiness check passes; the check is made when its view is read.
+async fn until_ready(hub: &Hub, token: &str, name: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let v = hub.get(token, name).await;
+        if v["service"]["ready"] == json!(true) {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{name} not ready within 30s: {v}");
+        // nothing signals readiness (it is the service's own): the check itself takes up to 3s
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Like [`Hub::wait_for`], but `None` when `done` does not hold within `secs`.
+async fn changed_within(hub: &Hub, token: &str, name: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Option<Value> {
+    let mut changes = hub.server.as_ref().unwrap().state.controller.changes();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let v = hub.get(token, name).await;
+        if done(&v) {
+            return Some(v);
+        }
+        if tokio::time::timeout_at(deadline, changes.recv()).await.is_err() {
+            return None;
+        }
+    }
+}
+
+async fn proxied(hub: &Hub, token: &str, path: &str) -> String {
+    let resp = hub.http.get(format!("{}{path}", hub.url)).bearer_auth(token).send().await.unwrap();
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{path}: {text}");
+    text
+}
+
+/// Kicks the controller and returns once a whole pass has run since (its pass counter rises as each
+/// pass begins, so a second rise means the first pass ended). Nothing signals a pass's end: it polls.
+async fn full_pass(hub: &Hub) {
+    let c = &hub.server.as_ref().unwrap().state.controller;
+    let first = c.passes() + 1;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    for target in [first, first + 1] {
+        c.kick();
+        while c.passes() < target {
+            assert!(tokio::time::Instant::now() < deadline, "no scheduling pass within 10s");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+}
