@@ -1,0 +1,181 @@
+//! Exec into a member: LXD's exec operation with its websockets (`wait-for-websocket`): with a TTY one
+//! socket carries the terminal both ways, without one stdin, stdout and stderr have a socket each; the
+//! control socket takes window resizes. The operation's end gives the exit status.
+
+use crate::engine::{Exec, LxdEngine};
+use crate::images::api_err;
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// `uid:gid` as numbers.
+fn user(spec: &ExecSpec) -> Result<(u32, u32), EngineError> {
+    let bad = || EngineError::Rejected(format!("exec user {:?} is not uid:gid", spec.user));
+    let (u, g) = spec.user.split_once(':').ok_or_else(bad)?;
+    Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
+}
+
+impl LxdEngine {
+    /// Starts `spec` in running container `name`.
+    pub(crate) async fn start_exec(&self, name: &str, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
+        if spec.command.is_empty() {
+            return Err(EngineError::Rejected("exec needs a command".into()));
+        }
+        let (uid, gid) = user(spec)?;
+        let (width, height) = spec.tty.unwrap_or((80, 24));
+        let mut body = json!({
+            "command": spec.command,
+            "environment": spec.env,
+            "wait-for-websocket": true,
+            "interactive": spec.tty.is_some(),
+            "width": width,
+            "height": height,
+            "user": uid,
+            "group": gid,
+            "record-output": false,
+        });
+        if let Some(cwd) = &spec.working_dir {
+            body["cwd"] = cwd.clone().into();
+        }
+        let api = &self.inner.api;
+        let op = api.start(http::Method::POST, &format!("/1.0/instances/{name}/exec"), &body).await.map_err(api_err)?;
+        let fds = op.metadata.pointer("/metadata/fds").and_then(Value::as_object).cloned().unwrap_or_default();
+        let secret = |k: &str| {
+            fds.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| EngineError::Engine(format!("lxd's exec gave no websocket {k}")))
+        };
+        let control = api.websocket(&op.id, &secret("control")?).await.map_err(api_err)?;
+        let fd0 = api.websocket(&op.id, &secret("0")?).await.map_err(api_err)?;
+        let (fd1, fd2) = if spec.tty.is_some() {
+            (None, None)
+        } else {
+            let a = api.websocket(&op.id, &secret("1")?).await.map_err(api_err)?;
+            let b = api.websocket(&op.id, &secret("2")?).await.map_err(api_err)?;
+            (Some(a), Some(b))
+        };
+        // control: resizes go out; nothing comes in that matters
+        let (resize_tx, mut resize_rx) = mpsc::unbounded_channel::<String>();
+        let (mut control_tx, mut control_rx) = control.split();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    m = resize_rx.recv() => match m {
+                        Some(text) => { if control_tx.send(Message::text(text)).await.is_err() { return; } }
+                        None => { let _ = control_tx.close().await; return; }
+                    },
+                    m = control_rx.next() => if !matches!(m, Some(Ok(_))) { return; },
+                }
+            }
+        });
+        // stdin: a pipe whose far end feeds socket 0
+        let (input, mut input_rx) = tokio::io::duplex(64 * 1024);
+        let (mut fd0_tx, fd0_rx) = fd0.split();
+        let eof = std::sync::Arc::new(tokio::sync::Notify::new());
+        let output_ended = eof.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                tokio::select! {
+                    r = input_rx.read(&mut buf) => match r {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if fd0_tx.send(Message::binary(buf[..n].to_vec())).await.is_err() {
+                                return;
+                            }
+                        }
+                    },
+                    _ = output_ended.notified() => break,
+                }
+            }
+            let _ = fd0_tx.send(Message::Close(None)).await;
+        });
+        // LXD drops an output socket without a close frame once the process has ended: an error ends it
+        let data = |m: Result<Message, tokio_tungstenite::tungstenite::Error>| async move {
+            match m {
+                Ok(Message::Binary(b)) => Some(Ok(b)),
+                Ok(Message::Text(t)) => Some(Ok(Bytes::from(t.as_str().to_owned()))),
+                _ => None,
+            }
+        };
+        // an empty text message is LXD's end of output; with a terminal, LXD ends the operation only once
+        // the client has closed its socket too, so stdin's is closed then
+        let more = {
+            let eof = eof.clone();
+            move |m: &Result<Message, _>| {
+                let end = match m {
+                    Ok(Message::Text(t)) => t.is_empty(),
+                    Ok(Message::Close(_)) | Err(_) => true,
+                    Ok(_) => false,
+                };
+                if end {
+                    eof.notify_one();
+                }
+                futures::future::ready(!end)
+            }
+        };
+        let output = match (fd1, fd2) {
+            (Some(a), Some(b)) => {
+                drop(fd0_rx); // stdin's socket carries nothing back
+                let (m1, m2) = (more.clone(), more);
+                futures::stream::select(a.take_while(m1).filter_map(data), b.take_while(m2).filter_map(data)).boxed()
+            }
+            _ => fd0_rx.take_while(more).filter_map(data).boxed(),
+        };
+        let id = op.id.clone();
+        self.inner
+            .execs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone(), Exec { exit: None, control: Some(resize_tx) });
+        let engine = self.clone();
+        let waited = id.clone();
+        tokio::spawn(async move {
+            let code = match engine.inner.api.wait(&waited, None).await {
+                Ok(op) => op.metadata.get("return").and_then(Value::as_i64).unwrap_or(-1),
+                Err(e) => {
+                    tracing::debug!(exec = %waited, error = %e, "lxd exec operation failed");
+                    -1
+                }
+            };
+            {
+                let mut execs = engine.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(e) = execs.get_mut(&waited) {
+                    e.exit = Some(code);
+                    e.control = None;
+                }
+            }
+        });
+        Ok(ExecHandle { id, input: Box::pin(input), output })
+    }
+
+    /// Resizes exec `id`'s terminal.
+    pub(crate) fn resize_exec(&self, id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
+        let execs = self.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let exec = execs.get(id).ok_or_else(|| EngineError::NotFound(format!("exec {id}")))?;
+        if let Some(control) = &exec.control {
+            let msg =
+                json!({"command": "window-resize", "args": {"width": cols.to_string(), "height": rows.to_string()}});
+            let _ = control.send(msg.to_string());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_users_are_uid_gid() {
+        let spec = |u: &str| ExecSpec { command: vec!["id".into()], user: u.into(), ..Default::default() };
+        assert_eq!(user(&spec("1000:100")).unwrap(), (1000, 100));
+        assert!(user(&spec("alice")).is_err());
+        assert!(user(&spec("1000:x")).is_err());
+    }
+}

@@ -1,0 +1,391 @@
+//! The engine interface on LXD: a run is one container (one member), named after the run, made from the
+//! run's image with its limits, mounts, GPUs and labels (config keys `user.gpuhub.*`), started with its
+//! start script as init, and found again by its labels.
+
+use crate::engine::{Container, LxdEngine};
+use crate::images::{api_err, saved_alias};
+use crate::spec::{self, ImageSettings, PROP_SOURCE};
+use async_trait::async_trait;
+use gpuhub_driver::{
+    Capabilities, Engine, EngineError, EngineNode, EventStream, ExecHandle, ExecSpec, LogStream, MemberRef,
+    MemberUsage, Placement, RunSpec, RunStatus,
+};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::time::{Duration, Instant};
+
+/// How often a stop is checked for having happened.
+const STOP_POLL: Duration = Duration::from_millis(200);
+/// How long a removal waits for LXD to finish stopping a container.
+const BUSY_PATIENCE: Duration = Duration::from_secs(30);
+
+impl LxdEngine {
+    /// Makes and starts the container of `spec`; on failure, whatever it made is removed.
+    async fn create(&self, spec: &RunSpec) -> Result<String, EngineError> {
+        let [m] = spec.members.as_slice() else {
+            return Err(EngineError::Unsupported {
+                engine: "lxd",
+                what: format!("a run of {} members (one container per run)", spec.members.len()),
+            });
+        };
+        if let Some(node) = m.node.as_deref().filter(|n| *n != self.inner.node.name) {
+            return Err(EngineError::Rejected(format!(
+                "member 0 is placed on node {node}, but this engine runs on {}",
+                self.inner.node.name
+            )));
+        }
+        let image = self.inner.images.ensure(&self.inner.api, &spec.image).await?;
+        let name = spec::lxd_name(&spec.name);
+        let gpu = spec::gpus(&self.inner.node, &m.gpus, &self.inner.control_devices)?;
+        let command = spec::command(spec, &image.settings)?;
+        let cwd = spec
+            .working_dir
+            .clone()
+            .or_else(|| image.settings.cwd.clone())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| "/".into());
+        let run_dir = self.run_dir(&name);
+        self.make_run_dir(&run_dir, spec, &spec::init_script(&command, &cwd))?;
+        let mut proxies = Vec::new();
+        for port in &spec.ports {
+            proxies.push((*port, free_port()?));
+        }
+        let body = spec::instance(
+            spec,
+            m,
+            &name,
+            &image.alias,
+            &self.inner.config.storage_pool,
+            self.inner.config.network.as_deref(),
+            &run_dir,
+            &proxies,
+            gpu,
+            &image.settings,
+        )?;
+        if let Err(e) = self.inner.api.json(http::Method::POST, "/1.0/instances", &body).await {
+            let _ = std::fs::remove_dir_all(&run_dir);
+            return Err(match e.code() {
+                Some(409) => EngineError::Rejected(format!("a container named {name} exists already")),
+                _ => api_err(e),
+            });
+        }
+        if let Err(e) = self.set_state(&name, "start", false, -1).await {
+            let _ = self.inner.api.delete(&format!("/1.0/instances/{name}")).await;
+            let _ = std::fs::remove_dir_all(&run_dir);
+            return Err(explain_start(e, spec));
+        }
+        self.loopback_up(&name).await;
+        Ok(name)
+    }
+
+    /// Makes a run's directory, owned by its user (mode 0700), with its start script.
+    fn make_run_dir(&self, dir: &std::path::Path, spec: &RunSpec, script: &str) -> Result<(), EngineError> {
+        let fs = |e: std::io::Error| EngineError::Engine(format!("cannot make {}: {e}", dir.display()));
+        std::fs::create_dir_all(self.inner.config.runs_dir()).map_err(fs)?;
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(fs)?;
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(dir).map_err(fs)?;
+        let init = dir.join("init.sh");
+        std::fs::write(&init, script).map_err(fs)?;
+        std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o500)).map_err(fs)?;
+        let owner = Some(rustix::fs::Uid::from_raw(spec.identity.uid));
+        let group = Some(rustix::fs::Gid::from_raw(spec.identity.gid));
+        for p in [dir, init.as_path()] {
+            rustix::fs::chown(p, owner, group).map_err(|e| fs(e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// Sends SIGTERM to every process of container `name` but its start script, which then writes the
+    /// command's exit status and ends, stopping the container.
+    async fn terminate(&self, name: &str) -> Result<(), EngineError> {
+        let body = json!({
+            "command": ["/bin/sh", "-c", "kill -TERM -1"],
+            "wait-for-websocket": false,
+            "interactive": false,
+            "record-output": false,
+        });
+        self.inner
+            .api
+            .json(http::Method::POST, &format!("/1.0/instances/{name}/exec"), &body)
+            .await
+            .map(|_| ())
+            .map_err(api_err)
+    }
+
+    /// Brings container `name`'s loopback up. Nothing in an application image's container does (no init
+    /// of its own, and its user may not), and LXD's proxy devices connect to apps on 127.0.0.1 inside it:
+    /// the host's `ip` in the container's network namespace (`nsenter`) does. A container that ended
+    /// meanwhile is fine.
+    async fn loopback_up(&self, name: &str) {
+        let pid = match self.inner.api.get(&format!("/1.0/instances/{name}/state")).await {
+            Ok(s) => s.get("pid").and_then(Value::as_i64).unwrap_or_default(),
+            Err(_) => 0,
+        };
+        if pid <= 0 {
+            return;
+        }
+        let target = pid.to_string();
+        let out = tokio::process::Command::new("nsenter")
+            .args(["--target", &target, "--net", "ip", "link", "set", "lo", "up"])
+            .output()
+            .await;
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => tracing::warn!(container = name, error = %String::from_utf8_lossy(&o.stderr).trim(),
+                "cannot bring the container's loopback up: its apps cannot be reached"),
+            Err(e) => {
+                tracing::warn!(container = name, error = %e, "cannot run nsenter (util-linux) to bring the container's loopback up")
+            }
+        }
+    }
+
+    /// Adds a proxy device for container port `port` to running container `c`; its host port.
+    async fn add_proxy(&self, c: &Container, port: u16) -> Result<u16, EngineError> {
+        let host = free_port()?;
+        let body = json!({"devices": {format!("port{port}"): spec::proxy_device(port, host)}});
+        self.inner
+            .api
+            .json(http::Method::PATCH, &format!("/1.0/instances/{}", c.name), &body)
+            .await
+            .map_err(api_err)?;
+        Ok(host)
+    }
+}
+
+/// A port on 127.0.0.1 that is free now.
+fn free_port() -> Result<u16, EngineError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| EngineError::Engine(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| EngineError::Engine(format!("cannot find a free port: {e}")))
+}
+
+/// A failed start, explained: a user ID the host has not delegated to root cannot be mapped.
+fn explain_start(e: EngineError, spec: &RunSpec) -> EngineError {
+    let text = e.to_string();
+    if text.contains("not allowed") && text.contains("newuidmap") || text.contains("newgidmap") {
+        return EngineError::Rejected(format!(
+            "lxd cannot map uid {} / gid {} into the container: root must be allowed them in /etc/subuid and \
+             /etc/subgid (scripts/setup-debian.sh adds root:1000:… ranges): {text}",
+            spec.identity.uid, spec.identity.gid
+        ));
+    }
+    e
+}
+
+#[async_trait]
+impl Engine for LxdEngine {
+    fn name(&self) -> &'static str {
+        "lxd"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            placement: Placement::Hub,
+            multi_node: false,
+            max_members: 1,
+            exec: true,
+            ingress: true,
+            volumes: true,
+            nfs: false,
+            pull: false,
+            gpu_shares: false,
+            shared_ports: false,
+            usage: true,
+        }
+    }
+
+    async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
+        Ok(vec![EngineNode { capacity: self.inner.node.clone(), up: true, state: "lxd".into() }])
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
+        self.inner.images.exists(&self.inner.api, image).await
+    }
+
+    async fn image_tags(&self, image: &str) -> Result<Vec<String>, EngineError> {
+        if let Some((_, img)) = self.inner.images.by_alias(&self.inner.api, &saved_alias(image)).await? {
+            let source = img.pointer(&format!("/properties/{PROP_SOURCE}")).and_then(Value::as_str);
+            return Ok(source.map(str::to_owned).into_iter().collect());
+        }
+        Ok(self.inner.images.docker_image(image).await?.map(|(_, tags)| tags).unwrap_or_default())
+    }
+
+    async fn commit(&self, member: &MemberRef, reference: &str) -> Result<u64, EngineError> {
+        let c = self.container(&member.run).await?;
+        let api = &self.inner.api;
+        let snap = format!("gpuhub-save-{}", std::process::id());
+        let snaps = format!("/1.0/instances/{}/snapshots", c.name);
+        let _ = api.delete(&format!("{snaps}/{snap}")).await;
+        api.json(http::Method::POST, &snaps, &json!({"name": snap, "stateful": false})).await.map_err(api_err)?;
+        let mut properties = serde_json::Map::new();
+        for (k, v) in ImageSettings::from_properties(&c.config, "image.").properties() {
+            properties.insert(k, v.into());
+        }
+        properties.insert(PROP_SOURCE.into(), reference.into());
+        properties.insert("description".into(), format!("gpuhub: {reference}").into());
+        let body = json!({
+            "source": {"type": "snapshot", "name": format!("{}/{snap}", c.name)},
+            "properties": properties,
+            "public": false,
+        });
+        let published = api.json(http::Method::POST, "/1.0/images", &body).await;
+        let _ = api.delete(&format!("{snaps}/{snap}")).await;
+        let published = published.map_err(api_err)?;
+        let fp = published
+            .get("fingerprint")
+            .and_then(Value::as_str)
+            .ok_or_else(|| EngineError::Engine(format!("lxd published no fingerprint: {published}")))?
+            .to_owned();
+        if let Some(old) = self.inner.images.set_alias(api, &saved_alias(reference), &fp).await? {
+            let _ = api.delete(&format!("/1.0/images/{old}")).await;
+        }
+        let image = api.get(&format!("/1.0/images/{fp}")).await.map_err(api_err)?;
+        Ok(image.get("size").and_then(Value::as_u64).unwrap_or_default())
+    }
+
+    async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
+        let api = &self.inner.api;
+        let Some((fp, _)) = self.inner.images.by_alias(api, &saved_alias(reference)).await? else {
+            return Err(EngineError::NotFound(format!("image {reference}")));
+        };
+        api.delete(&format!("/1.0/images/{fp}")).await.map(|_| ()).map_err(api_err)
+    }
+
+    async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError> {
+        let name = self.create(spec).await?;
+        self.observe(&name).await
+    }
+
+    async fn cancel(&self, run: &str, grace: Duration) -> Result<(), EngineError> {
+        let c = self.container(run).await?;
+        if !c.running {
+            return Ok(());
+        }
+        if let Err(e) = self.terminate(&c.name).await {
+            tracing::debug!(run, error = %e, "cannot send SIGTERM into the container; stopping it");
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            match self.container(run).await {
+                Ok(c) if c.running => tokio::time::sleep(STOP_POLL).await,
+                Ok(_) | Err(EngineError::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        match self.set_state(&c.name, "stop", true, -1).await {
+            Ok(()) => Ok(()),
+            // it stopped meanwhile
+            Err(_) if !self.container(run).await?.running => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn remove(&self, run: &str) -> Result<(), EngineError> {
+        let c = self.container(run).await?;
+        if c.running {
+            let _ = self.set_state(&c.name, "stop", true, -1).await;
+        }
+        // a container whose init just ended is still being stopped by LXD for a moment ("busy")
+        let deadline = Instant::now() + BUSY_PATIENCE;
+        loop {
+            match self.inner.api.delete(&format!("/1.0/instances/{}", c.name)).await {
+                Ok(_) => break,
+                Err(e) if e.not_found() => return Err(EngineError::NotFound(format!("run {run}"))),
+                Err(e) if e.to_string().contains("is busy") && Instant::now() < deadline => {
+                    tokio::time::sleep(STOP_POLL).await
+                }
+                Err(e) if e.to_string().contains("is running") && Instant::now() < deadline => {
+                    let _ = self.set_state(&c.name, "stop", true, -1).await;
+                }
+                Err(e) => return Err(api_err(e)),
+            }
+        }
+        let dir = self.run_dir(&c.name);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a run's directory");
+            }
+        }
+        Ok(())
+    }
+
+    async fn observe(&self, run: &str) -> Result<RunStatus, EngineError> {
+        let c = self.container(run).await?;
+        Ok(self.status(&c))
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunStatus>, EngineError> {
+        Ok(self.containers().await?.iter().map(|c| self.status(c)).collect())
+    }
+
+    async fn events(&self) -> Result<EventStream, EngineError> {
+        self.subscribe().await
+    }
+
+    async fn logs(&self, member: &MemberRef, follow: bool, tail: Option<u64>) -> Result<LogStream, EngineError> {
+        let c = self.container(&member.run).await?;
+        Ok(self.log_stream(&c.name, follow, tail))
+    }
+
+    async fn exec(&self, member: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
+        let c = self.container(&member.run).await?;
+        if !c.running {
+            return Err(EngineError::Rejected(format!("run {} is not running", member.run)));
+        }
+        self.start_exec(&c.name, spec).await
+    }
+
+    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
+        self.resize_exec(exec_id, cols, rows)
+    }
+
+    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
+        let execs = self.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        execs.get(exec_id).map(|e| e.exit).ok_or_else(|| EngineError::NotFound(format!("exec {exec_id}")))
+    }
+
+    async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
+        let c = self.container(&member.run).await?;
+        if !c.running {
+            return Err(EngineError::Rejected(format!("run {} is not running", member.run)));
+        }
+        let host = match spec::proxied_port(&c.devices, port) {
+            Some(p) => p,
+            None => self.add_proxy(&c, port).await?,
+        };
+        Ok(SocketAddr::from(([127, 0, 0, 1], host)))
+    }
+
+    async fn usage(&self, run: &str) -> Result<Vec<MemberUsage>, EngineError> {
+        let c = self.container(run).await?;
+        if !c.running {
+            return Ok(Vec::new());
+        }
+        let state = match self.inner.api.get(&format!("/1.0/instances/{}/state", c.name)).await {
+            Ok(s) => s,
+            Err(e) if e.not_found() => return Err(EngineError::NotFound(format!("run {run}"))),
+            Err(e) => return Err(api_err(e)),
+        };
+        if state.get("status").and_then(Value::as_str) != Some("Running") {
+            return Ok(Vec::new());
+        }
+        let num = |p: &str| state.pointer(p).and_then(Value::as_u64).unwrap_or_default();
+        let limit = c
+            .config
+            .get("limits.memory")
+            .and_then(Value::as_str)
+            .and_then(|l| l.trim_end_matches('B').parse().ok())
+            .map(gpuhub_core::Bytes);
+        let index = self.status(&c).members.first().map(|m| m.index).unwrap_or(0);
+        Ok(vec![MemberUsage {
+            index,
+            cpu_seconds: num("/cpu/usage") as f64 / 1e9,
+            memory_used: gpuhub_core::Bytes(num("/memory/usage")),
+            memory_limit: limit,
+            pids: Some(num("/pid") as u32).filter(|p| *p > 0).into_iter().collect(),
+        }])
+    }
+}

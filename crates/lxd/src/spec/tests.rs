@@ -1,0 +1,143 @@
+use super::*;
+use gpuhub_core::{Bytes, CpuMilli};
+use gpuhub_driver::{Identity, LABEL_WORKLOAD, Mount};
+
+fn run() -> RunSpec {
+    RunSpec {
+        name: "gpuhub-alice-train-0123abcd".into(),
+        image: "gpuhub/busybox:latest".into(),
+        command: vec![],
+        env: BTreeMap::from([("A".to_owned(), "run".to_owned())]),
+        labels: BTreeMap::from([(LABEL_WORKLOAD.to_owned(), "w1".to_owned())]),
+        identity: Identity {
+            username: "alice".into(),
+            account: "alice".into(),
+            uid: 10000,
+            gid: 10000,
+            home: "/home/alice".into(),
+            groups: vec![20000, 10000],
+        },
+        working_dir: None,
+        mounts: vec![Mount {
+            source: "/srv/homes/alice".into(),
+            target: "/home/alice".into(),
+            read_only: false,
+            nfs: None,
+        }],
+        network: None,
+        members: vec![MemberSpec {
+            index: 0,
+            hostname: "train-0".into(),
+            node: None,
+            cpu_milli: 1500,
+            memory_bytes: 1 << 30,
+            gpus: GpuGrant::None,
+            env: BTreeMap::new(),
+            mounts: vec![],
+        }],
+        pids_limit: 256,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![8888],
+        disk_bytes: None,
+    }
+}
+
+fn node() -> NodeCapacity {
+    NodeCapacity::uniform("n", CpuMilli(8000), Bytes(16 << 30), 2, "H200", Bytes(141 << 30), "GPU-")
+}
+
+#[test]
+fn names_are_lxd_names_and_distinct() {
+    assert_eq!(lxd_name("gpuhub-alice-train-0123abcd"), "gpuhub-alice-train-0123abcd");
+    let a = lxd_name("gpuhub-Alice_train.x");
+    assert!(a.starts_with("gpuhub-alice-train-x-") && a.len() <= 63, "{a}");
+    assert_ne!(lxd_name("a.b"), lxd_name("a_b"));
+    let long = lxd_name(&"x".repeat(100));
+    assert!(long.len() <= 63, "{long}");
+    assert!(lxd_name("0abc").starts_with("g-0abc-"));
+}
+
+#[test]
+fn the_start_script_quotes_the_command_and_keeps_its_status() {
+    let s = init_script(&["sh".into(), "-c".into(), "echo 'it''s' $HOME".into()], "/home/a b");
+    assert!(s.contains(r"'sh' '-c' 'echo '\''it'\'''\''s'\'' $HOME' &"), "{s}");
+    assert!(s.contains("cd '/home/a b'"), "{s}");
+    assert!(s.contains("echo $c >/.gpuhub/exit"), "{s}");
+    assert!(s.starts_with("exec >>/.gpuhub/log 2>&1\n"), "{s}");
+}
+
+#[test]
+fn the_instance_maps_the_user_and_sets_limits_mounts_labels_and_ports() {
+    let spec = run();
+    let image = ImageSettings { args: vec!["sh".into()], env: vec!["PATH=/bin".into(), "A=image".into()], cwd: None };
+    let gpu = gpus(&node(), &GpuGrant::None, &[]).unwrap();
+    let v = instance(
+        &spec,
+        &spec.members[0],
+        "c1",
+        "img",
+        "default",
+        None,
+        Path::new("/run/c1"),
+        &[(8888, 40000)],
+        gpu,
+        &image,
+    )
+    .unwrap();
+    let c = &v["config"];
+    assert_eq!(c["raw.idmap"], "uid 10000 10000\ngid 10000 10000\ngid 20000 20000");
+    let lxc = c["raw.lxc"].as_str().unwrap();
+    assert!(lxc.contains("lxc.init.uid = 10000") && lxc.contains("lxc.init.groups = 20000"), "{lxc}");
+    assert_eq!(c["limits.cpu.allowance"], "150ms/100ms");
+    assert_eq!(c["limits.memory"], format!("{}B", 1u64 << 30));
+    assert_eq!(c["limits.processes"], "256");
+    assert_eq!(c["boot.autostart"], "false");
+    assert_eq!(c["environment.A"], "run", "the run's variables override the image's");
+    assert_eq!(c["environment.PATH"], "/bin");
+    assert_eq!(c["environment.RANK"], "0");
+    assert_eq!(c["environment.CUDA_VISIBLE_DEVICES"], "");
+    assert_eq!(c["user.gpuhub.workload"], "w1");
+    assert_eq!(c["user.gpuhub.run"], "gpuhub-alice-train-0123abcd");
+    let d = &v["devices"];
+    assert_eq!(d["root"]["pool"], "default");
+    assert_eq!(d["gpuhub"]["source"], "/run/c1");
+    assert_eq!(d["mount0"]["path"], "/home/alice");
+    assert_eq!(d["mount0"]["readonly"], "false");
+    assert_eq!(d["port8888"]["listen"], "tcp:127.0.0.1:40000");
+    assert_eq!(proxied_port(d.as_object().unwrap(), 8888), Some(40000));
+    assert_eq!(proxied_port(d.as_object().unwrap(), 22), None);
+    assert!(d.get("eth0").is_none(), "no network unless one is configured");
+    let labels = labels(c.as_object().unwrap());
+    assert_eq!(labels.get("gpuhub.workload").map(String::as_str), Some("w1"));
+}
+
+#[test]
+fn root_nfs_and_gpu_shares_are_refused() {
+    let image = ImageSettings::default();
+    let mut spec = run();
+    spec.identity.uid = 0;
+    let gpu = || gpus(&node(), &GpuGrant::None, &[]).unwrap();
+    let p = Path::new("/r");
+    assert!(instance(&spec, &spec.members[0], "c", "i", "p", None, p, &[], gpu(), &image).is_err());
+    let mut spec = run();
+    spec.mounts[0].nfs = Some("nfs.example".into());
+    let e = instance(&spec, &spec.members[0], "c", "i", "p", None, p, &[], gpu(), &image).unwrap_err();
+    assert!(matches!(e, EngineError::Unsupported { .. }), "{e:?}");
+    let share = GpuGrant::Share { milli: 500, memory: None, uuid: Some("GPU-0".into()) };
+    assert!(matches!(gpus(&node(), &share, &[]), Err(EngineError::Unsupported { .. })));
+    assert!(command(&run(), &image).is_err(), "no command anywhere");
+}
+
+#[test]
+fn whole_gpus_are_their_device_nodes() {
+    let grant = GpuGrant::Whole { count: 1, uuids: vec!["GPU-1".into()] };
+    let (devices, env) = gpus(&node(), &grant, &["/dev/nvidiactl".to_owned()]).unwrap();
+    assert_eq!(devices["gpu1"]["source"], "/dev/nvidia1");
+    assert_eq!(devices["gpu1"]["type"], "unix-char");
+    assert_eq!(devices["gpuctl0"]["path"], "/dev/nvidiactl");
+    assert_eq!(env["CUDA_VISIBLE_DEVICES"], "GPU-1");
+    let missing = GpuGrant::Whole { count: 1, uuids: vec!["GPU-9".into()] };
+    assert!(gpus(&node(), &missing, &[]).is_err());
+}
