@@ -18,7 +18,7 @@ use crate::service::{self, Way};
 use crate::state::AppState;
 use async_trait::async_trait;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use gpuhub_core::names;
@@ -264,7 +264,20 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
 
 /// The login page browsers are sent to; its script (`/static/login.js`) posts to `/api/v1/login` and
 /// returns to `next`. Served through the portal's router, with its headers.
-pub async fn login_page(State(st): State<AppState>) -> Html<String> {
+pub async fn login_page(State(st): State<AppState>, Query(q): Query<LoginQuery>) -> Html<String> {
+    login_html(&st, q.next.as_deref(), None)
+}
+
+/// `?next=` of the login page: where the visitor was going.
+#[derive(Debug, serde::Deserialize)]
+pub struct LoginQuery {
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// The login page: a form the browser posts to `/login` itself where JavaScript is off (the login
+/// script sends it to the API instead), carrying `next`, with `error` shown where a try failed.
+pub(crate) fn login_html(st: &AppState, next: Option<&str>, error: Option<&str>) -> Html<String> {
     // with an OpenID provider, a link that signs in there (keeping where the visitor was going: the
     // login script adds `?next=` to it)
     let sso = if st.identities.oidc_enabled() {
@@ -272,17 +285,24 @@ pub async fn login_page(State(st): State<AppState>) -> Html<String> {
     } else {
         ""
     };
-    Html(LOGIN_HTML.replace("<!--sso-->", sso))
+    let next = maud::html! { @if let Some(n) = next { input type="hidden" name="next" value=(n); } };
+    let error = maud::html! { (error.unwrap_or_default()) };
+    Html(
+        LOGIN_HTML
+            .replace("<!--sso-->", sso)
+            .replace("<!--next-->", &next.into_string())
+            .replace("<!--error-->", &error.into_string()),
+    )
 }
 
 const LOGIN_HTML: &str = r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuhub — log in</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/static/portal.css"><script src="/static/login.js" defer></script></head>
-<body class="login"><form id="f"><h1>gpuhub</h1>
+<body class="login"><form id="f" method="post" action="/login"><h1>gpuhub</h1>
 <label>User <input name="username" autocomplete="username" required autofocus></label>
 <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
-<button>Log in</button><div id="err" role="alert"></div><!--sso--></form>
+<!--next--><button>Log in</button><div id="err" role="alert"><!--error--></div><!--sso--></form>
 </body></html>"#;
 
 /// The SSH gateway's view of the hub: keys registered through the API, workspaces found and entered

@@ -44,42 +44,54 @@ pub async fn login(
     headers: HeaderMap,
     ApiJson(req): ApiJson<LoginRequest>,
 ) -> Result<Response, ApiError> {
-    let now = Instant::now();
     let client = auth::client_ip(addr.ip(), &headers, &st.config.trusted_proxy_nets().unwrap_or_default());
-    let delay = st.limiter.check(&req.username, client, now)?;
+    let user = authenticate(&st, client, &req.username, &req.password).await?;
+    let (body, cookie) = new_session(&st, &user, req.token).await?;
+    session_response(body, &cookie)
+}
+
+/// Checks a sign-in with a password (the directory's where it decides, else the local hash): the
+/// user, or 401 (wrong), 403 (disabled), 429 (too many failures from this user and address; further
+/// tries are slowed). Shared by the API's login and the login page's form.
+pub(crate) async fn authenticate(
+    st: &AppState,
+    client: std::net::IpAddr,
+    username: &str,
+    password: &str,
+) -> Result<User, ApiError> {
+    let now = Instant::now();
+    let delay = st.limiter.check(username, client, now)?;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let found = match st.store.user_with_password_hash(&req.username).await {
+    let found = match st.store.user_with_password_hash(username).await {
         Ok(found) => Some(found),
         Err(gpuhub_store::StoreError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
     let fail = || {
-        st.limiter.fail(&req.username, client, now);
+        st.limiter.fail(username, client, now);
         ApiError::unauthorized("invalid username or password")
     };
     // an account of the directory, or a name only the directory may know: the directory decides
     let local = found.as_ref().is_some_and(|(u, _)| u.source == UserSource::Local);
     if !local && st.identities.directory().is_some() {
-        let Some(outside) = crate::identity::directory_sign_in(&st, &req.username, &req.password).await? else {
+        let Some(outside) = crate::identity::directory_sign_in(st, username, password).await? else {
             return Err(fail());
         };
-        let user = crate::identity::account(&st, &outside).await?;
+        let user = crate::identity::account(st, &outside).await?;
         if user.disabled {
             return Err(ApiError::forbidden("account is disabled"));
         }
-        st.limiter.succeed(&req.username, client);
-        let (body, cookie) = new_session(&st, &user, req.token).await?;
-        return session_response(body, &cookie);
+        st.limiter.succeed(username, client);
+        return Ok(user);
     }
-    let password = req.password.clone();
     let hash = match &found {
         Some((u, h)) if u.source == UserSource::Local => h.clone(),
         // an outside account signs in through its source only
         _ => dummy_hash().to_owned(),
     };
-    let ok = auth::verify_password_bounded(password, hash.clone()).await?;
+    let ok = auth::verify_password_bounded(password.to_owned(), hash.clone()).await?;
     let user = match found {
         Some((user, _)) if ok && user.source == UserSource::Local => user,
         _ => return Err(fail()),
@@ -87,14 +99,13 @@ pub async fn login(
     if user.disabled {
         return Err(ApiError::forbidden("account is disabled"));
     }
-    st.limiter.succeed(&req.username, client);
+    st.limiter.succeed(username, client);
     if auth::needs_rehash(&hash) {
         // a hash of older parameters: store one of the current ones while the password is at hand
-        let renewed = auth::hash_password_bounded(req.password.clone()).await?;
+        let renewed = auth::hash_password_bounded(password.to_owned()).await?;
         st.store.set_password_hash(&user.username, &renewed).await?;
     }
-    let (body, cookie) = new_session(&st, &user, req.token).await?;
-    session_response(body, &cookie)
+    Ok(user)
 }
 
 /// Refuses a password change for an account whose password is its source's (409).

@@ -59,7 +59,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/admin/reservations", axum::routing::post(admin::add_reservation))
         .route("/admin/reservations/{id}/cancel", axum::routing::post(admin::cancel_reservation))
         .route("/logout", axum::routing::post(logout))
-        .route("/login", get(crate::access::login_page))
+        .route("/login", get(crate::access::login_page).post(signin::login_form))
         .route("/login/oidc", get(signin::begin))
         .route("/login/oidc/callback", get(signin::callback))
         .route("/static/{file}", get(asset))

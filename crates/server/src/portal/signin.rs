@@ -1,13 +1,15 @@
 //! Signing in through an OpenID provider in the browser: `/login/oidc` sends the browser to the
 //! provider (authorization code with PKCE); `/login/oidc/callback` takes it back, makes or brings the
-//! account in step and starts a session, then goes where the visitor was going.
+//! account in step and starts a session, then goes where the visitor was going. `POST /login` is the
+//! login page's own form, which works without JavaScript (a session cookie, then `next`).
 
 use super::{api_error_page, page_error};
 use crate::state::AppState;
-use axum::extract::{Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, Form, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
+use std::net::SocketAddr;
 
 /// `?next=` of `/login/oidc`.
 #[derive(Debug, Deserialize)]
@@ -102,6 +104,58 @@ pub async fn callback(State(st): State<AppState>, Query(cb): Query<Callback>) ->
             }
         }
         Err(e) => api_error_page(e),
+    }
+}
+
+/// The login form's fields (`next`: where the visitor was going).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginForm {
+    username: String,
+    password: String,
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// `POST /login`: the login page's form sent by the browser itself (no JavaScript needed): checks the
+/// password as the API's login does (the same limits), starts a session (no API token) and goes to
+/// `next`, on this site only; a wrong password shows the page again with the reason. A form sent from
+/// another site is refused (a login CSRF would sign the visitor in as someone else).
+pub async fn login_form(
+    State(st): State<AppState>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(f): Form<LoginForm>,
+) -> Response {
+    let cross_site =
+        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_some_and(|s| s != "same-origin" && s != "none");
+    if cross_site || !crate::access::same_origin(&headers) {
+        return page_error(StatusCode::FORBIDDEN, "log in from this site's own login page");
+    }
+    let next = local_path(f.next.as_deref());
+    let client = crate::auth::client_ip(addr.ip(), &headers, &st.config.trusted_proxy_nets().unwrap_or_default());
+    let done = async {
+        let user = crate::api::account::authenticate(&st, client, &f.username, &f.password).await?;
+        crate::api::account::new_session(&st, &user, false).await.map(|(_, cookie)| cookie)
+    }
+    .await;
+    match done {
+        Ok(cookie) => match HeaderValue::from_str(&cookie) {
+            Ok(v) => {
+                let mut resp = Redirect::to(&next).into_response();
+                resp.headers_mut().insert(header::SET_COOKIE, v);
+                resp
+            }
+            Err(e) => api_error_page(crate::error::ApiError::internal(e)),
+        },
+        Err(e) if e.status.is_server_error() => api_error_page(e),
+        Err(e) => {
+            let mut resp = (e.status, crate::access::login_html(&st, Some(&next), Some(&e.detail))).into_response();
+            if let Some(secs) = e.retry_after {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            resp
+        }
     }
 }
 
