@@ -12,6 +12,8 @@
 #     schemathesis, the API conformance run (scripts/schemathesis.sh), when python3 lacks them, and
 #     moto[server], the S3 server of the S3 dataset tests, when moto_server is not on PATH;
 #  2. dockerd, started in the background when `docker info` fails (no systemd needed);
+#  2b. lxd, started in the background when `lxc info` fails, with a `default` dir storage pool, no
+#     network, and root allowed user IDs from 1000 in /etc/subuid and /etc/subgid (the LXD engine);
 #  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
 #  4. the gpuhub/busybox:latest image (scripts/build-busybox-image.sh), when that script exists;
 #  5. a check for Rust >= 1.85 with rustfmt and clippy (installed with rustup, not by this script).
@@ -28,6 +30,7 @@ PACKAGES=(
     slapd ldap-utils
     docker-registry
     rclone fuse3
+    lxd skopeo umoci iproute2
 )
 # installed without their recommended packages (prometheus recommends prometheus-node-exporter, another
 # daemon the tests do not need)
@@ -151,6 +154,38 @@ else
     fi
     log "docker: running"
 fi
+
+# --- 2b. lxd -----------------------------------------------------------------------------------------
+# The LXD engine (crates/lxd) and its tests: Debian's lxd, started in the background (no systemd; its
+# socket /var/lib/lxd/unix.socket), a `default` storage pool of the dir driver and the default profile's
+# root disk in it. No LXD network: `lxd init --minimal` wants a bridge on a free subnet, and gpuhub's
+# containers need none (the hub reaches their apps through LXD proxy devices), so Docker's networks and
+# iptables rules are left alone. root is allowed the user IDs gpuhub's members run as (raw.idmap maps
+# each member's UID and GID 1:1): /etc/subuid and /etc/subgid ranges from 1000 up to Debian lxd's own
+# range (231072), each under 65536 IDs so that LXD never takes one for its containers' base map.
+lxd_delegate() {
+    local f start size
+    for f in /etc/subuid /etc/subgid; do
+        touch "$f"
+        for start in 1000 66535 132070 198605; do
+            size=65535
+            [ "$start" = 198605 ] && size=$((231072 - 198605))
+            grep -q "^root:$start:" "$f" || echo "root:$start:$size" >>"$f"
+        done
+    done
+}
+lxd_delegate
+if lxc info >/dev/null 2>&1; then
+    log "lxd: running"
+else
+    log "lxd: starting lxd (log: /var/log/lxd-gpuhub.log)"
+    setsid lxd --group root >>/var/log/lxd-gpuhub.log 2>&1 </dev/null &
+    lxd waitready --timeout 60 || { tail -n 30 /var/log/lxd-gpuhub.log >&2 || true; die "lxd did not come up within 60 s (see /var/log/lxd-gpuhub.log)"; }
+    log "lxd: running"
+fi
+lxc storage show default >/dev/null 2>&1 || { log "lxd: creating the storage pool default (dir)"; lxc storage create default dir >/dev/null; }
+lxc profile device show default 2>/dev/null | grep -q '^root:' ||
+    { log "lxd: the default profile's root disk"; lxc profile device add default root disk path=/ pool=default >/dev/null; }
 
 # --- 3. postgresql -----------------------------------------------------------------------------------
 pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432; }
