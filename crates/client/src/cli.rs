@@ -61,6 +61,12 @@ pub enum ClientCommand {
     },
     /// Submit a job (or a workspace) and print its name.
     Run(Box<RunArgs>),
+    /// Start a service: kept running, restarted with a backoff, served at a stable URL (`service run`).
+    Service {
+        /// What to do.
+        #[command(subcommand)]
+        command: crate::commands::service::ServiceCommand,
+    },
     /// List workloads.
     Ps(PsArgs),
     /// Print a workload's output.

@@ -114,7 +114,13 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         ("POST", ["workloads"]) => {
             let req: Value = serde_json::from_slice(&body).unwrap();
             let name = req["name"].as_str().unwrap_or("job-1");
-            (StatusCode::CREATED, axum::Json(workload(name, "queued", None))).into_response()
+            let mut w = workload(name, "queued", None);
+            if let Some(port) = req["service"]["port"].as_u64() {
+                w["kind"] = json!("service");
+                w["service"] = json!({"port": port, "ready_check": {"http": "/"}, "access": "owner",
+                    "crash_loop": false, "url": format!("/w/alice/{name}/service/")});
+            }
+            (StatusCode::CREATED, axum::Json(w)).into_response()
         }
         // two pages: the first ends with a cursor, the second (asked for with it) has none
         ("GET", ["workloads"]) if !query.contains("cursor=") => {
@@ -456,4 +462,44 @@ async fn edit_sends_the_new_limit_and_refuses_what_it_cannot_ask() {
     let (r, _) = cli(&ctx, &["edit", "train"]).await;
     assert!(r.unwrap_err().to_string().starts_with("nothing to change"));
     assert!(ClientCli::try_parse_from(["gpuhub", "edit", "t", "--extend", "1h", "--time-limit", "2h"]).is_err());
+}
+
+#[tokio::test]
+async fn service_run_sends_a_service_and_prints_its_url() {
+    let server = Server::start().await;
+    let (_dir, ctx) = logged_in(&server);
+    let args = [
+        "service",
+        "run",
+        "--name",
+        "web",
+        "--port",
+        "8080",
+        "--ready-command",
+        "test -f '/tmp/ready file'",
+        "--access",
+        "users",
+        "--image",
+        "busybox",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+    ];
+    let (r, out) = cli(&ctx, &args).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(out, format!("web\t{}/w/alice/web/service/\n", server.url));
+    let sent = server.last().json();
+    assert_eq!((&sent["kind"], &sent["command"]), (&json!("service"), &json!(["httpd", "-f", "-p", "8080"])));
+    assert_eq!(
+        sent["service"],
+        json!({"port": 8080, "ready": {"command": ["test", "-f", "/tmp/ready file"]}, "access": "users"})
+    );
+    let (r, _) = cli(&ctx, &["service", "run", "--port", "1", "--workspace", "--image", "busybox"]).await;
+    assert!(r.unwrap_err().to_string().contains("no workspace"));
+    assert!(
+        ClientCli::try_parse_from(["gpuhub", "service", "run", "--port", "1", "--access", "all", "--image", "x"])
+            .is_err()
+    );
 }

@@ -5,6 +5,7 @@ mod admin;
 pub mod edit;
 pub mod queues;
 mod sched;
+pub mod service;
 mod ssh;
 pub mod stats;
 mod usage;
@@ -45,6 +46,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Tokens { command } => account::tokens(&api, json, command, out).await?,
         ClientCommand::Passwd { password_stdin } => account::passwd(ctx, &api, password_stdin, out).await?,
         ClientCommand::Run(args) => return workloads::run(ctx, &api, json, *args, out).await,
+        ClientCommand::Service { command } => return service::service(ctx, &api, json, command, out).await,
         ClientCommand::Ps(args) => workloads::ps(&api, json, args.all, out).await?,
         ClientCommand::Logs(args) => {
             let source = workloads::Source { app: args.app.as_deref(), member: args.member };

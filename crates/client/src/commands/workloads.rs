@@ -115,7 +115,7 @@ pub(crate) fn pull_end_line(w: &WorkloadView) -> Option<String> {
 /// Streams a new workload's output until it ends and returns its exit code. While it waits to start, the
 /// log stream may end at once or be refused; it is asked for again until output comes. Once output has
 /// come, the stream is not asked for again (that would repeat it): the workload is polled instead.
-async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
+pub(crate) async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out<'_>) -> Result<i32, ClientError> {
     let mut printed = 0;
     loop {
         match stream_logs(api, name, None, Source::default(), true, &mut *out).await {
