@@ -23,7 +23,7 @@ use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use gpuhub_core::names;
 use gpuhub_core::user::User;
-use gpuhub_core::workload::Workload;
+use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_ssh::{Denied, GatewayBackend, PublicKey, Target};
 use std::sync::Arc;
 
@@ -121,7 +121,14 @@ async fn target(
         .iter()
         .find(|a| a.name == app)
         .ok_or_else(|| ApiError::not_found(format!("workspace {name} has no app named {app:?}")))?;
-    let member = service::running_member(&w)?;
+    let member = service::running_member(&w).map_err(|e| {
+        let mut e = ApiError::from(e);
+        // on its way: worth trying again shortly (a browser's page reloads itself then)
+        if matches!(w.state, WorkloadState::Queued | WorkloadState::Pulling | WorkloadState::Starting) {
+            e.retry_after = Some(APP_WAIT_RETRY_SECS);
+        }
+        e
+    })?;
     // the port the app listens on: its own, or the one gpuhub gave it where members share a node
     let port = w.members.first().and_then(|m| m.ports.get(&spec.name)).copied().unwrap_or(spec.port);
     let upstream = st
@@ -154,8 +161,27 @@ pub(crate) async fn forward_to_app(
             let stop = st.revocations.closing(st.store.clone(), names, token);
             gpuhub_proxy::forward_until(req, upstream, &prefix, &st.http_client, stop).await
         }
+        // a person opening the app's link gets a page, not the API's problem (newcomer bug 5): what
+        // state the workspace is in and what to do; one on its way reloads itself until it runs
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && wants_page(req.headers()) => {
+            let retry = e.retry_after;
+            let mut resp = crate::portal::page_error(e.status, &e.detail);
+            if let Some(secs) = retry {
+                resp.headers_mut().insert(header::REFRESH, axum::http::HeaderValue::from(secs));
+                resp.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+            }
+            resp
+        }
         Err(e) => e.into_response(),
     }
+}
+
+/// How soon a browser tries an app again while its workspace is on its way.
+const APP_WAIT_RETRY_SECS: u64 = 5;
+
+/// Whether a request is a browser's page load (it accepts HTML), not an API client's or a script's.
+fn wants_page(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
 }
 
 /// `req` with `prefix` (`/w/alice/web/service/`) taken off its path (`/w/alice/web/service/a?b` → `/a?b`).

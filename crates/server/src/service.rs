@@ -198,10 +198,22 @@ pub async fn reachable_service(
 pub fn running_member(w: &Workload) -> Result<MemberRef, ServiceError> {
     match (&w.run_id, w.state) {
         (Some(run), WorkloadState::Running) => Ok(MemberRef::new(run, 0)),
-        (_, state) => Err(ServiceError::new(
-            Kind::NotRunning,
-            format!("workspace {} is {state}, not running: start it with `gpuhub start {}`", w.name, w.name),
-        )),
+        (_, state) => Err(ServiceError::new(Kind::NotRunning, not_running(w.kind, &w.name, state))),
+    }
+}
+
+/// Why `name` cannot be entered in `state`, with the advice that applies there: one on its way waits
+/// (`gpuhub ps` says why), one that ended is started again.
+fn not_running(kind: gpuhub_core::workload::WorkloadKind, name: &str, state: WorkloadState) -> String {
+    use WorkloadState::*;
+    match state {
+        Queued | Pulling | Starting => {
+            format!(
+                "{} {name} is {state}, not running yet: it opens once it runs (`gpuhub ps` says why it waits)",
+                kind.as_str()
+            )
+        }
+        _ => format!("{} {name} is {state}, not running: start it with `gpuhub start {name}`", kind.as_str()),
     }
 }
 

@@ -63,5 +63,57 @@ async fn the_login_form_works_without_javascript() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(r.headers().get("set-cookie").is_none());
-    let _ = Method::GET;
+}
+
+/// Bug 5: the app link of a queued workspace answered the API's JSON 503 with advice that did not apply
+/// ("start it with `gpuhub start`"). A browser gets a page that says it waits and reloads itself; the
+/// API's answer says the same and when to try again; one that ended still says to start it.
+#[tokio::test]
+async fn a_queued_workspace_app_link_says_it_waits() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let workspace = |name: &str, gpus: u32| {
+        let mut body = job(name, gpus);
+        body["kind"] = serde_json::json!("workspace");
+        body["command"] = serde_json::json!(["sleep", "infinity"]);
+        body["apps"] = serde_json::json!([{"name": "lab", "port": 8888}]);
+        body
+    };
+    hub.submit(&alice, workspace("hold", 2)).await;
+    hub.wait_state(&alice, "hold", "running").await;
+    hub.submit(&alice, workspace("nb", 1)).await;
+    hub.wait_for(&alice, "nb", 10, |v| v["state"] == "queued" && v.get("explanation").is_some()).await;
+
+    let open = |accept: &'static str| {
+        hub.http.get(format!("{}/w/alice/nb/lab/", hub.url)).bearer_auth(&alice).header("accept", accept)
+    };
+    let r = open("text/html,application/xhtml+xml").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()["refresh"], "5");
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let page = r.text().await.unwrap();
+    assert!(page.contains("workspace nb is queued, not running yet"), "{page}");
+    assert!(!page.contains("gpuhub start"), "{page}");
+
+    let r = open("application/json").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()["retry-after"], "5");
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+
+    // one that ended: start it again, and no reload
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/hold/stop", Some(&alice), None).await;
+    assert!(s.is_success(), "{v}");
+    hub.wait_state(&alice, "hold", "stopped").await;
+    let r = hub
+        .http
+        .get(format!("{}/w/alice/hold/lab/", hub.url))
+        .bearer_auth(&alice)
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().get("refresh").is_none());
+    assert!(r.text().await.unwrap().contains("start it with `gpuhub start hold`"));
 }
