@@ -131,11 +131,12 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
     let engine: Arc<dyn gpuhub_driver::Engine> = match config.engine {
         EngineKind::Docker => Arc::new(docker_engine(&config).await?),
         EngineKind::Slurm => Arc::new(slurm_engine(&config).await?),
+        EngineKind::Lxd => Arc::new(lxd_engine(&config).await?),
     };
-    // GPU figures of this host for the monitor: NVML where there is a driver (Docker's GPUs are this
-    // host's; a Slurm cluster's are on its nodes)
+    // GPU figures of this host for the monitor: NVML where there is a driver (Docker's and LXD's GPUs
+    // are this host's; a Slurm cluster's are on its nodes)
     let gpus: Option<Arc<dyn gpuhub_gpu::GpuSampler>> = match config.engine {
-        EngineKind::Docker => match gpuhub_gpu::NvmlSampler::try_new() {
+        EngineKind::Docker | EngineKind::Lxd => match gpuhub_gpu::NvmlSampler::try_new() {
             Ok(s) => Some(Arc::new(s)),
             Err(e) => {
                 tracing::info!(error = %e, "no GPU figures (utilisation, memory, power): NVML is not available");
@@ -181,6 +182,18 @@ async fn docker_engine(config: &Config) -> anyhow::Result<gpuhub_docker::DockerE
         None => Err("container_disk is unset".into()),
     };
     Ok(gpuhub_docker::DockerEngine::new(runtime, node, gpu_mode).with_disk_cap(disk_cap))
+}
+
+/// LXD on this host (`[lxd]`), with this host's CPUs, memory and GPUs. A daemon that does not answer
+/// stops the server with a sentence naming its socket and what was tried.
+async fn lxd_engine(config: &Config) -> anyhow::Result<gpuhub_lxd::LxdEngine> {
+    let node = node_capacity(config)?;
+    tracing::info!(cpus = %node.cpus, memory = %node.memory, gpus = node.gpus.len(), "node");
+    let engine = gpuhub_lxd::LxdEngine::connect(config.lxd.clone(), node)
+        .await
+        .map_err(|e| anyhow::anyhow!("lxd engine: {e}"))?;
+    tracing::info!(socket = %config.lxd.socket.display(), project = %config.lxd.project, "lxd engine");
+    Ok(engine)
 }
 
 /// The Slurm cluster of `[slurm]`. Settings that cannot work (no Slurm commands, a bad bundle

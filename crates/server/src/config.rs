@@ -54,6 +54,8 @@ pub enum EngineKind {
     Docker,
     /// A Slurm cluster (`[slurm]`; Slurm places, gpuhub submits and follows).
     Slurm,
+    /// LXD on this host (`[lxd]`; gpuhub places; one system container per run).
+    Lxd,
 }
 
 impl std::str::FromStr for EngineKind {
@@ -62,7 +64,10 @@ impl std::str::FromStr for EngineKind {
         match s {
             "docker" => Ok(Self::Docker),
             "slurm" => Ok(Self::Slurm),
-            _ => Err(ConfigError::Invalid { key: "engine".into(), reason: format!("{s:?} is not docker or slurm") }),
+            "lxd" => Ok(Self::Lxd),
+            _ => {
+                Err(ConfigError::Invalid { key: "engine".into(), reason: format!("{s:?} is not docker, slurm or lxd") })
+            }
         }
     }
 }
@@ -186,10 +191,13 @@ impl fmt::Debug for RegistryConfig {
 pub struct Config {
     /// Address of the HTTP API and web pages.
     pub listen: SocketAddr,
-    /// The engine workloads run on: `docker` (this host) or `slurm` (the cluster `[slurm]` names).
+    /// The engine workloads run on: `docker` (this host), `slurm` (the cluster `[slurm]` names) or `lxd`
+    /// (the LXD daemon of this host `[lxd]` names).
     pub engine: EngineKind,
     /// The Slurm cluster, with `engine = "slurm"`.
     pub slurm: gpuhub_slurm::SlurmConfig,
+    /// The LXD daemon, with `engine = "lxd"`.
+    pub lxd: gpuhub_lxd::LxdConfig,
     /// Where users' homes are (default `<data_dir>/homes`, private to the hub's user). With an engine of
     /// several nodes, a directory on storage every node mounts at the same path, which the users'
     /// accounts can traverse (it is made 0755; each home stays 0700 and its owner's).
@@ -338,6 +346,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             engine: EngineKind::Docker,
             slurm: gpuhub_slurm::SlurmConfig::default(),
+            lxd: gpuhub_lxd::LxdConfig::default(),
             homes_dir: None,
             image_allow: Vec::new(),
             registries: Vec::new(),
@@ -402,6 +411,7 @@ impl fmt::Debug for Config {
             .field("listen", &self.listen)
             .field("engine", &self.engine)
             .field("slurm", &self.slurm)
+            .field("lxd", &self.lxd)
             .field("ssh_listen", &self.ssh_listen)
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)
@@ -498,6 +508,9 @@ impl Config {
                 "ENGINE" => self.engine = parse(&key, &v)?,
                 slurm if slurm.starts_with("SLURM_") && env::SLURM_VARIABLES.contains(&&slurm[6..]) => {
                     env::apply_slurm(&mut self.slurm, &key, &slurm[6..], v)?
+                }
+                lxd if lxd.starts_with("LXD_") && env::LXD_VARIABLES.contains(&&lxd[4..]) => {
+                    env::apply_lxd(&mut self.lxd, &key, &lxd[4..], v)?
                 }
                 "SSH_LISTEN" => self.ssh_listen = parse(&key, &v)?,
                 "DATA_DIR" => self.data_dir = PathBuf::from(v),

@@ -38,6 +38,7 @@ pub const NOT_SERVER_SETTINGS: &[&str] = &[
     "SLURM_BENCH_N",
     "SLURM_BENCH_QUEUE",
     "SLURM_BENCH_SETTLE_MS",
+    "LXD_TESTS",
     "BIN",
     "SCHEMATHESIS_SECS",
     "SCHEMATHESIS_EXAMPLES",
@@ -104,6 +105,30 @@ pub(super) fn apply_slurm(
         other => return Err(invalid(format!("no [slurm] setting {other}"))),
     }
     Ok(())
+}
+
+/// The `[lxd]` settings a `GPUHUB_LXD_<KEY>` variable sets.
+pub const LXD_VARIABLES: &[&str] = &["SOCKET", "PROJECT", "STORAGE_POOL", "STATE_DIR", "NETWORK", "POLL_MS"];
+
+/// Sets the `[lxd]` key `name` (of `LXD_VARIABLES`) from the variable `key`'s value `v`.
+pub(super) fn apply_lxd(
+    c: &mut gpuhub_lxd::LxdConfig,
+    key: &str,
+    name: &str,
+    v: String,
+) -> Result<(), super::ConfigError> {
+    use std::path::PathBuf;
+    let invalid = |reason: String| super::ConfigError::Invalid { key: key.to_owned(), reason };
+    match name {
+        "SOCKET" => c.socket = PathBuf::from(v),
+        "PROJECT" => c.project = v,
+        "STORAGE_POOL" => c.storage_pool = v,
+        "STATE_DIR" => c.state_dir = PathBuf::from(v),
+        "NETWORK" => c.network = (!v.is_empty()).then_some(v),
+        "POLL_MS" => c.poll_ms = v.parse().map_err(|e| invalid(format!("{e}")))?,
+        other => return Err(invalid(format!("no [lxd] setting {other}"))),
+    }
+    c.check().map_err(invalid)
 }
 
 /// The server settings' variable names, without the prefix (what `apply_env` reads).
@@ -182,6 +207,12 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "SLURM_SHARDS_PER_GPU",
     "SLURM_ACCOUNTING",
     "SLURM_POLL_MS",
+    "LXD_SOCKET",
+    "LXD_PROJECT",
+    "LXD_STORAGE_POOL",
+    "LXD_STATE_DIR",
+    "LXD_NETWORK",
+    "LXD_POLL_MS",
     "LDAP_URL",
     "LDAP_STARTTLS",
     "LDAP_CA_FILE",

@@ -225,3 +225,23 @@ fn container_disk_is_a_size_from_the_file_or_the_environment() {
     let e = Config::load(None, env(&[("GPUHUB_CONTAINER_DISK", "1MiB")])).unwrap_err().to_string();
     assert!(e.contains("container_disk") && e.contains("less than the least accepted, 16MiB"), "{e}");
 }
+
+#[test]
+fn the_lxd_engine_and_its_section_from_the_file_or_the_environment() {
+    let c = Config::from_toml("engine = \"lxd\"\n[lxd]\nstorage_pool = \"fast\"\npoll_ms = 500\n").unwrap();
+    assert_eq!(c.engine, EngineKind::Lxd);
+    assert_eq!((c.lxd.storage_pool.as_str(), c.lxd.poll_ms), ("fast", 500));
+    assert_eq!(c.lxd.socket, std::path::PathBuf::from("/var/lib/lxd/unix.socket"), "Debian's daemon by default");
+    let vars = [("GPUHUB_ENGINE", "lxd"), ("GPUHUB_LXD_SOCKET", "/run/lxd.socket"), ("GPUHUB_LXD_NETWORK", "br0")];
+    let c = Config::load(None, env(&vars)).unwrap();
+    assert_eq!(
+        (c.engine, c.lxd.socket.to_str(), c.lxd.network.as_deref()),
+        (EngineKind::Lxd, Some("/run/lxd.socket"), Some("br0"))
+    );
+    let e = Config::load(None, env(&[("GPUHUB_LXD_SOCKET", "lxd.socket")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_LXD_SOCKET") && e.contains("absolute"), "{e}");
+    let e = Config::load(None, env(&[("GPUHUB_ENGINE", "lx")])).unwrap_err().to_string();
+    assert!(e.contains("is not docker, slurm or lxd"), "{e}");
+    let e = Config::from_toml("[lxd]\nsockett = \"/x\"\n").unwrap_err();
+    assert!(e.contains("sockett"), "{e}");
+}
