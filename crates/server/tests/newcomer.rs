@@ -117,3 +117,50 @@ async fn a_queued_workspace_app_link_says_it_waits() {
     assert!(r.headers().get("refresh").is_none());
     assert!(r.text().await.unwrap().contains("start it with `gpuhub start hold`"));
 }
+
+/// A portal session for `user` through the login form.
+async fn portal_cookie(hub: &Hub, user: &str, password: &str) -> String {
+    let r = no_redirects()
+        .post(format!("{}/login", hub.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", hub.url.as_str())
+        .body(format!("username={user}&password={password}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned()
+}
+
+/// Bug 6: the action buttons were not part of the live-updated part of a workload's page, so a stale
+/// Stop button on an ended workload led to a 409 page. They are swapped in with the rest.
+#[tokio::test]
+async fn a_workload_page_s_actions_follow_its_state() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let cookie = portal_cookie(&hub, "alice", "alice-password").await;
+    let mut body = job("nb", 0);
+    body["kind"] = serde_json::json!("workspace");
+    body["command"] = serde_json::json!(["sleep", "infinity"]);
+    hub.submit(&alice, body).await;
+    hub.wait_state(&alice, "nb", "running").await;
+    let live = || async {
+        let r = hub
+            .http
+            .get(format!("{}/workloads/nb?fragment=live", hub.url))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.text().await.unwrap()
+    };
+    let running = live().await;
+    assert!(running.contains("/workloads/nb/stop") && !running.contains("/workloads/nb/start"), "{running}");
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/nb/stop", Some(&alice), None).await;
+    assert!(s.is_success(), "{v}");
+    hub.wait_state(&alice, "nb", "stopped").await;
+    let stopped = live().await;
+    assert!(stopped.contains("/workloads/nb/start") && !stopped.contains("/workloads/nb/stop"), "{stopped}");
+}

@@ -265,12 +265,14 @@ pub async fn detail(
         Err(e) => return api_error_page(e.into()),
     };
     let now = st.clock.now();
-    let live = live_detail(&v, now);
+    let own = v.owner == viewer.user.username;
+    let suffix = if own { String::new() } else { format!("?owner={}", v.owner) };
+    // the actions change with the state too: they are part of what is swapped in live (a stale Stop
+    // button on an ended workload led to a 409 page)
+    let live = html! { (live_detail(&v, now)) (actions(&v, own, &suffix)) };
     if q.fragment.is_some() {
         return live.into_response();
     }
-    let own = v.owner == viewer.user.username;
-    let suffix = if own { String::new() } else { format!("?owner={}", v.owner) };
     let host = req
         .headers()
         .get(axum::http::header::HOST)
@@ -284,15 +286,6 @@ pub async fn detail(
         h1 { (v.name) @if !own { " " small { "of " (v.owner) } } }
         div #live data-live="changes" data-name=(v.name) { (live) }
         (charts)
-        section.actions {
-            @if !v.state.is_terminal() {
-                a.button href={"/workloads/" (v.name) "/stop" (suffix)} { "Stop…" }
-            } @else {
-                a.button href={"/workloads/" (v.name) "/start" (suffix)} { "Start again" }
-            }
-            a.button href={"/new?from=" (v.name) @if !own { "&owner=" (v.owner) }} { "Run again with changes" }
-            a.button.danger href={"/workloads/" (v.name) "/delete" (suffix)} { "Delete…" }
-        }
         @if workspace {
             section.access {
                 h2 { "Open" }
@@ -316,6 +309,22 @@ pub async fn detail(
         }
     };
     layout(&st, &viewer, &v.name, body).into_response()
+}
+
+/// What can be done with a workload in its state: stop it or start it again, run it again with
+/// changes, delete it.
+fn actions(v: &WorkloadView, own: bool, suffix: &str) -> Markup {
+    html! {
+        section.actions {
+            @if !v.state.is_terminal() {
+                a.button href={"/workloads/" (v.name) "/stop" (suffix)} { "Stop…" }
+            } @else {
+                a.button href={"/workloads/" (v.name) "/start" (suffix)} { "Start again" }
+            }
+            a.button href={"/new?from=" (v.name) @if !own { "&owner=" (v.owner) }} { "Run again with changes" }
+            a.button.danger href={"/workloads/" (v.name) "/delete" (suffix)} { "Delete…" }
+        }
+    }
 }
 
 /// The part of a workload's page that changes with its state.
