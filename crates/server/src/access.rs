@@ -86,7 +86,17 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
     };
     let user = match caller_or_login(&st, &parts).await {
         Ok(u) => u,
-        Err(resp) => return resp,
+        // an anonymous visitor of a public service goes to its own origin, where it is served to them
+        Err(resp) => match (&st.origins, auth::browser_token(&st, &parts.headers)) {
+            (Some(origins), None)
+                if app == service::SERVICE_APP && public_service(&st, owner, name).await.is_some() =>
+            {
+                let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let label = crate::origins::label(owner, name, app);
+                return Redirect::to(&format!("{}{next}", origins.origin(&label, &parts.headers))).into_response();
+            }
+            _ => return resp,
+        },
     };
     let cookie_session =
         auth::bearer_token(&parts.headers).is_none().then(|| auth::session_cookie(&st, &parts.headers));
@@ -182,6 +192,37 @@ const APP_WAIT_RETRY_SECS: u64 = 5;
 /// Whether a request is a browser's page load (it accepts HTML), not an API client's or a script's.
 fn wants_page(headers: &HeaderMap) -> bool {
     headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"))
+}
+
+/// Service `owner/name` if it is open to the public (`"access": "public"`) and its owner's account is
+/// enabled.
+pub(crate) async fn public_service(st: &AppState, owner: &str, name: &str) -> Option<Workload> {
+    let w = st.store.get_workload(owner, name).await.ok()?;
+    let public = w.service.as_ref().is_some_and(|s| s.spec.access == gpuhub_core::service::ServiceAccess::Public);
+    (public && !st.store.get_user(owner).await.ok()?.disabled).then_some(w)
+}
+
+/// Serves public service `w` to an anonymous visitor of its own origin: its port at its root, as
+/// [`forward_to_app`] does for those who may enter it.
+pub(crate) async fn forward_public(st: &AppState, w: &Workload, req: Request) -> Response {
+    let Some(app) = w.apps.iter().find(|a| a.name == service::SERVICE_APP) else {
+        return ApiError::not_found("no such app").into_response();
+    };
+    let member = match service::running_member(w) {
+        Ok(m) => m,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let port = w.members.first().and_then(|m| m.ports.get(&app.name)).copied().unwrap_or(app.port);
+    let upstream = match st.engine.endpoint(&member, port).await {
+        Ok(u) => u,
+        Err(e) => {
+            let detail = format!("service {} cannot be reached: {e}", w.name);
+            return ApiError::new(StatusCode::BAD_GATEWAY, detail).into_response();
+        }
+    };
+    let prefix = app.base_url(&w.owner, &w.name);
+    st.activity.touch(&w.id);
+    gpuhub_proxy::forward(strip_prefix(req, &prefix), upstream, &prefix, &st.http_client).await
 }
 
 /// `req` with `prefix` (`/w/alice/web/service/`) taken off its path (`/w/alice/web/service/a?b` → `/a?b`).

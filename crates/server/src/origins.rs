@@ -35,10 +35,12 @@ const MAX_ENTRIES: usize = 100_000;
 /// The host label of app `app` of workspace `ws` of `owner`: `<app>--<ws>--<owner>` where that is one
 /// DNS label (at most 63 characters, no name holding `--`), else `h--` and 26 hex digits of a SHA-256 of
 /// the three. Distinct apps get distinct labels: names never start or end with `-`, so in the readable
-/// form every `--` separates, and it has three parts where the hashed one has two.
+/// form every `--` separates, and it has three parts where the hashed one has two. A service's port (its
+/// app `service`) has the label `<name>--<owner>`: two parts, never `h` first (the hashed form's).
 pub fn label(owner: &str, ws: &str, app: &str) -> String {
-    let readable = format!("{app}--{ws}--{owner}");
-    if readable.len() <= 63 && ![owner, ws, app].iter().any(|n| n.contains("--")) {
+    let service = app == crate::service::SERVICE_APP;
+    let readable = if service { format!("{ws}--{owner}") } else { format!("{app}--{ws}--{owner}") };
+    if readable.len() <= 63 && ![owner, ws, app].iter().any(|n| n.contains("--")) && !(service && ws == "h") {
         return readable;
     }
     let digest = Sha256::digest(format!("{owner}/{ws}/{app}").as_bytes());
@@ -123,7 +125,7 @@ impl AppOrigins {
     }
 
     /// The URL of `label`'s origin as the browser reaches it, on the port it used for `headers`' host.
-    fn origin(&self, label: &str, headers: &HeaderMap) -> String {
+    pub(crate) fn origin(&self, label: &str, headers: &HeaderMap) -> String {
         format!("{}://{label}.{}{}", self.scheme(), self.domain, port_of(headers))
     }
 
@@ -232,10 +234,13 @@ pub async fn serve(st: AppState, origins: &AppOrigins, label: String, req: Reque
     let Some((owner, name, app)) = triple else {
         // the bare origin goes to its app, where the label says which (the readable form does)
         if path == "/" {
-            if let [app, ws, owner] = label.split("--").collect::<Vec<_>>()[..] {
-                if self::label(owner, ws, app) == label {
-                    return Redirect::to(&format!("/w/{owner}/{ws}/{app}/")).into_response();
-                }
+            let (app, ws, owner) = match label.split("--").collect::<Vec<_>>()[..] {
+                [app, ws, owner] => (app, ws, owner),
+                [ws, owner] => (crate::service::SERVICE_APP, ws, owner),
+                _ => ("", "", ""),
+            };
+            if !app.is_empty() && self::label(owner, ws, app) == label {
+                return Redirect::to(&format!("/w/{owner}/{ws}/{app}/")).into_response();
             }
         }
         return ApiError::not_found("no such page: this origin serves its own app only").into_response();
@@ -243,7 +248,14 @@ pub async fn serve(st: AppState, origins: &AppOrigins, label: String, req: Reque
     if segments.len() == 5 {
         return Redirect::permanent(&format!("/w/{owner}/{name}/{app}/")).into_response();
     }
-    let (user, token) = match origins.visitor(&st, &label, req.headers()).await {
+    let visitor = origins.visitor(&st, &label, req.headers()).await;
+    // a public service is served to anyone on its own origin
+    if visitor.as_ref().is_err_and(|e| e.status == StatusCode::UNAUTHORIZED) && app == crate::service::SERVICE_APP {
+        if let Some(w) = crate::access::public_service(&st, &owner, &name).await {
+            return crate::access::forward_public(&st, &w, req).await;
+        }
+    }
+    let (user, token) = match visitor {
         Ok(found) => found,
         Err(e) if e.status == StatusCode::UNAUTHORIZED && crate::access::wants_html(req.headers()) => {
             let back = req.uri().path_and_query().map_or(path.as_str(), |p| p.as_str());
@@ -314,6 +326,9 @@ mod tests {
         let cases = [("a", "b--c", "d"), ("a--b", "c", "d"), ("a", "b", "c--d"), ("x", "y", "h"), ("a", "b", "c")];
         let labels: std::collections::BTreeSet<String> = cases.iter().map(|(o, w, a)| label(o, w, a)).collect();
         assert_eq!(labels.len(), cases.len(), "{labels:?}");
+        // a service's origin: its name and owner
+        assert_eq!(label("alice", "web", "service"), "web--alice");
+        assert!(label("alice", "h", "service").starts_with("h--"), "never taken for a hashed label");
         let long = "a".repeat(40);
         for l in [label(&long, &long, "lab"), label("a", "b--c", "d")] {
             assert!(l.starts_with("h--") && l.len() == 29, "{l}");

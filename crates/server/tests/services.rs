@@ -255,3 +255,82 @@ async fn full_pass(hub: &Hub) {
         }
     }
 }
+
+/// An HTTP server on loopback answering `seen <path>`.
+async fn echo() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move { format!("seen {}", req.uri()) });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+/// Who reaches a service's URL: its owner only by default; every signed-in user where it is open to
+/// `users` (its port only: not its terminal); anyone, on its own origin `<name>--<owner>.<apps_domain>`,
+/// where it is `public`. It is served at its root there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_services_url_answers_whom_its_access_allows() {
+    const DOMAIN: &str = "apps.localhost";
+    let port = echo().await;
+    let hub = Hub::start_with(|c| c.apps_domain = Some(DOMAIN.into())).await;
+    hub.runtime.set_endpoint("127.0.0.1".parse().unwrap());
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let bob = hub.user(&admin, "bob").await;
+    for (name, access) in [("mine", "owner"), ("team", "users"), ("open", "public")] {
+        let body = service(name, &["serve"], json!({"service": {"port": port, "access": access}}));
+        hub.submit(&alice, body).await;
+        hub.wait_state(&alice, name, "running").await;
+    }
+    let hub_port = hub.server.as_ref().unwrap().addr.port();
+    let addr = hub.server.as_ref().unwrap().addr;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve(&format!("open--alice.{DOMAIN}"), addr)
+        .resolve(&format!("mine--alice.{DOMAIN}"), addr)
+        .build()
+        .unwrap();
+    let get = |path: String, token: Option<&str>| {
+        let mut r = http.get(path);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            let location = r.headers().get("location").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+            (r.status(), location, r.text().await.unwrap())
+        }
+    };
+    let hub_path = |p: &str| format!("{}{p}", hub.url);
+    // alice reaches all three, each at its root
+    for name in ["mine", "team", "open"] {
+        let (s, _, text) = get(hub_path(&format!("/w/alice/{name}/service/a?b=1")), Some(&alice)).await;
+        assert_eq!((s, text.as_str()), (StatusCode::OK, "seen /a?b=1"), "{name}");
+    }
+    // bob: not the owner-only one (404, as if it did not exist), the others yes
+    let (s, _, _) = get(hub_path("/w/alice/mine/service/"), Some(&bob)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    for name in ["team", "open"] {
+        let (s, _, text) = get(hub_path(&format!("/w/alice/{name}/service/")), Some(&bob)).await;
+        assert_eq!((s, text.as_str()), (StatusCode::OK, "seen /"), "{name}");
+    }
+    // opened to users is its port only: bob gets no terminal
+    let (s, _, _) = get(hub_path("/terminal/alice/team/"), Some(&bob)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // anonymous: refused by the owner-only and users ones; sent to the public one's own origin
+    for name in ["mine", "team"] {
+        let (s, _, _) = get(hub_path(&format!("/w/alice/{name}/service/")), None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{name}");
+    }
+    let (s, location, _) = get(hub_path("/w/alice/open/service/x"), None).await;
+    assert!(s.is_redirection(), "{s}");
+    assert_eq!(location, format!("http://open--alice.{DOMAIN}:{hub_port}/w/alice/open/service/x"));
+    let (s, _, text) = get(location, None).await;
+    assert_eq!((s, text.as_str()), (StatusCode::OK, "seen /x"));
+    let on = |label: &str, path: &str| format!("http://{label}.{DOMAIN}:{hub_port}{path}");
+    let (s, location, _) = get(on("open--alice", "/"), None).await;
+    assert_eq!((s.is_redirection(), location.as_str()), (true, "/w/alice/open/service/"));
+    // the owner-only one's origin serves nobody anonymous
+    let (s, _, _) = get(on("mine--alice", "/w/alice/mine/service/"), None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
