@@ -3,8 +3,8 @@
 //! --access-key … --secret-key-stdin`); the hub mounts it with rclone (FUSE) on this host; a user's job
 //! reads a file of it at `/datasets/<name>` and cannot write there; a read-write one takes a job's file
 //! into the bucket; the secret key never shows in answers, in the CLI's output, in the data directory (the
-//! database among it) or on any process's command line; the mount comes back after a restart and goes
-//! with the dataset. Needs root, Docker, FUSE, rclone and `moto_server` (`pip install 'moto[server]'`);
+//! database among it) or on any process's command line; the mount comes back when rclone is killed and
+//! after a restart, and goes with the dataset. Needs root, Docker, FUSE, rclone and `moto_server` (`pip install 'moto[server]'`);
 //! `GPUHUB_SKIP_S3_TESTS=1` skips it, saying so, where those cannot be had.
 
 mod common;
@@ -131,6 +131,27 @@ fn command_lines_holding(needle: &str) -> Vec<String> {
         .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
         .filter(|c| c.contains(needle))
         .collect()
+}
+
+/// The pid of the `rclone mount` serving `mount_point`.
+fn rclone_serving(mount_point: &str) -> Option<u32> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    dir.flatten().find_map(|e| {
+        let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+        let raw = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+        let serving = args.iter().any(|a| a.ends_with(b"rclone"))
+            && args.contains(&b"mount".as_slice())
+            && args.contains(&mount_point.as_bytes());
+        serving.then_some(pid)
+    })
+}
+
+/// The `status` of dataset `name` in `gpuhub datasets`.
+fn status_of(hub: &Hub, name: &str) -> Result<String> {
+    let v = hub.admin.json(&["datasets"])?;
+    let d = v.as_array().into_iter().flatten().find(|d| d["name"] == name).context("not listed")?;
+    Ok(d["status"].as_str().unwrap_or("").to_owned())
 }
 
 fn mounted(path: &str) -> bool {
@@ -279,18 +300,45 @@ fn a_job_reads_an_s3_dataset_and_cannot_write_a_read_only_one() -> Result<()> {
     let lines = command_lines_holding(SECRET);
     ensure!(lines.is_empty(), "the secret key on command lines: {lines:?}");
 
-    // mounted again after a restart (the server died: rclone went with it)
+    // rclone killed: the server mounts the dataset again, and new work reads it
     let mount_point = mounts.join(&name).display().to_string();
+    let first = rclone_serving(&mount_point).context("no rclone serves the dataset")?;
+    ensure!(Command::new("kill").args(["-KILL", &first.to_string()]).status()?.success(), "kill {first}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let again = rclone_serving(&mount_point);
+        let status = status_of(&hub, &name)?;
+        if again.is_some_and(|p| p != first) && status == "mounted" {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "not mounted again after rclone died: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = alice.ok(&[
+        "run",
+        "--name",
+        "revived",
+        "--image",
+        IMAGE,
+        "--dataset",
+        &name,
+        "--follow",
+        "--",
+        "cat",
+        &format!("/datasets/{name}/hello.txt"),
+    ])?;
+    ensure!(out.contains("words from the bucket"), "after rclone died the job read: {out:?}");
+    ensure!(hub.server.log().contains("dataset mount down"), "the server did not log the mount's death");
+
+    // mounted again after a restart (the server died: rclone went with it)
     hub.server.restart()?;
     let deadline = Instant::now() + WAIT;
     loop {
-        let v = hub.admin.json(&["datasets"])?;
-        let status =
-            v.as_array().into_iter().flatten().find(|d| d["name"] == name.as_str()).map(|d| d["status"].clone());
-        if status.as_ref().is_some_and(|s| s == "mounted") && mounted(&mount_point) {
+        let status = status_of(&hub, &name)?;
+        if status == "mounted" && mounted(&mount_point) {
             break;
         }
-        ensure!(Instant::now() < deadline, "not mounted again after a restart: {status:?}");
+        ensure!(Instant::now() < deadline, "not mounted again after a restart: {status}");
         std::thread::sleep(Duration::from_millis(200));
     }
     let out = alice.ok(&[
