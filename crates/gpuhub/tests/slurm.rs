@@ -284,3 +284,51 @@ async fn gpuhub_on_a_two_node_slurm_cluster() -> Result<()> {
     alice.ok(&["stop", "long"]).await?;
     Ok(())
 }
+
+/// A service on Slurm is a job submitted again, after the backoff, when it exits: busybox's `httpd` on
+/// the port gpuhub gives it (`$GPUHUB_PORT_SERVICE`, the nodes share their network) answers through the
+/// hub; when its program exits (5, once a file appears in its home), it is queued again (`restarts` 1,
+/// its message naming the code and the wait), resubmitted as a new job, and answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_on_slurm_is_a_job_submitted_again_when_it_exits() -> Result<()> {
+    let _serial = access_support::serial().await;
+    if cluster_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let homes = tempfile::Builder::new().prefix("gpuhub-slurm-homes-").tempdir()?;
+    std::fs::set_permissions(homes.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let mut hub = Hub::start_with(&slurm_config(&homes.path().join("homes"), &homes.path().join("teams"))).await?;
+    let alice = hub.user("alice").await?;
+    let _account = Account::new(&alice)?;
+    let script = r#"rm -f $HOME/die; mkdir -p /tmp/www; echo "run $(cat /proc/sys/kernel/random/uuid)" > /tmp/www/index.html
+httpd -f -p $GPUHUB_PORT_SERVICE -h /tmp/www & while [ ! -e $HOME/die ]; do sleep 1; done; exit 5"#;
+    let mut args = vec!["service", "run", "--name", "web", "--port", "8000", "--ready-http", "/index.html"];
+    args.extend(["--image", IMAGE, "--cpus", "0.5", "--memory", "200MiB", "--", "sh", "-c", script]);
+    let out = alice.ok(&args).await?;
+    ensure!(out.trim_end().ends_with(&format!("/w/{}/web/service/", alice.name)), "its URL: {out}");
+    let first = until(&alice, "web", "running", |w| w["state"] == "running").await?;
+    let page = format!("{}index.html", alice.app_url("web", "service"));
+    alice.wait_http_ok(&page).await?;
+    let get = || async { access_support::http().get(&page).bearer_auth(&alice.token).send().await?.text().await };
+    let body = get().await?;
+    ensure!(body.starts_with("run "), "the service answers through the hub: {body:?}");
+    let ready = until(&alice, "web", "ready", |w| w["service"]["ready"] == true).await?;
+    ensure!(ready["restarts"] == 0, "{ready:#}");
+
+    std::fs::write(homes.path().join("homes").join(&alice.name).join("die"), "")?;
+    let again = until(&alice, "web", "queued again", |w| w["restarts"] == 1).await?;
+    let message = again["message"].as_str().unwrap_or_default();
+    ensure!(message.contains("exited with code 5; restarting in 10s (restart 1)"), "{again:#}");
+    let second = until(&alice, "web", "running again", |w| w["state"] == "running" && w["restarts"] == 1).await?;
+    let job =
+        |w: &Value| w["members"][0]["engine_id"].as_str().unwrap_or_default().split('.').next().map(str::to_owned);
+    ensure!(job(&first) != job(&second), "a new Slurm job: {first:#} {second:#}");
+    alice.wait_http_ok(&page).await?;
+    let body2 = get().await?;
+    ensure!(body2.starts_with("run ") && body2 != body, "the new run answers: {body:?} then {body2:?}");
+    alice.ok(&["stop", "web"]).await?;
+    let stopped = until(&alice, "web", "stopped", ended).await?;
+    ensure!(stopped["state"] == "stopped" && stopped["restarts"] == 1, "a stop ends it: {stopped:#}");
+    Ok(())
+}
