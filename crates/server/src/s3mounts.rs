@@ -115,7 +115,14 @@ impl S3Mounts {
         }
     }
 
-    /// Unmounts every dataset (shutdown).
+    /// Unmounts dataset `name` and removes its cache (the dataset is gone).
+    pub async fn remove(&self, name: &str) {
+        self.unmount(name).await;
+        let _ = std::fs::remove_dir_all(self.root.join(".cache").join(name));
+    }
+
+    /// Unmounts every dataset (shutdown); their caches stay for the next start, with any write to a
+    /// read-write dataset that rclone had not uploaded yet (it uploads those when it mounts again).
     pub async fn unmount_all(&self) {
         let names: Vec<String> = self.entries.lock().unwrap().keys().cloned().collect();
         for n in names {
@@ -175,7 +182,6 @@ impl Job {
         }
         lazy_unmount(&self.dir).await;
         let _ = std::fs::remove_dir(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.cache);
     }
 
     async fn once(&self, stop: &mut watch::Receiver<bool>, first: &watch::Sender<Option<Result<(), String>>>) -> Ended {

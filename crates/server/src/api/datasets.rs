@@ -103,7 +103,7 @@ pub async fn create_dataset(
     }
     st.store.upsert_dataset(&d).await?;
     // it may have been an S3 dataset before
-    st.s3.unmount(&d.name).await;
+    st.s3.remove(&d.name).await;
     tracing::info!(dataset = %d.name, path = %d.path, by = %caller.0.username, "dataset registered");
     Ok((StatusCode::CREATED, axum::Json(d)))
 }
@@ -187,6 +187,6 @@ pub async fn delete_dataset(
 ) -> Result<StatusCode, ApiError> {
     caller.require_admin()?;
     st.store.delete_dataset(&name).await?;
-    st.s3.unmount(&name).await;
+    st.s3.remove(&name).await;
     Ok(StatusCode::NO_CONTENT)
 }
