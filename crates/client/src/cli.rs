@@ -219,7 +219,8 @@ pub struct RunArgs {
     /// A web app the workload's command serves, reachable at `/w/<you>/<name>/<app>/`; repeat for more.
     #[arg(long = "app", value_name = "NAME:PORT", value_parser = parse_app)]
     pub apps: Vec<gpuhub_core::workload::AppSpec>,
-    /// Mount a dataset read-only at /datasets/NAME (`gpuhub datasets` lists them); repeat for more.
+    /// Mount a dataset at /datasets/NAME, read-only unless registered read-write (`gpuhub datasets`
+    /// lists them); repeat for more.
     #[arg(long = "dataset", value_name = "NAME")]
     pub datasets: Vec<String>,
     /// Mount a team queue's folder read-write at /team/QUEUE (you must be a member); repeat for more.

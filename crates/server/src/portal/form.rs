@@ -394,10 +394,11 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
             (err("env"))
             @if !datasets.is_empty() {
                 fieldset aria-invalid=[invalid("datasets")] {
-                    legend { "Datasets (read-only at /datasets/NAME)" }
+                    legend { "Datasets (at /datasets/NAME, read-only unless marked read-write)" }
                     @for d in &datasets {
                         label { input type="checkbox" name="datasets" value=(d.name) checked[chosen.contains(&d.name)];
-                            " " (d.name) @if !d.description.is_empty() { " — " (d.description) } }
+                            " " (d.name) @if !d.read_only { " (read-write)" }
+                            @if !d.description.is_empty() { " — " (d.description) } }
                     }
                 }
             }
