@@ -11,7 +11,9 @@
 #  1b. the Python packages oidc-provider-mock (pip), the OpenID provider of the OIDC sign-in tests,
 #     schemathesis, the API conformance run (scripts/schemathesis.sh), when python3 lacks them, and
 #     moto[server], the S3 server of the S3 dataset tests, when moto_server is not on PATH;
-#  2. dockerd, started in the background when `docker info` fails (no systemd needed);
+#  2. dockerd with live restore (merged into /etc/docker/daemon.json; a running dockerd is reloaded,
+#     SIGHUP, which keeps its containers), started in the background when `docker info` fails (no
+#     systemd needed);
 #  2b. lxd, started in the background when `lxc info` fails, with a `default` dir storage pool, no
 #     network, and root allowed user IDs from 1000 in /etc/subuid and /etc/subgid (the LXD engine);
 #  3. PostgreSQL, started, with the role gpuhub (LOGIN SUPERUSER PASSWORD 'gpuhub');
@@ -135,8 +137,42 @@ else
 fi
 
 # --- 2. docker ---------------------------------------------------------------------------------------
+# live restore: containers keep running while dockerd is upgraded or restarted (gpuhub queues again
+# what an engine restart without it kills). Merged into the daemon's config, keeping every other key.
+merge_live_restore() {
+    python3 - "$1" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+try:
+    with open(path) as f:
+        text = f.read()
+except FileNotFoundError:
+    text = ""
+try:
+    conf = json.loads(text) if text.strip() else {}
+except ValueError as e:
+    sys.exit(f"setup-debian: {path} is not JSON ({e}); add \"live-restore\": true to it by hand")
+if not isinstance(conf, dict):
+    sys.exit(f"setup-debian: {path} is not a JSON object; add \"live-restore\": true to it by hand")
+if conf.get("live-restore") is True:
+    sys.exit(0)
+conf["live-restore"] = True
+os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+with open(path + ".tmp", "w") as f:
+    json.dump(conf, f, indent=2)
+    f.write("\n")
+os.replace(path + ".tmp", path)
+print(f"==> docker: live-restore turned on in {path}")
+PY
+}
+merge_live_restore /etc/docker/daemon.json
 if docker info >/dev/null 2>&1; then
     log "docker: running"
+    # a running dockerd takes live-restore on a reload (SIGHUP), which restarts no container
+    if [ "$(docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null)" = false ] && pgrep -x dockerd >/dev/null; then
+        log "docker: reloading dockerd for live-restore (SIGHUP; containers keep running)"
+        kill -HUP "$(pgrep -x dockerd | head -n 1)"
+    fi
 else
     if ! { command -v pgrep >/dev/null && pgrep -x dockerd >/dev/null; }; then
         log "docker: starting dockerd (log: /var/log/dockerd.log)"

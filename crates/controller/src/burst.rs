@@ -27,8 +27,12 @@ impl Controller {
                 Some(Some(Err(e))) => {
                     tracing::warn!(error = %e, "engine event stream failed; reconnecting at the next tick");
                     *events = None;
+                    self.engine_went_away().await;
                 }
-                Some(None) => *events = None,
+                Some(None) => {
+                    *events = None;
+                    self.engine_went_away().await;
+                }
                 None => {}
             }
             break;

@@ -36,6 +36,12 @@ impl Controller {
         if w.run_id.as_deref() != Some(run) || !w.has_live_run() {
             return; // an earlier run's, or one that ended already
         }
+        // a kill gpuhub did not ask for: the engine's restart's, or held to see (restart.rs)
+        if let EngineEvent::Exited { member, exit_code, .. } = &ev
+            && self.kill_handled(&w, *member, *exit_code).await
+        {
+            return;
+        }
         let before = w.state;
         let now = self.clock.now();
         let applied = match ev {

@@ -21,7 +21,11 @@ impl Controller {
         mut w: Workload,
         placements: Vec<gpuhub_sched::Placement>,
     ) -> Result<(), ControlError> {
-        let stale = w.stale_run().map(str::to_owned);
+        // the earlier run (preempted, killed by an engine restart) goes first, so that two never run at
+        // once; an engine that cannot be asked leaves the workload queued, with that run, for a later pass
+        if !self.remove_stale(w.stale_run().map(str::to_owned)).await {
+            return Ok(());
+        }
         let members = placements
             .into_iter()
             .enumerate()
@@ -36,24 +40,30 @@ impl Controller {
             return Ok(()); // stopped or deleted meanwhile
         }
         self.changed(&w.id);
-        self.remove_stale(stale).await;
         self.submit_run(w, WorkloadState::Starting).await
     }
 
     /// The engine places: hand `w` to its queue.
     pub(crate) async fn submit_queued(&mut self, w: Workload) -> Result<(), ControlError> {
-        let stale = w.stale_run().map(str::to_owned);
-        self.remove_stale(stale).await;
+        if !self.remove_stale(w.stale_run().map(str::to_owned)).await {
+            return Ok(());
+        }
         self.submit_run(w, WorkloadState::Queued).await
     }
 
-    async fn remove_stale(&self, run: Option<String>) {
+    /// Removes an earlier run; `false` when the engine cannot be reached (nothing may start then).
+    async fn remove_stale(&self, run: Option<String>) -> bool {
         if let Some(old) = run {
             match self.engine.remove(&old).await {
                 Ok(()) | Err(EngineError::NotFound(_)) => {}
+                Err(e @ EngineError::Unavailable(_)) => {
+                    tracing::warn!(error = %e, "cannot remove the earlier run {old}; starting later");
+                    return false;
+                }
                 Err(e) => tracing::warn!(error = %e, "cannot remove the earlier run {old}"),
             }
         }
+        true
     }
 
     /// Submits `w` (now in state `from`) and records the outcome.

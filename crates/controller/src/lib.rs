@@ -28,6 +28,7 @@ mod launch;
 mod pass;
 mod pulls;
 mod reconcile;
+mod restart;
 mod start_error;
 #[cfg(test)]
 mod testutil;
@@ -212,6 +213,10 @@ pub struct Controller {
     pulling: std::collections::HashSet<String>,
     /// How far each pull is, shared with the handle.
     pulls: pulls::Pulls,
+    /// The engine's outages and the exits held to see whether one comes (`restart.rs`).
+    restarts: restart::Restarts,
+    /// When the earliest held exit is recorded as its run's own.
+    next_release: Option<DateTime<Utc>>,
 }
 
 impl Controller {
@@ -262,6 +267,8 @@ impl Controller {
             models_known: Vec::new(),
             pulling: Default::default(),
             pulls: handle.pulls.clone(),
+            restarts: Default::default(),
+            next_release: None,
         };
         (c, handle)
     }
@@ -286,11 +293,16 @@ impl Controller {
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "engine event stream failed; reconnecting at the next tick");
                         events = None;
+                        self.engine_went_away().await;
                     }
-                    None => events = None,
+                    None => {
+                        events = None;
+                        self.engine_went_away().await;
+                    }
                 },
                 _ = self.kick.notified() => {}
                 _ = until(self.next_deadline, now) => {}
+                _ = until(self.next_release, now) => {}
                 _ = tick.tick() => {
                     if events.is_none() {
                         events = self.subscribe().await;
@@ -299,6 +311,7 @@ impl Controller {
                 }
             }
             self.drain(&mut events).await;
+            self.release_held().await;
             self.start_pulls().await;
             self.schedule().await;
             self.retain_mps().await;

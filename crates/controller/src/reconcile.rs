@@ -82,6 +82,7 @@ impl Controller {
 
     async fn try_reconcile(&mut self) -> Result<(), ControlError> {
         let runs = self.engine.list_runs().await?;
+        self.restarts.answered(self.clock.now());
         let mut by_workload: BTreeMap<String, Vec<RunStatus>> = BTreeMap::new();
         // runs of other installations sharing this engine are none of our business
         for r in runs.into_iter().filter(|r| r.labels.get(LABEL_INSTANCE) == Some(&self.instance)) {
@@ -92,7 +93,8 @@ impl Controller {
         let states = vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running];
         let active = self.store.list_workloads(&WorkloadFilter { owner: None, states: Some(states) }).await?;
         for w in active.into_iter().filter(|w| w.state.holds_resources() || w.waits_in_engine()) {
-            if self.stopping.contains_key(&w.id) {
+            // a stop under way decides, and so does the outcome of a held exit (restart.rs)
+            if self.stopping.contains_key(&w.id) || self.restarts.holds(&w.id) {
                 continue;
             }
             let found = by_workload.get(&w.id).and_then(|rs| {
@@ -130,6 +132,15 @@ impl Controller {
     async fn reconcile_one(&mut self, mut w: Workload, found: Option<RunStatus>) -> Result<(), ControlError> {
         let orig = w.clone();
         let now = self.clock.now();
+        // killed by the engine on its way back from an outage: queued again (or failed), never its own end
+        if let Some(run) = &found
+            && w.has_live_run()
+            && w.run_id.as_ref() == Some(&run.id)
+            && let Some((reason, code)) = self.killed_on_return(run)
+        {
+            self.killed_by_restart(w, reason, Some(code)).await;
+            return Ok(());
+        }
         match found {
             Some(run) => {
                 let hub = self.placement == Placement::Hub;

@@ -40,7 +40,17 @@ pub struct Settings {
     /// The MPS daemons of GPUs in the `mps` sharing mode (engines where gpuhub places); `None`: none run,
     /// and a share of such a GPU waits in the queue saying so.
     pub mps: Option<Arc<dyn crate::mps::MpsDaemons>>,
+    /// What becomes of a run the engine's own shutdown or restart killed (`on_engine_restart`).
+    pub on_engine_restart: gpuhub_core::stop::OnEngineRestart,
+    /// How long an exit with a kill code gpuhub did not ask for is held to see whether the engine is
+    /// going away (its event stream breaking), and how long after the engine's return a run found
+    /// killed counts as killed by its restart. A stopping `dockerd` gives each container its stop
+    /// timeout (10s by default) before SIGKILL, and only then ends its event stream.
+    pub engine_restart_margin: Duration,
 }
+
+/// The default [`Settings::engine_restart_margin`].
+pub const ENGINE_RESTART_MARGIN: Duration = Duration::from_secs(15);
 
 impl Default for Settings {
     fn default() -> Self {
@@ -60,6 +70,8 @@ impl Default for Settings {
             gpu_share_library: None,
             app_ports: 20000..=29999,
             mps: None,
+            on_engine_restart: Default::default(),
+            engine_restart_margin: ENGINE_RESTART_MARGIN,
         }
     }
 }

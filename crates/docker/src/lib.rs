@@ -91,7 +91,21 @@ impl DockerRuntime {
     pub fn api_version(&self) -> String {
         self.docker.client_version().to_string()
     }
+
+    /// Whether the engine keeps containers running while it is stopped or restarted (`docker info`'s
+    /// `LiveRestoreEnabled`). Without it a `dockerd` upgrade or crash kills every running container,
+    /// which gpuhub then queues again (`on_engine_restart`).
+    pub async fn live_restore(&self) -> Result<bool, EngineError> {
+        let info = self.docker.info().await.map_err(|e| error::map(e, "the engine's info"))?;
+        Ok(info.live_restore_enabled.unwrap_or(false))
+    }
 }
+
+/// What `serve` says at start when the engine runs without live restore.
+pub const NO_LIVE_RESTORE: &str = "the docker engine runs without live restore: restarting or upgrading dockerd \
+     kills every running container (gpuhub queues their workloads again, see on_engine_restart); \
+     scripts/setup-debian.sh turns it on in /etc/docker/daemon.json, then reload dockerd \
+     (systemctl reload docker)";
 
 /// Single containers. Every method speaks for gpuhub's containers only (those it labels).
 impl DockerRuntime {

@@ -171,6 +171,14 @@ async fn docker_engine(config: &Config) -> anyhow::Result<gpuhub_docker::DockerE
         .context("container engine")?
         .with_host_isolation(config.isolate_host);
     tracing::info!(api = %runtime.api_version(), "docker engine");
+    match runtime.live_restore().await {
+        Ok(true) => tracing::info!("docker engine: live restore enabled"),
+        Ok(false) => {
+            tracing::warn!("{}", gpuhub_docker::NO_LIVE_RESTORE);
+            eprintln!("gpuhub: warning: {}", gpuhub_docker::NO_LIVE_RESTORE);
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot ask the docker engine whether live restore is on"),
+    }
     let gpu_mode = match config.gpu_mode {
         gpuhub_server::config::GpuMode::Nvidia => gpuhub_docker::GpuMode::Nvidia,
         gpuhub_server::config::GpuMode::Devices => gpuhub_docker::GpuMode::Devices,

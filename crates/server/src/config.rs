@@ -250,6 +250,10 @@ pub struct Config {
     pub isolate_host: bool,
     /// Seconds between SIGTERM and SIGKILL when stopping a workload.
     pub stop_grace_secs: u64,
+    /// What becomes of a run the engine's own shutdown or restart killed (a `dockerd` upgraded or
+    /// restarted without live restore, a Slurm node that failed): `requeue` (in its old place) or
+    /// `fail`.
+    pub on_engine_restart: gpuhub_core::stop::OnEngineRestart,
     /// Seconds between full reconciliations with the container engine.
     pub reconcile_secs: u64,
     /// Lifetime of a browser session, in hours.
@@ -368,6 +372,7 @@ impl Default for Config {
             pid_max: None,
             isolate_host: true,
             stop_grace_secs: 10,
+            on_engine_restart: Default::default(),
             reconcile_secs: 30,
             session_hours: 24 * 7,
             secure_cookies: false,
@@ -432,6 +437,7 @@ impl fmt::Debug for Config {
             .field("pids_limit", &self.pids_limit)
             .field("pid_max", &self.pid_max)
             .field("stop_grace_secs", &self.stop_grace_secs)
+            .field("on_engine_restart", &self.on_engine_restart)
             .field("reconcile_secs", &self.reconcile_secs)
             .field("session_hours", &self.session_hours)
             .field("secure_cookies", &self.secure_cookies)
@@ -536,6 +542,7 @@ impl Config {
                 "PID_MAX" => self.pid_max = (!v.is_empty()).then(|| parse(&key, &v)).transpose()?,
                 "ISOLATE_HOST" => self.isolate_host = parse(&key, &v)?,
                 "STOP_GRACE_SECS" => self.stop_grace_secs = parse(&key, &v)?,
+                "ON_ENGINE_RESTART" => self.on_engine_restart = parse(&key, &v)?,
                 "RECONCILE_SECS" => self.reconcile_secs = parse(&key, &v)?,
                 "SESSION_HOURS" => self.session_hours = parse(&key, &v)?,
                 "SECURE_COOKIES" => self.secure_cookies = parse(&key, &v)?,
@@ -779,6 +786,7 @@ impl Config {
             home_quota: self.home_quota.map(|q| q.0),
             registries: self.registries.iter().map(RegistryConfig::auth).collect(),
             stop_grace: std::time::Duration::from_secs(self.stop_grace_secs),
+            on_engine_restart: self.on_engine_restart,
             reconcile: std::time::Duration::from_secs(self.reconcile_secs.max(1)),
             scheduler: self.scheduler.clone(),
             fair_share_half_life_hours: self.fair_share_half_life_hours,

@@ -149,6 +149,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "PIDS_LIMIT",
     "ISOLATE_HOST",
     "STOP_GRACE_SECS",
+    "ON_ENGINE_RESTART",
     "RECONCILE_SECS",
     "SESSION_HOURS",
     "SECURE_COOKIES",

@@ -2,6 +2,8 @@
 //! started for this test (the shared one is never touched). With `--live-restore` the jobs keep running
 //! while the engine is away; gpuhub keeps answering, follows the engine again when it is back, and
 //! records each job's own exit code, having created and started exactly one container per job.
+//! Without live restore (`restart.rs`) the engine's stop or restart kills the jobs: gpuhub queues them
+//! again in their old place (`engine-restarted`), and they run again and end with their own codes.
 
 use crate::common::{ADMIN_PASSWORD, Hub, config, node};
 use gpuhub_docker::DockerRuntime;
@@ -14,32 +16,41 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const IMAGE: &str = "gpuhub/busybox:latest";
+pub(crate) const IMAGE: &str = "gpuhub/busybox:latest";
 
 /// A private engine in a temp dir. Dropping it removes its containers and networks and stops it.
-struct PrivateDockerd {
+pub(crate) struct PrivateDockerd {
     root: PathBuf,
     daemon: std::sync::Mutex<Option<std::process::Child>>,
+    /// `--live-restore`: containers outlive the daemon.
+    live_restore: bool,
+    /// The address pool of its networks (`base=10.213.0.0/16,size=24`), one per engine running at once.
+    pool: &'static str,
 }
 
 impl PrivateDockerd {
-    fn socket(&self) -> PathBuf {
+    pub(crate) fn new(root: &std::path::Path, live_restore: bool, pool: &'static str) -> Self {
+        Self { root: root.to_path_buf(), daemon: Default::default(), live_restore, pool }
+    }
+
+    pub(crate) fn socket(&self) -> PathBuf {
         self.root.join("docker.sock")
     }
 
-    fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         format!("unix://{}", self.socket().display())
     }
 
     /// Starts dockerd and waits until it answers (polling: a starting daemon signals nothing).
-    fn start(&self) {
+    pub(crate) fn start(&self) {
         let _ = std::fs::remove_file(self.root.join("pid")); // a killed daemon leaves it behind
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.root.join("dockerd.log")).unwrap();
         let r = |p: &str| self.root.join(p).display().to_string();
         let child = Command::new("dockerd")
             .args(["--host", &self.host(), "--data-root", &r("data"), "--exec-root", &r("exec")])
             .args(["--pidfile", &r("pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false"])
-            .args(["--live-restore", "--default-address-pool", "base=10.213.0.0/16,size=24"])
+            .args(["--default-address-pool", self.pool])
+            .args(self.live_restore.then_some("--live-restore"))
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
@@ -47,26 +58,45 @@ impl PrivateDockerd {
         *self.daemon.lock().unwrap() = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         while !self.docker(&["version"]).status().is_ok_and(|s| s.success()) {
-            assert!(
-                Instant::now() < deadline,
-                "private dockerd did not start; see {}/dockerd.log",
-                self.root.display()
-            );
+            if Instant::now() >= deadline {
+                let log = std::fs::read_to_string(self.root.join("dockerd.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().filter(|l| !l.contains("[core]")).take(15).collect();
+                panic!("private dockerd did not start; the end of its log:\n{}", tail.join("\n"));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    fn docker(&self, args: &[&str]) -> Command {
+    pub(crate) fn docker(&self, args: &[&str]) -> Command {
         let mut c = Command::new("docker");
         c.args(["-H", &self.host()]).args(args).stdout(Stdio::null()).stderr(Stdio::null());
         c
     }
 
-    /// Sends `signal` to the daemon and waits for it to end.
-    fn stop(&self, signal: &str) {
+    /// Sends `signal` to the daemon and waits for it to end, then ends the containerd it started as a
+    /// crash ends it. (That containerd dies of SIGPIPE at its next log line once the daemon is gone, but
+    /// a child of this test inherits Rust's ignored SIGPIPE and lives on half-dead: a daemon started
+    /// then takes it for a live one, waits for its socket in vain and gives up, "timeout waiting for
+    /// containerd to start".) The containers' shims live on either way.
+    pub(crate) fn stop(&self, signal: &str) {
         if let Some(mut child) = self.daemon.lock().unwrap().take() {
             let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
             let _ = child.wait();
+        }
+        let pidfile = self.root.join("exec/containerd/containerd.pid");
+        let Some(pid) = std::fs::read_to_string(pidfile).ok().and_then(|p| p.trim().parse::<u32>().ok()) else {
+            return;
+        };
+        let config = self.root.join("exec/containerd/containerd.toml").display().to_string();
+        if processes_naming(&config).contains(&pid) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // not our child: no exit to wait on, so its /proc entry is watched until it is reaped (a
+        // zombie still counts as running for the next daemon)
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        while proc.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -108,11 +138,11 @@ fn processes_naming(needle: &str) -> Vec<u32> {
         .collect()
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }
 
-fn installed(bin: &str) -> bool {
+pub(crate) fn installed(bin: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {bin}")])
         .stdout(Stdio::null())
@@ -120,7 +150,7 @@ fn installed(bin: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-async fn counts_by_workload(rt: &DockerRuntime) -> BTreeMap<String, usize> {
+pub(crate) async fn counts_by_workload(rt: &DockerRuntime) -> BTreeMap<String, usize> {
     let mut by = BTreeMap::new();
     for c in rt.list_managed().await.unwrap() {
         *by.entry(c.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default()).or_insert(0) += 1;
@@ -135,13 +165,14 @@ async fn dockerd_killed_and_restarted_during_five_jobs() {
         return;
     }
     let root = tempfile::Builder::new().prefix("ghd").tempdir_in("/tmp").unwrap();
-    let engine = PrivateDockerd { root: root.path().to_path_buf(), daemon: Default::default() };
+    let engine = PrivateDockerd::new(root.path(), true, "base=10.213.0.0/16,size=24");
     engine.start();
     let load = format!("docker save {IMAGE} | docker -H {} load", engine.host());
     let loaded = Command::new("sh").args(["-c", &load]).stdout(Stdio::null()).status().unwrap();
     assert!(loaded.success(), "cannot load {IMAGE} into the private engine (run scripts/setup-debian.sh)");
 
     let rt = DockerRuntime::connect_unix(&engine.socket()).await.unwrap().with_host_isolation(false);
+    assert!(rt.live_restore().await.unwrap(), "docker info says LiveRestoreEnabled");
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     cfg.reconcile_secs = 1;

@@ -1,5 +1,5 @@
 //! Faults the platform must survive: the container engine killed and restarted under running jobs
-//! (`engine.rs`), the PostgreSQL server unreachable for a while (`database.rs`), the data directory's
+//! (`engine.rs` with live restore, `restart.rs` without), the PostgreSQL server unreachable for a while (`database.rs`), the data directory's
 //! disk full (`disk.rs`).
 
 #[path = "../common/mod.rs"]
@@ -8,3 +8,4 @@ mod common;
 mod database;
 mod disk;
 mod engine;
+mod restart;
