@@ -167,6 +167,10 @@ impl Job {
                 Ended::Stopped => break,
                 Ended::Died(why) => {
                     tracing::error!(dir = %self.dir.display(), %why, "dataset mount down; mounting again");
+                    // a mount that served starts the pauses afresh
+                    if *self.status.lock().unwrap() == "mounted" {
+                        backoff = Duration::from_secs(1);
+                    }
                     self.set(format!("down: {why}"));
                     first.send_if_modified(|f| f.is_none().then(|| *f = Some(Err(why.clone()))).is_some());
                 }
