@@ -502,6 +502,13 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         let _ = run;
         Err(EngineError::Unsupported { engine: self.name(), what: "usage".into() })
     }
+    /// Lets a run go on until `limit` from its start: engines that hold the run's time limit themselves
+    /// ([`RunSpec::time_limit`], Slurm's `--time`) lengthen it; where gpuhub alone enforces it (the
+    /// default) there is nothing to change.
+    async fn extend_time_limit(&self, run: &str, limit: Duration) -> Result<(), EngineError> {
+        let _ = (run, limit);
+        Ok(())
+    }
 }
 
 /// The rank variables of member `index` of a run of `size`, with `master` the address of member 0

@@ -330,5 +330,18 @@ httpd -f -p $GPUHUB_PORT_SERVICE -h /tmp/www & while [ ! -e $HOME/die ]; do slee
     alice.ok(&["stop", "web"]).await?;
     let stopped = until(&alice, "web", "stopped", ended).await?;
     ensure!(stopped["state"] == "stopped" && stopped["restarts"] == 1, "a stop ends it: {stopped:#}");
+
+    // a running job's time limit extended through gpuhub is Slurm's too (`scontrol update`)
+    run(&alice, "long", &["--time-limit", "2m"], "sleep 600").await?;
+    let long = until(&alice, "long", "running", |w| w["state"] == "running").await?;
+    let out = alice.ok(&["edit", "long", "--extend", "8m"]).await?;
+    ensure!(out.contains("time limit 10m"), "gpuhub edit: {out}");
+    let job =
+        long["members"][0]["engine_id"].as_str().context("long's step")?.split('.').next().unwrap_or("").to_owned();
+    let conf = format!("{}/slurm.conf", cluster_dir());
+    let out = Command::new("scontrol").env("SLURM_CONF", conf).args(["show", "job", &job]).output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(text.contains("TimeLimit=00:10:00"), "Slurm's time limit: {text}");
+    alice.ok(&["stop", "long"]).await?;
     Ok(())
 }

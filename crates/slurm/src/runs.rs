@@ -379,6 +379,16 @@ impl SlurmEngine {
     }
 
     /// `scancel args…`; a job that already ended is no error.
+    /// `scontrol update JobId=<id> TimeLimit=<limit>`: the job of `run` may run `limit` from its start.
+    pub(crate) async fn set_time_limit(&self, run: &str, limit: Duration) -> Result<(), EngineError> {
+        let f = self.find(run).await?;
+        let args =
+            ["update".to_owned(), format!("JobId={}", f.job.id), format!("TimeLimit={}", script::time_limit(limit))];
+        let cmd = self.slurm("scontrol", args);
+        let out = self.run(&cmd).await?;
+        if out.success() { Ok(()) } else { Err(error::from_output(&cmd, &out)) }
+    }
+
     async fn scancel(&self, args: &[&str]) -> Result<(), EngineError> {
         let cmd = self.slurm("scancel", args.iter().copied());
         let out = self.run(&cmd).await?;
@@ -556,6 +566,10 @@ impl Engine for SlurmEngine {
 
     async fn submit(&self, spec: &RunSpec) -> Result<RunStatus, EngineError> {
         self.submit_run(spec).await
+    }
+
+    async fn extend_time_limit(&self, run: &str, limit: Duration) -> Result<(), EngineError> {
+        self.set_time_limit(run, limit).await
     }
 
     async fn cancel(&self, run: &str, grace: Duration) -> Result<(), EngineError> {

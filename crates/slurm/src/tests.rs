@@ -493,3 +493,20 @@ async fn usage_is_unsupported() {
     }
     assert!(e.cli.calls().is_empty(), "nothing was asked of slurm");
 }
+
+#[tokio::test]
+async fn a_time_limit_is_extended_with_scontrol_update() {
+    let e = env();
+    e.cli.on(&["scontrol", "show", "job", "-d", "23"], CmdOutput::ok(GANG));
+    e.cli.on(&["scontrol", "update"], CmdOutput::ok(""));
+    e.engine.extend_time_limit("23", Duration::from_secs(3 * 3600 + 30)).await.unwrap();
+    let updates: Vec<Vec<String>> =
+        e.cli.calls_to("scontrol").iter().filter(|c| c.args[0] == "update").map(|c| c.args.clone()).collect();
+    assert_eq!(updates, [vec!["update".to_owned(), "JobId=23".into(), "TimeLimit=0-03:00:30".into()]]);
+    // Slurm's refusal is the engine's error
+    let e = env();
+    e.cli.on(&["scontrol", "show", "job", "-d", "23"], CmdOutput::ok(GANG));
+    e.cli.on(&["scontrol", "update"], CmdOutput::fail(1, "slurm_update error: Access/permission denied"));
+    let err = e.engine.extend_time_limit("23", Duration::from_secs(60)).await.unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+}

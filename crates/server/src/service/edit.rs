@@ -50,18 +50,6 @@ pub async fn edit(
     if let Some(limit) = edited.runtime_limit.filter(|_| req.runtime_limit.is_some() || req.queue.is_some()) {
         check_queue_cap(st, &edited.queue, limit).await?;
     }
-    if req.runtime_limit.is_some()
-        && w.has_live_run()
-        && st.engine.capabilities().placement == gpuhub_driver::Placement::Engine
-    {
-        return Err(ServiceError::new(
-            Kind::Conflict,
-            format!(
-                "the {} engine holds the run's time limit itself and cannot extend it yet; ask before it is submitted",
-                st.engine.name()
-            ),
-        ));
-    }
     let w = st.controller.edit(&w.id, req.clone(), &caller.username).await?;
     st.controller.kick();
     Ok(w)
