@@ -43,6 +43,7 @@ impl std::fmt::Debug for Plain {
 
 struct Entry {
     status: Arc<Mutex<String>>,
+    restarts: Arc<std::sync::atomic::AtomicU32>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -76,6 +77,21 @@ impl S3Mounts {
         self.entries.lock().unwrap().get(name).map(|e| e.status.lock().unwrap().clone())
     }
 
+    /// Each kept mount by dataset name: whether it is mounted, and how often it was mounted again after
+    /// rclone died (for `/metrics`).
+    pub fn health(&self) -> Vec<(String, bool, u32)> {
+        let entries = self.entries.lock().unwrap();
+        let mut out: Vec<(String, bool, u32)> = entries
+            .iter()
+            .map(|(name, e)| {
+                let up = *e.status.lock().unwrap() == "mounted";
+                (name.clone(), up, e.restarts.load(std::sync::atomic::Ordering::Relaxed))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Checks that `src` answers (lists the prefix), naming rclone's complaint when not.
     pub async fn check(&self, src: &Plain) -> Result<(), String> {
         let mut cmd = rclone(src);
@@ -99,9 +115,18 @@ impl S3Mounts {
         let status = Arc::new(Mutex::new("mounting".to_owned()));
         let (stop, stop_rx) = watch::channel(false);
         let (first_tx, mut first_rx) = watch::channel(None::<Result<(), String>>);
-        let job = Job { dir, cache, src, read_only, cache_max: self.cache_max, status: status.clone() };
+        let restarts = Arc::default();
+        let job = Job {
+            dir,
+            cache,
+            src,
+            read_only,
+            cache_max: self.cache_max,
+            status: status.clone(),
+            restarts: Arc::clone(&restarts),
+        };
         let task = tokio::spawn(job.keep(stop_rx, first_tx));
-        self.entries.lock().unwrap().insert(name.to_owned(), Entry { status, stop, task });
+        self.entries.lock().unwrap().insert(name.to_owned(), Entry { status, restarts, stop, task });
         let first = first_rx.wait_for(Option::is_some).await.map(|r| r.clone()).ok().flatten();
         first.unwrap_or_else(|| Err("the mount's keeper ended".into()))
     }
@@ -151,6 +176,7 @@ struct Job {
     read_only: bool,
     cache_max: u64,
     status: Arc<Mutex<String>>,
+    restarts: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Job {
@@ -183,6 +209,7 @@ impl Job {
                 () = tokio::time::sleep(backoff) => {}
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
+            self.restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         lazy_unmount(&self.dir).await;
         let _ = std::fs::remove_dir(&self.dir);

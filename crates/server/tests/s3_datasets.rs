@@ -2,8 +2,9 @@
 //! rclone mount on this host and the fake engine: the secret key is stored sealed (it opens with the
 //! hub's key and only for its dataset), kept when a registration is changed with `"<set>"`, refused as
 //! `"<set>"` where none is stored; the run gets the host mount read-only (or read-write where
-//! registered so); work naming an unmounted dataset is a 503 naming it; a restart mounts it again and
-//! removing it unmounts it. Needs rclone, FUSE and `moto_server` (`GPUHUB_SKIP_S3_TESTS=1` skips it).
+//! registered so); /metrics has each mount's state; work naming an unmounted dataset is a 503 naming
+//! it; a restart mounts it again and removing it unmounts it. Needs rclone, FUSE and `moto_server`
+//! (`GPUHUB_SKIP_S3_TESTS=1` skips it).
 
 mod common;
 
@@ -131,6 +132,16 @@ async fn s3_secrets_are_sealed_and_mounts_kept() {
         assert_eq!((m.source.as_str(), m.read_only), (host.to_str().unwrap(), read_only));
         assert!(mounted(&host), "{} is not mounted", host.display());
         assert_eq!(std::fs::read_to_string(host.join("a.txt")).unwrap(), "abc\n");
+    }
+
+    // /metrics says each mount is up
+    let metrics = hub.http.get(format!("{}/metrics", hub.url)).send().await.unwrap().text().await.unwrap();
+    for line in [
+        "gpuhub_dataset_mount_up{dataset=\"train\"} 1",
+        "gpuhub_dataset_mount_up{dataset=\"scratch\"} 1",
+        "gpuhub_dataset_mount_restarts_total{dataset=\"train\"} 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "no {line:?} in /metrics:\n{metrics}");
     }
 
     // not mounted: new work is told so, naming the dataset

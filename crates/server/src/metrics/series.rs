@@ -24,6 +24,8 @@ pub const FAMILIES: &[&str] = &[
     "gpuhub_guard_stops_total",
     "gpuhub_mps_daemon_up",
     "gpuhub_mps_daemon_restarts_total",
+    "gpuhub_dataset_mount_up",
+    "gpuhub_dataset_mount_restarts_total",
     "DCGM_FI_DEV_GPU_UTIL",
     "DCGM_FI_DEV_FB_USED",
     "DCGM_FI_DEV_FB_FREE",
@@ -104,6 +106,7 @@ pub async fn render(st: &AppState) -> String {
     members(&mut x, measured);
     workloads(&mut x, store.as_ref(), now);
     super::sharing::write(&mut x, st, &nodes, store.as_ref().map(|s| s.running.as_slice()));
+    datasets(&mut x, st);
     let mut f = x.family(
         "gpuhub_scheduler_pass_seconds",
         "Time one scheduling pass of the controller took (limits, placement or submission, explanations).",
@@ -251,6 +254,27 @@ fn workloads(x: &mut Exposition, store: Option<&FromStore>, now: DateTime<Utc>) 
     );
     for (queue, secs) in &oldest {
         f.sample(&[("queue", queue)], *secs);
+    }
+}
+
+/// The S3 datasets' mounts on this host.
+fn datasets(x: &mut Exposition, st: &AppState) {
+    let health = st.s3.health();
+    let mut f = x.family(
+        "gpuhub_dataset_mount_up",
+        "Whether an S3 dataset is mounted on the hub's host (1) or not (0).",
+        Kind::Gauge,
+    );
+    for (name, up, _) in &health {
+        f.sample(&[("dataset", name.as_str())], if *up { 1.0 } else { 0.0 });
+    }
+    let mut f = x.family(
+        "gpuhub_dataset_mount_restarts_total",
+        "Times an S3 dataset was mounted again after its rclone died or failed to mount, since the server started.",
+        Kind::Counter,
+    );
+    for (name, _, restarts) in &health {
+        f.sample(&[("dataset", name.as_str())], f64::from(*restarts));
     }
 }
 
