@@ -486,3 +486,31 @@ async fn saved_images_are_offered_and_a_pull_shows_its_progress() {
     let page = get(&hub, Some(&s.cookie), "/workloads/p").await.1;
     assert!(!page.contains("data-poll") && page.contains("pulled 1000B (1 layer); queued"), "after: {page}");
 }
+
+#[tokio::test]
+async fn a_time_limit_is_extended_from_the_workloads_page_and_a_service_shows_its_restarts() {
+    let hub = Hub::start().await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut t = small("t", "job");
+    t["runtime_limit"] = json!("1h");
+    hub.submit(&alice, t).await;
+    hub.wait_state(&alice, "t", "running").await;
+    let s = session(&hub, "alice", "alice-password").await;
+    let (status, page, _) = get(&hub, Some(&s.cookie), "/workloads/t").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("href=\"/workloads/t/extend\""), "{page}");
+    let (status, page, _) = get(&hub, Some(&s.cookie), "/workloads/t/extend").await;
+    assert!(status == StatusCode::OK && page.contains("name=\"by\"") && page.contains("(now 1h)"), "{page}");
+    let (status, _, location) = post(&hub, Some(&s), "/workloads/t/extend", &[("by", "2h")]).await;
+    assert_eq!((status, location.as_str()), (StatusCode::SEE_OTHER, "/workloads/t"));
+    assert_eq!(hub.get(&alice, "t").await["runtime_limit"], "3h");
+    let (status, page, _) = post(&hub, Some(&s), "/workloads/t/extend", &[("by", "soon")]).await;
+    assert!(status.is_client_error() && page.contains("invalid time"), "{status} {page}");
+    // a service's page: its URL, port, access and restarts
+    let svc = json!({"name": "web", "kind": "service", "image": "busybox:latest", "command": ["httpd", "-f"],
+        "resources": {"cpus": 0.1, "memory": "64MiB"}, "service": {"port": 8080}});
+    hub.submit(&alice, svc).await;
+    let (_, page, _) = get(&hub, Some(&s.cookie), "/workloads/web").await;
+    assert!(page.contains("href=\"/w/alice/web/service/\"") && page.contains("restarts: 0"), "{page}");
+}

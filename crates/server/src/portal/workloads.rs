@@ -318,6 +318,9 @@ fn actions(v: &WorkloadView, own: bool, suffix: &str) -> Markup {
         section.actions {
             @if !v.state.is_terminal() {
                 a.button href={"/workloads/" (v.name) "/stop" (suffix)} { "Stop…" }
+                @if v.runtime_limit.is_some() {
+                    a.button href={"/workloads/" (v.name) "/extend" (suffix)} { "Extend time limit…" }
+                }
             } @else {
                 a.button href={"/workloads/" (v.name) "/start" (suffix)} { "Start again" }
             }
@@ -357,6 +360,11 @@ fn live_detail(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
                 @for d in &v.datasets { code { (d.target()) } " (" (d.path) ") " }
             } } }
             @if let Some(l) = v.runtime_limit { tr { th { "Time limit" } td { (l) } } }
+            @if let Some(s) = &v.service { tr { th { "Service" } td {
+                @if let Some(u) = &s.url { a href=(u) { (u) } " " }
+                "(port " (s.port) ", " (format!("{:?}", s.access).to_lowercase()) "), restarts: " (v.restarts.unwrap_or(0))
+                @if s.crash_loop { " " span.badge.failed { "crash-loop" } }
+            } } }
             @for m in &v.members {
                 tr { th { "Member " (m.index) } td {
                     (format!("{:?}", m.state).to_lowercase())
@@ -400,12 +408,27 @@ pub async fn logs(
     }
 }
 
+/// Lengthens `w`'s time limit by `by` (`1h`), as `PATCH /api/v1/workloads/{name}` does.
+async fn extend(
+    st: &AppState,
+    viewer: &Viewer,
+    w: &gpuhub_core::workload::Workload,
+    by: Option<&str>,
+) -> Result<(), service::ServiceError> {
+    let by = gpuhub_core::Seconds::parse(by.unwrap_or_default().trim())
+        .map_err(|e| service::ServiceError::invalid_at("runtime_limit", format!("invalid time: {e}")))?;
+    let limit = w.runtime_limit.map(|l| gpuhub_core::Seconds(l.0.saturating_add(by.0)));
+    let req = gpuhub_core::api::EditWorkloadRequest { runtime_limit: limit.or(Some(by)), ..Default::default() };
+    service::edit(st, &viewer.user, w, &req).await.map(drop)
+}
+
 /// The actions a workload page offers.
 fn action(a: &str) -> Option<(&'static str, &'static str)> {
     match a {
         "stop" => Some(("Stop", "Its processes get SIGTERM, then SIGKILL after the grace period.")),
         "start" => Some(("Start again", "It is queued again; a workspace keeps its home.")),
         "delete" => Some(("Delete", "It is stopped if it runs, and removed with its logs. This cannot be undone.")),
+        "extend" => Some(("Extend", "Its time limit grows by this much, within its queue's longest run time.")),
         _ => None,
     }
 }
@@ -437,6 +460,10 @@ pub async fn confirm(
         form method="post" {
             input type="hidden" name="_csrf" value=(viewer.csrf);
             @if w.owner != viewer.user.username { input type="hidden" name="owner" value=(w.owner); }
+            @if act == "extend" {
+                p { label { "Extend the time limit (now " (w.runtime_limit.map_or_else(|| "none".into(), |l| l.to_string())) ") by "
+                    input name="by" value="1h" required; } }
+            }
             button type="submit" class=@if act == "delete" { "danger" } #confirm { (label) }
             " " a href=(back) { "Cancel" }
         }
@@ -465,6 +492,7 @@ pub async fn act(
     let done = match act.as_str() {
         "stop" => service::stop(&st, &viewer.user, &w).await.map(drop),
         "start" => service::start(&st, &viewer.user, &w).await.map(drop),
+        "extend" => extend(&st, &viewer, &w, field(&f, "by")).await,
         _ => service::delete(&st, &w).await,
     };
     if let Err(e) = done {
