@@ -36,6 +36,15 @@ impl Controller {
         if w.run_id.as_deref() != Some(run) || !w.has_live_run() {
             return; // an earlier run's, or one that ended already
         }
+        // an engine that queues says itself when it ended a run (a Slurm node failed): only a fresh look tells
+        if matches!(ev, EngineEvent::Exited { .. })
+            && self.placement == Placement::Engine
+            && !self.stopping.contains_key(&w.id)
+            && let Ok(seen) = self.engine.observe(run).await
+            && let Some((reason, code)) = self.ended_by_engine(&seen)
+        {
+            return self.killed_by_restart(w, reason, code).await;
+        }
         // a kill gpuhub did not ask for: the engine's restart's, or held to see (restart.rs)
         if let EngineEvent::Exited { member, exit_code, .. } = &ev
             && self.kill_handled(&w, *member, *exit_code).await

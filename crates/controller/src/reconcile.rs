@@ -132,14 +132,20 @@ impl Controller {
     async fn reconcile_one(&mut self, mut w: Workload, found: Option<RunStatus>) -> Result<(), ControlError> {
         let orig = w.clone();
         let now = self.clock.now();
-        // killed by the engine on its way back from an outage: queued again (or failed), never its own end
+        // killed by the engine on its way back from an outage, or ended by the engine itself (a Slurm
+        // node that failed): queued again (or failed), never its own end
         if let Some(run) = &found
             && w.has_live_run()
             && w.run_id.as_ref() == Some(&run.id)
-            && let Some((reason, code)) = self.killed_on_return(run)
         {
-            self.killed_by_restart(w, reason, Some(code)).await;
-            return Ok(());
+            if let Some((reason, code)) = self.ended_by_engine(run) {
+                self.killed_by_restart(w, reason, code).await;
+                return Ok(());
+            }
+            if let Some((reason, code)) = self.killed_on_return(run) {
+                self.killed_by_restart(w, reason, Some(code)).await;
+                return Ok(());
+            }
         }
         match found {
             Some(run) => {

@@ -12,6 +12,10 @@
 //! (exited with a kill code, within the margin of its return). Each such run is queued again in its old
 //! place, or failed where the admin chose `on_engine_restart = "fail"`, with the typed reason
 //! `engine-restarted` in its interruption and history.
+//!
+//! An engine that says itself that it ended a run (a Slurm job whose node failed, `NODE_FAIL`: the
+//! run's status carries [`gpuhub_driver::LABEL_ENDED_BY`]) is believed at once, at reconciliation or when
+//! a member's exit comes.
 
 use crate::Controller;
 use chrono::{DateTime, Utc};
@@ -165,11 +169,24 @@ impl Controller {
         })
     }
 
+    /// The typed reason of a run the engine says it ended itself (a Slurm node that failed), if it did.
+    pub(crate) fn ended_by_engine(&self, run: &gpuhub_driver::RunStatus) -> Option<(StopReason, Option<i64>)> {
+        let detail = match run.ended_by_engine()? {
+            gpuhub_driver::ENDED_BY_NODE_FAIL => format!("a node of run {} failed under it (Slurm NODE_FAIL)", run.id),
+            other => format!("the engine ended run {} itself ({other})", run.id),
+        };
+        let code = run.members.iter().find_map(|m| match m.state {
+            gpuhub_driver::MemberState::Exited(c) => Some(c),
+            _ => None,
+        });
+        Some((StopReason::EngineRestarted { detail, at: self.clock.now() }, code))
+    }
+
     /// Queues `w` again (or fails it, as configured) for `reason`, and saves it.
     pub(crate) async fn killed_by_restart(&mut self, mut w: Workload, reason: StopReason, code: Option<i64>) {
         let before = w.state;
         let requeue = self.settings.on_engine_restart == OnEngineRestart::Requeue;
-        tracing::warn!(workload = %w.id, requeue, "its run was killed by the container engine's restart");
+        tracing::warn!(workload = %w.id, requeue, "its run was ended by the engine (its restart, a failed node)");
         if let Err(e) = w.apply(Event::EngineRestarted { reason, code, requeue }, self.clock.now()) {
             return tracing::warn!(workload = %w.id, error = %e, "engine restart does not apply");
         }

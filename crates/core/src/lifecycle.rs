@@ -199,6 +199,14 @@ impl Workload {
             (Event::Submitted { run, members, ports }, Queued | Starting) => {
                 if self.state == Queued {
                     self.exit_code = None; // an earlier run's (a preempted one's) is not this run's
+                    // nor is what ended that run and queued it again: left, it would take this run's
+                    // own end for a stop under way (where gpuhub places, `Placed` clears it)
+                    if matches!(
+                        self.interruption,
+                        Some(StopReason::EngineRestarted { .. } | StopReason::Preempted { .. })
+                    ) {
+                        self.interruption = None;
+                    }
                 }
                 self.run_id = Some(run.clone());
                 self.merge_members(members);
@@ -304,9 +312,9 @@ impl Workload {
                 self.interruption = Some(StopReason::EngineFailure { detail: why.clone(), at: now });
             }
             (Event::EngineRestarted { reason, code, requeue }, Starting | Running | Queued) if self.has_live_run() => {
-                let what = match code {
-                    Some(c) => format!("{} (exit code {c})", reason.summary()),
-                    None => reason.summary(),
+                let what = match reason {
+                    StopReason::EngineRestarted { detail, .. } => detail.clone(),
+                    other => other.summary(),
                 };
                 self.interruption = Some(reason.clone());
                 for m in self.members.iter_mut().filter(|m| m.state != MemberPhase::Exited) {
@@ -324,7 +332,9 @@ impl Workload {
                     self.state = Failed;
                     self.exit_code = *code;
                     self.finished_at = Some(now);
-                    self.message = Some(format!("{}: {what}; failed (on_engine_restart = \"fail\")", reason.name()));
+                    let code = code.map_or_else(String::new, |c| format!(" with exit code {c}"));
+                    self.message =
+                        Some(format!("{}: {what}; failed{code} (on_engine_restart = \"fail\")", reason.name()));
                 }
             }
             (Event::Orphaned, Starting | Queued) => {

@@ -197,7 +197,7 @@ impl StopReason {
             StopReason::GpuMemoryExceeded { used, granted, .. } => {
                 format!("GPU memory {} exceeded its grant of {}", crate::Bytes(*used), crate::Bytes(*granted))
             }
-            StopReason::EngineRestarted { .. } => "killed by the container engine's restart".to_owned(),
+            StopReason::EngineRestarted { .. } => "ended by the engine (its restart, a failed node)".to_owned(),
         }
     }
 

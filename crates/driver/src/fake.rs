@@ -243,6 +243,21 @@ impl FakeEngine {
         let _ = self.events.send(EngineEvent::Exited { run: run.to_owned(), workload, member, exit_code: code });
     }
 
+    /// The node of a run fails under it, as Slurm's `NODE_FAIL` ends a job: its status says so
+    /// ([`crate::LABEL_ENDED_BY`]) and each running member exits with `code` (Slurm's accounting often
+    /// says 0).
+    pub fn fail_node(&self, run: &str, code: i64) {
+        let members = {
+            let mut s = self.state.lock().unwrap();
+            let Some(r) = s.runs.get_mut(run) else { return };
+            r.spec.labels.insert(crate::LABEL_ENDED_BY.to_owned(), crate::ENDED_BY_NODE_FAIL.to_owned());
+            r.members.len() as u32
+        };
+        for member in 0..members {
+            self.exit_member(run, member, code);
+        }
+    }
+
     /// An engine-placed run waiting in the fake starts now on `node`, its members holding `gpus` (one
     /// list per member; missing lists hold none).
     pub fn start_pending(&self, run: &str, node: &str, gpus: &[&[&str]]) {

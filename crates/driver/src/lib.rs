@@ -39,6 +39,11 @@ pub const LABEL_RUN: &str = "gpuhub.run";
 pub const LABEL_MEMBER: &str = "gpuhub.member";
 /// Label naming how many members the run has.
 pub const LABEL_MEMBERS: &str = "gpuhub.members";
+/// Label an engine adds to the status of a run it ended itself, not the run's own code (never given at
+/// submit): its value says how ([`ENDED_BY_NODE_FAIL`]).
+pub const LABEL_ENDED_BY: &str = "gpuhub.ended-by";
+/// [`LABEL_ENDED_BY`]'s value for a run whose node failed under it (Slurm's `NODE_FAIL`).
+pub const ENDED_BY_NODE_FAIL: &str = "node-fail";
 
 /// What can go wrong talking to an engine.
 #[derive(Debug, thiserror::Error)]
@@ -328,6 +333,11 @@ impl RunStatus {
     /// The workload id it carries.
     pub fn workload(&self) -> Option<&str> {
         self.labels.get(LABEL_WORKLOAD).map(String::as_str)
+    }
+
+    /// How the engine itself ended it, when it did ([`LABEL_ENDED_BY`]).
+    pub fn ended_by_engine(&self) -> Option<&str> {
+        self.labels.get(LABEL_ENDED_BY).map(String::as_str)
     }
 
     /// Whether every member exists and has ended.

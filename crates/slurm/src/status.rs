@@ -3,7 +3,10 @@
 
 use crate::parse::{Exit, Job, Phase, gres_gpu_indices, sacct::AcctJob};
 use chrono::{DateTime, Utc};
-use gpuhub_driver::{LABEL_MEMBERS, LABEL_WORKLOAD, MemberState, MemberStatus, PendingInfo, RunStatus};
+use gpuhub_driver::{
+    ENDED_BY_NODE_FAIL, LABEL_ENDED_BY, LABEL_MEMBERS, LABEL_WORKLOAD, MemberState, MemberStatus, PendingInfo,
+    RunStatus,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// The comment key naming a run's bundle directory (`<job name>.<nonce>` under `bundle_dir/runs`);
@@ -74,7 +77,14 @@ pub fn gpu_name(node: &str, index: u32) -> String {
     format!("{node}/gpu{index}")
 }
 
-/// The run `job` is, with `meta` from its comment, `exits` once it ended, and `pending` while it waits.
+/// Whether Slurm ended `job` because a node it ran on failed (`NODE_FAIL`), not by its own exit: gpuhub
+/// queues it again (it is submitted `--no-requeue`, so Slurm does not).
+pub fn node_failed(job: &Job) -> bool {
+    job.phase() == Phase::Ended && job.state.split_whitespace().next() == Some("NODE_FAIL")
+}
+
+/// The run `job` is, with `meta` from its comment, `exits` once it ended, and `pending` while it waits; a
+/// job its node's failure ended carries [`LABEL_ENDED_BY`] = [`ENDED_BY_NODE_FAIL`].
 pub fn run_status(job: &Job, meta: &RunMeta, exits: &Exits<'_>, pending: Option<PendingInfo>) -> RunStatus {
     let phase = job.phase();
     let members = (0..meta.size)
@@ -106,9 +116,13 @@ pub fn run_status(job: &Job, meta: &RunMeta, exits: &Exits<'_>, pending: Option<
             MemberStatus { index: i, engine_id: format!("{}.m{i}", job.id), node, state, gpus }
         })
         .collect();
+    let mut labels = meta.labels.clone();
+    if node_failed(job) {
+        labels.insert(LABEL_ENDED_BY.to_owned(), ENDED_BY_NODE_FAIL.to_owned());
+    }
     RunStatus {
         id: job.id.to_string(),
-        labels: meta.labels.clone(),
+        labels,
         size: meta.size,
         members,
         pending: if phase == Phase::Pending { pending } else { None },

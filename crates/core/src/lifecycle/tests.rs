@@ -306,7 +306,7 @@ fn an_engine_restart_requeues_in_the_old_place_or_fails() {
     assert!(w.gpus.is_empty() && w.members.is_empty());
     assert_eq!(w.interruption.as_ref().map(StopReason::name), Some("engine-restarted"));
     let m = w.message.clone().unwrap();
-    assert!(m.starts_with("engine-restarted: killed by the container engine's restart (exit code 143)"), "{m}");
+    assert_eq!(m, "engine-restarted: the engine's event stream broke; queued again in its old place");
     // its next run is a fresh one that ends with its own code
     w.apply(Event::Placed { members: placed(2) }, at(11)).unwrap();
     assert_eq!((w.run_id.as_deref(), w.interruption.as_ref()), (None, None));
@@ -315,6 +315,18 @@ fn an_engine_restart_requeues_in_the_old_place_or_fails() {
     w.apply(Event::MemberExited { index: 0, code: 3 }, at(13)).unwrap();
     w.apply(Event::MemberExited { index: 1, code: 0 }, at(13)).unwrap();
     assert_eq!((w.state, w.exit_code), (WorkloadState::Failed, Some(3)));
+    // where the engine places (a Slurm node failed): submitted anew, its next run's end is its own
+    let mut e = queued(WorkloadKind::Job, 1);
+    let pending = |run: &str| Event::Submitted { run: run.into(), members: placed(1), ports: Default::default() };
+    e.apply(pending("j1"), at(1)).unwrap();
+    e.apply(Event::MemberRunning { index: 0, node: Some("n".into()), gpus: None }, at(2)).unwrap();
+    e.apply(Event::EngineRestarted { reason: reason.clone(), code: Some(0), requeue: true }, at(3)).unwrap();
+    assert_eq!((e.state, e.stale_run()), (WorkloadState::Queued, Some("j1")));
+    e.apply(pending("j2"), at(4)).unwrap();
+    assert_eq!((e.run_id.as_deref(), e.interruption.as_ref()), (Some("j2"), None));
+    e.apply(Event::MemberRunning { index: 0, node: Some("n".into()), gpus: None }, at(5)).unwrap();
+    e.apply(Event::MemberExited { index: 0, code: 3 }, at(6)).unwrap();
+    assert_eq!((e.state, e.exit_code), (WorkloadState::Failed, Some(3)));
     // a workspace comes back too
     let mut ws = started(WorkloadKind::Workspace, 1);
     ws.apply(restarted(true), at(10)).unwrap();
@@ -324,7 +336,12 @@ fn an_engine_restart_requeues_in_the_old_place_or_fails() {
     f.apply(restarted(false), at(10)).unwrap();
     assert_eq!((f.state, f.exit_code, f.finished_at), (WorkloadState::Failed, Some(143), Some(at(10))));
     assert_eq!(f.interruption.as_ref().map(StopReason::name), Some("engine-restarted"));
-    assert!(f.message.as_deref().unwrap().contains("on_engine_restart = \"fail\""), "{:?}", f.message);
+    assert_eq!(
+        f.message.as_deref(),
+        Some(
+            "engine-restarted: the engine's event stream broke; failed with exit code 143 (on_engine_restart = \"fail\")"
+        )
+    );
     // an ended workload, or a queued one without a run, is not killed by anything
     let before = f.clone();
     assert!(f.apply(restarted(true), at(11)).is_err());

@@ -198,3 +198,59 @@ async fn on_engine_restart_fail_fails_the_killed_job() {
     hub.server.unwrap().shutdown().await;
     drop(engine);
 }
+
+/// A node that fails under a job on an engine that queues and places itself (Slurm's `NODE_FAIL`, here
+/// the fake engine placing like Slurm): the job is queued again in its old place with the reason
+/// `engine-restarted`, submitted anew, and ends with its own code; the failed run's code (0, as Slurm's
+/// accounting says) is not taken for its success.
+#[tokio::test]
+async fn a_failed_node_queues_its_job_again() {
+    let engine =
+        Arc::new(gpuhub_driver::fake::FakeEngine::engine_placed().with_nodes(vec![node(0), node_named("node2")]));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let hub = Hub::start_on(dir, cfg, engine.clone()).await;
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    let body = json!({"name": "train", "kind": "job", "image": "busybox:latest", "command": ["true"],
+        "resources": {"cpus": 1, "memory": "1GiB", "gpus": 0}});
+    let v = hub.submit(&alice, body).await;
+    let store = hub.server.as_ref().unwrap().state.store.clone();
+    let queued_at = store.get_workload_by_id(v["id"].as_str().unwrap()).await.unwrap().queued_at;
+    hub.wait_for(&alice, "train", 10, |v| v["state"] == "queued" && !v["members"].as_array().is_none_or(Vec::is_empty))
+        .await;
+    let first = hub.run(&alice, "train").await;
+    engine.start_pending(&first, "test-node", &[]);
+    hub.wait_for(&alice, "train", 10, |v| v["state"] == "running").await;
+
+    engine.fail_node(&first, 0);
+    let v = hub
+        .wait_for(&alice, "train", 10, |v| v["interruption"]["reason"] == "engine-restarted" && v["state"] == "queued")
+        .await;
+    let detail = v["interruption"]["detail"].as_str().unwrap();
+    assert!(detail.contains("NODE_FAIL"), "{v}");
+    // submitted anew: a second run, which ends with its own code
+    let v = hub
+        .wait_for(&alice, "train", 10, |v| {
+            v["state"] == "queued"
+                && !v["members"].as_array().is_none_or(Vec::is_empty)
+                && v.get("interruption").is_none()
+        })
+        .await;
+    let second = hub.run(&alice, "train").await;
+    assert_ne!(second, first, "{v}");
+    engine.start_pending(&second, "node2", &[]);
+    hub.wait_for(&alice, "train", 10, |v| v["state"] == "running").await;
+    engine.exit(&second, 3);
+    let v = hub.wait_for(&alice, "train", 10, |v| v["state"] == "failed").await;
+    assert_eq!(v["exit_code"], 3, "{v}");
+    let history: Vec<&str> = v["history"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect();
+    assert!(history.iter().any(|m| m.starts_with("engine-restarted:") && m.contains("NODE_FAIL")), "{history:?}");
+    let w = store.get_workload_by_id(v["id"].as_str().unwrap()).await.unwrap();
+    assert_eq!(w.queued_at, queued_at, "kept its place in line");
+    hub.server.unwrap().shutdown().await;
+}
+
+fn node_named(name: &str) -> gpuhub_core::node::NodeCapacity {
+    gpuhub_core::node::NodeCapacity { name: name.into(), ..node(0) }
+}

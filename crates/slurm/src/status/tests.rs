@@ -141,3 +141,26 @@ fn pending_reasons_positions_and_estimates() {
     assert_eq!(s.pending, Some(info));
     assert!(s.members.iter().all(|m| m.state == MemberState::Pending && m.node.is_none()));
 }
+
+#[test]
+fn a_job_its_node_failure_ended_says_so() {
+    let labels = BTreeMap::from([("gpuhub.workload".to_owned(), "w1".to_owned())]);
+    let job = |state: &str| Job {
+        id: 30,
+        state: state.into(),
+        comment: comment(&labels, 1, "d", "alice"),
+        nodes: vec!["node1".into()],
+        ..Default::default()
+    };
+    let failed = job("NODE_FAIL");
+    assert!(node_failed(&failed));
+    let s = run_status(&failed, &meta(&failed).unwrap(), &Exits::default(), None);
+    assert_eq!(s.ended_by_engine(), Some(gpuhub_driver::ENDED_BY_NODE_FAIL));
+    assert!(s.ended(), "its member ended: {s:?}");
+    // its own failure, a cancel, a time limit or a run still going are not the node's
+    for state in ["FAILED", "CANCELLED by 0", "TIMEOUT", "RUNNING", "PENDING", "OUT_OF_MEMORY"] {
+        let j = job(state);
+        assert!(!node_failed(&j), "{state}");
+        assert_eq!(run_status(&j, &meta(&j).unwrap(), &Exits::default(), None).ended_by_engine(), None, "{state}");
+    }
+}
