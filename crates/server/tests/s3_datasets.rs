@@ -1,10 +1,10 @@
 //! S3 datasets through the API against a real S3 server (moto's, spawned on 127.0.0.1) with the real
 //! rclone mount on this host and the fake engine: the secret key is stored sealed (it opens with the
 //! hub's key and only for its dataset), kept when a registration is changed with `"<set>"`, refused as
-//! `"<set>"` where none is stored; the run gets the host mount read-only (or read-write where
-//! registered so); /metrics has each mount's state; work naming an unmounted dataset is a 503 naming
-//! it; a restart mounts it again and removing it unmounts it. Needs rclone, FUSE and `moto_server`
-//! (`GPUHUB_SKIP_S3_TESTS=1` skips it).
+//! `"<set>"` where none is stored for that endpoint and key id; the run gets the host mount read-only
+//! (or read-write where registered so); /metrics has each mount's state; work naming an unmounted
+//! dataset is a 503 naming it; a restart mounts it again and removing it unmounts it. Needs rclone,
+//! FUSE and `moto_server` (`GPUHUB_SKIP_S3_TESTS=1` skips it).
 
 mod common;
 
@@ -109,6 +109,12 @@ async fn s3_secrets_are_sealed_and_mounts_kept() {
     assert_eq!(state.secrets.open("dataset:train", &sealed(state, "train").await).unwrap(), SECRET);
     let body = json!({"name": "fresh", "s3": s3("<set>")});
     let (s, v) = hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(body)).await;
+    assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("s3.secret_key")), "{v}");
+    // nor is the stored key sent to another server
+    let elsewhere =
+        json!({"url": "s3://data/train", "endpoint": "http://127.0.0.1:9", "access_key": "AK", "secret_key": "<set>"});
+    let (s, v) =
+        hub.call(Method::POST, "/api/v1/datasets", Some(&admin), Some(json!({"name": "train", "s3": elsewhere}))).await;
     assert_eq!((s, v["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("s3.secret_key")), "{v}");
 
     // a read-write registration of the same bucket

@@ -124,13 +124,16 @@ async fn create_s3(
         .at("s3"));
     }
     let Some(s3) = d.s3.as_mut() else { unreachable!("create_s3 is called for S3 datasets") };
-    // "<set>": the secret stored for this dataset, unchanged
+    // "<set>": the secret stored for this dataset, unchanged, and only for the same server and key id
+    // (the stored secret is never sent to a server it was not given for)
     let secret = match s3.secret_key.take() {
         Some(s) if s.expose() == SECRET_SET => {
-            let kept = st.store.get_dataset(&d.name).await.ok().and_then(|old| old.s3?.secret_key);
-            let Some(kept) = kept else {
+            let old = st.store.get_dataset(&d.name).await.ok().and_then(|old| old.s3);
+            let same = |o: &gpuhub_core::dataset::S3Source| o.endpoint == s3.endpoint && o.access_key == s3.access_key;
+            let Some(kept) = old.filter(same).and_then(|o| o.secret_key) else {
                 return Err(ApiError::unprocessable(format!(
-                    "invalid s3.secret_key: {SECRET_SET:?} keeps the stored secret key, but dataset {} has none",
+                    "invalid s3.secret_key: {SECRET_SET:?} keeps the stored secret key, but dataset {} has none \
+                     for this endpoint and access key: give the secret key",
                     d.name
                 ))
                 .at("s3.secret_key"));
