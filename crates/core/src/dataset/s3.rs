@@ -58,7 +58,7 @@ pub struct S3Source {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_key: Option<String>,
     /// The secret key: write-only, stored encrypted, shown back as `"<set>"`. Sending `"<set>"` when
-    /// changing a registration keeps the stored one.
+    /// changing a registration keeps the stored one (for the same endpoint and access key only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub secret_key: Option<Secret>,
