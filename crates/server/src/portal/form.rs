@@ -25,7 +25,7 @@ type Values = BTreeMap<&'static str, String>;
 type Errors = BTreeMap<&'static str, String>;
 
 /// The form's fields, in order.
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 16] = [
     "kind",
     "name",
     "image",
@@ -41,6 +41,7 @@ const FIELDS: [&str; 15] = [
     "runtime_limit",
     "env",
     "apps",
+    "service_port",
 ];
 
 /// The form field that shows an error about request field `api` (the problem's `field`).
@@ -61,6 +62,7 @@ fn form_field(api: &str) -> &'static str {
         "members" => "members",
         "datasets" => "datasets",
         "teams" => "teams",
+        "service" | "service.port" => "service_port",
         _ => "",
     }
 }
@@ -118,6 +120,9 @@ async fn prefill(st: &AppState, w: &Workload) -> Values {
     v.insert("queue", w.queue.clone());
     if let Some(l) = w.runtime_limit {
         v.insert("runtime_limit", l.to_string());
+    }
+    if let Some(s) = &w.service {
+        v.insert("service_port", s.spec.port.to_string());
     }
     v.insert("env", w.env.iter().map(|(k, x)| format!("{k}={x}")).collect::<Vec<_>>().join("\n"));
     let catalog_apps: BTreeSet<&str> =
@@ -178,7 +183,19 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
     let some = |k: &str| Some(text(k)).filter(|s| !s.is_empty());
     let kind = match text("kind").as_str() {
         "workspace" => WorkloadKind::Workspace,
+        "service" => WorkloadKind::Service,
         _ => WorkloadKind::Job,
+    };
+    // a service serves a port (the API checks the rest)
+    let service = match (kind, some("service_port").map(|p| p.parse::<u16>())) {
+        (WorkloadKind::Service, Some(Ok(port))) => {
+            Some(gpuhub_core::service::ServiceSpec { port, ready: None, access: Default::default() })
+        }
+        (WorkloadKind::Service, _) => {
+            errors.insert("service_port", "a service needs the port it serves (1 to 65535)".to_owned());
+            None
+        }
+        _ => None,
     };
     let image = some("image_other").or_else(|| some("image")).unwrap_or_default();
     let command = match parse::words(&text("command")) {
@@ -270,7 +287,7 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
         members,
         datasets: text("datasets").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
         teams: text("teams").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
-        service: None,
+        service,
     })
 }
 
@@ -322,6 +339,9 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
                 legend { "Kind" }
                 label { input type="radio" name="kind" value="job" checked[val("kind") != "workspace"]; " Job (runs its command to the end)" }
                 label { input type="radio" name="kind" value="workspace" checked[val("kind") == "workspace"]; " Workspace (stays up: Jupyter, terminal, SSH)" }
+                label { input type="radio" name="kind" value="service" checked[val("kind") == "service"]; " Service (kept running, restarted when it exits, served at a URL)" }
+                label { "Service port " input name="service_port" value=(val("service_port")) placeholder="e.g. 8080 (services only)" aria-invalid=[invalid("service_port")]; }
+                (err("service_port"))
             }
             label { "Name " input name="name" value=(val("name")) placeholder="generated when empty" aria-invalid=[invalid("name")]; }
             (err("name"))
@@ -449,6 +469,12 @@ mod tests {
         assert_eq!(r.env.get("B").map(String::as_str), Some("x=y"));
         assert_eq!(r.apps[0].port, 8000);
         assert_eq!(r.name, None);
+        let base = [("image", "x"), ("cpus", "1"), ("gpus", "0"), ("members", "1")];
+        let with = |extra: &[(&'static str, &'static str)]| values(&[&base[..], extra].concat());
+        let s = request(&with(&[("kind", "service"), ("service_port", "8080")])).unwrap();
+        assert_eq!((s.kind, s.service.map(|s| s.port)), (WorkloadKind::Service, Some(8080)));
+        let e = request(&with(&[("kind", "service")])).unwrap_err();
+        assert!(e.get("service_port").is_some_and(|m| m.contains("port")), "{e:?}");
     }
 
     #[test]
