@@ -65,7 +65,9 @@ impl Container {
     pub(crate) fn from_value(v: &Value) -> Option<Self> {
         Some(Container {
             name: v.get("name")?.as_str()?.to_owned(),
-            running: v.get("status").and_then(Value::as_str) == Some("Running"),
+            // a frozen container (LXD freezes one while it snapshots it: a workspace being saved) still
+            // runs; only a stopped one has ended
+            running: !matches!(v.get("status").and_then(Value::as_str), Some("Stopped" | "Error") | None),
             config: v.get("config").and_then(Value::as_object).cloned().unwrap_or_default(),
             devices: v.get("devices").and_then(Value::as_object).cloned().unwrap_or_default(),
         })
@@ -128,7 +130,7 @@ impl LxdEngine {
         let server = self.inner.api.get("/1.0").await.map_err(|e| match e {
             ApiError::Unreachable { .. } => EngineError::Unavailable(format!(
                 "{e}; is LXD installed and running? (apt-get install lxd; lxd --group root; \
-                 lxd.socket in [lxd] or GPUHUB_LXD_SOCKET names another socket)"
+                 `socket` in [lxd] or GPUHUB_LXD_SOCKET names another)"
             )),
             e => api_err(e),
         })?;
@@ -244,5 +246,24 @@ impl LxdEngine {
             .await
             .map(|_| ())
             .map_err(api_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frozen_container_still_runs() {
+        let c = |status: &str| {
+            let v = serde_json::json!({"name": "c", "status": status, "config": {"user.gpuhub.workload": "w"}});
+            Container::from_value(&v).unwrap()
+        };
+        for (status, running) in
+            [("Running", true), ("Frozen", true), ("Freezing", true), ("Stopped", false), ("Error", false)]
+        {
+            assert_eq!(c(status).running, running, "{status}");
+        }
+        assert!(c("Running").is_gpuhubs());
     }
 }

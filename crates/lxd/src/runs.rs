@@ -37,7 +37,7 @@ impl LxdEngine {
         }
         let image = self.inner.images.ensure(&self.inner.api, &spec.image).await?;
         let name = spec::lxd_name(&spec.name);
-        let gpu = spec::gpus(&self.inner.node, &m.gpus, &self.inner.control_devices)?;
+        let gpu = spec::gpus(&self.inner.node, &m.gpus, &self.inner.control_devices, spec::device_numbers)?;
         let command = spec::command(spec, &image.settings)?;
         let cwd = spec
             .working_dir
@@ -230,6 +230,9 @@ impl Engine for LxdEngine {
             "source": {"type": "snapshot", "name": format!("{}/{snap}", c.name)},
             "properties": properties,
             "public": false,
+            // uncompressed: publishing a large workspace is several times faster, and its size is the
+            // file system's, as Docker counts an image
+            "compression_algorithm": "none",
         });
         let published = api.json(http::Method::POST, "/1.0/images", &body).await;
         let _ = api.delete(&format!("{snaps}/{snap}")).await;

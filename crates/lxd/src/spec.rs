@@ -147,8 +147,15 @@ pub type GpuAttach = (Map<String, Value>, BTreeMap<String, String>);
 
 /// The devices and variables that give member `m` its GPUs: each granted GPU's device node and the
 /// control nodes `control` (those this host has) as `unix-char` devices, readable by the member's user
-/// (the image carries its own user-space driver, as in the Docker engine's `devices` mode).
-pub fn gpus(node: &NodeCapacity, grant: &GpuGrant, control: &[String]) -> Result<GpuAttach, EngineError> {
+/// (the image carries its own user-space driver, as in the Docker engine's `devices` mode). The devices
+/// are given by their numbers (`numbers`: a host node's major and minor), as LXD takes a `source` only
+/// under `/dev` and a GPU's node may be configured elsewhere.
+pub fn gpus(
+    node: &NodeCapacity,
+    grant: &GpuGrant,
+    control: &[String],
+    numbers: impl Fn(&str) -> Result<(u32, u32), String>,
+) -> Result<GpuAttach, EngineError> {
     let mut devices = Map::new();
     let mut env = BTreeMap::new();
     match grant {
@@ -173,17 +180,42 @@ pub fn gpus(node: &NodeCapacity, grant: &GpuGrant, control: &[String]) -> Result
             .find(|g| &g.uuid == u)
             .ok_or_else(|| EngineError::Rejected(format!("GPU {u} is not a GPU of node {}", node.name)))?;
         let host = g.device.clone().unwrap_or_else(|| format!("/dev/nvidia{}", g.index));
-        devices.insert(
-            format!("gpu{}", g.index),
-            json!({"type": "unix-char", "source": host, "path": format!("/dev/nvidia{}", g.index), "mode": "0666"}),
-        );
+        devices.insert(format!("gpu{}", g.index), char_device(&host, &format!("/dev/nvidia{}", g.index), &numbers)?);
     }
     for (i, d) in control.iter().enumerate() {
-        devices.insert(format!("gpuctl{i}"), json!({"type": "unix-char", "source": d, "path": d, "mode": "0666"}));
+        devices.insert(format!("gpuctl{i}"), char_device(d, d, &numbers)?);
     }
     env.insert("NVIDIA_VISIBLE_DEVICES".into(), uuids.join(","));
     env.insert("CUDA_VISIBLE_DEVICES".into(), uuids.join(","));
     Ok((devices, env))
+}
+
+/// A `unix-char` device at `path` in the container with the numbers of the host's node `host`, which
+/// every user in the container may open (as Docker hands device nodes over).
+fn char_device(
+    host: &str,
+    path: &str,
+    numbers: &impl Fn(&str) -> Result<(u32, u32), String>,
+) -> Result<Value, EngineError> {
+    let (major, minor) = numbers(host).map_err(|e| EngineError::Engine(format!("GPU device node {host}: {e}")))?;
+    Ok(json!({
+        "type": "unix-char",
+        "path": path,
+        "major": major.to_string(),
+        "minor": minor.to_string(),
+        "mode": "0666",
+    }))
+}
+
+/// The major and minor numbers of the character device node `path` on the host.
+pub fn device_numbers(path: &str) -> Result<(u32, u32), String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.file_type().is_char_device() {
+        return Err("not a character device".into());
+    }
+    let rdev = meta.rdev();
+    Ok((rustix::fs::major(rdev), rustix::fs::minor(rdev)))
 }
 
 /// The request that creates member `m`'s container `name` (not started) from the image `alias`, with its

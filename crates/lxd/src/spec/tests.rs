@@ -44,6 +44,12 @@ fn run() -> RunSpec {
     }
 }
 
+/// The numbers of the host's GPU nodes: NVIDIA's major, the index (255 for the control node).
+fn numbers(path: &str) -> Result<(u32, u32), String> {
+    let minor = path.strip_prefix("/dev/nvidia").and_then(|i| i.parse().ok()).unwrap_or(255);
+    Ok((195, minor))
+}
+
 fn node() -> NodeCapacity {
     NodeCapacity::uniform("n", CpuMilli(8000), Bytes(16 << 30), 2, "H200", Bytes(141 << 30), "GPU-")
 }
@@ -72,7 +78,7 @@ fn the_start_script_quotes_the_command_and_keeps_its_status() {
 fn the_instance_maps_the_user_and_sets_limits_mounts_labels_and_ports() {
     let spec = run();
     let image = ImageSettings { args: vec!["sh".into()], env: vec!["PATH=/bin".into(), "A=image".into()], cwd: None };
-    let gpu = gpus(&node(), &GpuGrant::None, &[]).unwrap();
+    let gpu = gpus(&node(), &GpuGrant::None, &[], numbers).unwrap();
     let v = instance(
         &spec,
         &spec.members[0],
@@ -118,7 +124,7 @@ fn root_nfs_and_gpu_shares_are_refused() {
     let image = ImageSettings::default();
     let mut spec = run();
     spec.identity.uid = 0;
-    let gpu = || gpus(&node(), &GpuGrant::None, &[]).unwrap();
+    let gpu = || gpus(&node(), &GpuGrant::None, &[], numbers).unwrap();
     let p = Path::new("/r");
     assert!(instance(&spec, &spec.members[0], "c", "i", "p", None, p, &[], gpu(), &image).is_err());
     let mut spec = run();
@@ -126,18 +132,26 @@ fn root_nfs_and_gpu_shares_are_refused() {
     let e = instance(&spec, &spec.members[0], "c", "i", "p", None, p, &[], gpu(), &image).unwrap_err();
     assert!(matches!(e, EngineError::Unsupported { .. }), "{e:?}");
     let share = GpuGrant::Share { milli: 500, memory: None, uuid: Some("GPU-0".into()) };
-    assert!(matches!(gpus(&node(), &share, &[]), Err(EngineError::Unsupported { .. })));
+    assert!(matches!(gpus(&node(), &share, &[], numbers), Err(EngineError::Unsupported { .. })));
     assert!(command(&run(), &image).is_err(), "no command anywhere");
 }
 
 #[test]
 fn whole_gpus_are_their_device_nodes() {
     let grant = GpuGrant::Whole { count: 1, uuids: vec!["GPU-1".into()] };
-    let (devices, env) = gpus(&node(), &grant, &["/dev/nvidiactl".to_owned()]).unwrap();
-    assert_eq!(devices["gpu1"]["source"], "/dev/nvidia1");
+    let (devices, env) = gpus(&node(), &grant, &["/dev/nvidiactl".to_owned()], numbers).unwrap();
+    assert_eq!(devices["gpu1"]["path"], "/dev/nvidia1");
+    assert_eq!((devices["gpu1"]["major"].as_str(), devices["gpu1"]["minor"].as_str()), (Some("195"), Some("1")));
     assert_eq!(devices["gpu1"]["type"], "unix-char");
     assert_eq!(devices["gpuctl0"]["path"], "/dev/nvidiactl");
+    assert_eq!(devices["gpuctl0"]["minor"], "255");
     assert_eq!(env["CUDA_VISIBLE_DEVICES"], "GPU-1");
     let missing = GpuGrant::Whole { count: 1, uuids: vec!["GPU-9".into()] };
-    assert!(gpus(&node(), &missing, &[]).is_err());
+    assert!(gpus(&node(), &missing, &[], numbers).is_err());
+    let gone = |_: &str| Err("no such file".to_owned());
+    let e = gpus(&node(), &grant, &[], gone).unwrap_err();
+    assert!(e.to_string().contains("/dev/nvidia1: no such file"), "{e}");
+    // a host's real character device (the null device) by its numbers
+    assert_eq!(device_numbers("/dev/null"), Ok((1, 3)));
+    assert!(device_numbers("/etc/hostname").is_err());
 }

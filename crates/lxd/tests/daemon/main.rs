@@ -215,7 +215,17 @@ async fn a_workspace_saved_as_an_image_runs_again_with_its_files() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!engine.image_exists(&reference).await.unwrap());
-    let size = engine.commit(&MemberRef::new(&status.id, 0), &reference).await.unwrap();
+    // the workspace runs throughout its saving (LXD freezes it while it snapshots it)
+    let committing = {
+        let (engine, member, reference) = (engine.clone(), MemberRef::new(&status.id, 0), reference.clone());
+        tokio::spawn(async move { engine.commit(&member, &reference).await })
+    };
+    while !committing.is_finished() {
+        let state = engine.observe(&status.id).await.unwrap().members[0].state;
+        assert_eq!(state, MemberState::Running, "while it is saved");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let size = committing.await.unwrap().unwrap();
     assert!(size > 100_000, "size {size}");
     assert!(engine.image_exists(&reference).await.unwrap());
     assert_eq!(engine.image_tags(&reference).await.unwrap(), vec![reference.clone()]);

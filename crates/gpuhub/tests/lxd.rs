@@ -1,0 +1,215 @@
+//! gpuhub on LXD, end to end: the real binary with `engine = "lxd"` against this machine's LXD daemon
+//! (`scripts/setup-debian.sh` installs and starts it), driven by the real CLI and HTTP through the hub's
+//! proxy, the same scenarios as on Docker.
+//!
+//! Checks: a job runs as its owner's UID in its home, writes the home as that UID, and ends with its exit
+//! code and output; a job granted a GPU sees exactly that GPU's device node and `CUDA_VISIBLE_DEVICES`; a
+//! JupyterLab workspace answers through `/w/<user>/<name>/lab/` (started by the hub with exec in the
+//! container, reached through an LXD proxy device) and writes a notebook into the home; `gpuhub save` makes
+//! a personal image of the workspace that a new job runs with the workspace's files; stopping the
+//! workspace ends it; removing the image removes it from LXD. `gpuhub serve` without a daemon stops
+//! at start naming the socket.
+//!
+//! Needs root, Docker (the images come from it) and LXD. When LXD does not answer, the test fails saying
+//! how to start it, unless `GPUHUB_LXD_TESTS=skip`.
+
+mod access_support;
+
+use access_support::{Hub, User, describe};
+use anyhow::{Context as _, Result, bail, ensure};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+const IMAGE: &str = "gpuhub/busybox:latest";
+
+/// Whether LXD answers; `None` (after saying so) when the test is to be skipped.
+fn lxd_up() -> Result<Option<()>> {
+    let answers = Command::new("lxc").args(["info"]).output().is_ok_and(|o| o.status.success());
+    if answers {
+        return Ok(Some(()));
+    }
+    if std::env::var("GPUHUB_LXD_TESTS").as_deref() == Ok("skip") {
+        println!("SKIPPED: LXD does not answer and GPUHUB_LXD_TESTS=skip");
+        return Ok(None);
+    }
+    bail!(
+        "LXD does not answer (`lxc info` failed): run scripts/setup-debian.sh as root, which installs and starts \
+         it (or set GPUHUB_LXD_TESTS=skip)"
+    )
+}
+
+/// Removes the LXD containers and saved images of the test's users, whatever happened.
+struct LxdCleanup(Vec<String>);
+
+impl Drop for LxdCleanup {
+    fn drop(&mut self) {
+        let list = |args: &[&str]| -> Vec<String> {
+            Command::new("lxc")
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        for name in list(&["list", "--format", "csv", "-c", "n"]) {
+            if self.0.iter().any(|u| name.contains(u.as_str())) {
+                match Command::new("lxc").args(["delete", "-f", &name]).output() {
+                    Ok(o) if o.status.success() => {}
+                    Ok(o) => eprintln!("cannot delete the container {name}: {}", describe(&o)),
+                    Err(e) => eprintln!("cannot run lxc delete: {e}"),
+                }
+            }
+        }
+        for alias in list(&["image", "alias", "list", "--format", "csv"]) {
+            let alias = alias.split(',').next().unwrap_or_default().to_owned();
+            if self.0.iter().any(|u| alias.contains(u.as_str())) {
+                let _ = Command::new("lxc").args(["image", "delete", &alias]).output();
+            }
+        }
+    }
+}
+
+/// The hub's configuration: the LXD engine with its state under `dir`, one fake GPU (a character device
+/// node with NVIDIA's major number, as the Docker tests use) handed out as its device node.
+fn lxd_config(dir: &Path) -> Result<String> {
+    let node = dir.join("nvidia0");
+    let out = Command::new("mknod").arg(&node).args(["c", "195", "0"]).output()?;
+    ensure!(out.status.success(), "mknod {}: {}", node.display(), String::from_utf8_lossy(&out.stderr));
+    Ok(format!(
+        "engine = \"lxd\"\ngpu_mode = \"devices\"\nreconcile_secs = 5\n[lxd]\nstate_dir = \"{}\"\npoll_ms = 300\n\
+         [[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
+        dir.join("lxd").display(),
+        node.display()
+    ))
+}
+
+/// `gpuhub ARGS` as `user`: its exit code and standard output.
+async fn run(user: &User, args: &[&str]) -> Result<(Option<i32>, String)> {
+    let out = user.output(args).await?;
+    Ok((out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_a_jupyterlab_workspace_and_save_as_image_on_lxd() -> Result<()> {
+    let _serial = access_support::serial().await;
+    if lxd_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    access_support::ensure_image("build-jupyter-image.sh").await?;
+    let state = tempfile::Builder::new().prefix("gpuhub-lxd-e2e-").tempdir()?;
+    let mut hub = Hub::start_with(&lxd_config(state.path())?).await?;
+    let alice = hub.user("alice").await?;
+    let _cleanup = LxdCleanup(vec![alice.name.clone()]);
+    let home = hub.dir.path().join("data/homes").join(&alice.name);
+
+    // a job: its owner's UID, its home, its output and exit code
+    let script = "echo uid=$(id -u) pwd=$(pwd); echo from-the-job > out.txt; exit 3";
+    let (code, out) =
+        run(&alice, &["run", "--name", "job", "--image", IMAGE, "--follow", "--", "sh", "-c", script]).await?;
+    ensure!(code == Some(3), "the job's exit code: {code:?}; output: {out}");
+    ensure!(out.contains(&format!("uid={} pwd=/home/{}", alice.uid, alice.name)), "the job's output: {out}");
+    let written = home.join("out.txt");
+    let meta = std::fs::metadata(&written).with_context(|| format!("{}", written.display()))?;
+    ensure!(u64::from(meta.uid()) == alice.uid, "out.txt belongs to {}, not {}", meta.uid(), alice.uid);
+    let w = alice.workload("job").await?;
+    ensure!(w["state"] == "failed" && w["exit_code"] == 3, "the job's record: {w}");
+    let logs = alice.ok(&["logs", "job"]).await?;
+    ensure!(logs.contains("uid="), "gpuhub logs: {logs}");
+
+    // a GPU job sees its GPU's device node and no other
+    let script = "ls /dev/ | grep nvidia; echo cvd=$CUDA_VISIBLE_DEVICES";
+    let args = ["run", "--name", "gpu", "--image", IMAGE, "--gpus", "1", "--follow", "--", "sh", "-c", script];
+    let (code, out) = run(&alice, &args).await?;
+    ensure!(code == Some(0), "the GPU job: {code:?} {out}");
+    ensure!(out.contains("nvidia0") && out.contains("cvd=GPU-fake-0"), "the GPU job's output: {out}");
+
+    // a JupyterLab workspace through the hub's proxy; a notebook written through it lands in the home
+    hub.add_jupyter_catalog_entry().await?;
+    let setup = "echo made-in-the-workspace > /tmp/saved.txt; exec sleep infinity";
+    alice.ok(&["run", "--workspace", "--name", "nb", "--image", "jupyter", "--", "sh", "-c", setup]).await?;
+    alice.wait_state("nb", "running").await?;
+    let lab = alice.app_url("nb", "lab");
+    alice.wait_http_ok(&format!("{lab}api/status")).await?;
+    let page = access_support::http().get(format!("{lab}lab")).bearer_auth(&alice.token).send().await?;
+    ensure!(page.status() == StatusCode::OK, "the lab page: {}", page.status());
+    // Jupyter's XSRF token, from the cookie the lab page sets, goes with a write (as a browser's would)
+    let xsrf = page
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| c.strip_prefix("_xsrf=").map(|v| v.split(';').next().unwrap_or_default().to_owned()))
+        .context("the lab page set no _xsrf cookie")?;
+    ensure!(page.text().await?.contains("<title>JupyterLab"), "the lab page is not JupyterLab's");
+    let notebook = json!({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5});
+    let put = access_support::http()
+        .request(Method::PUT, format!("{lab}api/contents/hello.ipynb"))
+        .bearer_auth(&alice.token)
+        .header("cookie", format!("_xsrf={xsrf}"))
+        .header("x-xsrftoken", &xsrf)
+        .json(&json!({"type": "notebook", "format": "json", "content": notebook}))
+        .send()
+        .await?;
+    ensure!(put.status().is_success(), "writing a notebook through the lab: {} {}", put.status(), put.text().await?);
+    let nb = std::fs::metadata(home.join("hello.ipynb")).context("the notebook in the home")?;
+    ensure!(u64::from(nb.uid()) == alice.uid, "the notebook belongs to {}", nb.uid());
+
+    // save as image, and a job of that image sees the workspace's files
+    let saved = alice.ok(&["save", "nb", "--as", "myenv"]).await?;
+    ensure!(saved.contains("saved nb as myenv"), "gpuhub save: {saved}");
+    let reference = saved
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ',')
+        .find(|w| w.starts_with("gpuhub-user/"))
+        .unwrap_or_default()
+        .to_owned();
+    let alias = gpuhub_lxd::images::saved_alias(&reference);
+    let info = Command::new("lxc").args(["image", "info", &alias]).output()?;
+    ensure!(info.status.success(), "lxd has no image {alias}: {}", describe(&info));
+    let mine = alice.ok(&["images", "--mine"]).await?;
+    ensure!(mine.contains("myenv") && mine.contains(&reference), "images --mine: {mine}");
+    let args = ["run", "--name", "again", "--image", "myenv", "--follow", "--", "cat", "/tmp/saved.txt"];
+    let (code, out) = run(&alice, &args).await?;
+    ensure!(code == Some(0) && out.contains("made-in-the-workspace"), "a job of the saved image: {code:?} {out}");
+
+    // stop the workspace; remove the job and the image, which goes from LXD
+    alice.ok(&["stop", "nb"]).await?;
+    let w = alice.workload("nb").await?;
+    ensure!(w["state"] == "stopped", "the stopped workspace: {}", w["state"]);
+    alice.ok(&["rm", "again"]).await?;
+    alice.ok(&["images", "--mine", "rm", "myenv"]).await?;
+    let info = Command::new("lxc").args(["image", "info", &alias]).output()?;
+    ensure!(!info.status.success(), "the image {alias} is still in lxd");
+    let (status, _) = alice.api(Method::GET, "/api/v1/workloads/again", None).await?;
+    ensure!(status == StatusCode::NOT_FOUND, "the removed job: {status}");
+    hub.quiet();
+    Ok(())
+}
+
+#[tokio::test]
+async fn serve_without_a_daemon_stops_naming_the_socket() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("gpuhub.toml");
+    let socket = dir.path().join("no-lxd.socket");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:0\"\nssh_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nengine = \"lxd\"\n\
+             [lxd]\nsocket = \"{}\"\nstate_dir = \"{}\"\n",
+            dir.path().join("data").display(),
+            socket.display(),
+            dir.path().join("lxd").display()
+        ),
+    )?;
+    let run = access_support::clean_command(access_support::BIN).args(["serve", "--config"]).arg(&config).output();
+    let out = tokio::time::timeout(access_support::WAIT, run).await.context("gpuhub serve did not stop")??;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "gpuhub serve started without lxd: {}", describe(&out));
+    ensure!(
+        err.contains("no-lxd.socket") && err.contains("is LXD installed and running"),
+        "gpuhub serve's error: {err}"
+    );
+    Ok(())
+}
