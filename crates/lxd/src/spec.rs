@@ -249,6 +249,8 @@ pub fn instance(
         format!("lxc.init.cmd = /bin/sh {RUN_MOUNT}/init.sh"),
         format!("lxc.init.uid = {}", id.uid),
         format!("lxc.init.gid = {}", id.gid),
+        // as Docker's no-new-privileges: no setuid program of the image makes the member root inside
+        "lxc.no_new_privs = 1".to_owned(),
     ];
     if !groups.is_empty() {
         lxc.push(format!("lxc.init.groups = {}", groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));

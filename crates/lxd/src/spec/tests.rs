@@ -96,6 +96,7 @@ fn the_instance_maps_the_user_and_sets_limits_mounts_labels_and_ports() {
     assert_eq!(c["raw.idmap"], "uid 10000 10000\ngid 10000 10000\ngid 20000 20000");
     let lxc = c["raw.lxc"].as_str().unwrap();
     assert!(lxc.contains("lxc.init.uid = 10000") && lxc.contains("lxc.init.groups = 20000"), "{lxc}");
+    assert!(lxc.contains("lxc.no_new_privs = 1"), "{lxc}");
     assert_eq!(c["limits.cpu.allowance"], "150ms/100ms");
     assert_eq!(c["limits.memory"], format!("{}B", 1u64 << 30));
     assert_eq!(c["limits.processes"], "256");

@@ -25,6 +25,7 @@ async fn a_job_runs_as_its_user_with_its_limits_and_ends_with_its_exit_code() {
     let mut cleanup = Cleanup { engine: engine.clone(), runs: vec![], images: vec![] };
     // the job waits for the test's word (a file in its home) so that its limits can be read meanwhile
     let script = "echo uid=$(id -u) gid=$(id -g) pwd=$(pwd); echo \"$GREETING\" rank=$RANK; \
+                  grep NoNewPrivs /proc/self/status; \
                   echo written > /home/tester/out.txt; \
                   while [ ! -e /home/tester/go ]; do sleep 0.05; done; echo last line; exit 3";
     let status = engine.submit(&spec(&name, IMAGE, script, Some(&home))).await.unwrap();
@@ -46,6 +47,7 @@ async fn a_job_runs_as_its_user_with_its_limits_and_ends_with_its_exit_code() {
     assert_eq!(state, MemberState::Exited(3), "output: {out}");
     assert!(out.contains(&format!("uid={UID} gid={GID} pwd=/home/tester")), "{out}");
     assert!(out.contains("hello from lxd rank=0"), "{out}");
+    assert!(out.contains("NoNewPrivs:\t1"), "no new privileges: {out}");
     let written = home.join("out.txt");
     assert_eq!(std::fs::read_to_string(&written).unwrap(), "written\n");
     let meta = std::fs::metadata(&written).unwrap();
