@@ -62,8 +62,8 @@ fn skip(test: &str) -> bool {
     false
 }
 
-/// Five jobs through an engine stopped with `signal` and started again: all run again and end with
-/// their own codes.
+/// Five jobs and a workspace through an engine stopped with `signal` and started again: the jobs run
+/// again and end with their own codes, the workspace runs again with its home.
 async fn five_jobs_through_a_restart(signal: &str, pool: &'static str) {
     let root = tempfile::Builder::new().prefix("ghr").tempdir_in("/tmp").unwrap();
     let (engine, rt, hub) = hub_on_private_engine(root.path(), pool, OnEngineRestart::Requeue).await;
@@ -75,10 +75,15 @@ async fn five_jobs_through_a_restart(signal: &str, pool: &'static str) {
         let v = hub.submit(&alice, job(name, code)).await;
         queued_at.push(store.get_workload_by_id(v["id"].as_str().unwrap()).await.unwrap().queued_at);
     }
+    let ws = json!({"name": "ws", "kind": "workspace", "image": IMAGE,
+        "command": ["sh", "-c", "echo ws >> $HOME/starts; sleep 600"],
+        "resources": {"cpus": 0.25, "memory": "64MiB", "gpus": 0}});
+    hub.submit(&alice, ws).await;
     let t0 = Instant::now();
     for (name, _) in JOBS {
         hub.wait_for(&alice, name, 60, |v| v["state"] == "running").await;
     }
+    hub.wait_for(&alice, "ws", 60, |v| v["state"] == "running").await;
     let all_running = t0.elapsed();
 
     engine.stop(signal);
@@ -129,17 +134,25 @@ async fn five_jobs_through_a_restart(signal: &str, pool: &'static str) {
         ended.join(", ")
     );
 
-    // one container per job (the killed one was removed before its next started), each command run twice
+    // the workspace is back, with its home (the file its first run wrote), and its reason in its history
+    let v = hub.wait_for(&alice, "ws", 60, |v| v["state"] == "running").await;
+    let again = v["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["message"].as_str().is_some_and(|m| m.starts_with("engine-restarted")));
+    assert!(again, "{v}");
+    // one container per workload (the killed one was removed before its next started), each command run twice
     let counts = counts_by_workload(&rt).await;
-    for (name, _) in JOBS {
+    for name in JOBS.map(|(n, _)| n).into_iter().chain(["ws"]) {
         let v = hub.get(&alice, name).await;
         assert_eq!(counts.get(v["id"].as_str().unwrap()), Some(&1), "{name}: containers by workload {counts:?}");
     }
-    assert_eq!(counts.len(), 5, "{counts:?}");
+    assert_eq!(counts.len(), 6, "{counts:?}");
     let starts = std::fs::read_to_string(hub.dir.path().join("data/homes/alice/starts")).unwrap();
     let mut runs: Vec<&str> = starts.lines().collect();
     runs.sort();
-    assert_eq!(runs, ["j1", "j1", "j2", "j2", "j3", "j3", "j4", "j4", "j5", "j5"], "runs of each job");
+    assert_eq!(runs, ["j1", "j1", "j2", "j2", "j3", "j3", "j4", "j4", "j5", "j5", "ws", "ws"], "runs of each");
     hub.server.unwrap().shutdown().await;
     drop(engine);
 }
