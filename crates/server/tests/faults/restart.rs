@@ -267,3 +267,41 @@ async fn a_failed_node_queues_its_job_again() {
 fn node_named(name: &str) -> gpuhub_core::node::NodeCapacity {
     gpuhub_core::node::NodeCapacity { name: name.into(), ..node(0) }
 }
+
+/// A kill gpuhub did not ask for while the engine stays up (the OOM killer, a `docker kill`) is the
+/// run's own end: held for the margin (15 s by the controller's clock, here a manual one), then
+/// recorded with its code and no engine reason.
+#[tokio::test]
+async fn a_kill_without_an_outage_is_the_runs_own_end() {
+    use gpuhub_controller::clock::{Clock, ManualClock};
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let engine = crate::common::fake();
+    let dir = tempfile::tempdir().unwrap();
+    let seams = gpuhub_server::Seams { clock: clock.clone(), ..Default::default() };
+    let server = gpuhub_server::start_with(config(dir.path()), engine.clone(), seams).await.unwrap();
+    let url = format!("http://{}", server.addr);
+    let hub = Hub { server: Some(server), url, runtime: engine.clone(), dir, http: reqwest::Client::new() };
+    let admin = hub.login("admin", ADMIN_PASSWORD).await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, crate::common::job("oom", 0)).await;
+    hub.wait_for(&alice, "oom", 10, |v| v["state"] == "running").await;
+    let controller = hub.server.as_ref().unwrap().state.controller.clone();
+    let passes = controller.passes();
+    engine.exit(&hub.run(&alice, "oom").await, 137);
+    // the exit woke the controller (a pass follows every burst of events) and is held: still running
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while controller.passes() <= passes {
+        assert!(Instant::now() < deadline, "no pass after the exit");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await; // passes have no change feed
+    }
+    assert_eq!(hub.get(&alice, "oom").await["state"], "running", "held for the margin");
+    let held_at = clock.now();
+    clock.advance(chrono::TimeDelta::seconds(16));
+    controller.kick();
+    let v = hub.wait_for(&alice, "oom", 10, |v| v["state"] == "failed").await;
+    assert_eq!(v["exit_code"], 137, "{v}");
+    assert!(v.get("interruption").is_none(), "{v}");
+    assert_eq!(v["message"], "killed (exit code 137; out of memory or SIGKILL)", "{v}");
+    assert!(clock.now() >= held_at + chrono::TimeDelta::seconds(15));
+    hub.server.unwrap().shutdown().await;
+}
