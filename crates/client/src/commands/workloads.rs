@@ -284,6 +284,8 @@ pub(crate) fn reason(w: &WorkloadView, now: DateTime<Utc>) -> String {
             ("owner-disabled", _) => "owner's account disabled".to_owned(),
             ("idle", _) => "stopped: idle GPUs".to_owned(),
             ("gpu-memory-exceeded", _) => "stopped: GPU memory above its grant".to_owned(),
+            ("engine-restarted", _) if w.state == WorkloadState::Queued => "engine restarted: queued again".to_owned(),
+            ("engine-restarted", _) => "ended by an engine restart".to_owned(),
             (other, _) => other.to_owned(),
         };
         return format!("{who} {} ago", age(i.at, now));
@@ -646,6 +648,12 @@ mod tests {
             next: "ended".into(),
         });
         assert_eq!(reason(&w, now), "stopped: GPU memory above its grant 3m ago");
+        // a run the engine's restart killed, queued again (or failed, on_engine_restart = "fail")
+        w.interruption.as_mut().unwrap().reason = "engine-restarted".into();
+        w.state = WorkloadState::Queued;
+        assert_eq!(reason(&w, now), "engine restarted: queued again 3m ago");
+        w.state = WorkloadState::Failed;
+        assert_eq!(reason(&w, now), "ended by an engine restart 3m ago");
     }
 
     #[test]
