@@ -110,6 +110,7 @@ pub fn running(default_node: &str, w: &Workload, stopping: bool) -> Running {
         runtime_limit_ms: limit_ms(w),
         placements,
         preemptible: true,
+        long_running: w.kind == gpuhub_core::workload::WorkloadKind::Service,
         stopping,
     }
 }

@@ -126,6 +126,7 @@ fn full_cluster_backlog() -> (Cluster, Vec<Running>, Vec<Pending>, Config) {
                     memory: 32 << 30,
                 }],
                 preemptible: true,
+                long_running: false,
                 stopping: false,
             });
         }

@@ -164,6 +164,10 @@ pub struct Running {
     /// Whether it may be preempted.
     #[serde(default = "yes")]
     pub preemptible: bool,
+    /// Long-running work (a service): preempted only while its queue holds more than its guarantee,
+    /// never within it for a higher priority of its own queue.
+    #[serde(default)]
+    pub long_running: bool,
     /// Already told to stop (a grace period runs): its resources are about to be free.
     #[serde(default)]
     pub stopping: bool,

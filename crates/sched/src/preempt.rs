@@ -70,7 +70,7 @@ impl<'a> Pass<'a> {
             s.used.minus(gone[q]).exceeds(s.spec.guarantee)
         };
         let same = p.queue == q;
-        if r.priority < p.priority && (same || borrowed()) {
+        if r.priority < p.priority && ((same && !r.long_running) || borrowed()) {
             return true;
         }
         !same && self.reclaims(p.queue, want) && borrowed()

@@ -52,6 +52,7 @@ fn held() -> Vec<Running> {
         runtime_limit_ms: Some(1000),
         placements: s.placements.clone(),
         preemptible: true,
+        long_running: false,
         stopping: false,
     }]
 }

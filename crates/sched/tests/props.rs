@@ -119,6 +119,7 @@ fn to_running(d: &Decisions, pending: &[Pending], now: i64) -> Vec<Running> {
                 runtime_limit_ms: p.runtime_limit_ms,
                 placements: s.placements.clone(),
                 preemptible: true,
+                long_running: false,
                 stopping: false,
             }
         })

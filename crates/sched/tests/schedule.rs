@@ -56,6 +56,7 @@ fn run_from(d: &Decisions, id: &str, started: i64, limit: Option<i64>) -> Runnin
         runtime_limit_ms: limit,
         placements: s.placements.clone(),
         preemptible: true,
+        long_running: false,
         stopping: false,
     }
 }
@@ -297,6 +298,7 @@ fn fair_share_orders_queues_by_decayed_usage() {
         runtime_limit_ms: None,
         placements: vec![Placement { node: "n".into(), gpus: vec![], cpu_milli: 1000, memory: 1 << 30 }],
         preemptible: true,
+        long_running: false,
         stopping: false,
     };
     let mut usage = Usage::default();
@@ -346,6 +348,7 @@ fn running_on(id: &str, q: &str, node: &str, first: u32, n: u32, started: i64, l
             memory: u64::from(n) << 30,
         }],
         preemptible: true,
+        long_running: false,
         stopping: false,
     }
 }
@@ -465,4 +468,27 @@ fn decide_keeps_the_room_a_blocked_workload_waits_for() {
     let quiet = decide(&c, std::slice::from_ref(&a), &p, &cfg, 10);
     assert_eq!(quiet.starts, full.starts);
     assert_eq!(quiet.preemptions, full.preemptions);
+}
+
+#[test]
+fn long_running_work_yields_to_a_higher_priority_only_beyond_its_queues_guarantee() {
+    let c = cluster(&[("n", 2)]);
+    let mut svc = running_on("svc", "a", "n", 0, 2, 0, None);
+    svc.long_running = true;
+    let high = [in_queue(pend("high", whole(1), 10, 1), "a")];
+    // within the guarantee of its queue (2 GPUs): a service stays, the higher priority waits
+    let within = Config { queues: vec![queue("a", 2)], ..Config::default() };
+    let d = schedule(&c, std::slice::from_ref(&svc), &high, &within, 5);
+    assert!(d.preemptions.is_empty(), "{d:?}");
+    assert_eq!(d.pending[0].reason, Reason::Resources);
+    let quiet = decide(&c, std::slice::from_ref(&svc), &high, &within, 5);
+    assert!(quiet.preemptions.is_empty() && quiet.starts.is_empty(), "{quiet:?}");
+    // beyond it (a guarantee of 1 GPU): it yields as other work does
+    let beyond = Config { queues: vec![queue("a", 1)], ..Config::default() };
+    let d = schedule(&c, std::slice::from_ref(&svc), &high, &beyond, 5);
+    assert_eq!(d.preemptions.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["svc"]);
+    // a job in its place yields within the guarantee too
+    svc.long_running = false;
+    let d = schedule(&c, std::slice::from_ref(&svc), &high, &within, 5);
+    assert_eq!(d.preemptions.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["svc"]);
 }

@@ -50,6 +50,7 @@ fn running(d: &Decisions, p: &Pending) -> Running {
         runtime_limit_ms: None,
         placements: s.placements.clone(),
         preemptible: true,
+        long_running: false,
         stopping: false,
     }
 }

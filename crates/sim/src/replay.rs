@@ -499,6 +499,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                         runtime_limit_ms: Some(live[k].remaining_ms),
                         placements: s.placements.clone(),
                         preemptible: true,
+                        long_running: false,
                         stopping: false,
                     },
                 );

@@ -122,6 +122,7 @@ fn the_backlog_notes_the_distribution_of_the_slice() {
                 memory: 8 << 30,
             }],
             preemptible: true,
+            long_running: false,
             stopping: false,
         })
         .collect();
