@@ -179,6 +179,15 @@ async fn on_docker_a_killed_service_is_restarted_and_one_that_exits_at_once_cras
     assert_eq!(proxied(&hub, &alice, "/w/alice/web/service/").await, "hello from web\n");
     assert_eq!(hub.get(&alice, "web").await["restarts"], 1);
 
+    // readiness by a command run in it: not ready until the file it tests is there
+    let ready_cmd = json!({"service": {"port": 8080, "ready": {"command": ["test", "-f", "/tmp/ready"]}}});
+    let script = "sleep 5; touch /tmp/ready; exec sleep 600";
+    hub.submit(&alice, with_image(service("cmd", &["sh", "-c", script], ready_cmd))).await;
+    let v = hub.wait_state(&alice, "cmd", "running").await;
+    let first = hub.get(&alice, "cmd").await;
+    assert_eq!(first["service"]["ready"], false, "{v}");
+    until_ready(&hub, &alice, "cmd").await;
+
     // a service that exits at once: five quick failures and it says crash-loop
     hub.submit(&alice, with_image(service("flaky", &["sh", "-c", "exit 3"], json!({})))).await;
     for i in 1..=5u64 {
@@ -193,7 +202,7 @@ async fn on_docker_a_killed_service_is_restarted_and_one_that_exits_at_once_cras
     let v = hub.get(&alice, "flaky").await;
     assert_eq!(v["service"]["crash_loop"], true, "{v}");
     assert!(v["message"].as_str().unwrap().starts_with("crash-loop: exited with code 3, 5 times in a row"), "{v}");
-    for name in ["web", "flaky"] {
+    for name in ["web", "cmd", "flaky"] {
         let (s, _) = hub.call(Method::DELETE, &format!("/api/v1/workloads/{name}"), Some(&alice), None).await;
         assert_eq!(s, StatusCode::NO_CONTENT);
     }
