@@ -46,7 +46,11 @@ impl PrivateDockerd {
         let _ = std::fs::remove_file(self.root.join("pid")); // a killed daemon leaves it behind
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.root.join("dockerd.log")).unwrap();
         let r = |p: &str| self.root.join(p).display().to_string();
+        // a config file of its own: the host's /etc/docker/daemon.json (live-restore, turned on by
+        // scripts/setup-debian.sh) would otherwise decide for it, or clash with the flag
+        std::fs::write(self.root.join("daemon.json"), "{}\n").unwrap();
         let child = Command::new("dockerd")
+            .args(["--config-file", &r("daemon.json")])
             .args(["--host", &self.host(), "--data-root", &r("data"), "--exec-root", &r("exec")])
             .args(["--pidfile", &r("pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false"])
             .args(["--default-address-pool", self.pool])
