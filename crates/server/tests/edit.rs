@@ -132,3 +132,29 @@ async fn full_pass(hub: &Hub) {
         }
     }
 }
+
+/// Where the engine queues (Slurm, here its recording fake), a workload waiting in the engine's queue
+/// was submitted for its team queue: it cannot move to another (409 naming why), while its time limit
+/// may still grow.
+#[tokio::test]
+async fn a_workload_waiting_in_the_engines_queue_keeps_its_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.scheduler.queues = vec![QueueSpec::open("vision"), QueueSpec::open("nlp")];
+    let engine = Arc::new(gpuhub_driver::fake::FakeEngine::engine_placed().with_nodes(vec![common::node(2)]));
+    let hub = Hub::start_on(dir, cfg, engine).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let j = with(with(job("j", 1), "queue", json!("vision")), "runtime_limit", json!("1h"));
+    hub.submit(&alice, j).await;
+    // submitted: it waits in the engine's queue (members pending)
+    hub.wait_for(&alice, "j", 10, |v| v["members"].as_array().is_some_and(|m| !m.is_empty())).await;
+    let (s, v) = patch(&hub, &admin, "j?owner=alice", json!({"queue": "nlp"})).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("already waits in the fake engine's own queue under queue vision"),
+        "{v}"
+    );
+    let (s, v) = patch(&hub, &alice, "j", json!({"runtime_limit": "2h"})).await;
+    assert_eq!((s, &v["runtime_limit"]), (StatusCode::OK, &json!("2h")), "{v}");
+}

@@ -42,6 +42,19 @@ pub async fn edit(
     // the rules on a copy first, for an answer that names the problem before the controller is asked
     let mut edited = w.clone();
     edited.amend(req)?;
+    if req.queue.as_ref().is_some_and(|q| *q != w.queue) && w.waits_in_engine() {
+        // submitted to an engine's own queue (Slurm's partition and QOS follow the team queue)
+        return Err(ServiceError::new(
+            Kind::Conflict,
+            format!(
+                "workload {} already waits in the {} engine's own queue under queue {}, where it cannot move; \
+                 submit it anew in the other queue",
+                w.name,
+                st.engine.name(),
+                if w.queue.is_empty() { "default" } else { &w.queue }
+            ),
+        ));
+    }
     if let Some(q) = req.queue.as_deref().filter(|q| !q.is_empty()) {
         let live = st.live_config().await?;
         live.queue_for(&w.owner, true, Some(q))
