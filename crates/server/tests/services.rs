@@ -343,3 +343,22 @@ async fn a_services_url_answers_whom_its_access_allows() {
     let (s, _, _) = get(on("mine--alice", "/w/alice/mine/service/"), None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 }
+
+/// A service whose run ended while the hub was down is found so at reconciliation: queued again with
+/// its backoff, its restarts counted; what it had counted before is kept.
+#[tokio::test]
+async fn a_service_that_ended_while_the_hub_was_down_is_restarted_after_reconciliation() {
+    let mut hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, service("web", &["httpd", "-f"], json!({}))).await;
+    hub.wait_state(&alice, "web", "running").await;
+    let run = hub.run(&alice, "web").await;
+    hub.server.take().unwrap().shutdown().await;
+    hub.runtime.exit(&run, 2);
+    hub.restart_from_nothing().await;
+    let alice = hub.login("alice", "alice-password").await;
+    let v = hub.wait_for(&alice, "web", 10, |v| v["restarts"] == json!(1)).await;
+    assert_eq!(v["state"], "queued", "{v}");
+    assert!(v["message"].as_str().unwrap().starts_with("exited with code 2; restarting in 10s"), "{v}");
+}
