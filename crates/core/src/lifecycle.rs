@@ -405,8 +405,9 @@ impl Workload {
     fn end(&mut self, code: i64, now: DateTime<Utc>) {
         if let Some(service) = self.service.as_mut().filter(|_| self.kind == WorkloadKind::Service) {
             // a service is kept running: queued again, to start once its backoff has passed; the run id
-            // stays (the next launch removes that run first)
-            let message = service.ended(code, self.started_at, now);
+            // stays (the next launch removes that run first). How long this run lasted counts from its
+            // holding's start (`started_at` may be an earlier run's when this one never ran)
+            let message = service.ended(code, self.held_since, now);
             self.state = WorkloadState::Queued;
             self.exit_code = Some(code);
             self.gpus.clear();

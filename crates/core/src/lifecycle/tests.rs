@@ -374,3 +374,19 @@ fn a_service_that_exits_is_queued_again_after_its_backoff_and_a_stop_ends_it() {
     j.apply(Event::MemberExited { index: 0, code: 137 }, at(5)).unwrap();
     assert_eq!(j.state, WorkloadState::Failed);
 }
+
+#[test]
+fn a_service_run_that_never_ran_is_a_quick_failure_even_after_a_long_one() {
+    use crate::service::{Service, ServiceAccess, ServiceSpec};
+    let mut w = started(WorkloadKind::Service, 1);
+    w.service = Some(Service::new(ServiceSpec { port: 1, ready: None, access: ServiceAccess::Owner }));
+    // up for a day: no quick failure
+    w.apply(Event::MemberExited { index: 0, code: 1 }, at(86_400)).unwrap();
+    assert_eq!(w.service.as_ref().unwrap().failures, 1);
+    // the next run exits while starting, long after the first one started: a quick failure
+    w.apply(Event::Placed { members: placed(1) }, at(86_410)).unwrap();
+    w.apply(Event::Submitted { run: "r2".into(), members: placed(1), ports: Default::default() }, at(86_411)).unwrap();
+    w.apply(Event::MemberExited { index: 0, code: 1 }, at(86_412)).unwrap();
+    let s = w.service.as_ref().unwrap();
+    assert_eq!((w.state, s.failures, s.restarts), (WorkloadState::Queued, 2, 2), "{w:?}");
+}
