@@ -15,7 +15,8 @@
 
 mod access_support;
 
-use access_support::{Hub, User, describe};
+use access_support::ssh as sshc;
+use access_support::{Hub, User, WAIT, describe};
 use anyhow::{Context as _, Result, bail, ensure};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -101,7 +102,7 @@ async fn jobs_a_jupyterlab_workspace_and_save_as_image_on_lxd() -> Result<()> {
     access_support::ensure_image("build-jupyter-image.sh").await?;
     let state = tempfile::Builder::new().prefix("gpuhub-lxd-e2e-").tempdir()?;
     let mut hub = Hub::start_with(&lxd_config(state.path())?).await?;
-    let alice = hub.user("alice").await?;
+    let mut alice = hub.user("alice").await?;
     let _cleanup = LxdCleanup(vec![alice.name.clone()]);
     let home = hub.dir.path().join("data/homes").join(&alice.name);
 
@@ -156,6 +157,24 @@ async fn jobs_a_jupyterlab_workspace_and_save_as_image_on_lxd() -> Result<()> {
     ensure!(put.status().is_success(), "writing a notebook through the lab: {} {}", put.status(), put.text().await?);
     let nb = std::fs::metadata(home.join("hello.ipynb")).context("the notebook in the home")?;
     ensure!(u64::from(nb.uid()) == alice.uid, "the notebook belongs to {}", nb.uid());
+
+    // SSH through the gateway: a command as the owner with its exit status (LXD exec, no terminal)
+    let keys = hub.dir.path().join("keys");
+    std::fs::create_dir_all(&keys)?;
+    let key = sshc::keygen(&keys, &alice.name).await?;
+    alice.ok(&["ssh-key", "add", &key.public.display().to_string()]).await?;
+    let port = hub.ssh_port;
+    let uid = sshc::ok(port, &key, "nb@127.0.0.1", &["id", "-u"]).await?;
+    ensure!(uid.trim() == alice.uid.to_string(), "ssh id -u: {uid}");
+    let out = sshc::run(sshc::ssh(port, &key, "nb@127.0.0.1", &["exit 7"]), WAIT).await?;
+    ensure!(out.status.code() == Some(7), "ssh exit 7: {}", describe(&out));
+
+    // gpuhub killed and started again finds the workspace running, its lab still served
+    hub.kill()?;
+    hub.restart(&mut [&mut alice]).await?;
+    let lab = alice.app_url("nb", "lab");
+    alice.wait_state("nb", "running").await?;
+    alice.wait_http_ok(&format!("{lab}api/status")).await?;
 
     // save as image, and a job of that image sees the workspace's files
     let saved = alice.ok(&["save", "nb", "--as", "myenv"]).await?;

@@ -12,6 +12,26 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
+/// What runs a command without a terminal so that it outlives the hub: its output (stdout and stderr, one
+/// stream, as [`ExecHandle::output`] is) goes through `cat`, and once the hub's end is gone (the hub
+/// stopped or restarted: LXD closes the pipe) a second `cat` drains it to `/dev/null`, so an app started
+/// with exec (JupyterLab) never writes into a broken pipe and dies of it, as a process of `docker exec`
+/// does not. The command's exit status is passed out through fd 4 and is the script's own.
+pub const DETACHED_OUTPUT: &str = "exec 3>&1; \
+    s=$( { { \"$@\" 2>&1 3>&- 4>&-; echo $? >&4; } | { cat >&3 || cat >/dev/null; } 4>&-; } 4>&1 ); \
+    exit \"${s:-1}\"";
+
+/// The command LXD runs for `spec`: with a terminal as it is (a terminal ends with its client, as on
+/// Docker), without one under [`DETACHED_OUTPUT`].
+fn command(spec: &ExecSpec) -> Vec<String> {
+    if spec.tty.is_some() {
+        return spec.command.clone();
+    }
+    let mut cmd = vec!["/bin/sh".to_owned(), "-c".to_owned(), DETACHED_OUTPUT.to_owned(), "sh".to_owned()];
+    cmd.extend(spec.command.iter().cloned());
+    cmd
+}
+
 /// `uid:gid` as numbers.
 fn user(spec: &ExecSpec) -> Result<(u32, u32), EngineError> {
     let bad = || EngineError::Rejected(format!("exec user {:?} is not uid:gid", spec.user));
@@ -28,7 +48,7 @@ impl LxdEngine {
         let (uid, gid) = user(spec)?;
         let (width, height) = spec.tty.unwrap_or((80, 24));
         let mut body = json!({
-            "command": spec.command,
+            "command": command(spec),
             "environment": spec.env,
             "wait-for-websocket": true,
             "interactive": spec.tty.is_some(),
@@ -170,6 +190,32 @@ impl LxdEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_without_a_terminal_keep_their_output_open() {
+        let spec = ExecSpec { command: vec!["id".into(), "-u".into()], ..Default::default() };
+        let cmd = command(&spec);
+        assert_eq!(&cmd[..2], ["/bin/sh", "-c"]);
+        assert_eq!(&cmd[3..], ["sh", "id", "-u"]);
+        let tty = ExecSpec { tty: Some((80, 24)), ..spec };
+        assert_eq!(command(&tty), ["id", "-u"]);
+    }
+
+    /// The wrapper in this host's `sh`: output and status pass through, stdin reaches the command.
+    #[test]
+    fn the_wrapper_passes_output_input_and_status() {
+        use std::io::Write;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", DETACHED_OUTPUT, "sh", "sh", "-c", "read l; echo out $l; echo err >&2; exit 5"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"in\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(5));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "out in\nerr\n");
+    }
 
     #[test]
     fn exec_users_are_uid_gid() {

@@ -105,6 +105,42 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
     assert!(out.contains(&format!("{UID}\n")) && out.contains("got ping"), "{out}");
     let code = wait_exit(&engine, &h.id).await;
     assert_eq!(code, 4);
+    // an app started with exec outlives its client (the hub stopping): it goes on writing output
+    let ticking = ExecSpec {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "i=0; while :; do i=$((i+1)); echo tick $i; echo $i >/tmp/ticks; sleep 0.02; done".into(),
+        ],
+        user: format!("{UID}:{GID}"),
+        ..Default::default()
+    };
+    let mut h = engine.exec(&member, &ticking).await.unwrap();
+    let first = tokio::time::timeout(PATIENCE, h.output.next()).await.expect("ticks").unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).starts_with("tick"), "{first:?}");
+    let id = h.id.clone();
+    drop(h);
+    let ticks = || async {
+        let read = ExecSpec {
+            command: vec!["cat".into(), "/tmp/ticks".into()],
+            user: format!("{UID}:{GID}"),
+            ..Default::default()
+        };
+        let mut h = engine.exec(&member, &read).await.unwrap();
+        let mut out = Vec::new();
+        while let Some(c) = h.output.next().await {
+            out.extend_from_slice(&c.unwrap());
+        }
+        String::from_utf8_lossy(&out).trim().parse::<u64>().unwrap_or(0)
+    };
+    let at_drop = ticks().await;
+    let start = std::time::Instant::now();
+    while ticks().await < at_drop + 50 {
+        assert!(start.elapsed() < PATIENCE, "the app stopped ticking once its client was gone");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(engine.exec_exit_code(&id).await.unwrap(), None, "it still runs");
+
     // a terminal, resized
     let spec = ExecSpec {
         command: vec!["sh".into(), "-c".into(), "sleep 0.5; stty size; exit 5".into()],
