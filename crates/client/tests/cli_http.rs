@@ -461,6 +461,10 @@ async fn edit_sends_the_new_limit_and_refuses_what_it_cannot_ask() {
     assert_eq!(r.unwrap_err().to_string(), "workload train has no run-time limit to extend; give --time-limit");
     let (r, _) = cli(&ctx, &["edit", "train"]).await;
     assert!(r.unwrap_err().to_string().starts_with("nothing to change"));
+    // a service's update: image, environment and command
+    let (r, _) = cli(&ctx, &["edit", "web", "--image", "web:2", "--env", "MODE=v2", "--", "serve", "--fast"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(server.last().json(), json!({"image": "web:2", "env": {"MODE": "v2"}, "command": ["serve", "--fast"]}));
     assert!(ClientCli::try_parse_from(["gpuhub", "edit", "t", "--extend", "1h", "--time-limit", "2h"]).is_err());
 }
 

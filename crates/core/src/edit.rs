@@ -12,8 +12,9 @@ fn display(limit: Option<Seconds>) -> String {
 }
 
 impl Workload {
-    /// Applies `edit`, returning what changed in words (`run-time limit 1h → 3h`); nothing when it
-    /// changes nothing. A run-time limit may only grow (to at most 366 days), and only while the
+    /// Applies `edit`'s terms (time limit, priority, queue; a service's image, command and environment
+    /// are updated apart, by a restart), returning what changed in words (`run-time limit 1h → 3h`);
+    /// nothing when it changes nothing. A run-time limit may only grow (to at most 366 days), and only while the
     /// workload is pulling, queued, starting or running; priority and queue change only while it waits
     /// (pulling or queued). A refusal changes nothing.
     pub fn amend(&mut self, edit: &EditWorkloadRequest) -> Result<Vec<String>, CoreError> {

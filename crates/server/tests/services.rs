@@ -362,3 +362,43 @@ async fn a_service_that_ended_while_the_hub_was_down_is_restarted_after_reconcil
     assert_eq!(v["state"], "queued", "{v}");
     assert!(v["message"].as_str().unwrap().starts_with("exited with code 2; restarting in 10s"), "{v}");
 }
+
+/// A service's update (`PATCH` with `image`, `command` or `env`): its run is stopped and a new one
+/// started with the new terms, not counted as a restart; anything else is refused naming why.
+#[tokio::test]
+async fn a_service_is_updated_by_a_new_run_with_its_new_terms() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    hub.submit(&alice, service("web", &["httpd", "-f"], json!({}))).await;
+    hub.wait_state(&alice, "web", "running").await;
+    let old = hub.run(&alice, "web").await;
+    let body = json!({"command": ["httpd", "-f", "-p", "9090"], "env": {"MODE": "v2"}});
+    let (s, v) = hub.call(Method::PATCH, "/api/v1/workloads/web", Some(&alice), Some(body)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["command"], json!(["httpd", "-f", "-p", "9090"]), "{v}");
+    let v = hub.wait_state(&alice, "web", "running").await;
+    let new = hub.run(&alice, "web").await;
+    assert_ne!(new, old, "a new run: {v}");
+    let spec = hub.runtime.spec(&new).expect("the new run's spec");
+    assert_eq!(
+        (spec.command.join(" "), spec.env.get("MODE").map(String::as_str)),
+        ("httpd -f -p 9090".into(), Some("v2"))
+    );
+    assert_eq!(v["restarts"], 0, "an update is no restart: {v}");
+    let notes: Vec<&str> = v["history"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect();
+    assert!(notes.contains(&"updated: command, environment (by alice)"), "{notes:?}");
+    // refused: another kind, other terms beside, reserved variables
+    hub.submit(&alice, common::job("j", 0)).await;
+    let cases = [
+        ("j", json!({"command": ["true"]}), "only a service is updated in place"),
+        ("web", json!({"command": ["x"], "priority": 1}), "change alone"),
+        ("web", json!({"env": {"GPUHUB_MEMBER": "1"}}), "GPUHUB_"),
+    ];
+    for (name, body, want) in cases {
+        let (s, v) =
+            hub.call(Method::PATCH, &format!("/api/v1/workloads/{name}"), Some(&alice), Some(body.clone())).await;
+        assert!(s.is_client_error(), "{body}: {s} {v}");
+        assert!(v["detail"].as_str().unwrap_or_default().contains(want), "{body}: want {want:?} in {v}");
+    }
+}

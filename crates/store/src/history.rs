@@ -79,6 +79,32 @@ impl Store {
         Ok(())
     }
 
+    /// Writes `w`'s image, command and environment (a service's update, made while it is not running)
+    /// and records `note` in its history at `at`, in one transaction. [`crate::StoreError::NotFound`] if
+    /// the workload is gone.
+    pub async fn update_workload_spec(&self, w: &Workload, note: &str, at: DateTime<Utc>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
+            .bind(&w.id)
+            .bind(&w.image)
+            .bind(crate::codec::to_json("command", &w.command)?)
+            .bind(crate::codec::to_json("env", &w.env)?)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(crate::StoreError::not_found("workload", &w.id));
+        }
+        sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
+            .bind(&w.id)
+            .bind(ms(at))
+            .bind(w.state.as_str())
+            .bind(note)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// The states workload `id` went through, oldest first (at most the last 200).
     pub async fn workload_history(&self, id: &str) -> Result<Vec<StateEvent>> {
         let rows = sqlx::query("SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq")

@@ -1,5 +1,6 @@
 //! `gpuhub edit NAME`: lengthen a workload's run-time limit (`--extend 2h` or `--time-limit 6h`), or,
-//! as an admin, change a queued workload's priority or queue.
+//! as an admin, change a queued workload's priority or queue; or update a service (`--image`, `--env`,
+//! `-- COMMAND`), which restarts it with them.
 
 use super::{Out, print_json};
 use crate::ClientError;
@@ -29,6 +30,15 @@ pub struct EditArgs {
     /// Another user's workload (admin).
     #[arg(long, value_name = "USER")]
     pub owner: Option<String>,
+    /// A service's new image (it is restarted with it).
+    #[arg(long, value_name = "IMG")]
+    pub image: Option<String>,
+    /// A service's environment, in place of its old one; repeat for more.
+    #[arg(long = "env", value_name = "K=V", value_parser = crate::cli::parse_env)]
+    pub env: Vec<(String, String)>,
+    /// A service's new command and arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 fn parse_seconds(s: &str) -> Result<Seconds, String> {
@@ -52,9 +62,20 @@ pub(crate) async fn edit(api: &Api, json: bool, args: EditArgs, out: Out<'_>) ->
         }
         (None, t) => t,
     };
-    let req = EditWorkloadRequest { runtime_limit, priority: args.priority, queue: args.queue };
+    let req = EditWorkloadRequest {
+        runtime_limit,
+        priority: args.priority,
+        queue: args.queue,
+        image: args.image,
+        command: (!args.command.is_empty()).then_some(args.command),
+        env: (!args.env.is_empty()).then(|| args.env.into_iter().collect()),
+    };
     if req.is_empty() {
-        return Err(ClientError::Usage("nothing to change: give --extend, --time-limit, --priority or --queue".into()));
+        return Err(ClientError::Usage(
+            "nothing to change: give --extend, --time-limit, --priority, --queue, or a service's --image, --env or \
+             -- COMMAND"
+                .into(),
+        ));
     }
     let body = serde_json::to_value(&req).map_err(|e| ClientError::Usage(e.to_string()))?;
     let v = api.call(Method::PATCH, &segs, &q, Some(&body)).await?.unwrap_or_default();

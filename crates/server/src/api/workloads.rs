@@ -123,7 +123,9 @@ pub async fn get_workload(
 
 /// Changes a workload's terms: its owner may lengthen the run-time limit of a queued or running
 /// workload (`{"runtime_limit": "3h"}`, within its queue's `max_runtime`); an admin may also change a
-/// queued workload's `priority` or `queue`. Each change is recorded in its `history`.
+/// queued workload's `priority` or `queue`. A service's `image`, `command` or `env` (changed alone) is its
+/// update: a live service's run is stopped and a new one started with them. Each change is recorded in
+/// its `history`.
 #[utoipa::path(patch, path = "/api/v1/workloads/{name}", tag = "workloads", params(("name" = String, Path), OwnerQuery),
     request_body = EditWorkloadRequest,
     responses((status = 200, body = WorkloadView), (status = 400, body = Problem), (status = 403, body = Problem),

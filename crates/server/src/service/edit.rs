@@ -5,9 +5,10 @@
 use super::{Kind, ServiceError};
 use crate::state::AppState;
 use gpuhub_core::Seconds;
-use gpuhub_core::api::EditWorkloadRequest;
+use gpuhub_core::api::{CreateWorkloadRequest, EditWorkloadRequest};
 use gpuhub_core::user::User;
-use gpuhub_core::workload::Workload;
+use gpuhub_core::workload::{Workload, WorkloadKind};
+use gpuhub_store::StoreError;
 
 /// Refuses a run-time limit above the maximum of `queue` (the default queue has none but 366 days).
 pub(crate) async fn check_queue_cap(st: &AppState, queue: &str, limit: Seconds) -> Result<(), ServiceError> {
@@ -35,6 +36,9 @@ pub async fn edit(
 ) -> Result<Workload, ServiceError> {
     if req.is_empty() {
         return Err(ServiceError::invalid("nothing to change: give runtime_limit, priority or queue"));
+    }
+    if req.updates_spec() {
+        return update(st, caller, w, req).await;
     }
     if (req.priority.is_some() || req.queue.is_some()) && !caller.is_admin() {
         return Err(ServiceError::new(Kind::Forbidden, "only an admin may change a workload's priority or queue"));
@@ -66,4 +70,97 @@ pub async fn edit(
     let w = st.controller.edit(&w.id, req.clone(), &caller.username).await?;
     st.controller.kick();
     Ok(w)
+}
+
+/// A service's update: its image, command or environment, checked as at submission; a live service is
+/// stopped, changed and queued again (its old run ends before the new one starts: a service has one
+/// member), an ended one only changed. Recorded in its history.
+async fn update(
+    st: &AppState,
+    caller: &User,
+    w: &Workload,
+    req: &EditWorkloadRequest,
+) -> Result<Workload, ServiceError> {
+    let field = if req.image.is_some() {
+        "image"
+    } else if req.command.is_some() {
+        "command"
+    } else {
+        "env"
+    };
+    if req.runtime_limit.is_some() || req.priority.is_some() || req.queue.is_some() {
+        return Err(ServiceError::invalid_at(
+            field,
+            "invalid update: image, command and env change alone, without runtime_limit, priority or queue",
+        ));
+    }
+    if w.kind != WorkloadKind::Service {
+        return Err(ServiceError::invalid_at(
+            field,
+            format!("invalid {field}: only a service is updated in place; submit a {} anew", w.kind.as_str()),
+        ));
+    }
+    let mut new = w.clone();
+    let mut changed = Vec::new();
+    if let Some(image) = &req.image {
+        let reference = match st.store.get_personal_image(&w.owner, image).await {
+            Ok(p) => p.reference,
+            Err(StoreError::NotFound { .. }) => {
+                let (reference, _, pull) = super::submit::resolve_image(st, caller, image).await?;
+                if pull {
+                    return Err(ServiceError::new(
+                        Kind::Conflict,
+                        format!(
+                            "the engine does not have {reference}, and an update does not pull: run something with it \
+                             once (it is pulled then), then update"
+                        ),
+                    )
+                    .at("image"));
+                }
+                reference
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if reference != w.image {
+            changed.push(format!("image {} → {reference}", w.image));
+            new.image = reference;
+        }
+    }
+    if let Some(command) = req.command.as_ref().filter(|c| **c != w.command) {
+        changed.push("command".to_owned());
+        new.command = command.clone();
+    }
+    if let Some(env) = req.env.as_ref().filter(|e| **e != w.env) {
+        changed.push("environment".to_owned());
+        new.env = env.clone();
+    }
+    // the checks of a submission: NUL in arguments, reserved variables, sizes
+    let as_submitted = CreateWorkloadRequest {
+        command: Some(new.command.clone()),
+        env: new.env.clone(),
+        ..serde_json::from_value(serde_json::json!({"kind": "service", "image": new.image}))
+            .map_err(|e| ServiceError::invalid(e.to_string()))?
+    };
+    if new.command.iter().any(|a| a.contains('\0')) {
+        return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
+    }
+    gpuhub_core::env::check_user_env(&new.env)?;
+    super::check_sizes(&st.config.limits, &as_submitted)?;
+    if changed.is_empty() {
+        return Ok(w.clone());
+    }
+    let live = !w.state.is_terminal();
+    let mut updated = if live { super::stop(st, caller, w).await? } else { w.clone() };
+    updated.image = new.image;
+    updated.command = new.command;
+    updated.env = new.env;
+    let note = format!("updated: {} (by {})", changed.join(", "), caller.username);
+    st.store.update_workload_spec(&updated, &note, st.clock.now()).await?;
+    tracing::info!(workload = %w.id, by = %caller.username, change = %note, "service updated");
+    if !live {
+        return Ok(updated);
+    }
+    let started = st.controller.start(&w.id).await?;
+    st.controller.kick();
+    Ok(started)
 }

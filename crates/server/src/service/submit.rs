@@ -378,7 +378,7 @@ pub const SERVICE_APP: &str = "service";
 /// `image_allow` names; with `allow_any_image`, any image the engine has. The third value says the
 /// engine lacks the image and it is to be pulled (catalog images and those `image_allow` names are).
 /// Another user's personal image runs by no other name either ([`check_not_anothers`]).
-async fn resolve_image(
+pub(super) async fn resolve_image(
     st: &AppState,
     caller: &User,
     image: &str,
