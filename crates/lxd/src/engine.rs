@@ -193,16 +193,20 @@ impl LxdEngine {
         std::fs::read_to_string(self.run_dir(name).join("exit")).ok()?.trim().parse().ok()
     }
 
-    /// A member's state: running while its container runs; once stopped, the status its start script
-    /// wrote (or [`KILLED`] when it wrote none); pending while it has never started (no output yet).
+    /// A member's state: ended with the status its start script wrote, as soon as it has (its last act:
+    /// LXD may say the container runs for seconds more while it stops it); else running while its
+    /// container runs; stopped without a status, [`KILLED`]; pending while it has never started (no
+    /// output yet).
     pub(crate) fn state(&self, c: &Container) -> MemberState {
-        if c.running {
-            return MemberState::Running;
+        if let Some(code) = self.exit_code(&c.name) {
+            return MemberState::Exited(code);
         }
-        match self.exit_code(&c.name) {
-            Some(code) => MemberState::Exited(code),
-            None if self.run_dir(&c.name).join("log").exists() => MemberState::Exited(KILLED),
-            None => MemberState::Pending,
+        if c.running {
+            MemberState::Running
+        } else if self.run_dir(&c.name).join("log").exists() {
+            MemberState::Exited(KILLED)
+        } else {
+            MemberState::Pending
         }
     }
 

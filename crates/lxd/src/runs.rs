@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 /// How often a stop is checked for having happened.
 const STOP_POLL: Duration = Duration::from_millis(200);
+/// How long a started container's start script may take to wait for its word, and how often it is checked.
+const RELEASE_PATIENCE: Duration = Duration::from_secs(60);
+const RELEASE_POLL: Duration = Duration::from_millis(10);
 /// How long a removal waits for LXD to finish stopping a container.
 const BUSY_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -76,6 +79,12 @@ impl LxdEngine {
             return Err(explain_start(e, spec));
         }
         self.loopback_up(&name).await;
+        if let Err(e) = self.release(&name).await {
+            let _ = self.set_state(&name, "stop", true, -1).await;
+            let _ = self.inner.api.delete(&format!("/1.0/instances/{name}")).await;
+            let _ = std::fs::remove_dir_all(&run_dir);
+            return Err(e);
+        }
         Ok(name)
     }
 
@@ -90,9 +99,13 @@ impl LxdEngine {
         let init = dir.join("init.sh");
         std::fs::write(&init, script).map_err(fs)?;
         std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o500)).map_err(fs)?;
+        let go = dir.join(spec::GO);
+        let fifo = rustix::fs::FileType::Fifo;
+        rustix::fs::mknodat(rustix::fs::CWD, &go, fifo, rustix::fs::Mode::from_raw_mode(0o600), 0)
+            .map_err(|e| fs(e.into()))?;
         let owner = Some(rustix::fs::Uid::from_raw(spec.identity.uid));
         let group = Some(rustix::fs::Gid::from_raw(spec.identity.gid));
-        for p in [dir, init.as_path()] {
+        for p in [dir, init.as_path(), go.as_path()] {
             rustix::fs::chown(p, owner, group).map_err(|e| fs(e.into()))?;
         }
         Ok(())
@@ -115,6 +128,40 @@ impl LxdEngine {
             .map_err(api_err)
     }
 
+    /// Tells container `name`'s start script to run its command: a line into its [`spec::GO`] FIFO, once
+    /// the script reads it (opening the FIFO for writing fails until then; the script reaches it within
+    /// milliseconds of the start). An error when the container ended or never read it.
+    async fn release(&self, name: &str) -> Result<(), EngineError> {
+        use rustix::fs::{Mode, OFlags};
+        let go = self.run_dir(name).join(spec::GO);
+        let deadline = Instant::now() + RELEASE_PATIENCE;
+        loop {
+            match rustix::fs::open(&go, OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()) {
+                Ok(fd) => {
+                    let file = std::fs::File::from(fd);
+                    return std::io::Write::write_all(&mut &file, b"go\n")
+                        .map_err(|e| EngineError::Engine(format!("cannot start the command of {name}: {e}")));
+                }
+                // no reader yet
+                Err(rustix::io::Errno::NXIO) if Instant::now() < deadline => {
+                    if !self.container(name).await?.running {
+                        return Err(EngineError::Engine(format!(
+                            "container {name} stopped before it ran its command: {}",
+                            self.run_dir(name).join("log").display()
+                        )));
+                    }
+                    tokio::time::sleep(RELEASE_POLL).await
+                }
+                Err(e) => {
+                    return Err(EngineError::Engine(format!(
+                        "cannot start the command of {name} ({}): {e}",
+                        go.display()
+                    )));
+                }
+            }
+        }
+    }
+
     /// Brings container `name`'s loopback up. Nothing in an application image's container does (no init
     /// of its own, and its user may not), and LXD's proxy devices connect to apps on 127.0.0.1 inside it:
     /// the host's `ip` in the container's network namespace (`nsenter`) does. A container that ended
@@ -134,6 +181,8 @@ impl LxdEngine {
             .await;
         match out {
             Ok(o) if o.status.success() => {}
+            // a member that ended at once is no loss
+            Ok(_) if !std::path::Path::new(&format!("/proc/{pid}")).exists() => {}
             Ok(o) => tracing::warn!(container = name, error = %String::from_utf8_lossy(&o.stderr).trim(),
                 "cannot bring the container's loopback up: its apps cannot be reached"),
             Err(e) => {
@@ -264,7 +313,8 @@ impl Engine for LxdEngine {
 
     async fn cancel(&self, run: &str, grace: Duration) -> Result<(), EngineError> {
         let c = self.container(run).await?;
-        if !c.running {
+        let ended = |c: &Container| !c.running || matches!(self.state(c), gpuhub_driver::MemberState::Exited(_));
+        if ended(&c) {
             return Ok(());
         }
         if let Err(e) = self.terminate(&c.name).await {
@@ -273,7 +323,7 @@ impl Engine for LxdEngine {
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             match self.container(run).await {
-                Ok(c) if c.running => tokio::time::sleep(STOP_POLL).await,
+                Ok(c) if !ended(&c) => tokio::time::sleep(STOP_POLL).await,
                 Ok(_) | Err(EngineError::NotFound(_)) => return Ok(()),
                 Err(e) => return Err(e),
             }

@@ -90,20 +90,30 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// The FIFO in a run's directory the start script waits on before it runs the command: the engine writes
+/// a line once LXD has started the container and its loopback is up. A command that ended while LXD was
+/// still starting its container left LXD busy for seconds (a 5 s start, then 10 s before it could be
+/// removed), and an app could not be reached before its loopback was up.
+pub const GO: &str = "go";
+
 /// The start script, the container's init (`/bin/sh <RUN_MOUNT>/init.sh`, run as the member's user):
-/// its output goes to `log`; it runs the command in the background and waits for it, so that a SIGTERM
-/// the engine sends to every process (`kill -TERM -1`) reaches the command while the script survives to
-/// write the command's exit status to `exit`. The container stops when the script ends.
+/// its output goes to `log`; it waits for the engine's word on [`GO`] (143 when a SIGTERM comes first),
+/// then runs the command in the background and waits for it, so that a SIGTERM the engine sends to every
+/// process (`kill -TERM -1`) reaches the command while the script survives to write the command's exit
+/// status to `exit`. The container stops when the script ends.
 pub fn init_script(command: &[String], cwd: &str) -> String {
     let cmd = command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
     format!(
         "exec >>{RUN_MOUNT}/log 2>&1\n\
          trap : TERM INT HUP\n\
+         c=143\n\
+         if read -r _ <{RUN_MOUNT}/{GO}; then\n\
          c=127\n\
          if cd {cwd}; then\n\
          \x20 {cmd} &\n\
          \x20 p=$!\n\
          \x20 while :; do wait $p; c=$?; kill -0 $p 2>/dev/null || break; done\n\
+         fi\n\
          fi\n\
          echo $c >{RUN_MOUNT}/exit\n\
          exit $c\n",

@@ -71,6 +71,7 @@ fn the_start_script_quotes_the_command_and_keeps_its_status() {
     assert!(s.contains(r"'sh' '-c' 'echo '\''it'\'''\''s'\'' $HOME' &"), "{s}");
     assert!(s.contains("cd '/home/a b'"), "{s}");
     assert!(s.contains("echo $c >/.gpuhub/exit"), "{s}");
+    assert!(s.contains("if read -r _ </.gpuhub/go; then"), "the command waits for the engine's word: {s}");
     assert!(s.starts_with("exec >>/.gpuhub/log 2>&1\n"), "{s}");
 }
 
