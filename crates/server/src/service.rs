@@ -8,6 +8,7 @@ mod edit;
 mod pids;
 pub mod ready;
 mod submit;
+pub use submit::WORKSPACE_KEEP_ALIVE;
 
 pub use edit::edit;
 pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, submit};

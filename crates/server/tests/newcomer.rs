@@ -164,3 +164,40 @@ async fn a_workload_page_s_actions_follow_its_state() {
     let stopped = live().await;
     assert!(stopped.contains("/workloads/nb/start") && !stopped.contains("/workloads/nb/stop"), "{stopped}");
 }
+
+/// Bug 3: a workspace submitted without a command ran the image's default (`/bin/bash` for the
+/// JupyterLab image), which ends at once without a terminal, while its page still offered the app's
+/// link. A workspace with no command now runs one that waits until it is stopped; a job keeps the
+/// image's default.
+#[tokio::test]
+async fn a_workspace_without_a_command_stays_up() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut body = job("nb", 0);
+    body["kind"] = serde_json::json!("workspace");
+    body.as_object_mut().unwrap().remove("command");
+    let v = hub.submit(&alice, body).await;
+    let want: Vec<&str> = gpuhub_server::service::WORKSPACE_KEEP_ALIVE.to_vec();
+    assert_eq!(v["command"], serde_json::json!(want), "{v}");
+    hub.wait_state(&alice, "nb", "running").await;
+    let spec = hub.runtime.submitted().into_iter().last().unwrap();
+    assert_eq!(spec.command, want);
+
+    let mut body = job("j", 0);
+    body.as_object_mut().unwrap().remove("command");
+    let v = hub.submit(&alice, body).await;
+    assert_eq!(v["command"], serde_json::json!([]), "{v}");
+}
+
+/// The keep-alive command waits, and ends at once with 0 when stopped (a real shell).
+#[test]
+fn the_keep_alive_command_waits_and_ends_on_sigterm() {
+    let [sh, c, script] = gpuhub_server::service::WORKSPACE_KEEP_ALIVE;
+    let mut child = std::process::Command::new(sh).args([c, script]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "it waits");
+    std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}

@@ -21,6 +21,11 @@ pub const MAX_FIELD_BYTES: usize = 4096;
 /// and digest).
 const MAX_IMAGE_BYTES: usize = 512;
 
+/// What a workspace submitted without a command runs: a POSIX shell that waits until it is stopped
+/// (busybox's `sleep` has no `infinity`), ending at once, with 0, on SIGTERM.
+pub const WORKSPACE_KEEP_ALIVE: [&str; 3] =
+    ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"];
+
 /// Refuses a request whose command, environment or apps are larger than `limits` allow (naming the
 /// field and the limit). The apps of a catalog image are the admin's and do not count.
 pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ServiceError> {
@@ -170,6 +175,14 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     if command.iter().any(|a| a.contains('\0')) {
         return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
     }
+    // a workspace stays up until stopped: with no command it runs one that only waits (an image's
+    // default is often a shell, which ends at once without a terminal: newcomer bug 3); its apps,
+    // terminal and SSH run beside it
+    let command = if command.is_empty() && req.kind == WorkloadKind::Workspace {
+        WORKSPACE_KEEP_ALIVE.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        command
+    };
     let (image, mut apps, pull) = match st.store.get_personal_image(&caller.username, &req.image).await {
         // the caller's own saved workspace, by its name
         Ok(p) => (p.reference, Vec::new(), false),
