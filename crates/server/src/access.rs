@@ -175,7 +175,7 @@ pub(crate) async fn forward_to_app(
         // state the workspace is in and what to do; one on its way reloads itself until it runs
         Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && wants_page(req.headers()) => {
             let retry = e.retry_after;
-            let mut resp = crate::portal::page_error(e.status, &e.detail);
+            let mut resp = crate::error::page_error(e.status, &e.detail);
             if let Some(secs) = retry {
                 resp.headers_mut().insert(header::REFRESH, axum::http::HeaderValue::from(secs));
                 resp.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from(secs));

@@ -310,3 +310,20 @@ impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
         axum::Json(self.0).into_response()
     }
 }
+
+/// An error as a page (for browsers), with the status.
+pub fn page_error(status: StatusCode, detail: &str) -> Response {
+    let body = maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { (status.as_u16()) " — gpuhub" } link rel="stylesheet" href="/static/portal.css";
+                link rel="icon" href="/static/favicon.svg" type="image/svg+xml"; }
+            body { main {
+                h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("error")) }
+                p.error { (detail) }
+                p { a href="/workloads" { "Back to your workloads" } }
+            } }
+        }
+    };
+    (status, body).into_response()
+}

@@ -532,7 +532,7 @@ fn cases() -> Vec<Case> {
         ("DELETE", "/api/v1/images"),
         ("POST", "/api/v1/me"),
         ("TRACE", "/api/v1/me"),
-        ("POST", "/login"),
+        ("PUT", "/login"),
     ] {
         v.push(case(method, path, Who::Admin, None, 405, "method not allowed"));
     }
