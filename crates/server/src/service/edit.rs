@@ -4,26 +4,10 @@
 
 use super::{Kind, ServiceError};
 use crate::state::AppState;
-use gpuhub_core::Seconds;
 use gpuhub_core::api::{CreateWorkloadRequest, EditWorkloadRequest};
 use gpuhub_core::user::User;
 use gpuhub_core::workload::{Workload, WorkloadKind};
 use gpuhub_store::StoreError;
-
-/// Refuses a run-time limit above the maximum of `queue` (the default queue has none but 366 days).
-pub(crate) async fn check_queue_cap(st: &AppState, queue: &str, limit: Seconds) -> Result<(), ServiceError> {
-    if queue.is_empty() {
-        return Ok(());
-    }
-    let Some(q) = st.store.get_queue(queue).await? else { return Ok(()) };
-    match q.max_runtime {
-        Some(max) if limit > max => Err(ServiceError::invalid_at(
-            "runtime_limit",
-            format!("invalid runtime_limit: {limit} is above queue {queue}'s maximum run time of {max}"),
-        )),
-        _ => Ok(()),
-    }
-}
 
 /// Applies `req` to `w` for `caller` (who found `w` through [`super::lookup`]: its owner or an admin).
 /// Forbidden: priority or queue from a non-admin; a conflict: a state that does not allow the change;
@@ -65,7 +49,7 @@ pub async fn edit(
             .map_err(|e| ServiceError::invalid_at("queue", format!("invalid queue: {e}")))?;
     }
     if let Some(limit) = edited.runtime_limit.filter(|_| req.runtime_limit.is_some() || req.queue.is_some()) {
-        check_queue_cap(st, &edited.queue, limit).await?;
+        super::submit::check_queue_cap(st, &edited.queue, limit).await?;
     }
     let w = st.controller.edit(&w.id, req.clone(), &caller.username).await?;
     st.controller.kick();

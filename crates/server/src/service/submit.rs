@@ -26,6 +26,25 @@ const MAX_IMAGE_BYTES: usize = 512;
 pub const WORKSPACE_KEEP_ALIVE: [&str; 3] =
     ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"];
 
+/// Refuses a run-time limit above the maximum of `queue` (the default queue has none but 366 days).
+pub(crate) async fn check_queue_cap(
+    st: &AppState,
+    queue: &str,
+    limit: gpuhub_core::Seconds,
+) -> Result<(), ServiceError> {
+    if queue.is_empty() {
+        return Ok(());
+    }
+    let Some(q) = st.store.get_queue(queue).await? else { return Ok(()) };
+    match q.max_runtime {
+        Some(max) if limit > max => Err(ServiceError::invalid_at(
+            "runtime_limit",
+            format!("invalid runtime_limit: {limit} is above queue {queue}'s maximum run time of {max}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses a request whose command, environment or apps are larger than `limits` allow (naming the
 /// field and the limit). The apps of a catalog image are the admin's and do not count.
 pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ServiceError> {
@@ -163,7 +182,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         return Err(ServiceError::invalid_at("runtime_limit", "invalid runtime_limit: must be from 1s to 366d"));
     }
     if let Some(limit) = req.runtime_limit {
-        super::edit::check_queue_cap(st, &queue, limit).await?;
+        check_queue_cap(st, &queue, limit).await?;
     }
     let priority =
         live.priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref()).map_err(|e| {
