@@ -52,6 +52,23 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
     Ok(())
 }
 
+/// A workload's move into a state, with whose and which workload it is ([`Store::state_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    /// The workload's id.
+    pub workload_id: String,
+    /// Its owner.
+    pub owner: String,
+    /// Its name.
+    pub name: String,
+    /// When it entered the state.
+    pub at: DateTime<Utc>,
+    /// The state.
+    pub state: WorkloadState,
+    /// What it said then.
+    pub message: Option<String>,
+}
+
 impl Store {
     /// Writes `w`'s terms an edit may change (run-time limit, priority, queue) and records `note` (what
     /// changed, by whom) in its history at `at`, under its present state, in one transaction.
@@ -114,6 +131,35 @@ impl Store {
         rows.iter()
             .map(|r| {
                 Ok(StateEvent {
+                    at: get_time(r, "at")?,
+                    state: crate::codec::get_parsed(r, "state")?,
+                    message: r.try_get("message")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The states every workload alive in `from`–`to` went through up to `to`, each workload's oldest
+    /// first (the admin dashboard's queue lengths, waiting times and reclaims): a workload counts when
+    /// it was created before `to` and had not ended before `from`. An edit of its terms repeats the state it
+    /// was in (its note the message).
+    pub async fn state_changes(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<StateChange>> {
+        let rows = sqlx::query(
+            "SELECT s.workload_id, w.owner, w.name, s.at, s.state, s.message FROM workload_states s \
+             JOIN workloads w ON w.id = s.workload_id \
+             WHERE s.at < $2 AND w.created_at < $2 AND (w.finished_at IS NULL OR w.finished_at >= $1) \
+             ORDER BY s.workload_id, s.seq",
+        )
+        .bind(ms(from))
+        .bind(ms(to))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StateChange {
+                    workload_id: r.try_get("workload_id")?,
+                    owner: r.try_get("owner")?,
+                    name: r.try_get("name")?,
                     at: get_time(r, "at")?,
                     state: crate::codec::get_parsed(r, "state")?,
                     message: r.try_get("message")?,

@@ -32,6 +32,7 @@ mod workload_pages;
 mod workloads;
 
 pub use error::{Result, StoreError};
+pub use history::StateChange;
 pub use keys::SshKeyRecord;
 pub use samples::Downsampled;
 pub use tokens::{TOKEN_ID_LEN, TokenKind, TokenRecord};

@@ -49,3 +49,35 @@ async fn states_are_recorded_in_order_once_each(s: Store) {
     s.delete_workload(&w.id, t(1000)).await.unwrap();
     assert!(s.workload_history(&w.id).await.unwrap().is_empty(), "gone with the workload");
 }
+
+both!(state_changes_cover_the_window);
+
+/// `state_changes`: every state up to the window's end of the workloads alive in it, in order per
+/// workload; one that ended before the window and one created after it are not there.
+async fn state_changes_cover_the_window(s: Store) {
+    let mut early = sample("alice", "early", "sc-early");
+    early.created_at = t(0);
+    early.queued_at = t(0);
+    s.insert_workload(&early).await.unwrap();
+    early.state = WorkloadState::Failed;
+    early.finished_at = Some(t(50));
+    s.update_workload(&early).await.unwrap();
+    let mut w = sample("bob", "w", "sc-w");
+    w.created_at = t(100);
+    w.queued_at = t(100);
+    s.insert_workload(&w).await.unwrap();
+    w.state = WorkloadState::Running;
+    w.started_at = Some(t(300));
+    s.update_workload(&w).await.unwrap();
+    let mut late = sample("carol", "late", "sc-late");
+    late.created_at = t(5000);
+    late.queued_at = t(5000);
+    s.insert_workload(&late).await.unwrap();
+
+    let got = s.state_changes(t(200), t(1000)).await.unwrap();
+    let seen: Vec<(&str, WorkloadState, i64)> =
+        got.iter().map(|c| (c.name.as_str(), c.state, c.at.timestamp_millis() - t(0).timestamp_millis())).collect();
+    assert_eq!(seen, [("w", WorkloadState::Queued, 100), ("w", WorkloadState::Running, 300)], "{got:?}");
+    assert_eq!(got[0].owner, "bob");
+    assert!(s.state_changes(t(0), t(40)).await.unwrap().iter().any(|c| c.name == "early"), "early, in its time");
+}
