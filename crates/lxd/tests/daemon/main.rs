@@ -313,3 +313,47 @@ async fn an_image_the_docker_daemon_lacks_is_not_found() {
     let e = engine.submit(&spec(&unique("missing"), missing, "true", None)).await.unwrap_err();
     assert!(matches!(e, EngineError::ImageNotFound(_)), "{e:?}");
 }
+
+/// `network`: the container gets `eth0` on that managed LXD network (made here on a subnet of its own,
+/// without NAT or firewall rules, and removed again).
+#[tokio::test]
+async fn a_configured_network_gives_the_container_its_nic() {
+    if skipped() {
+        return;
+    }
+    let net = format!("gpuhubt{}", std::process::id() % 100_000);
+    let made = std::process::Command::new("lxc")
+        .args(["network", "create", &net, "ipv4.address=10.213.77.1/24", "ipv4.nat=false", "ipv4.firewall=false"])
+        .args(["ipv6.address=none", "ipv6.firewall=false"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "lxc network create: {}", String::from_utf8_lossy(&made.stderr));
+    struct Net(String);
+    impl Drop for Net {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("lxc").args(["network", "delete", &self.0]).output();
+        }
+    }
+    let _net = Net(net.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let plain = engine(dir.path()).await;
+    let config = LxdConfig { state_dir: dir.path().to_owned(), network: Some(net), ..plain.config().clone() };
+    let node = gpuhub_core::node::NodeCapacity::uniform(
+        "lxd-test",
+        gpuhub_core::CpuMilli(2000),
+        gpuhub_core::Bytes(4 << 30),
+        0,
+        "none",
+        gpuhub_core::Bytes(0),
+        "GPU-",
+    );
+    let engine = LxdEngine::connect(config, node).await.unwrap();
+    let name = unique("net");
+    let mut cleanup = Cleanup { engine: engine.clone(), runs: vec![], images: vec![] };
+    let status = engine.submit(&spec(&name, IMAGE, "ip -o link show eth0", None)).await.unwrap();
+    cleanup.runs.push(status.id.clone());
+    let state = until_state(&engine, &status.id, |s| matches!(s, MemberState::Exited(_))).await;
+    let out = output(&engine, &status.id).await;
+    assert_eq!(state, MemberState::Exited(0), "{out}");
+    assert!(out.contains("eth0"), "{out}");
+}
