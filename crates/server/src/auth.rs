@@ -280,16 +280,40 @@ impl LoginLimiter {
     /// Records a failure.
     pub fn fail(&self, user: &str, addr: IpAddr, now: Instant) {
         let mut map = self.failures.lock().unwrap();
-        if map.len() >= LIMITER_ENTRIES {
-            let window = self.window;
-            map.retain(|_, q| q.back().is_some_and(|t| now.duration_since(*t) <= window));
-            if map.len() >= LIMITER_ENTRIES {
-                map.clear();
+        if map.len() + 3 > LIMITER_ENTRIES {
+            self.make_room(&mut map, now);
+        }
+        // a count beyond this changes nothing (the delay is at its longest): older failures go
+        let longest = self.per_pair * 4 + 8;
+        for key in [LimitKey::Pair(user.to_owned(), addr), LimitKey::User(user.to_owned()), LimitKey::Addr(addr)] {
+            let q = map.entry(key).or_default();
+            q.push_back(now);
+            while q.len() > longest {
+                q.pop_front();
             }
         }
-        for key in [LimitKey::Pair(user.to_owned(), addr), LimitKey::User(user.to_owned()), LimitKey::Addr(addr)] {
-            map.entry(key).or_default().push_back(now);
+    }
+
+    /// Forgets expired entries, and if that is not enough, those whose last failure is oldest, down to
+    /// three quarters of [`LIMITER_ENTRIES`] (so that a spray of names costs one sort per many
+    /// failures, and what was failed most recently, such as the sprayer's own address, is kept).
+    fn make_room(&self, map: &mut HashMap<LimitKey, VecDeque<Instant>>, now: Instant) {
+        let window = self.window;
+        map.retain(|_, q| q.back().is_some_and(|t| now.duration_since(*t) <= window));
+        let keep = LIMITER_ENTRIES * 3 / 4;
+        if map.len() <= keep {
+            return;
         }
+        let mut lasts: Vec<Instant> = map.values().filter_map(|q| q.back().copied()).collect();
+        let drop = lasts.len() - keep;
+        let (_, cut, _) = lasts.select_nth_unstable(drop - 1);
+        let cut = *cut;
+        map.retain(|_, q| q.back().is_some_and(|t| *t > cut));
+    }
+
+    /// Entries kept now (users, addresses and pairs with failures).
+    pub fn entries(&self) -> usize {
+        self.failures.lock().unwrap().len()
     }
 
     /// Forgets the failures of this user from this address after a successful login.
@@ -512,6 +536,38 @@ mod tests {
         // after the window everything is forgotten
         let later = t0 + Duration::from_secs(61);
         assert_eq!(l.check("alice", attacker, later).unwrap(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_spray_of_names_keeps_the_limiter_bounded_and_the_sprayer_slowed() {
+        let l = LoginLimiter::new(3, Duration::from_secs(300));
+        let t0 = Instant::now();
+        let sprayer: IpAddr = "203.0.113.9".parse().unwrap();
+        for i in 0..(3 * LIMITER_ENTRIES) {
+            let at = t0 + Duration::from_millis(i as u64);
+            l.fail(&format!("user{i}"), IpAddr::from([198, 51, (i >> 8) as u8, i as u8]), at);
+            l.fail(&format!("name{i}"), sprayer, at);
+            assert!(l.entries() <= LIMITER_ENTRIES, "{} entries after {i}", l.entries());
+        }
+        let now = t0 + Duration::from_millis(3 * LIMITER_ENTRIES as u64);
+        // the sprayer's address failed last of all: it is kept, and still slowed to the longest delay
+        assert_eq!(l.check("someone", sprayer, now).unwrap(), MAX_LOGIN_DELAY);
+        // each key's failures are bounded too: the address's count stops at what the delay needs
+        let longest = l.failures.lock().unwrap().values().map(VecDeque::len).max().unwrap();
+        assert!(longest <= 3 * 4 + 8, "{longest}");
+        // the most recent entries survive the spray
+        let last = 3 * LIMITER_ENTRIES - 1;
+        let map = l.failures.lock().unwrap();
+        assert!(map.contains_key(&LimitKey::Pair(format!("name{last}"), sprayer)));
+        assert!(map.contains_key(&LimitKey::User(format!("user{last}"))));
+        drop(map);
+        // and once the window has passed, everything old is forgotten at the next room-making
+        let later = now + Duration::from_secs(301);
+        l.fail("x", sprayer, later);
+        for i in 0..LIMITER_ENTRIES {
+            l.fail(&format!("again{i}"), sprayer, later);
+        }
+        assert!(l.entries() <= LIMITER_ENTRIES);
     }
 
     #[test]

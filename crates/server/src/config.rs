@@ -120,6 +120,9 @@ pub struct Limits {
     pub max_personal_images: u64,
     /// The most a user's personal images may hold together.
     pub max_personal_image_bytes: gpuhub_core::Bytes,
+    /// Requests the whole server works on at once (each until its response's head); one more is
+    /// answered `503` with `Retry-After` at once (`crate::overload`).
+    pub max_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -132,6 +135,7 @@ impl Default for Limits {
             max_apps: 16,
             max_personal_images: 10,
             max_personal_image_bytes: gpuhub_core::Bytes(100 << 30),
+            max_in_flight: 2048,
         }
     }
 }
@@ -147,6 +151,7 @@ impl Limits {
             ("limits.max_apps", self.max_apps as u64),
             ("limits.max_personal_images", self.max_personal_images),
             ("limits.max_personal_image_bytes", self.max_personal_image_bytes.0),
+            ("limits.max_in_flight", self.max_in_flight as u64),
         ];
         match named.into_iter().find(|(_, v)| *v == 0) {
             Some((key, _)) => Err(ConfigError::Invalid { key: key.into(), reason: "must be at least 1".into() }),
@@ -569,6 +574,7 @@ impl Config {
                 "MAX_ENV_BYTES" => self.limits.max_env_bytes = parse(&key, &v)?,
                 "MAX_APPS" => self.limits.max_apps = parse(&key, &v)?,
                 "MAX_PERSONAL_IMAGES" => self.limits.max_personal_images = parse(&key, &v)?,
+                "MAX_IN_FLIGHT" => self.limits.max_in_flight = parse(&key, &v)?,
                 "MAX_PERSONAL_IMAGE_BYTES" => {
                     self.limits.max_personal_image_bytes = gpuhub_core::Bytes::parse(&v)
                         .map_err(|e| ConfigError::Invalid { key: key.clone(), reason: e.to_string() })?

@@ -45,6 +45,17 @@ impl IdleWatch {
         };
     }
 
+    /// Forgets the keeps that ended before `now` (called as new ones come: bounded by those in force).
+    pub fn forget_ended(&self, now: DateTime<Utc>) {
+        let mut kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.retain(|_, k| *k > now);
+    }
+
+    /// Keeps remembered now.
+    pub fn kept_len(&self) -> usize {
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
     /// The ids of every idle workload.
     pub fn idle_ids(&self) -> Vec<String> {
         let tracker = self.tracker.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -128,6 +139,7 @@ async fn round(st: &AppState, rule: &IdleRule) -> Result<(), gpuhub_store::Store
         tracker.observe(rule, &snapshot, &facts, now)
     };
     st.activity.retain(&facts.keys().cloned().collect());
+    st.idle.forget_ended(now);
     for action in actions {
         let Some(w) = running.iter().find(|w| match &action {
             IdleAction::Warn { workload_id, .. } | IdleAction::Stop { workload_id, .. } => &w.id == workload_id,
@@ -193,4 +205,25 @@ pub async fn report(st: &AppState) -> Result<Vec<IdleReportRow>, gpuhub_store::S
     }
     rows.sort_by(|a, b| a.idle.since.cmp(&b.idle.since).then_with(|| a.workload.cmp(&b.workload)));
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ended_keeps_are_forgotten() {
+        let t = |s: i64| DateTime::from_timestamp(s, 0).unwrap();
+        let w = IdleWatch::default();
+        for i in 0..1000 {
+            w.forget_ended(t(i));
+            w.keep(&format!("w{i}"), Some(t(i + 10)));
+            assert!(w.kept_len() <= 11, "{} keeps at {i}", w.kept_len());
+        }
+        assert_eq!(w.kept_until("w999", t(1000)), Some(t(1009)));
+        assert_eq!(w.kept_until("w0", t(1000)), None);
+        w.keep("w999", None);
+        w.forget_ended(t(2000));
+        assert_eq!(w.kept_len(), 0);
+    }
 }

@@ -15,6 +15,7 @@ pub mod idle;
 pub mod metrics;
 pub mod mps;
 pub mod origins;
+pub mod overload;
 pub mod portal;
 pub mod queues;
 pub mod s3mounts;
@@ -429,7 +430,12 @@ pub fn router(state: AppState) -> axum::Router {
     .layer(axum::middleware::from_fn_with_state(state.clone(), origins::dispatch))
     .layer(axum::middleware::map_response(error::problem_for_bare_errors))
     .layer(axum::middleware::map_response_with_state(state.clone(), error::name_full_data_dir))
-    // outside the two above, so that it sees the status the client gets
+    // a request beyond the cap is answered at once (503), before any work; counted by the metrics
+    .layer(axum::middleware::from_fn_with_state(
+        overload::InFlight::new(state.config.limits.max_in_flight),
+        overload::limit,
+    ))
+    // outside the ones above, so that it sees the status the client gets
     .layer(axum::middleware::from_fn_with_state(state.http_metrics.clone(), metrics::track))
     .layer(tower_http::trace::TraceLayer::new_for_http())
     .with_state(state)

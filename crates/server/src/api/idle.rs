@@ -31,6 +31,7 @@ pub async fn keep_workload(
         return Err(ApiError::conflict(format!("workload {name} is {}; only a running one can be kept", w.state)));
     }
     let until = (req.hours > 0).then(|| st.clock.now() + chrono::TimeDelta::hours(i64::from(req.hours)));
+    st.idle.forget_ended(st.clock.now());
     st.idle.keep(&w.id, until);
     Ok(axum::Json(service::view(&st, &w)))
 }
