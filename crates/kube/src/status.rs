@@ -1,0 +1,186 @@
+//! A run's pods as gpuhub's [`RunStatus`]: members' states from pod phases and container states,
+//! exit codes, why a run waits (the scheduler's `PodScheduled` condition, an image that cannot be
+//! pulled), and the ends that are the cluster's rather than the run's own (eviction, preemption, a lost
+//! node), as [`LABEL_ENDED_BY`].
+
+use crate::spec::{ANNOTATION_CANCELLED, ANNOTATION_LABELS, CONTAINER};
+use gpuhub_driver::{
+    ENDED_BY_NODE_FAIL, LABEL_ENDED_BY, LABEL_MEMBER, LABEL_MEMBERS, LABEL_RUN, MemberState, MemberStatus, PendingInfo,
+    RunStatus,
+};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+
+/// [`LABEL_ENDED_BY`] of a member the kubelet evicted (node pressure) or the API evicted (a drain).
+pub const ENDED_BY_EVICTED: &str = "evicted";
+/// [`LABEL_ENDED_BY`] of a member the scheduler preempted for a pod of higher priority.
+pub const ENDED_BY_PREEMPTED: &str = "preempted";
+/// [`LABEL_ENDED_BY`] of a member ended by its `activeDeadlineSeconds` that gpuhub did not set.
+pub const ENDED_BY_DEADLINE: &str = "deadline-exceeded";
+
+/// The exit code of a member the cluster ended without its container reporting one (evicted before it
+/// started, its node lost): killed, as SIGKILL.
+pub const KILLED: i64 = 137;
+
+/// The run id and member index of a pod gpuhub made, from its labels.
+pub fn member_of(pod: &Pod) -> Option<(String, u32)> {
+    let labels = pod.metadata.labels.as_ref()?;
+    Some((labels.get(LABEL_RUN)?.clone(), labels.get(LABEL_MEMBER)?.parse().ok()?))
+}
+
+/// The gpuhub labels a pod carries (its annotation).
+pub fn gpuhub_labels(pod: &Pod) -> BTreeMap<String, String> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_LABELS))
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default()
+}
+
+/// The state of one member's pod.
+pub fn member_state(pod: &Pod) -> MemberState {
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let container =
+        status.and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.iter().find(|c| c.name == CONTAINER));
+    let terminated = container.and_then(|c| c.state.as_ref()).and_then(|s| s.terminated.as_ref());
+    if let Some(t) = terminated {
+        return MemberState::Exited(i64::from(t.exit_code));
+    }
+    match phase {
+        "Succeeded" => MemberState::Exited(0),
+        "Failed" => MemberState::Exited(KILLED),
+        "Running" => MemberState::Running,
+        _ => MemberState::Pending,
+    }
+}
+
+/// How the cluster ended a member's pod itself, if it did: evicted, preempted, its node lost, or a
+/// deadline gpuhub did not set ([`ANNOTATION_CANCELLED`] marks gpuhub's own).
+pub fn ended_by(pod: &Pod) -> Option<&'static str> {
+    let status = pod.status.as_ref()?;
+    let cancelled = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANNOTATION_CANCELLED));
+    let disruption = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        .and_then(|c| c.reason.as_deref());
+    match (status.reason.as_deref(), disruption) {
+        (_, Some("PreemptionByScheduler")) => Some(ENDED_BY_PREEMPTED),
+        (Some("Evicted"), _) | (_, Some("EvictionByEvictionAPI" | "TerminationByKubelet")) => Some(ENDED_BY_EVICTED),
+        (Some("NodeLost"), _) | (_, Some("DeletionByTaintManager" | "DeletionByPodGC")) => Some(ENDED_BY_NODE_FAIL),
+        (Some("DeadlineExceeded"), _) if !cancelled => Some(ENDED_BY_DEADLINE),
+        _ => None,
+    }
+}
+
+/// Why a waiting member's pod waits, if it does: not scheduled yet, or its image cannot be pulled.
+pub fn pending(pod: &Pod) -> Option<PendingInfo> {
+    let status = pod.status.as_ref();
+    let waiting = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == CONTAINER))
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.waiting.as_ref());
+    if let Some(w) = waiting
+        && let Some(reason @ ("ErrImagePull" | "ImagePullBackOff" | "InvalidImageName")) = w.reason.as_deref()
+    {
+        let message = w.message.clone().unwrap_or_default();
+        return Some(PendingInfo {
+            reason: "image".into(),
+            message: format!("kubernetes cannot pull the image ({reason}): {message}"),
+            position: None,
+            estimated_start: None,
+        });
+    }
+    let scheduled =
+        status.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    match scheduled {
+        Some(c) if c.status == "True" => None,
+        Some(c) => {
+            let reason = c.reason.clone().unwrap_or_default();
+            let message = c.message.clone().unwrap_or_default();
+            let kind = if message.contains("Insufficient") {
+                "resources"
+            } else if reason == "Unschedulable" {
+                "unschedulable"
+            } else {
+                "resources"
+            };
+            Some(PendingInfo {
+                reason: kind.into(),
+                message: format!("the kubernetes scheduler has not placed it ({reason}): {message}"),
+                position: None,
+                estimated_start: None,
+            })
+        }
+        None if member_state(pod) == MemberState::Pending => Some(PendingInfo {
+            reason: "resources".into(),
+            message: "waiting for the kubernetes scheduler".into(),
+            position: None,
+            estimated_start: None,
+        }),
+        None => None,
+    }
+}
+
+/// The runs of `pods` (gpuhub's: the others are left out), by run id.
+pub fn runs(pods: &[Pod], gpu_resource: &str) -> Vec<RunStatus> {
+    let mut by_run: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+    for p in pods {
+        if let Some((run, _)) = member_of(p) {
+            by_run.entry(run).or_default().push(p);
+        }
+    }
+    by_run.into_iter().map(|(run, pods)| run_status(&run, &pods, gpu_resource)).collect()
+}
+
+/// One run from its pods (at least one).
+pub fn run_status(run: &str, pods: &[&Pod], gpu_resource: &str) -> RunStatus {
+    let mut labels = pods.first().map(|p| gpuhub_labels(p)).unwrap_or_default();
+    let size = pods
+        .iter()
+        .find_map(|p| p.metadata.labels.as_ref()?.get(LABEL_MEMBERS)?.parse().ok())
+        .unwrap_or(pods.len() as u32);
+    let mut members: Vec<MemberStatus> = pods
+        .iter()
+        .filter_map(|p| {
+            let (_, index) = member_of(p)?;
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            let count = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == CONTAINER))
+                .and_then(|c| c.resources.as_ref()?.limits.as_ref()?.get(gpu_resource).cloned())
+                .and_then(|q| q.0.parse::<u32>().ok())
+                .unwrap_or(0);
+            let gpus = match &node {
+                Some(n) => (0..count).map(|i| format!("{n}/gpu{i}")).collect(),
+                None => Vec::new(),
+            };
+            Some(MemberStatus {
+                index,
+                engine_id: p.metadata.name.clone().unwrap_or_default(),
+                node,
+                state: member_state(p),
+                gpus,
+            })
+        })
+        .collect();
+    members.sort_by_key(|m| m.index);
+    if let Some(how) = pods.iter().find_map(|p| ended_by(p)) {
+        labels.insert(LABEL_ENDED_BY.to_owned(), how.to_owned());
+    }
+    let pending = if members.iter().all(|m| m.state == MemberState::Pending) {
+        pods.iter().find_map(|p| pending(p))
+    } else {
+        None
+    };
+    RunStatus { id: run.to_owned(), labels, size, members, pending }
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;
