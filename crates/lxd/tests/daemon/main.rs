@@ -32,15 +32,23 @@ async fn a_job_runs_as_its_user_with_its_limits_and_ends_with_its_exit_code() {
     cleanup.runs.push(status.id.clone());
     assert_eq!(status.labels.get(gpuhub_driver::LABEL_WORKLOAD), Some(&name));
     until_state(&engine, &status.id, |s| s == MemberState::Running).await;
-    // its limits, as the host's cgroups (v1) have them
-    let cgroup = |ctl: &str, file: &str| {
-        let p = format!("/sys/fs/cgroup/{ctl}/lxc.payload.{}/{file}", status.id);
+    // its limits, as the host's cgroups have them (v1 or v2)
+    let cgroup = |v1: &str, v2: &str| {
+        let p = match std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            true => format!("/sys/fs/cgroup/lxc.payload.{}/{v2}", status.id),
+            false => format!("/sys/fs/cgroup/{v1}/lxc.payload.{}/{}", status.id, v2_to_v1(v2)),
+        };
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}")).trim().to_owned()
     };
-    assert_eq!(cgroup("memory", "memory.limit_in_bytes"), (128u64 << 20).to_string());
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    assert_eq!(cgroup("memory", "memory.max"), (128u64 << 20).to_string());
     assert_eq!(cgroup("pids", "pids.max"), "64");
-    assert_eq!(cgroup("cpu", "cpu.cfs_quota_us"), "50000");
-    assert_eq!(cgroup("cpu", "cpu.cfs_period_us"), "100000");
+    if v2 {
+        assert_eq!(cgroup("cpu", "cpu.max"), "50000 100000");
+    } else {
+        assert_eq!(cgroup("cpu", "cpu.max"), "50000");
+        assert_eq!(cgroup("cpu", "cpu.cfs_period_us"), "100000");
+    }
     std::fs::write(home.join("go"), "").unwrap();
     let state = until_state(&engine, &status.id, |s| matches!(s, MemberState::Exited(_))).await;
     let out = output(&engine, &status.id).await;
@@ -162,6 +170,15 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
     assert_eq!(usage.len(), 1, "{usage:?}");
     assert_eq!(usage[0].memory_limit, Some(gpuhub_core::Bytes(128 << 20)));
     assert!(usage[0].memory_used.0 > 0, "{usage:?}");
+}
+
+/// The cgroup v1 file of a v2 one (`memory.max` → `memory.limit_in_bytes`, `cpu.max` → the quota).
+fn v2_to_v1(file: &str) -> &str {
+    match file {
+        "memory.max" => "memory.limit_in_bytes",
+        "cpu.max" => "cpu.cfs_quota_us",
+        other => other,
+    }
 }
 
 async fn wait_exit(engine: &LxdEngine, id: &str) -> i64 {
