@@ -442,6 +442,22 @@ pub enum UserCommand {
         /// Login name.
         name: String,
     },
+    /// Make an account an admin, or an admin a user again (the last enabled admin cannot be demoted).
+    Role {
+        /// Login name.
+        name: String,
+        /// `admin` or `user`.
+        #[arg(value_parser = ["admin", "user"])]
+        role: String,
+    },
+    /// Set an account's password (a forgotten one): its tokens and sessions are revoked.
+    Password {
+        /// Login name.
+        name: String,
+        /// Read the password from the first line of standard input instead of prompting.
+        #[arg(long)]
+        password_stdin: bool,
+    },
     /// Delete an account with its workloads and logs; its home is archived in the data directory.
     Rm {
         /// Login name.

@@ -107,7 +107,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let segs: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').collect();
     match (method.as_str(), segs.as_slice()) {
         ("GET", ["me"]) => axum::Json(json!({
-            "username": "alice", "role": "user", "uid": 10000, "disabled": false,
+            "username": "alice", "role": "user", "uid": 10000, "gid": 10000, "disabled": false,
+            "created_at": "2025-01-01T00:00:00Z",
+        }))
+        .into_response(),
+        ("PATCH", ["users", name]) => axum::Json(json!({
+            "username": name, "role": "user", "uid": 10001, "gid": 10001, "disabled": false,
             "created_at": "2025-01-01T00:00:00Z",
         }))
         .into_response(),
@@ -215,7 +220,7 @@ async fn login_saves_the_token_and_later_calls_send_it() {
 
     let (r, out) = cli(&ctx, &["whoami"]).await;
     assert_eq!(r.unwrap(), 0);
-    assert_eq!(out, format!("alice (user) at {}\n", server.url));
+    assert_eq!(out, format!("alice (user) at {}\nuid 10000, gid 10000\n", server.url));
     let me = server.last();
     assert_eq!((me.method, me.uri.as_str(), me.auth.as_deref()), (Method::GET, "/api/v1/me", Some("Bearer tok-123")));
 
@@ -506,4 +511,35 @@ async fn service_run_sends_a_service_and_prints_its_url() {
         ClientCli::try_parse_from(["gpuhub", "service", "run", "--port", "1", "--access", "all", "--image", "x"])
             .is_err()
     );
+}
+
+/// The newcomer's review: no CLI made an admin or set a forgotten password. `user role` and `user
+/// password` send the API's PATCH of the account.
+#[tokio::test]
+async fn an_admin_changes_a_role_and_sets_a_password() {
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = Context::new(&dir.path().join("gpuhub")).with_password("pw");
+    let (r, _) = cli(&ctx, &["login", "--server", &server.url, "--user", "alice"]).await;
+    assert_eq!(r.unwrap(), 0);
+
+    let (r, out) = cli(&ctx, &["user", "role", "bob", "admin"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(out, "bob is now an admin\n");
+    let seen = server.last();
+    assert_eq!((&seen.method, seen.uri.as_str()), (&Method::PATCH, "/api/v1/users/bob"));
+    assert_eq!(seen.json(), json!({"admin": true}));
+
+    let (r, _) = cli(&ctx, &["user", "role", "bob", "user"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(server.last().json(), json!({"admin": false}));
+
+    let ctx = ctx.with_password("n3w-secret");
+    let (r, out) = cli(&ctx, &["user", "password", "bob"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert!(out.starts_with("set the password of bob"), "{out}");
+    assert_eq!(server.last().json(), json!({"password": "n3w-secret"}));
+
+    // anything but admin or user is refused before a request is sent
+    assert!(ClientCli::try_parse_from(["gpuhub", "user", "role", "bob", "root"]).is_err());
 }

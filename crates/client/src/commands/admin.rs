@@ -304,6 +304,21 @@ pub(crate) async fn user(
             let patch = PatchUserRequest { disabled: Some(false), ..Default::default() };
             (api.send_json(Method::PATCH, &["users", &name], &patch).await?, format!("enabled user {name}"))
         }
+        UserCommand::Role { name, role } => {
+            let patch = PatchUserRequest { admin: Some(role == "admin"), ..Default::default() };
+            (
+                api.send_json(Method::PATCH, &["users", &name], &patch).await?,
+                format!("{name} is now {}", if role == "admin" { "an admin" } else { "a user" }),
+            )
+        }
+        UserCommand::Password { name, password_stdin } => {
+            let password = read_password(ctx, password_stdin, &format!("new password for {name}: "), true)?;
+            let patch = PatchUserRequest { password: Some(password), ..Default::default() };
+            (
+                api.send_json(Method::PATCH, &["users", &name], &patch).await?,
+                format!("set the password of {name}; their tokens and sessions are revoked"),
+            )
+        }
         UserCommand::Rm { name, delete_home } => {
             let home = if delete_home { "delete" } else { "archive" };
             let v = api.call(Method::DELETE, &["users", &name], &[("home", home)], None).await?;
@@ -330,7 +345,7 @@ fn print_outcome(out: Out<'_>, json: bool, v: Option<Value>, done: &str) -> Resu
 pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
     let mut t = Table::new(&["USERNAME", "ROLE", "UID", "STATUS", "HOME", "AGE"]);
     for u in list {
-        let status = if u.disabled { "disabled" } else { "active" };
+        let status = if u.disabled { "disabled" } else { "enabled" };
         t.row(vec![
             u.username.clone(),
             role_str(u.role).to_owned(),
@@ -432,7 +447,7 @@ mod tests {
         assert_eq!(
             s,
             "USERNAME  ROLE   UID    STATUS    HOME              AGE\n\
-             root      admin  10000  active    3.50GiB of 10GiB  4d\n\
+             root      admin  10000  enabled   3.50GiB of 10GiB  4d\n\
              bob       user   10000  disabled  -                 4d\n"
         );
     }

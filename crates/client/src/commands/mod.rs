@@ -135,6 +135,8 @@ async fn whoami(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> 
     let me: UserView = decode(&v, api.url(&["me"], &[]).as_str())?;
     let disabled = if me.disabled { ", disabled" } else { "" };
     writeln!(out, "{} ({}{disabled}) at {}", me.username, role_str(me.role), api.server())?;
+    // the id one's containers run as and one's files are owned by
+    writeln!(out, "uid {}, gid {}", me.uid, me.gid)?;
     if let Some(h) = &me.home {
         writeln!(out, "home: {}", gpuhub_core::api::HomeView::text(Some(h)))?;
     }
