@@ -78,7 +78,7 @@ async fn every_portal_route_by_every_caller() {
     let who = ["admin", "owner", "other", "anonymous"];
     let mut n = 0;
     // pages: admin sees alice's with ?owner=, others' ?owner= is ignored (their own: none by that name)
-    let pages: [(&str, [u16; 4]); 23] = [
+    let pages: [(&str, [u16; 4]); 29] = [
         ("/", [303, 303, 303, 303]),
         ("/nodes", [200, 200, 200, 303]),
         ("/nodes/test-node?range=hour", [200, 200, 200, 303]),
@@ -92,6 +92,12 @@ async fn every_portal_route_by_every_caller() {
         ("/admin/users", [200, 403, 403, 303]),
         ("/admin/images", [200, 403, 403, 303]),
         ("/admin/queues", [200, 403, 403, 303]),
+        ("/admin/dashboard", [200, 403, 403, 303]),
+        ("/admin/dashboard?range=week", [200, 403, 403, 303]),
+        ("/admin/dashboard?range=year", [400, 403, 403, 303]),
+        ("/images", [200, 200, 200, 303]),
+        ("/favicon.ico", [200, 200, 200, 200]),
+        ("/static/favicon.svg", [200, 200, 200, 200]),
         ("/workloads", [200, 200, 200, 303]),
         ("/workloads?owner=alice", [200, 200, 403, 303]),
         ("/workloads?all=true", [200, 403, 403, 303]),
@@ -168,6 +174,22 @@ async fn every_portal_route_by_every_caller() {
             }
             None => assert!(status == StatusCode::SEE_OTHER && location.starts_with("/login"), "{status} {location}"),
         }
+    }
+    // a launch card: a workspace of the image with the defaults, on to its page
+    for (i, s) in sessions.iter().enumerate() {
+        let (status, body, location) = post(&hub, s.as_ref(), "/new/launch", &[("image", "busybox:latest")]).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "POST /new/launch as {}: {body}", who[i]);
+        match s {
+            Some(_) => assert!(location.starts_with("/workloads/"), "launched as {}: to {location}", who[i]),
+            None => assert!(location.starts_with("/login"), "{location}"),
+        }
+    }
+    // a saved image is deleted only by its owner: nobody has one named so, so each caller is told so
+    for (i, s) in sessions.iter().enumerate() {
+        let (status, body, location) = post(&hub, s.as_ref(), "/images/nosuch/delete", &[]).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "POST /images/nosuch/delete as {}: {body}", who[i]);
+        let want = if s.is_some() { "/images?error=" } else { "/login" };
+        assert!(location.starts_with(want), "as {}: to {location}", who[i]);
     }
     // admin forms: only admins; a refused one adds or changes nothing
     hub.user(&admin, "erin").await;
@@ -322,6 +344,30 @@ async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
     let (status, body, _) = post(&hub, Some(&s), "/new", &bad).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body.contains("id=\"cpus-error\"") && body.contains("id=\"gpus-error\""), "{body}");
+    // every problem at once: a summary above the form names both, the cards give way to it
+    let summary = body.split("class=\"error-summary\"").nth(1).expect("a summary of the problems");
+    let summary = summary.split("</div>").next().unwrap();
+    assert!(summary.contains("2 problems") && summary.contains("CPUs") && summary.contains("GPUs"), "{summary}");
+    assert!(!body.contains("class=\"cards\""), "no cards over a form with errors");
+
+    // the form in groups, and a card per catalog image (one click: a workspace of it)
+    let entry = json!({"name": "lab", "image": "busybox:latest", "description": "JupyterLab",
+        "apps": [{"name": "lab", "port": 8888, "command": ["httpd", "-f"]}]});
+    assert_eq!(hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(entry)).await.0, StatusCode::CREATED);
+    let (status, page, _) = get(&hub, Some(&s.cookie), "/new").await;
+    assert_eq!(status, StatusCode::OK);
+    for group in ["id=\"what\"", "id=\"resources\"", "id=\"storage\"", "id=\"advanced\""] {
+        assert!(page.contains(group), "the form's group {group}");
+    }
+    let card = page.split("data-image=\"lab\"").nth(1).expect("a card for the catalog's lab");
+    let card = card.split("</li>").next().unwrap();
+    assert!(card.contains("JupyterLab") && card.contains("action=\"/new/launch\""), "{card}");
+    let (status, _, location) = post(&hub, Some(&s), "/new/launch", &[("image", "lab")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let launched = location.strip_prefix("/workloads/").expect("on to the workspace's page");
+    let v = hub.get(&alice, launched).await;
+    assert_eq!((v["kind"].as_str(), v["image"].as_str()), (Some("workspace"), Some("busybox:latest")), "{v}");
+    assert!(v["apps"].to_string().contains("8888"), "the catalog's app: {v}");
 
     // the login page has the portal's headers too (its script is a file of the portal's)
     let r = browser().get(url("/login")).send().await.unwrap();

@@ -332,9 +332,18 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
     let model_constraint = |m: &str| format!("gpu.model == \"{m}\"");
     let body = html! {
         h1 { "New workload" }
-        @if let Some(e) = errors.get("") { p.error role="alert" { (e) } }
-        form.new method="post" action="/new" novalidate {
+        @if errors.is_empty() { (super::launch::cards(viewer, &catalog)) }
+        @if !errors.is_empty() {
+            div.error-summary role="alert" {
+                p.error { @if errors.len() == 1 { "One problem" } @else { (errors.len()) " problems" } ", shown beside each field:" }
+                ul { @for (k, e) in errors { li data-field=(k) { (e) } } }
+            }
+        }
+        h2 #form-title { "Or say what to run" }
+        form.new.grouped method="post" action="/new" novalidate aria-labelledby="form-title" {
             input type="hidden" name="_csrf" value=(viewer.csrf);
+            fieldset.group #what {
+            legend { "What to run" }
             fieldset {
                 legend { "Kind" }
                 label { input type="radio" name="kind" value="job" checked[val("kind") != "workspace"]; " Job (runs its command to the end)" }
@@ -374,6 +383,9 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
             (err("image"))
             label { "Command " input name="command" value=(val("command")) placeholder="the image's default when empty" aria-invalid=[invalid("command")]; }
             (err("command"))
+            }
+            fieldset.group #resources {
+            legend { "Resources" }
             label { "CPUs " input name="cpus" value=(val("cpus")) inputmode="decimal" aria-invalid=[invalid("cpus")]; }
             (err("cpus"))
             label { "Memory " input name="memory" value=(val("memory")) aria-invalid=[invalid("memory")]; }
@@ -410,8 +422,10 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
             (err("queue"))
             label { "Time limit " input name="runtime_limit" value=(val("runtime_limit")) placeholder="e.g. 2h; none when empty" aria-invalid=[invalid("runtime_limit")]; }
             (err("runtime_limit"))
-            label { "Environment (one NAME=value a line) " textarea name="env" rows="3" aria-invalid=[invalid("env")] { (val("env")) } }
-            (err("env"))
+            }
+            fieldset.group #storage {
+            legend { "Storage" }
+            p.hint { "Your home (/home/" (viewer.user.username) ") is mounted in every workload." }
             @if !datasets.is_empty() {
                 fieldset aria-invalid=[invalid("datasets")] {
                     legend { "Datasets (at /datasets/NAME, read-only unless marked read-write)" }
@@ -432,8 +446,14 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
                 }
             }
             (err("teams"))
+            }
+            details.group #advanced open[errors.contains_key("env") || errors.contains_key("apps") || !val("env").is_empty() || !val("apps").is_empty()] {
+            summary { "Advanced: environment and apps" }
+            label { "Environment (one NAME=value a line) " textarea name="env" rows="3" aria-invalid=[invalid("env")] { (val("env")) } }
+            (err("env"))
             label { "Apps the command serves (one name:port a line) " textarea name="apps" rows="2" aria-invalid=[invalid("apps")] { (val("apps")) } }
             (err("apps"))
+            }
             button type="submit" { "Submit" }
         }
     };

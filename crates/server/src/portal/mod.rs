@@ -9,7 +9,10 @@
 
 mod admin;
 mod charts;
+mod dashboard;
 mod form;
+mod images;
+mod launch;
 mod nodes;
 mod pages;
 mod signin;
@@ -35,6 +38,9 @@ pub fn router() -> axum::Router<AppState> {
         .route("/workloads", get(workloads::list))
         .route("/events", get(workloads::events))
         .route("/new", get(form::page).post(form::submit))
+        .route("/new/launch", axum::routing::post(launch::launch))
+        .route("/images", get(images::page))
+        .route("/images/{name}/delete", axum::routing::post(images::delete))
         .route("/workloads/{name}", get(workloads::detail))
         .route("/workloads/{name}/logs", get(workloads::logs))
         .route("/workloads/{name}/chart", get(workload_chart::fragment))
@@ -49,6 +55,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/account/tokens/{id}/revoke", axum::routing::post(pages::revoke_token))
         .route("/account/keys", axum::routing::post(pages::add_key))
         .route("/account/keys/remove", axum::routing::post(pages::remove_key))
+        .route("/admin/dashboard", get(dashboard::page))
         .route("/admin/users", get(admin::users).post(admin::add_user))
         .route("/admin/users/{name}/{what}", axum::routing::post(admin::change_user))
         .route("/admin/images", get(admin::images).post(admin::add_image))
@@ -63,6 +70,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/login/oidc", get(signin::begin))
         .route("/login/oidc/callback", get(signin::callback))
         .route("/static/{file}", get(asset))
+        .route("/favicon.ico", get(favicon))
         .layer(axum::middleware::map_response(guard))
 }
 
@@ -189,6 +197,7 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " — gpuhub" }
                 link rel="stylesheet" href="/static/portal.css";
+                link rel="icon" href="/static/favicon.svg" type="image/svg+xml";
                 script src="/static/portal.js" defer {}
             }
             body {
@@ -198,12 +207,14 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
                         a href="/workloads" { "Workloads" }
                         a href="/new" { "New workload" }
                         a href="/nodes" { "Nodes" }
+                        a href="/images" { "Images" }
                         a href="/usage" { "Usage" }
                         a href="/queues" { "Queues" }
                         a href="/account" { "Account" }
                         @if viewer.user.is_admin() {
+                            a href="/admin/dashboard" { "Dashboard" }
                             a href="/admin/users" { "Users" }
-                            a href="/admin/images" { "Images" }
+                            a href="/admin/images" { "Image catalog" }
                             a href="/admin/queues" { "Admin queues" }
                         }
                     }
@@ -226,21 +237,7 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
     }
 }
 
-/// An error as a page (for browsers), with the status.
-pub fn page_error(status: StatusCode, detail: &str) -> Response {
-    let body = html! {
-        (DOCTYPE)
-        html lang="en" {
-            head { meta charset="utf-8"; title { (status.as_u16()) " — gpuhub" } link rel="stylesheet" href="/static/portal.css"; }
-            body { main {
-                h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("error")) }
-                p.error { (detail) }
-                p { a href="/workloads" { "Back to your workloads" } }
-            } }
-        }
-    };
-    (status, body).into_response()
-}
+pub use crate::error::page_error;
 
 /// An API error as a page.
 pub fn api_error_page(e: ApiError) -> Response {
@@ -253,6 +250,13 @@ pub fn api_error_page(e: ApiError) -> Response {
 const PORTAL_JS: &str = include_str!("portal.js");
 const PORTAL_CSS: &str = include_str!("portal.css");
 const LOGIN_JS: &str = include_str!("login.js");
+const FAVICON: &str = include_str!("favicon.svg");
+
+/// `/favicon.ico`: the icon (an SVG) for browsers that ask for it by that name (the login page, the
+/// terminal).
+async fn favicon() -> Response {
+    ([(header::CONTENT_TYPE, "image/svg+xml"), (header::CACHE_CONTROL, "max-age=86400")], FAVICON).into_response()
+}
 
 /// `/static/{file}`: the portal's script and style.
 async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
@@ -260,6 +264,7 @@ async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Respon
         "portal.js" => (PORTAL_JS, "text/javascript; charset=utf-8"),
         "portal.css" => (PORTAL_CSS, "text/css; charset=utf-8"),
         "login.js" => (LOGIN_JS, "text/javascript; charset=utf-8"),
+        "favicon.svg" => (FAVICON, "image/svg+xml"),
         _ => return page_error(StatusCode::NOT_FOUND, "no such file"),
     };
     ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "max-age=300")], body).into_response()

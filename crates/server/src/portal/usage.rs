@@ -72,7 +72,7 @@ fn group_of(by: &str, row: &UsageRow) -> String {
 }
 
 /// The API's report for `by` over `from`–`to`, as `viewer` may see it.
-async fn report(
+pub(super) async fn report(
     st: &AppState,
     viewer: &Viewer,
     by: &str,

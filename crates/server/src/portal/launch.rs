@@ -1,0 +1,88 @@
+//! Launch cards: the new-workload page opens with a card per catalog image ("JupyterLab", "VS Code in
+//! the browser", "Terminal", …) and the Images page has the same button. One click submits a workspace
+//! of that image with the default resources and no command, which stays up until it is stopped or
+//! reclaimed as idle (`service::WORKSPACE_KEEP_ALIVE`), and goes to its page, where its apps open once
+//! it runs. A card is there only while its image is in the catalog.
+
+use super::{Fields, Viewer, api_error_page, check_form, field};
+use crate::error::ApiError;
+use crate::service;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use gpuhub_core::api::{CreateWorkloadRequest, ImageEntry, ResourceRequest};
+use gpuhub_core::workload::WorkloadKind;
+use maud::{Markup, html};
+use std::collections::BTreeMap;
+
+/// The form that starts a workspace of catalog (or saved) image `image` in one click.
+pub fn launch_button(viewer: &Viewer, image: &str, label: &str) -> Markup {
+    html! {
+        form.inline.launch method="post" action="/new/launch" {
+            input type="hidden" name="_csrf" value=(viewer.csrf);
+            input type="hidden" name="image" value=(image);
+            button type="submit" data-launch=(image) { (label) }
+        }
+    }
+}
+
+/// What a card says an image gives: its apps by name, else a terminal.
+fn gives(e: &ImageEntry) -> String {
+    if e.apps.is_empty() {
+        return "a terminal in the browser and SSH".to_owned();
+    }
+    let apps: Vec<&str> = e.apps.iter().map(|a| a.name.as_str()).collect();
+    format!("{} in the browser, a terminal and SSH", apps.join(", "))
+}
+
+/// The cards of the catalog, one per image, each a one-click workspace.
+pub fn cards(viewer: &Viewer, catalog: &[ImageEntry]) -> Markup {
+    html! {
+        @if !catalog.is_empty() {
+            section.cards aria-labelledby="cards-title" {
+                h2 #cards-title { "Start a workspace in one click" }
+                ul.cards { @for e in catalog {
+                    li.card data-image=(e.name) {
+                        strong.card-title { @if e.description.is_empty() { (e.name) } @else { (e.description) } }
+                        small { code { (e.name) } ": " (gives(e)) ". It runs until you stop it or it is reclaimed as idle." }
+                        (launch_button(viewer, &e.name, "Start"))
+                    }
+                } }
+            }
+        }
+    }
+}
+
+/// `POST /new/launch` (`image`): a workspace of that image with the defaults; on to its page.
+pub async fn launch(State(st): State<AppState>, viewer: Viewer, headers: HeaderMap, axum::Form(f): Fields) -> Response {
+    if let Some(r) = check_form(&viewer, &headers, &f) {
+        return r;
+    }
+    let image = field(&f, "image").unwrap_or_default().trim().to_owned();
+    if image.is_empty() {
+        return api_error_page(ApiError::unprocessable("invalid image: a launch names the image to start"));
+    }
+    let req = CreateWorkloadRequest {
+        name: None,
+        kind: WorkloadKind::Workspace,
+        image,
+        command: None,
+        env: BTreeMap::new(),
+        resources: ResourceRequest::default(),
+        priority: None,
+        priority_class: None,
+        apps: Vec::new(),
+        queue: None,
+        constraint: None,
+        runtime_limit: None,
+        members: None,
+        datasets: Vec::new(),
+        teams: Vec::new(),
+        service: None,
+    };
+    match service::submit(&st, &viewer.user, &req).await {
+        Ok(w) => Redirect::to(&format!("/workloads/{}", w.name)).into_response(),
+        Err(e) => api_error_page(e.into()),
+    }
+}
