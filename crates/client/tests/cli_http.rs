@@ -519,7 +519,7 @@ async fn service_run_sends_a_service_and_prints_its_url() {
 async fn an_admin_changes_a_role_and_sets_a_password() {
     let server = Server::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let ctx = Context::new(&dir.path().join("gpuhub")).with_password("pw");
+    let ctx = Context::new(dir.path().join("gpuhub")).with_password("pw");
     let (r, _) = cli(&ctx, &["login", "--server", &server.url, "--user", "alice"]).await;
     assert_eq!(r.unwrap(), 0);
 
