@@ -19,6 +19,7 @@ pub mod parse;
 pub mod quantity;
 pub mod queue;
 pub mod service;
+pub mod state;
 pub mod stop;
 pub mod team;
 pub mod usage;

@@ -2,7 +2,7 @@
 //! stored with the workload, never parsed back from its message.
 
 use crate::Seconds;
-use crate::workload::{WorkloadKind, WorkloadState};
+use crate::state::{WorkloadKind, WorkloadState};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
