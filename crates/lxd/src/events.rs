@@ -44,6 +44,9 @@ impl LxdEngine {
     async fn look(&self) -> Result<Seen, EngineError> {
         let mut seen = Seen::new();
         for c in self.containers().await? {
+            if c.running {
+                self.cap_log(&c);
+            }
             let status = self.status(&c);
             let workload = c.label(LABEL_WORKLOAD).unwrap_or_default().to_owned();
             if let Some(m) = status.members.first() {
@@ -51,6 +54,19 @@ impl LxdEngine {
             }
         }
         Ok(seen)
+    }
+
+    /// Keeps a running container's output at its run's `log_max_bytes` (see [`crate::logs::cap`]).
+    fn cap_log(&self, c: &crate::engine::Container) {
+        let Some(max) = c.config.get(crate::spec::LOG_MAX_KEY).and_then(|v| v.as_str()?.parse::<u64>().ok()) else {
+            return;
+        };
+        let path = self.run_dir(&c.name).join("log");
+        match crate::logs::cap(&path, max) {
+            Ok(0) => {}
+            Ok(cut) => tracing::debug!(container = %c.name, cut, "cut the oldest output of a container"),
+            Err(e) => tracing::warn!(container = %c.name, error = %e, "cannot cap a container's output"),
+        }
     }
 
     /// A stream of the poller's events, starting it when it is not running.

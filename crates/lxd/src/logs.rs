@@ -67,6 +67,32 @@ impl Reading {
     }
 }
 
+/// Keeps the output file `path` at about `cap` bytes at most: once it is longer, its oldest part is cut
+/// off in place (`fallocate` collapsing whole blocks from its start), keeping about the last half of the
+/// cap; the start script appends (`>>`), so it goes on writing at the new end. Where the file system
+/// cannot collapse (tmpfs, NFS), the file is emptied instead. Returns the bytes cut off.
+pub fn cap(path: &std::path::Path, cap: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let meta = file.metadata()?;
+    if meta.len() <= cap {
+        return Ok(0);
+    }
+    let block = meta.blksize().max(512);
+    let cut = (meta.len() - cap / 2) / block * block;
+    if cut == 0 {
+        return Ok(0);
+    }
+    match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::COLLAPSE_RANGE, 0, cut) {
+        Ok(()) => Ok(cut),
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
+            file.set_len(0)?;
+            Ok(meta.len())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn io_err(path: &std::path::Path, e: std::io::Error) -> EngineError {
     EngineError::Engine(format!("cannot read {}: {e}", path.display()))
 }
@@ -139,6 +165,26 @@ impl LxdEngine {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_capped_log_keeps_its_newest_part_and_takes_appends_at_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut writer = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+        for i in 0..20_000 {
+            writeln!(writer, "line {i:08}").unwrap();
+        }
+        let before = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(cap(&path, 1 << 20).unwrap(), 0, "under the cap");
+        let cut = cap(&path, 64 << 10).unwrap();
+        let after = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(after.len() as u64, before - cut);
+        assert!(after.len() <= 64 << 10 && after.len() >= 16 << 10, "{} bytes left", after.len());
+        assert!(after.ends_with("line 00019999\n"), "the newest output is kept");
+        writeln!(writer, "after the cut").unwrap();
+        let after = std::fs::read_to_string(&path).unwrap();
+        assert!(after.ends_with("line 00019999\nafter the cut\n"), "appends land at the new end");
+    }
 
     #[tokio::test]
     async fn the_tail_starts_n_lines_before_the_end() {

@@ -20,6 +20,8 @@ pub const PROP_ENV: &str = "gpuhub.env";
 pub const PROP_CWD: &str = "gpuhub.cwd";
 /// The reference an image was made from (a Docker image, or the name a workspace was saved as).
 pub const PROP_SOURCE: &str = "gpuhub.source";
+/// The config key keeping a run's `log_max_bytes` (outside `user.gpuhub.*`, which are its labels).
+pub const LOG_MAX_KEY: &str = "user.gpuhub-engine.log_max_bytes";
 /// The GPU control nodes a container with GPUs gets, where the host has them.
 pub const CONTROL_DEVICES: [&str; 3] = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"];
 
@@ -278,6 +280,9 @@ pub fn instance(
     }
     if spec.pids_limit > 0 {
         config.insert("limits.processes".into(), spec.pids_limit.to_string().into());
+    }
+    if let Some(max) = spec.log_max_bytes {
+        config.insert(LOG_MAX_KEY.into(), max.to_string().into());
     }
     let (gpu_devices, gpu_env) = gpu;
     for (k, v) in environment(spec, m, image, &gpu_env) {

@@ -36,7 +36,7 @@ fn run() -> RunSpec {
             mounts: vec![],
         }],
         pids_limit: 256,
-        log_max_bytes: None,
+        log_max_bytes: Some(1 << 20),
         time_limit: None,
         queue: String::new(),
         ports: vec![8888],
@@ -108,6 +108,7 @@ fn the_instance_maps_the_user_and_sets_limits_mounts_labels_and_ports() {
     assert_eq!(c["environment.CUDA_VISIBLE_DEVICES"], "");
     assert_eq!(c["user.gpuhub.workload"], "w1");
     assert_eq!(c["user.gpuhub.run"], "gpuhub-alice-train-0123abcd");
+    assert_eq!(c[LOG_MAX_KEY], (1u64 << 20).to_string());
     let d = &v["devices"];
     assert_eq!(d["root"]["pool"], "default");
     assert_eq!(d["gpuhub"]["source"], "/run/c1");
@@ -119,6 +120,7 @@ fn the_instance_maps_the_user_and_sets_limits_mounts_labels_and_ports() {
     assert!(d.get("eth0").is_none(), "no network unless one is configured");
     let labels = labels(c.as_object().unwrap());
     assert_eq!(labels.get("gpuhub.workload").map(String::as_str), Some("w1"));
+    assert!(labels.keys().all(|k| k.starts_with("gpuhub.")), "the cap is no label: {labels:?}");
 }
 
 #[test]

@@ -374,3 +374,47 @@ async fn a_configured_network_gives_the_container_its_nic() {
     assert_eq!(state, MemberState::Exited(0), "{out}");
     assert!(out.contains("eth0"), "{out}");
 }
+
+/// `log_max_bytes`: a member's output is kept at about that much, its newest part, while it runs.
+#[tokio::test]
+async fn output_is_capped_at_log_max_bytes_keeping_the_newest() {
+    if skipped() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path()).await;
+    let home = home(dir.path());
+    let _events = engine.events().await.unwrap(); // the poller keeps the cap
+    let name = unique("cap");
+    let mut cleanup = Cleanup { engine: engine.clone(), runs: vec![], images: vec![] };
+    // 10,000 lines of 14 bytes (140 kB), then the last line once the test says so
+    let script = "i=0; while [ $i -lt 10000 ]; do echo \"line $(printf %08d $i)\"; i=$((i+1)); done; \
+                  echo printed > /home/tester/printed; \
+                  while [ ! -e /home/tester/go ]; do sleep 0.05; done; echo the-last-line";
+    let mut s = spec(&name, IMAGE, script, Some(&home));
+    s.log_max_bytes = Some(64 << 10);
+    let status = engine.submit(&s).await.unwrap();
+    cleanup.runs.push(status.id.clone());
+    let log = dir.path().join("runs").join(&status.id).join("log");
+    let start = std::time::Instant::now();
+    loop {
+        let printed = home.join("printed").exists();
+        let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        if printed && len <= 64 << 10 {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the output is still {len} bytes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(home.join("go"), "").unwrap();
+    let state = until_state(&engine, &status.id, |s| matches!(s, MemberState::Exited(_))).await;
+    assert_eq!(state, MemberState::Exited(0));
+    let out = output(&engine, &status.id).await;
+    assert!(out.len() <= 64 << 10, "{} bytes kept", out.len());
+    assert!(
+        out.ends_with("line 00009999\nthe-last-line\n"),
+        "the newest output: {:?}",
+        &out[out.len().saturating_sub(80)..]
+    );
+    assert!(!out.contains("line 00000000"), "the oldest output is gone");
+}
