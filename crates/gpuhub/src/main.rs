@@ -132,6 +132,7 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
         EngineKind::Docker => Arc::new(docker_engine(&config).await?),
         EngineKind::Slurm => Arc::new(slurm_engine(&config).await?),
         EngineKind::Lxd => Arc::new(lxd_engine(&config).await?),
+        EngineKind::Kubernetes => Arc::new(kube_engine(&config).await?),
     };
     // GPU figures of this host for the monitor: NVML where there is a driver (Docker's and LXD's GPUs
     // are this host's; a Slurm cluster's are on its nodes)
@@ -143,7 +144,7 @@ async fn serve(config_file: Option<PathBuf>) -> anyhow::Result<()> {
                 None
             }
         },
-        EngineKind::Slurm => None,
+        EngineKind::Slurm | EngineKind::Kubernetes => None,
     };
     let seams = gpuhub_server::Seams { gpus, ..Default::default() };
     let server = gpuhub_server::start_with(config, engine, seams).await?;
@@ -201,6 +202,16 @@ async fn lxd_engine(config: &Config) -> anyhow::Result<gpuhub_lxd::LxdEngine> {
         .await
         .map_err(|e| anyhow::anyhow!("lxd engine: {e}"))?;
     tracing::info!(socket = %config.lxd.socket.display(), project = %config.lxd.project, "lxd engine");
+    Ok(engine)
+}
+
+/// The Kubernetes cluster of `[kubernetes]`. A kubeconfig that does not exist or an API server that
+/// does not answer stops the server with a sentence naming the kubeconfig and what was tried.
+async fn kube_engine(config: &Config) -> anyhow::Result<gpuhub_kube::KubeEngine> {
+    let engine = gpuhub_kube::KubeEngine::connect(config.kubernetes.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("kubernetes engine: {e}"))?;
+    tracing::info!(namespace = %config.kubernetes.namespace, "kubernetes engine: the api server answers");
     Ok(engine)
 }
 

@@ -56,6 +56,8 @@ pub enum EngineKind {
     Slurm,
     /// LXD on this host (`[lxd]`; gpuhub places; one system container per run).
     Lxd,
+    /// A Kubernetes cluster (`[kubernetes]`; Kubernetes places, gpuhub submits pods and follows).
+    Kubernetes,
 }
 
 impl std::str::FromStr for EngineKind {
@@ -65,9 +67,11 @@ impl std::str::FromStr for EngineKind {
             "docker" => Ok(Self::Docker),
             "slurm" => Ok(Self::Slurm),
             "lxd" => Ok(Self::Lxd),
-            _ => {
-                Err(ConfigError::Invalid { key: "engine".into(), reason: format!("{s:?} is not docker, slurm or lxd") })
-            }
+            "kubernetes" => Ok(Self::Kubernetes),
+            _ => Err(ConfigError::Invalid {
+                key: "engine".into(),
+                reason: format!("{s:?} is not docker, slurm, lxd or kubernetes"),
+            }),
         }
     }
 }
@@ -203,6 +207,8 @@ pub struct Config {
     pub slurm: gpuhub_slurm::SlurmConfig,
     /// The LXD daemon, with `engine = "lxd"`.
     pub lxd: gpuhub_lxd::LxdConfig,
+    /// The Kubernetes cluster, with `engine = "kubernetes"`.
+    pub kubernetes: gpuhub_kube::KubeConfig,
     /// Where users' homes are (default `<data_dir>/homes`, private to the hub's user). With an engine of
     /// several nodes, a directory on storage every node mounts at the same path, which the users'
     /// accounts can traverse (it is made 0755; each home stays 0700 and its owner's).
@@ -356,6 +362,7 @@ impl Default for Config {
             engine: EngineKind::Docker,
             slurm: gpuhub_slurm::SlurmConfig::default(),
             lxd: gpuhub_lxd::LxdConfig::default(),
+            kubernetes: gpuhub_kube::KubeConfig::default(),
             homes_dir: None,
             image_allow: Vec::new(),
             registries: Vec::new(),
@@ -422,6 +429,7 @@ impl fmt::Debug for Config {
             .field("engine", &self.engine)
             .field("slurm", &self.slurm)
             .field("lxd", &self.lxd)
+            .field("kubernetes", &self.kubernetes)
             .field("ssh_listen", &self.ssh_listen)
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)
@@ -522,6 +530,9 @@ impl Config {
                 }
                 lxd if lxd.starts_with("LXD_") && env::LXD_VARIABLES.contains(&&lxd[4..]) => {
                     env::apply_lxd(&mut self.lxd, &key, &lxd[4..], v)?
+                }
+                k8s if k8s.starts_with("KUBERNETES_") && env::KUBERNETES_VARIABLES.contains(&&k8s[11..]) => {
+                    env::apply_kubernetes(&mut self.kubernetes, &key, &k8s[11..], v)?
                 }
                 "SSH_LISTEN" => self.ssh_listen = parse(&key, &v)?,
                 "DATA_DIR" => self.data_dir = PathBuf::from(v),

@@ -39,6 +39,7 @@ pub const NOT_SERVER_SETTINGS: &[&str] = &[
     "SLURM_BENCH_QUEUE",
     "SLURM_BENCH_SETTLE_MS",
     "LXD_TESTS",
+    "TEST_KUBECONFIG",
     "BIN",
     "SCHEMATHESIS_SECS",
     "SCHEMATHESIS_EXAMPLES",
@@ -131,6 +132,46 @@ pub(super) fn apply_lxd(
     c.check().map_err(invalid)
 }
 
+/// The `[kubernetes]` settings a `GPUHUB_KUBERNETES_<KEY>` variable sets (the map `node_selector` only
+/// in the file).
+pub const KUBERNETES_VARIABLES: &[&str] = &[
+    "KUBECONFIG",
+    "CONTEXT",
+    "NAMESPACE",
+    "RUNTIME_CLASS",
+    "GPU_RESOURCE",
+    "SHARING",
+    "SHARE_RESOURCE",
+    "VOLCANO",
+    "GRACE_SECONDS",
+];
+
+/// Sets the `[kubernetes]` key `name` (of `KUBERNETES_VARIABLES`) from the variable `key`'s value `v`.
+pub(super) fn apply_kubernetes(
+    c: &mut gpuhub_kube::KubeConfig,
+    key: &str,
+    name: &str,
+    v: String,
+) -> Result<(), super::ConfigError> {
+    let invalid = |reason: String| super::ConfigError::Invalid { key: key.to_owned(), reason };
+    match name {
+        "KUBECONFIG" => c.kubeconfig = (!v.is_empty()).then(|| std::path::PathBuf::from(v)),
+        "CONTEXT" => c.context = (!v.is_empty()).then_some(v),
+        "NAMESPACE" => c.namespace = v,
+        "RUNTIME_CLASS" => c.runtime_class = (!v.is_empty()).then_some(v),
+        "GPU_RESOURCE" => c.gpu_resource = v,
+        "SHARING" => {
+            c.sharing = serde_json::from_value(serde_json::Value::String(v.clone()))
+                .map_err(|_| invalid(format!("{v:?} is not none, hami or mps")))?
+        }
+        "SHARE_RESOURCE" => c.share_resource = v,
+        "VOLCANO" => c.volcano = v.parse().map_err(|_| invalid(format!("{v:?} is not true or false")))?,
+        "GRACE_SECONDS" => c.grace_seconds = v.parse().map_err(|e| invalid(format!("{e}")))?,
+        other => return Err(invalid(format!("no [kubernetes] setting {other}"))),
+    }
+    c.check().map_err(invalid)
+}
+
 /// The server settings' variable names, without the prefix (what `apply_env` reads).
 pub const SERVER_VARIABLES: &[&str] = &[
     "LISTEN",
@@ -215,6 +256,15 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "LXD_STATE_DIR",
     "LXD_NETWORK",
     "LXD_POLL_MS",
+    "KUBERNETES_KUBECONFIG",
+    "KUBERNETES_CONTEXT",
+    "KUBERNETES_NAMESPACE",
+    "KUBERNETES_RUNTIME_CLASS",
+    "KUBERNETES_GPU_RESOURCE",
+    "KUBERNETES_SHARING",
+    "KUBERNETES_SHARE_RESOURCE",
+    "KUBERNETES_VOLCANO",
+    "KUBERNETES_GRACE_SECONDS",
     "LDAP_URL",
     "LDAP_STARTTLS",
     "LDAP_CA_FILE",

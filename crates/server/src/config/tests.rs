@@ -241,7 +241,40 @@ fn the_lxd_engine_and_its_section_from_the_file_or_the_environment() {
     let e = Config::load(None, env(&[("GPUHUB_LXD_SOCKET", "lxd.socket")])).unwrap_err().to_string();
     assert!(e.contains("GPUHUB_LXD_SOCKET") && e.contains("absolute"), "{e}");
     let e = Config::load(None, env(&[("GPUHUB_ENGINE", "lx")])).unwrap_err().to_string();
-    assert!(e.contains("is not docker, slurm or lxd"), "{e}");
+    assert!(e.contains("is not docker, slurm, lxd or kubernetes"), "{e}");
     let e = Config::from_toml("[lxd]\nsockett = \"/x\"\n").unwrap_err();
     assert!(e.contains("sockett"), "{e}");
+}
+
+#[test]
+fn the_kubernetes_engine_and_its_section_from_the_file_or_the_environment() {
+    let c = Config::from_toml(
+        "engine = \"kubernetes\"\n[kubernetes]\nkubeconfig = \"/etc/gpuhub/kubeconfig\"\nnamespace = \"ml\"\n[kubernetes.node_selector]\ngpu = \"yes\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.engine, EngineKind::Kubernetes);
+    assert_eq!(c.kubernetes.kubeconfig.as_deref(), Some(std::path::Path::new("/etc/gpuhub/kubeconfig")));
+    assert_eq!((c.kubernetes.namespace.as_str(), c.kubernetes.node_selector["gpu"].as_str()), ("ml", "yes"));
+    let vars = [
+        ("GPUHUB_ENGINE", "kubernetes"),
+        ("GPUHUB_KUBERNETES_SHARING", "hami"),
+        ("GPUHUB_KUBERNETES_VOLCANO", "true"),
+        ("GPUHUB_KUBERNETES_GRACE_SECONDS", "5"),
+    ];
+    let c = Config::load(None, env(&vars)).unwrap();
+    assert_eq!(c.kubernetes.sharing, gpuhub_kube::Sharing::Hami);
+    assert!(c.kubernetes.volcano);
+    assert_eq!((c.kubernetes.kubeconfig, c.kubernetes.grace_seconds), (None, 5), "in-cluster by default");
+    let e = Config::load(None, env(&[("GPUHUB_KUBERNETES_SHARING", "time-slicing")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_KUBERNETES_SHARING") && e.contains("not none, hami or mps"), "{e}");
+    let e = Config::load(None, env(&[("GPUHUB_KUBERNETES_NAMESPACE", "ML")])).unwrap_err().to_string();
+    assert!(e.contains("DNS label"), "{e}");
+    let e = Config::from_toml("[kubernetes]\nnamespaces = \"x\"\n").unwrap_err();
+    assert!(e.contains("namespaces"), "{e}");
+    // the README's example of the section is a valid config
+    let readme = include_str!("../../../../README.md");
+    let section = &readme[readme.find("## Kubernetes").expect("a Kubernetes section")..];
+    let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let c = Config::from_toml(&section[start..start + section[start..].find("```").unwrap()]).unwrap();
+    assert_eq!((c.engine, c.kubernetes.namespace.as_str()), (EngineKind::Kubernetes, "gpuhub"));
 }
