@@ -1,0 +1,222 @@
+//! The service account's rights are exactly what the engine uses: every API call the engine makes
+//! (recorded against the mocked API server, one call of every operation) is in
+//! [`gpuhub_kube::REQUIRED_RBAC`], and the Role and ClusterRole of `deploy/kubernetes/rbac.yaml` and of
+//! the Helm chart grant every rule of that list and nothing more.
+
+mod mock;
+
+use futures::StreamExt;
+use gpuhub_driver::{Engine, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberSpec, RunSpec};
+use gpuhub_kube::{KubeConfig, REQUIRED_RBAC};
+use mock::{Reply, exited, list, pod, running};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// (API group, resource with subresource, verb, cluster-wide) of a request.
+fn rbac_of(s: &mock::Seen) -> (String, String, String, bool) {
+    let seg: Vec<&str> = s.path.trim_start_matches('/').split('/').collect();
+    let (group, rest) = match seg[0] {
+        "api" => ("", &seg[2..]),
+        _ => (seg[1], &seg[3..]),
+    };
+    let (cluster, rest) = match rest {
+        ["namespaces", _, rest @ ..] => (false, rest),
+        rest => (true, rest),
+    };
+    let resource = match rest {
+        [r, _, sub] => format!("{r}/{sub}"),
+        [r, ..] => (*r).to_owned(),
+        [] => String::new(),
+    };
+    let named = rest.len() >= 2;
+    let verb = match (s.method.as_str(), named) {
+        ("GET", false) if s.query.contains("watch=true") => "watch",
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("POST", _) => "create",
+        ("PATCH", _) => "patch",
+        ("PUT", _) => "update",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (m, _) => panic!("unexpected method {m}"),
+    };
+    (group.to_owned(), resource, verb.to_owned(), cluster)
+}
+
+fn spec() -> RunSpec {
+    RunSpec {
+        name: "r".into(),
+        image: "busybox".into(),
+        command: vec![],
+        env: BTreeMap::new(),
+        labels: BTreeMap::from([
+            (LABEL_WORKLOAD.to_owned(), "w-1".to_owned()),
+            (LABEL_INSTANCE.to_owned(), "inst".to_owned()),
+            ("gpuhub.kind".to_owned(), "job".to_owned()),
+        ]),
+        identity: Identity {
+            username: "a".into(),
+            account: "a".into(),
+            uid: 1001,
+            gid: 1001,
+            home: "/home/a".into(),
+            groups: vec![],
+        },
+        working_dir: None,
+        mounts: vec![],
+        network: None,
+        members: (0..2)
+            .map(|index| MemberSpec {
+                index,
+                hostname: format!("r-{index}"),
+                node: None,
+                cpu_milli: 100,
+                memory_bytes: 1 << 20,
+                gpus: GpuGrant::None,
+                env: BTreeMap::new(),
+                mounts: vec![],
+            })
+            .collect(),
+        pids_limit: 100,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![],
+        disk_bytes: None,
+    }
+}
+
+#[tokio::test]
+async fn every_call_the_engine_makes_is_in_required_rbac() {
+    let (e, seen) = mock::engine(KubeConfig { volcano: true, ..Default::default() }, |s| {
+        let named = s.path.trim_end_matches('/').rsplit('/').next().is_some_and(|last| last.starts_with("r"));
+        match s.method.as_str() {
+            "GET" if s.query.contains("watch=true") => Reply::Hang,
+            "GET" if s.path.ends_with("/log") => Reply::Raw(200, b"x\n".to_vec()),
+            "GET" if s.path.ends_with("/nodes") => list("NodeList", vec![]),
+            "GET" if s.path.ends_with("/jobs") => list(
+                "JobList",
+                vec![json!({
+                    "apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": { "name": "r-1", "labels": { "gpuhub.run": "r", "gpuhub.member": "1", "gpuhub.members": "2" } },
+                    "status": {},
+                })],
+            ),
+            "GET" if s.query.contains("fieldSelector") => list("PodList", vec![pod(0, exited(143, "Error"))]),
+            "GET" if s.query.contains("gpuhub.member=0") => list("PodList", vec![pod(0, running())]),
+            "GET" => {
+                let mut waiting = pod(1, json!({ "phase": "Pending" }));
+                waiting["spec"].as_object_mut().unwrap().remove("nodeName");
+                list("PodList", vec![pod(0, running()), waiting])
+            }
+            "POST" => {
+                let mut o = s.body.clone();
+                o["metadata"]["uid"] = json!("u");
+                Reply::Json(201, o)
+            }
+            "PATCH" => Reply::Json(200, pod(0, running())),
+            "DELETE" if named => Reply::Json(200, json!({ "kind": "Status", "apiVersion": "v1", "status": "Success" })),
+            "DELETE" if s.path.ends_with("/jobs") => list("JobList", vec![]),
+            "DELETE" => list("PodList", vec![pod(0, running())]),
+            _ => mock::status(405, "MethodNotAllowed", "unexpected"),
+        }
+    });
+    e.submit(&spec()).await.unwrap();
+    let mut workspace = spec();
+    workspace.labels.insert("gpuhub.kind".into(), "workspace".into());
+    workspace.members.truncate(1);
+    e.submit(&workspace).await.unwrap();
+    e.observe("r").await.unwrap();
+    e.list_runs().await.unwrap();
+    e.inventory().await.unwrap();
+    let m = MemberRef::new("r", 0);
+    e.logs(&m, true, None).await.unwrap().collect::<Vec<_>>().await;
+    e.endpoint(&m, 8888).await.unwrap();
+    e.cancel("r", Duration::from_secs(1)).await.unwrap();
+    e.remove("r").await.unwrap();
+    let mut events = e.events().await.unwrap();
+    // the watch's first listing and its watch are made; nothing comes
+    assert!(tokio::time::timeout(Duration::from_millis(300), events.next()).await.is_err());
+    let calls: BTreeSet<_> = seen.lock().unwrap().iter().map(rbac_of).collect();
+    for (group, resource, verb, cluster) in &calls {
+        let rule = REQUIRED_RBAC.iter().find(|r| r.group == group && r.resource == resource);
+        assert!(
+            rule.is_some_and(|r| r.verbs.contains(&verb.as_str()) && r.cluster == *cluster),
+            "the engine calls {verb} on {group}/{resource}, which REQUIRED_RBAC lacks"
+        );
+    }
+    // and every rule but exec (its websocket is tested in exec.rs) is used
+    for r in REQUIRED_RBAC.iter().filter(|r| r.resource != "pods/exec") {
+        for v in r.verbs {
+            assert!(
+                calls.iter().any(|(g, res, verb, _)| g == r.group && res == r.resource && verb == v),
+                "REQUIRED_RBAC grants {v} on {}/{} that no call uses",
+                r.group,
+                r.resource
+            );
+        }
+    }
+}
+
+/// (group, resource, verb) granted by the rules of every object of `kind` in `docs`.
+fn granted(docs: &[Value], kind: &str) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for d in docs.iter().filter(|d| d["kind"] == kind) {
+        for rule in d["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        let (g, r, v) = (g.as_str().unwrap(), r.as_str().unwrap(), v.as_str().unwrap());
+                        assert!(g != "*" && r != "*" && v != "*", "a wildcard in {kind}: {rule}");
+                        out.insert((g.to_owned(), r.to_owned(), v.to_owned()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn check(path: &str, text: &str) {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let need = |cluster: bool| -> BTreeSet<(String, String, String)> {
+        REQUIRED_RBAC
+            .iter()
+            .filter(|r| r.cluster == cluster)
+            .flat_map(|r| r.verbs.iter().map(|v| (r.group.to_owned(), r.resource.to_owned(), (*v).to_owned())))
+            .collect()
+    };
+    assert_eq!(granted(&docs, "Role"), need(false), "{path}: the Role is not REQUIRED_RBAC's namespaced rules");
+    assert_eq!(
+        granted(&docs, "ClusterRole"),
+        need(true),
+        "{path}: the ClusterRole is not REQUIRED_RBAC's cluster rules"
+    );
+    for (binding, role) in [("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")] {
+        let b = docs.iter().find(|d| d["kind"] == binding).unwrap_or_else(|| panic!("{path}: no {binding}"));
+        assert_eq!(b["roleRef"]["kind"], role, "{path}");
+        assert_eq!(b["subjects"][0]["kind"], "ServiceAccount", "{path}");
+        assert_eq!(b["subjects"][0]["name"], "gpuhub", "{path}");
+    }
+    assert!(docs.iter().any(|d| d["kind"] == "ServiceAccount" && d["metadata"]["name"] == "gpuhub"), "{path}");
+}
+
+#[test]
+fn the_manifests_and_the_chart_grant_exactly_required_rbac() {
+    check("deploy/kubernetes/rbac.yaml", include_str!("../../../deploy/kubernetes/rbac.yaml"));
+    check("deploy/helm/gpuhub/templates/rbac.yaml", include_str!("../../../deploy/helm/gpuhub/templates/rbac.yaml"));
+}
+
+#[test]
+fn a_broader_role_is_caught() {
+    let text = include_str!("../../../deploy/kubernetes/rbac.yaml")
+        .replace("\"list\", \"patch\", \"watch\"]", "\"list\", \"patch\", \"watch\", \"get\"]");
+    assert!(
+        std::panic::catch_unwind(|| check("broader", &text)).is_err(),
+        "a role granting more than REQUIRED_RBAC passes"
+    );
+    let text =
+        include_str!("../../../deploy/kubernetes/rbac.yaml").replace("resources: [\"pods/log\"]", "resources: [\"*\"]");
+    assert!(std::panic::catch_unwind(|| check("wildcard", &text)).is_err());
+}
