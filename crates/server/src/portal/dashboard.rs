@@ -296,8 +296,8 @@ fn render(
                         td data-gpu-used-hours=(held[i].1) { (charts::num(held[i].1)) }
                         td data-waiting=(waits[i].mean_waiting) { (charts::num(waits[i].mean_waiting)) }
                         td data-starts=(waits[i].starts) { (waits[i].starts) }
-                        td data-mean-wait=[waits[i].mean_wait_s] { (opt(waits[i].mean_wait_s)) }
-                        td data-max-wait=[waits[i].max_wait_s] { (opt(waits[i].max_wait_s)) }
+                        td.mean-wait data-mean-wait=[waits[i].mean_wait_s] { (opt(waits[i].mean_wait_s)) }
+                        td.max-wait data-max-wait=[waits[i].max_wait_s] { (opt(waits[i].max_wait_s)) }
                     }
                 } }
             }
