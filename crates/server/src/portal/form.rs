@@ -198,6 +198,13 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
         _ => None,
     };
     let image = some("image_other").or_else(|| some("image")).unwrap_or_default();
+    // what the API would refuse of the name and image, found here too, so that they show with the rest
+    if image.is_empty() {
+        errors.insert("image", "invalid image: choose one (the catalog, your saved images or a reference)".to_owned());
+    }
+    if let Some(Err(e)) = some("name").map(|n| gpuhub_core::names::validate("workload", &n)) {
+        errors.insert("name", format!("invalid name: {e}"));
+    }
     let command = match parse::words(&text("command")) {
         Ok(w) if w.is_empty() => None,
         Ok(w) => Some(w),
@@ -501,7 +508,10 @@ mod tests {
     fn what_the_form_refuses_is_named_by_field() {
         let v = values(&[("cpus", "x"), ("gpus", "1.5"), ("memory", "lots"), ("env", "NOEQUALS"), ("members", "1")]);
         let e = request(&v).unwrap_err();
-        assert_eq!(e.keys().copied().collect::<Vec<_>>(), ["cpus", "env", "gpus", "memory"]);
+        assert_eq!(e.keys().copied().collect::<Vec<_>>(), ["cpus", "env", "gpus", "image", "memory"]);
+        let named =
+            request(&values(&[("name", "Bad Name"), ("image", "x"), ("cpus", "1"), ("gpus", "0"), ("members", "1")]));
+        assert!(named.unwrap_err().get("name").is_some_and(|m| m.contains("invalid name")));
         assert_eq!(form_field("resources.gpus"), "gpus");
         assert_eq!(form_field("resources"), "");
     }
