@@ -1,0 +1,145 @@
+//! The engine against a real cluster, when `GPUHUB_TEST_KUBECONFIG` names a kubeconfig (its namespace
+//! `gpuhub-test` must exist, with the rights of `deploy/kubernetes/rbac.yaml`): a job with its exit
+//! code and output as its owner's uid, a workspace with exec and its pod ip, stopped with its record
+//! kept, and a two-member gang with its rank variables. Without the variable it prints why it skips.
+//! Never run here (no cluster can be installed on the test machine): see README, "Kubernetes".
+
+use futures::StreamExt;
+use gpuhub_driver::{
+    Engine, ExecSpec, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberSpec, MemberState, RunSpec,
+};
+use gpuhub_kube::{KubeConfig, KubeEngine};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(300);
+
+async fn engine() -> Option<KubeEngine> {
+    let Ok(path) = std::env::var("GPUHUB_TEST_KUBECONFIG") else {
+        // straight to the process's stderr, past the test harness's capture: visible in CI's output
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"skipped: GPUHUB_TEST_KUBECONFIG is not set\n");
+        return None;
+    };
+    let config = KubeConfig {
+        kubeconfig: Some(path.into()),
+        namespace: "gpuhub-test".into(),
+        grace_seconds: 2,
+        ..Default::default()
+    };
+    Some(KubeEngine::connect(config).await.expect("the cluster of GPUHUB_TEST_KUBECONFIG answers"))
+}
+
+fn image() -> String {
+    std::env::var("GPUHUB_BUSYBOX_IMAGE").unwrap_or_else(|_| "busybox:1.36".into())
+}
+
+fn spec(name: &str, kind: &str, members: u32, command: &[&str]) -> RunSpec {
+    let unique = format!("{name}-{}", std::process::id());
+    RunSpec {
+        name: unique.clone(),
+        image: image(),
+        command: command.iter().map(|s| (*s).to_owned()).collect(),
+        env: BTreeMap::new(),
+        labels: BTreeMap::from([
+            (LABEL_WORKLOAD.to_owned(), unique),
+            (LABEL_INSTANCE.to_owned(), "cluster-test".to_owned()),
+            ("gpuhub.kind".to_owned(), kind.to_owned()),
+        ]),
+        identity: Identity {
+            username: "alice".into(),
+            account: "alice".into(),
+            uid: 1001,
+            gid: 1001,
+            home: "/tmp".into(),
+            groups: vec![],
+        },
+        working_dir: None,
+        mounts: vec![],
+        network: None,
+        members: (0..members)
+            .map(|index| MemberSpec {
+                index,
+                hostname: format!("{name}-{index}"),
+                node: None,
+                cpu_milli: 100,
+                memory_bytes: 64 << 20,
+                gpus: GpuGrant::None,
+                env: BTreeMap::new(),
+                mounts: vec![],
+            })
+            .collect(),
+        pids_limit: 256,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![],
+        disk_bytes: None,
+    }
+}
+
+/// Waits until every member of `run` has ended, by the engine's events; their exit codes.
+async fn ended(e: &KubeEngine, run: &str) -> Vec<MemberState> {
+    let mut events = e.events().await.unwrap();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let r = e.observe(run).await.unwrap();
+            if r.ended() {
+                return r.members.iter().map(|m| m.state).collect();
+            }
+            match events.next().await {
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => events = e.events().await.unwrap(),
+            }
+        }
+    })
+    .await
+    .expect("the run ended")
+}
+
+async fn output(e: &KubeEngine, run: &str, member: u32) -> String {
+    let chunks: Vec<_> = e.logs(&MemberRef::new(run, member), false, None).await.unwrap().collect().await;
+    chunks.into_iter().map(|c| String::from_utf8_lossy(&c.unwrap()).into_owned()).collect()
+}
+
+#[tokio::test]
+async fn a_job_ends_with_its_code_and_output_as_its_owner() {
+    let Some(e) = engine().await else { return };
+    let run = e.submit(&spec("job", "job", 1, &["sh", "-c", "id -u; exit 3"])).await.unwrap();
+    assert_eq!(ended(&e, &run.id).await, [MemberState::Exited(3)]);
+    assert_eq!(output(&e, &run.id, 0).await.trim(), "1001");
+    e.remove(&run.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_workspace_takes_exec_has_an_address_and_keeps_its_record_when_stopped() {
+    let Some(e) = engine().await else { return };
+    let run = e.submit(&spec("ws", "workspace", 1, &["sleep", "3600"])).await.unwrap();
+    let m = MemberRef::new(&run.id, 0);
+    tokio::time::timeout(WAIT, async {
+        while e.observe(&run.id).await.unwrap().members[0].state != MemberState::Running {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await
+    .expect("the workspace runs");
+    let exec = ExecSpec { command: vec!["sh".into(), "-c".into(), "echo hi; exit 4".into()], ..Default::default() };
+    let h = e.exec(&m, &exec).await.unwrap();
+    let out: Vec<_> = h.output.collect().await;
+    assert!(out.iter().any(|c| c.as_ref().is_ok_and(|b| b.starts_with(b"hi"))));
+    assert!(e.endpoint(&m, 8888).await.unwrap().ip().is_ipv4());
+    e.cancel(&run.id, Duration::from_secs(2)).await.unwrap();
+    let state = e.observe(&run.id).await.unwrap().members[0].state;
+    assert!(matches!(state, MemberState::Exited(137 | 143)), "{state:?}");
+    assert_eq!(e.observe(&run.id).await.unwrap().ended_by_engine(), None, "gpuhub's own stop");
+    e.remove(&run.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_gang_of_two_gets_its_ranks_and_reaches_member_zero() {
+    let Some(e) = engine().await else { return };
+    let cmd = ["sh", "-c", "echo $RANK/$WORLD_SIZE; nslookup $MASTER_ADDR >/dev/null && echo resolved"];
+    let run = e.submit(&spec("gang", "job", 2, &cmd)).await.unwrap();
+    assert_eq!(ended(&e, &run.id).await, [MemberState::Exited(0), MemberState::Exited(0)]);
+    assert!(output(&e, &run.id, 1).await.starts_with("1/2\nresolved"));
+    e.remove(&run.id).await.unwrap();
+}
