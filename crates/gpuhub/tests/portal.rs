@@ -212,7 +212,7 @@ async fn a_user_works_in_the_portal_and_another_cannot_see_it() -> Result<()> {
     c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
     c.wait().at_most(WAIT).for_element(Locator::Css(&format!("tr[data-user=\"{carol}\"]"))).await?;
     browser::screenshot(c, "portal-admin-users").await;
-    c.find(Locator::LinkText("Images")).await?.click().await?;
+    c.find(Locator::LinkText("Image catalog")).await?.click().await?;
     fill(c, "name", "plain").await?;
     fill(c, "image", "gpuhub/busybox:latest").await?;
     fill(c, "description", "busybox, for quick jobs").await?;
