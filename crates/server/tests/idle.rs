@@ -129,6 +129,15 @@ async fn an_idle_gpu_workspace_is_warned_then_stopped_and_a_busy_or_used_one_is_
     assert_eq!(std::fs::read_to_string(&home_file).unwrap(), "keep me", "the home survives");
     assert_eq!(hub.get(&alice, "busy").await["state"], "running");
     assert_eq!(hub.get(&alice, "used").await["state"], "running");
+    // the admin's dashboard lists the reclaim, by the idle rule, with its words
+    let login = json!({"username": "admin", "password": ADMIN_PASSWORD});
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&login).send().await.unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let r = hub.http.get(format!("{}/admin/dashboard", hub.url)).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let page = r.text().await.unwrap();
+    let row = page.split("data-rule=\"idle\" data-workload=\"alice/idle\"").nth(1).expect("the reclaim listed");
+    assert!(row.split("</tr>").next().unwrap().contains("below 5 %"), "{row}");
     // and it starts again
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads/idle/start", Some(&alice), None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
