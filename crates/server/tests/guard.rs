@@ -154,6 +154,13 @@ async fn a_share_over_its_gpu_memory_grant_is_warned_then_stopped_with_its_figur
         "{:?}",
         stored.interruption
     );
+    // the admins' dashboard lists it as the guard's, with its figures
+    hub.user(&admin, "root").await;
+    let (s, v) = hub.call(Method::PATCH, "/api/v1/users/root", Some(&admin), Some(json!({"admin": true}))).await;
+    assert!(s.is_success(), "{v}");
+    let dashboard = page(&hub, "root", "/admin/dashboard").await;
+    let row = dashboard.split("data-rule=\"guard\" data-workload=\"alice/big\"").nth(1).expect("the guard's stop");
+    assert!(row.split("</tr>").next().unwrap().contains("above its grant of 10GiB"), "{row}");
 
     // /metrics: the GPU's mode, bob's grant, one warning and one stop
     let text = metrics(&hub).await;
