@@ -101,6 +101,26 @@ impl Api {
         headers: &[(&str, String)],
     ) -> Result<(u16, Value), ApiError> {
         let what = format!("{method} {path}");
+        let (status, bytes) = self.send_raw(method, path, body, headers).await?;
+        if bytes.is_empty() {
+            return Ok((status, Value::Null));
+        }
+        let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::Answer {
+            what,
+            message: format!("{e}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(300)])),
+        })?;
+        Ok((status, value))
+    }
+
+    /// Sends one request and reads LXD's whole answer: its HTTP status and body.
+    async fn send_raw(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Body,
+        headers: &[(&str, String)],
+    ) -> Result<(u16, Bytes), ApiError> {
+        let what = format!("{method} {path}");
         let transport = |e: &dyn std::fmt::Display| ApiError::Transport { what: what.clone(), message: e.to_string() };
         let stream = self.connect().await?;
         let (mut sender, conn) =
@@ -117,19 +137,21 @@ impl Api {
             let resp = sender.send_request(req).await.map_err(|e| transport(&e))?;
             let status = resp.status().as_u16();
             let bytes = resp.into_body().collect().await.map_err(|e| transport(&e))?.to_bytes();
-            let value: Value = if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).map_err(|e| ApiError::Answer {
-                    what: what.clone(),
-                    message: format!("{e}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(300)])),
-                })?
-            };
-            Ok((status, value))
+            Ok((status, bytes))
         }
         .await;
         driver.abort();
         answer
+    }
+
+    /// `GET path` of a plain-text answer (an instance's log file); an error unless LXD answers 200.
+    pub async fn get_text(&self, path: &str) -> Result<String, ApiError> {
+        let (status, bytes) = self.send_raw(http::Method::GET, path, empty(), &[]).await?;
+        if status != 200 {
+            let message = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+            return Err(ApiError::Lxd { what: format!("GET {path}"), code: status, message });
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// Sends a request and unwraps LXD's envelope: the `metadata` of a `sync` answer, the operation of an

@@ -74,14 +74,20 @@ impl LxdEngine {
             });
         }
         if let Err(e) = self.set_state(&name, "start", false, -1).await {
-            let _ = self.inner.api.delete(&format!("/1.0/instances/{name}")).await;
+            // LXD's own answer names only its helper's exit status: LXC's log says why
+            let log = self.inner.api.get_text(&format!("/1.0/instances/{name}/logs/lxc.log")).await.unwrap_or_default();
+            if let Err(e) = self.delete_instance(&name).await {
+                tracing::warn!(container = %name, error = %e, "cannot remove the container of a failed start");
+            }
             let _ = std::fs::remove_dir_all(&run_dir);
-            return Err(explain_start(e, spec));
+            return Err(explain_start(e, &log, spec));
         }
         self.loopback_up(&name).await;
         if let Err(e) = self.release(&name).await {
             let _ = self.set_state(&name, "stop", true, -1).await;
-            let _ = self.inner.api.delete(&format!("/1.0/instances/{name}")).await;
+            if let Err(e) = self.delete_instance(&name).await {
+                tracing::warn!(container = %name, error = %e, "cannot remove the container of a failed start");
+            }
             let _ = std::fs::remove_dir_all(&run_dir);
             return Err(e);
         }
@@ -126,6 +132,25 @@ impl LxdEngine {
             .await
             .map(|_| ())
             .map_err(api_err)
+    }
+
+    /// Deletes container `name`, stopping it first if it runs; a container whose init just ended (or
+    /// whose start failed) is still being stopped by LXD for a moment ("busy"), which is waited out.
+    pub(crate) async fn delete_instance(&self, name: &str) -> Result<(), EngineError> {
+        let deadline = Instant::now() + BUSY_PATIENCE;
+        loop {
+            match self.inner.api.delete(&format!("/1.0/instances/{name}")).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.not_found() => return Err(EngineError::NotFound(format!("container {name}"))),
+                Err(e) if e.to_string().contains("is busy") && Instant::now() < deadline => {
+                    tokio::time::sleep(STOP_POLL).await
+                }
+                Err(e) if e.to_string().contains("is running") && Instant::now() < deadline => {
+                    let _ = self.set_state(name, "stop", true, -1).await;
+                }
+                Err(e) => return Err(api_err(e)),
+            }
+        }
     }
 
     /// Tells container `name`'s start script to run its command: a line into its [`spec::GO`] FIFO, once
@@ -211,17 +236,35 @@ fn free_port() -> Result<u16, EngineError> {
     l.local_addr().map(|a| a.port()).map_err(|e| EngineError::Engine(format!("cannot find a free port: {e}")))
 }
 
-/// A failed start, explained: a user ID the host has not delegated to root cannot be mapped.
-fn explain_start(e: EngineError, spec: &RunSpec) -> EngineError {
-    let text = e.to_string();
-    if text.contains("not allowed") && text.contains("newuidmap") || text.contains("newgidmap") {
+/// A failed start, explained with the errors of LXC's log `log` (its first few); a user or group ID the
+/// host has not delegated to root (newuidmap, newgidmap) is the run's to fix, and named so.
+fn explain_start(e: EngineError, log: &str, spec: &RunSpec) -> EngineError {
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" ERROR "))
+        .map(|l| l.split_once(" - ").map_or(l, |(_, rest)| rest).trim())
+        .take(3)
+        .collect();
+    let message = match &e {
+        EngineError::Rejected(m) | EngineError::Engine(m) | EngineError::Unavailable(m) => m.clone(),
+        other => other.to_string(),
+    };
+    let text = match errors.is_empty() {
+        true => message,
+        false => format!("{message} ({})", errors.join("; ")),
+    };
+    if text.contains("newuidmap") || text.contains("newgidmap") {
         return EngineError::Rejected(format!(
             "lxd cannot map uid {} / gid {} into the container: root must be allowed them in /etc/subuid and \
              /etc/subgid (scripts/setup-debian.sh adds root:1000:… ranges): {text}",
             spec.identity.uid, spec.identity.gid
         ));
     }
-    e
+    match e {
+        EngineError::Rejected(_) => EngineError::Rejected(text),
+        EngineError::Unavailable(_) => EngineError::Unavailable(text),
+        _ => EngineError::Engine(text),
+    }
 }
 
 #[async_trait]
@@ -341,20 +384,10 @@ impl Engine for LxdEngine {
         if c.running {
             let _ = self.set_state(&c.name, "stop", true, -1).await;
         }
-        // a container whose init just ended is still being stopped by LXD for a moment ("busy")
-        let deadline = Instant::now() + BUSY_PATIENCE;
-        loop {
-            match self.inner.api.delete(&format!("/1.0/instances/{}", c.name)).await {
-                Ok(_) => break,
-                Err(e) if e.not_found() => return Err(EngineError::NotFound(format!("run {run}"))),
-                Err(e) if e.to_string().contains("is busy") && Instant::now() < deadline => {
-                    tokio::time::sleep(STOP_POLL).await
-                }
-                Err(e) if e.to_string().contains("is running") && Instant::now() < deadline => {
-                    let _ = self.set_state(&c.name, "stop", true, -1).await;
-                }
-                Err(e) => return Err(api_err(e)),
-            }
+        match self.delete_instance(&c.name).await {
+            Ok(()) => {}
+            Err(EngineError::NotFound(_)) => return Err(EngineError::NotFound(format!("run {run}"))),
+            Err(e) => return Err(e),
         }
         let dir = self.run_dir(&c.name);
         if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -440,5 +473,29 @@ impl Engine for LxdEngine {
             memory_limit: limit,
             pids: Some(num("/pid") as u32).filter(|p| *p > 0).into_iter().collect(),
         }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_is_explained_by_lxcs_log() {
+        let log = "lxc t1 20261126 ERROR    conf - ../src/lxc/conf.c:lxc_map_ids:3708 - newuidmap failed to write \
+                   mapping \"newuidmap: uid range [999-1000) -> [999-1000) not allowed\"\n\
+                   lxc t1 20261126 ERROR    start - ../src/lxc/start.c:lxc_spawn:1788 - Failed to set up id mapping.\n\
+                   lxc t1 20261126 WARN     start - other\n";
+        let spec = crate::spec::tests::run();
+        let e = explain_start(EngineError::Engine("lxd: Failed to run: forkstart".into()), log, &spec);
+        let text = e.to_string();
+        assert!(matches!(e, EngineError::Rejected(_)), "{e:?}");
+        assert!(
+            text.contains("/etc/subuid") && text.contains("uid range [999-1000) -> [999-1000) not allowed"),
+            "{text}"
+        );
+        assert!(text.contains("Failed to set up id mapping") && !text.contains("other"), "{text}");
+        let e = explain_start(EngineError::Engine("lxd: boom".into()), "", &spec);
+        assert_eq!(e.to_string(), "container engine: lxd: boom");
     }
 }

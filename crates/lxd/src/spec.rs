@@ -362,4 +362,4 @@ pub fn labels(config: &Map<String, Value>) -> BTreeMap<String, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,8 +1,10 @@
+//! The run spec's translation into an LXD instance; [`run`] is a spec the other modules' tests share.
+
 use super::*;
 use gpuhub_core::{Bytes, CpuMilli};
 use gpuhub_driver::{Identity, LABEL_WORKLOAD, Mount};
 
-fn run() -> RunSpec {
+pub(crate) fn run() -> RunSpec {
     RunSpec {
         name: "gpuhub-alice-train-0123abcd".into(),
         image: "gpuhub/busybox:latest".into(),

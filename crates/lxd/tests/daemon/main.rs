@@ -418,3 +418,25 @@ async fn output_is_capped_at_log_max_bytes_keeping_the_newest() {
     );
     assert!(!out.contains("line 00000000"), "the oldest output is gone");
 }
+
+/// A user ID root may not map (below the ranges setup-debian.sh delegates) is refused at submit, saying
+/// where to allow it, and nothing is left behind.
+#[tokio::test]
+async fn a_uid_root_may_not_map_is_refused_naming_subuid() {
+    if skipped() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path()).await;
+    let name = unique("subuid");
+    let mut s = spec(&name, IMAGE, "true", None);
+    s.identity.uid = 999;
+    s.identity.gid = 999;
+    let e = engine.submit(&s).await.unwrap_err();
+    assert!(matches!(e, EngineError::Rejected(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("/etc/subuid") && text.contains("not allowed"), "{text}");
+    let runs = engine.list_runs().await.unwrap();
+    assert!(runs.iter().all(|r| r.id != gpuhub_lxd::spec::lxd_name(&name)), "a container is left: {runs:?}");
+    assert!(!dir.path().join("runs").join(gpuhub_lxd::spec::lxd_name(&name)).exists());
+}
