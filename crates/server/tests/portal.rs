@@ -511,6 +511,19 @@ async fn saved_images_are_offered_and_a_pull_shows_its_progress() {
     let again = get(&hub, Some(&s.cookie), "/new?from=from-env").await.1;
     assert!(again.contains("<option value=\"env\" selected>"), "run again: {again}");
 
+    // the Images page: hers, with a delete button; bob sees none and cannot delete hers; she can
+    let images = get(&hub, Some(&s.cookie), "/images").await.1;
+    let row = images.split("<tr data-image=\"env\">").nth(1).expect("her saved image listed");
+    assert!(row.split("</tr>").next().unwrap().contains("action=\"/images/env/delete\""), "{row}");
+    assert!(!get(&hub, Some(&b.cookie), "/images").await.1.contains("<tr data-image=\"env\">"), "not bob's");
+    let (status, _, location) = post(&hub, Some(&b), "/images/env/delete", &[]).await;
+    assert!(status == StatusCode::SEE_OTHER && location.starts_with("/images?error="), "{location}");
+    let mine = || hub.call(Method::GET, "/api/v1/me/images", Some(&alice), None);
+    assert_eq!(mine().await.1.as_array().unwrap().len(), 1, "still hers");
+    let (status, _, location) = post(&hub, Some(&s), "/images/env/delete", &[]).await;
+    assert!(status == StatusCode::SEE_OTHER && location.starts_with("/images?done="), "{location}");
+    assert_eq!(mine().await.1.as_array().unwrap().len(), 0, "deleted");
+
     // a pull part-way: the page's live part shows it, and asks to be fetched again
     hub.runtime.set_registry("registry.test/ok:1", Ok(()));
     hub.runtime.hold_pulls(true);
