@@ -106,6 +106,17 @@ impl KubeEngine {
         }
     }
 
+    /// The engine over the API server at `url` with no credentials (an in-process fake API server in
+    /// tests, `kubectl proxy`); checks nothing.
+    pub fn with_url(url: &str, config: KubeConfig) -> Result<Self, EngineError> {
+        let uri = url.parse().map_err(|e| EngineError::Engine(format!("{url:?} is not a url: {e}")))?;
+        let mut kc = kube::Config::new(uri);
+        kc.default_namespace = config.namespace.clone();
+        let client =
+            Client::try_from(kc).map_err(|e| EngineError::Engine(format!("cannot make a client for {url}: {e}")))?;
+        Ok(Self::with_client(client, config))
+    }
+
     /// Its settings.
     pub fn config(&self) -> &KubeConfig {
         &self.config
