@@ -1,7 +1,7 @@
 //! Reaching members through the API server: logs (follow), exec (the API server's exec stream over a
 //! websocket), endpoints (the pod's IP), and the event feed (a watch on gpuhub's pods).
 
-use crate::engine::{KubeEngine, api_err};
+use crate::engine::{Exec, KubeEngine, api_err};
 use crate::status;
 use futures::{AsyncBufReadExt, StreamExt};
 use gpuhub_driver::{
@@ -14,13 +14,6 @@ use kube::runtime::watcher;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-
-/// A running exec: its terminal's size channel and, once it ended, its exit code.
-#[derive(Debug)]
-pub(crate) struct Exec {
-    pub resize: Option<futures::channel::mpsc::Sender<TerminalSize>>,
-    pub code: Arc<Mutex<Option<i64>>>,
-}
 
 /// The exit code an exec's closing status carries (`NonZeroExitCode` with its `ExitCode` cause).
 /// A stream that closed without a status is -1.

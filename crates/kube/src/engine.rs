@@ -25,8 +25,15 @@ pub const MAX_MEMBERS: u32 = 64;
 pub struct KubeEngine {
     pub(crate) client: Client,
     pub(crate) config: Arc<KubeConfig>,
-    pub(crate) execs: Arc<Mutex<HashMap<String, crate::access::Exec>>>,
+    pub(crate) execs: Arc<Mutex<HashMap<String, Exec>>>,
     pub(crate) next_exec: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A running exec: its terminal's size channel and, once it ended, its exit code.
+#[derive(Debug)]
+pub(crate) struct Exec {
+    pub resize: Option<futures::channel::mpsc::Sender<kube::api::TerminalSize>>,
+    pub code: Arc<Mutex<Option<i64>>>,
 }
 
 impl std::fmt::Debug for KubeEngine {
