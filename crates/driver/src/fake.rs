@@ -175,6 +175,14 @@ impl FakeEngine {
         self.state.lock().unwrap().calls.clone()
     }
 
+    /// Forgets the calls recorded so far (a long benchmark's fake would otherwise grow with every call;
+    /// [`FakeEngine::submitted`] then starts afresh too).
+    pub fn forget_calls(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.calls.clear();
+        s.calls.shrink_to(1024);
+    }
+
     /// The specs of the runs submitted so far, oldest first.
     pub fn submitted(&self) -> Vec<RunSpec> {
         let calls = self.calls();
