@@ -61,9 +61,16 @@ pub fn label_value(s: &str) -> String {
     out.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned()
 }
 
-/// The run id of a spec's name (a DNS label short enough for `<run>-<member>` and a `Job`'s pods).
+/// The run id of a spec's name (a DNS label short enough for `<run>-<member>` and a `Job`'s pods): a
+/// long name keeps its start and its end (where gpuhub puts what makes it unique).
 pub fn run_id(name: &str) -> String {
-    dns_label(name, 50)
+    let full = dns_label(name, usize::MAX);
+    if full.len() <= 50 {
+        return full;
+    }
+    let head = full[..34].trim_end_matches('-');
+    let tail = full[full.len() - 15..].trim_start_matches('-');
+    format!("{head}-{tail}")
 }
 
 /// The name of member `i`'s pod (or `Job`).

@@ -152,6 +152,11 @@ fn names_and_label_values_are_what_kubernetes_takes() {
     assert_eq!(dns_label("--Alice_B--", 63), "alice-b");
     assert_eq!(dns_label("", 63), "x");
     assert_eq!(run_id(&"a".repeat(80)).len(), 50);
+    // a long name keeps the end that makes it unique
+    let long = "gpuhub-alexandra-a-rather-long-experiment-name-for-sweeps-55b36dc4-962e7b";
+    let id = run_id(long);
+    assert!(id.len() <= 50 && id.ends_with("55b36dc4-962e7b") && id.starts_with("gpuhub-alexandra"), "{id}");
+    assert_ne!(run_id(long), run_id(&long.replace("962e7b", "a1b2c3")));
     assert_eq!(label_value("a b/c"), "a-b-c");
     assert_eq!(label_value(&"x".repeat(70)).len(), 63);
 }
