@@ -168,7 +168,7 @@ pub(crate) async fn forward_to_app(
             // server expects; a workspace's apps get the path as sent, their base URL included
             let req = if app == service::SERVICE_APP { strip_prefix(req, &prefix) } else { req };
             let names = vec![user.username.clone(), owner.to_owned()];
-            let stop = st.revocations.closing(st.store.clone(), names, token);
+            let stop = st.revocations.closing(st.store.clone(), st.clock.clone(), names, token);
             gpuhub_proxy::forward_until(req, upstream, &prefix, &st.http_client, stop).await
         }
         // a person opening the app's link gets a page, not the API's problem (newcomer bug 5): what
@@ -317,7 +317,8 @@ pub async fn terminal(State(st): State<AppState>, req: Request) -> Response {
     // the terminal closes as soon as the viewer's or the owner's access is revoked, or the token or
     // session it was opened with ends
     let token = auth::browser_token(&st, &parts.headers).map(|t| auth::token_hash(&t));
-    let until_revoked = st.revocations.closing(st.store.clone(), vec![user.username.clone(), w.owner.clone()], token);
+    let until_revoked =
+        st.revocations.closing(st.store.clone(), st.clock.clone(), vec![user.username.clone(), w.owner.clone()], token);
     let (activity, id) = (st.activity.clone(), w.id.clone());
     upgrade.on_upgrade(move |socket| async move {
         // an open terminal is use of the workspace (the idle-GPU rule) until it closes

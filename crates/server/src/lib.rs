@@ -183,7 +183,12 @@ pub fn prepare_sqlite_file(url: &str) -> Result<(), ServeError> {
 
 /// On an empty database, creates `admin` with `GPUHUB_ADMIN_PASSWORD` or a random password, which is
 /// printed once and written to `<data>/initial-admin-password` (mode 0600).
-pub async fn bootstrap_admin(store: &Store, config: &Config, data_dir: &Path) -> Result<(), ServeError> {
+pub async fn bootstrap_admin(
+    store: &Store,
+    config: &Config,
+    data_dir: &Path,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), ServeError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     if store.count_users().await? > 0 {
@@ -196,7 +201,7 @@ pub async fn bootstrap_admin(store: &Store, config: &Config, data_dir: &Path) ->
     auth::check_password(&password)
         .map_err(|e| ServeError::Bootstrap(format!("GPUHUB_ADMIN_PASSWORD: {}", e.detail)))?;
     let hash = auth::hash_password(&password).map_err(|e| ServeError::Bootstrap(e.detail))?;
-    store.create_user("admin", &hash, Role::Admin, chrono::Utc::now()).await?;
+    store.create_user("admin", &hash, Role::Admin, now).await?;
     if generated {
         let path = data_dir.join("initial-admin-password");
         let mut f = std::fs::OpenOptions::new()
@@ -281,8 +286,8 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     }
     prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
-    bootstrap_admin(&store, &config, &data_dir).await?;
-    queues::seed(&store, &config).await?;
+    bootstrap_admin(&store, &config, &data_dir, clock.now()).await?;
+    queues::seed(&store, &config, clock.now()).await?;
     let instance = instance_id(&store).await?;
     let inventory = Inventory::default();
     match engine.inventory().await {

@@ -58,9 +58,13 @@ pub fn with_queues(config: &Config, queues: &[QueueDef]) -> Config {
 
 /// Seeds the store with the file's queues on first start; on later starts logs where the file and
 /// the store differ (the store wins: it holds the admins' edits made through the API).
-pub async fn seed(store: &Store, config: &Config) -> Result<(), gpuhub_store::StoreError> {
+pub async fn seed(
+    store: &Store,
+    config: &Config,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), gpuhub_store::StoreError> {
     let file = from_config(config);
-    if store.seed_queues(&file, chrono::Utc::now()).await? {
+    if store.seed_queues(&file, now).await? {
         if !file.is_empty() {
             tracing::info!(queues = file.len(), "team queues seeded from the configuration file");
         }

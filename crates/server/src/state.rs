@@ -112,17 +112,18 @@ impl Revocations {
     pub fn closing(
         &self,
         store: gpuhub_store::Store,
+        clock: Arc<dyn Clock>,
         names: Vec<String>,
         token: Option<String>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         use tokio::sync::broadcast::error::RecvError;
         let (mut users, mut tokens) = (self.users.subscribe(), self.tokens.subscribe());
         async move {
-            let alive = |token: Option<String>, store: gpuhub_store::Store| async move {
+            let alive = |token: Option<String>, store: gpuhub_store::Store, clock: Arc<dyn Clock>| async move {
                 let Some(t) = token else { return true };
-                matches!(store.token_user(&t, chrono::Utc::now()).await, Ok(Some((u, _))) if !u.disabled)
+                matches!(store.token_user(&t, clock.now()).await, Ok(Some((u, _))) if !u.disabled)
             };
-            if !alive(token.clone(), store.clone()).await {
+            if !alive(token.clone(), store.clone(), clock.clone()).await {
                 return;
             }
             loop {
@@ -134,9 +135,9 @@ impl Revocations {
                         Err(RecvError::Closed) => std::future::pending::<()>().await,
                     },
                     r = tokens.recv() => match r {
-                        Ok(n) if names.first() == Some(&n) && !alive(token.clone(), store.clone()).await => return,
+                        Ok(n) if names.first() == Some(&n) && !alive(token.clone(), store.clone(), clock.clone()).await => return,
                         Ok(_) => {}
-                        Err(RecvError::Lagged(_)) if !alive(token.clone(), store.clone()).await => return,
+                        Err(RecvError::Lagged(_)) if !alive(token.clone(), store.clone(), clock.clone()).await => return,
                         Err(RecvError::Lagged(_)) => {}
                         Err(RecvError::Closed) => std::future::pending::<()>().await,
                     },
