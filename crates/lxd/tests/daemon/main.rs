@@ -149,9 +149,10 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
     }
     assert_eq!(engine.exec_exit_code(&id).await.unwrap(), None, "it still runs");
 
-    // a terminal, resized
+    // a terminal, resized (LXD 5.0 may drop what a terminal's process writes just before it exits: about
+    // one quick command in five here; so this one lingers a moment after its output)
     let spec = ExecSpec {
-        command: vec!["sh".into(), "-c".into(), "sleep 0.5; stty size; exit 5".into()],
+        command: vec!["sh".into(), "-c".into(), "sleep 0.5; stty size; sleep 0.3; exit 5".into()],
         user: format!("{UID}:{GID}"),
         tty: Some((100, 30)),
         ..Default::default()
