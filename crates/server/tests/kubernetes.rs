@@ -3,7 +3,8 @@
 //! (objects kept in memory, a watch streaming their changes, and a "kubelet" that starts each pod and
 //! ends a job's with the code its command exits with). A job succeeds and fails with its code, a
 //! two-member gang gets its ranks and its headless service, a workspace runs until stopped (its stop
-//! by the pod's deadline keeps its record) and its output comes through the API server's log.
+//! by the pod's deadline keeps its record), its output comes through the API server's log, and a
+//! workspace's JupyterLab, started through the exec stream, is served through the hub's proxy.
 
 mod common;
 
@@ -20,6 +21,8 @@ use tokio::sync::broadcast;
 
 #[derive(Default)]
 struct Cluster {
+    /// The queries of the exec streams opened.
+    execs: Vec<String>,
     pods: BTreeMap<String, Value>,
     jobs: BTreeMap<String, Value>,
     services: BTreeMap<String, Value>,
@@ -255,6 +258,20 @@ async fn service_delete(State(api): State<Api>, Path((_, name)): Path<(String, S
     }
 }
 
+/// An exec stream (`v5.channel.k8s.io`): the app says it started and runs until the hub lets go.
+async fn pod_exec(
+    ws: axum::extract::ws::WebSocketUpgrade,
+    State(api): State<Api>,
+    RawQuery(q): RawQuery,
+) -> axum::response::Response {
+    api.cluster.lock().unwrap().execs.push(q.unwrap_or_default());
+    ws.protocols(["v5.channel.k8s.io"]).on_upgrade(|mut socket| async move {
+        use axum::extract::ws::Message;
+        let _ = socket.send(Message::Binary(Bytes::from_static(b"\x01app started\n"))).await;
+        while let Some(Ok(_)) = socket.recv().await {}
+    })
+}
+
 async fn nodes() -> axum::response::Response {
     let node = json!({
         "metadata": { "name": "node1" },
@@ -275,6 +292,7 @@ async fn hub() -> (Hub, Arc<Mutex<Cluster>>) {
         .route(&format!("{ns}/pods"), get(pods_get).post(pods_post).delete(pods_delete_all))
         .route(&format!("{ns}/pods/{{name}}"), axum::routing::patch(pod_patch).delete(pod_delete))
         .route(&format!("{ns}/pods/{{name}}/log"), get(pod_log))
+        .route(&format!("{ns}/pods/{{name}}/exec"), get(pod_exec))
         .route("/apis/batch/v1/namespaces/{ns}/jobs", get(jobs_get).post(jobs_post).delete(jobs_delete_all))
         .route("/apis/batch/v1/namespaces/{ns}/jobs/{name}", axum::routing::patch(job_patch))
         .route(&format!("{ns}/services"), axum::routing::post(services_post))
@@ -345,4 +363,37 @@ async fn a_workspace_runs_until_stopped_and_keeps_its_record() {
     assert_eq!(w["exit_code"], 143, "{w}");
     let pod = cluster.lock().unwrap().pods.values().next().cloned().expect("the stopped pod is kept");
     assert_eq!(pod["metadata"]["annotations"]["gpuhub.io/cancelled"], "true");
+}
+
+#[tokio::test]
+async fn a_workspace_with_jupyterlab_is_served_through_the_hubs_proxy() {
+    // the lab, at the pod's ip (the fake cluster's pods are at 127.0.0.1) and the app's port
+    let lab = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = lab.local_addr().unwrap().port();
+    let app =
+        axum::Router::new().fallback(|uri: axum::http::Uri| async move { format!("<title>JupyterLab</title> {uri}") });
+    tokio::spawn(async move { axum::serve(lab, app).await });
+    let (hub, cluster) = hub().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let ws = json!({
+        "name": "nb", "kind": "workspace", "image": "jupyter/base-notebook:latest", "command": ["sleep", "3600"],
+        "resources": { "cpus": 1, "memory": "1GiB", "gpus": 0 },
+        "apps": [{ "name": "lab", "port": port, "command": ["jupyter", "lab", "--port={port}"] }],
+    });
+    hub.submit(&alice, ws).await;
+    hub.wait_for(&alice, "nb", 20, |w| w["state"] == "running").await;
+    let url = format!("{}/w/alice/nb/lab/lab/tree", hub.url);
+    let mut body = String::new();
+    for _ in 0..200 {
+        let r = hub.http.get(&url).bearer_auth(&alice).send().await.unwrap();
+        if r.status() == StatusCode::OK {
+            body = r.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(body.contains("JupyterLab"), "the lab through the hub's proxy: {body:?}");
+    let execs = cluster.lock().unwrap().execs.clone();
+    assert!(execs.iter().any(|q| q.contains("command=jupyter")), "the lab was started by exec: {execs:?}");
 }
