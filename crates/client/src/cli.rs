@@ -1,5 +1,10 @@
 //! The command line: global options and the client's subcommands, as `clap` parses them.
 
+pub mod edit;
+pub mod queue;
+pub mod service;
+pub mod stats;
+
 use clap::{Args, Parser, Subcommand};
 use gpuhub_core::Bytes;
 use std::path::PathBuf;
@@ -65,7 +70,7 @@ pub enum ClientCommand {
     Service {
         /// What to do.
         #[command(subcommand)]
-        command: crate::commands::service::ServiceCommand,
+        command: crate::cli::service::ServiceCommand,
     },
     /// List workloads.
     Ps(PsArgs),
@@ -78,7 +83,7 @@ pub enum ClientCommand {
     /// Remove a workload.
     Rm(NameArgs),
     /// Lengthen a workload's time limit (`--extend 2h`), or change a queued one's priority or queue (admin).
-    Edit(crate::commands::edit::EditArgs),
+    Edit(crate::cli::edit::EditArgs),
     /// Show a workload as JSON.
     Inspect(NameArgs),
     /// Show nodes, their free resources and who holds each GPU.
@@ -89,7 +94,7 @@ pub enum ClientCommand {
     Queue {
         /// What to do with queues.
         #[command(subcommand)]
-        command: crate::commands::queues::QueueCommand,
+        command: crate::cli::queue::QueueCommand,
     },
     /// List GPU reservations, or book GPUs for a team queue (admin).
     Reservations(ReservationsArgs),
@@ -100,9 +105,9 @@ pub enum ClientCommand {
     /// Every workload whose GPUs sit idle: since when, and when it will be stopped (admin).
     Idle,
     /// A workload's CPU, memory and GPU use over time (means per step), from the monitor's history.
-    Stats(crate::commands::stats::StatsArgs),
+    Stats(crate::cli::stats::StatsArgs),
     /// What runs now: every GPU's use and every running member's (yours; admins see all).
-    Top(crate::commands::stats::TopArgs),
+    Top(crate::cli::stats::TopArgs),
     /// List the image catalog, or add to it.
     Images(ImagesArgs),
     /// List the datasets, or register and remove them (admin).

@@ -15,11 +15,11 @@ mod error;
 pub mod http;
 pub mod table;
 
+pub use cli::queue::{QueueCommand, QueueSettings};
 pub use cli::{
     ClientCli, ClientCommand, GlobalOpts, ImagesArgs, ImagesCommand, LoginArgs, LogsArgs, NameArgs, PsArgs, RunArgs,
     SshArgs, SshConfigArgs, SshKeyCommand, UserCommand,
 };
-pub use commands::queues::{QueueCommand, QueueSettings};
 pub use credentials::Credentials;
 pub use error::ClientError;
 
