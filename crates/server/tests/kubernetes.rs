@@ -282,11 +282,18 @@ async fn nodes() -> axum::response::Response {
 
 /// A hub on the kubernetes engine over the fake API server, and the server's objects.
 async fn hub() -> (Hub, Arc<Mutex<Cluster>>) {
+    let (hub, cluster, _) = hub_and_engine().await;
+    (hub, cluster)
+}
+
+/// [`hub`], with its engine and the fake API server's state (for a restart on them).
+async fn hub_and_engine() -> (Hub, Arc<Mutex<Cluster>>, (Arc<gpuhub_kube::KubeEngine>, Api)) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
     let (events, _) = broadcast::channel(1024);
     let api = Api { cluster: Arc::default(), events };
     let cluster = api.cluster.clone();
+    let api_handle = api.clone();
     let ns = "/api/v1/namespaces/{ns}";
     let app = axum::Router::new()
         .route(&format!("{ns}/pods"), get(pods_get).post(pods_post).delete(pods_delete_all))
@@ -302,12 +309,13 @@ async fn hub() -> (Hub, Arc<Mutex<Cluster>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let engine =
-        gpuhub_kube::KubeEngine::with_url(&format!("http://{addr}"), gpuhub_kube::KubeConfig::default()).unwrap();
+    let engine = Arc::new(
+        gpuhub_kube::KubeEngine::with_url(&format!("http://{addr}"), gpuhub_kube::KubeConfig::default()).unwrap(),
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
     cfg.engine = gpuhub_server::config::EngineKind::Kubernetes;
-    (Hub::start_on(dir, cfg, Arc::new(engine)).await, cluster)
+    (Hub::start_on(dir, cfg, engine.clone()).await, cluster, (engine, api_handle))
 }
 
 fn job(name: &str, command: &str) -> Value {
@@ -396,4 +404,43 @@ async fn a_workspace_with_jupyterlab_is_served_through_the_hubs_proxy() {
     assert!(body.contains("JupyterLab"), "the lab through the hub's proxy: {body:?}");
     let execs = cluster.lock().unwrap().execs.clone();
     assert!(execs.iter().any(|q| q.contains("command=jupyter")), "the lab was started by exec: {execs:?}");
+}
+
+#[tokio::test]
+async fn after_a_restart_runs_are_found_again_and_an_end_meanwhile_is_recorded() {
+    let (mut hub, cluster, (engine, api)) = hub_and_engine().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    for name in ["stays", "ends"] {
+        let ws = json!({ "name": name, "kind": "workspace", "image": "busybox:latest", "command": ["sleep", "3600"], "resources": { "cpus": 1, "memory": "1GiB", "gpus": 0 } });
+        hub.submit(&alice, ws).await;
+        hub.wait_for(&alice, name, 20, |w| w["state"] == "running").await;
+    }
+    let ends_id = hub.get(&alice, "ends").await["id"].clone();
+    hub.server.take().unwrap().shutdown().await;
+    // while the hub is down, one workspace's command ends with 5
+    {
+        let mut c = cluster.lock().unwrap();
+        let name = c
+            .pods
+            .iter()
+            .find(|(_, p)| p["metadata"]["labels"]["gpuhub.workload"] == ends_id)
+            .map(|(n, _)| n.clone())
+            .unwrap();
+        let mut pod = c.pods[&name].clone();
+        pod["status"]["phase"] = json!("Failed");
+        pod["status"]["containerStatuses"][0]["state"] = json!({ "terminated": { "exitCode": 5, "reason": "Error" } });
+        api.emit(&mut c, "MODIFIED", &pod);
+        c.pods.insert(name, pod);
+    }
+    let mut cfg = common::config(hub.dir.path());
+    cfg.engine = gpuhub_server::config::EngineKind::Kubernetes;
+    let server = gpuhub_server::start(cfg, engine).await.unwrap();
+    hub.url = format!("http://{}", server.addr);
+    hub.server = Some(server);
+    let alice = hub.login("alice", "alice-password").await;
+    let ended = hub.wait_for(&alice, "ends", 20, |w| w["state"] == "failed").await;
+    assert_eq!(ended["exit_code"], 5, "{ended}");
+    let stays = hub.get(&alice, "stays").await;
+    assert_eq!(stays["state"], "running", "{stays}");
 }
