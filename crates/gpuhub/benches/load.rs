@@ -8,8 +8,10 @@
 //! 2. mix: each client then runs `ROUNDS` rounds, each with the portal's live updates open (`GET
 //!    /events`, server-sent events, as the workload pages keep it) while it: submits one more job (10,000
 //!    workloads in all), lists its owner's workloads through the API (`?limit=50`, following
-//!    `X-Next-Cursor` for up to 4 pages), inspects one, reads its `logs?follow=true` to the end, and
-//!    loads the portal's workload list, its live fragment (`?fragment=live`) and the workload's page.
+//!    `X-Next-Cursor` for up to 4 pages), inspects one, reads its `logs?follow=true` (to the end when it
+//!    has ended; else its answer's head is timed, and its stream read for a second: the scheduler may
+//!    still be working through the queue), and loads the portal's workload list, its live fragment
+//!    (`?fragment=live`) and the workload's page.
 //! 3. soak (issue 27): `GPUHUB_LOAD_BENCH_SOAK` (50,000 unless set; 0 skips it) varied requests from 64
 //!    clients: API reads, bad input (unknown fields, broken JSON, bad names), failed logins of ever new
 //!    names from ever new addresses (through a trusted proxy's `X-Forwarded-For`), portal pages, live
@@ -119,6 +121,8 @@ async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
                 runtime.push_log(&id, "hello from the fake\n");
                 runtime.exit(&id, 0);
             }
+            // the recording fake keeps every call: without this its memory, not the server's, would grow
+            runtime.forget_calls();
         }
     });
     tokio::task::spawn_blocking(|| {
@@ -363,6 +367,7 @@ async fn bench(soak: usize) -> Result<()> {
         peak / 1024,
         rss_after / 1024
     );
+    println!("  workloads by state: {}", states(&http, &base).await);
     let mut failures = rec.failures(false);
     if soak > 0 {
         failures += soak_phase(pid, &base, &accounts, soak).await?;
@@ -396,6 +401,41 @@ async fn login(http: &reqwest::Client, base: &str, user: &str, password: &str) -
 fn job(name: &str) -> Value {
     json!({"name": name, "kind": "job", "image": "busybox:latest", "command": ["true"],
         "resources": {"cpus": 0.01, "memory": "8MiB"}})
+}
+
+/// Follows the logs of a workload that has not ended: the time to the answer's head, then up to a second
+/// of its stream.
+async fn follow_live(r: &mut Record, req: reqwest::RequestBuilder) {
+    use futures::StreamExt as _;
+    let t = Instant::now();
+    let resp = match tokio::time::timeout(HANG, req.send()).await {
+        Err(_) => return r.hangs.push(format!("api logs -f (live): no answer within {HANG:?}")),
+        Ok(Err(e)) => return r.transport.push(format!("api logs -f (live): {e}")),
+        Ok(Ok(resp)) => resp,
+    };
+    r.micros.entry("api logs -f (live)").or_default().push(t.elapsed().as_micros() as u64);
+    let status = resp.status();
+    if status.is_server_error() {
+        return r.server_errors.push(format!("api logs -f (live): {status}"));
+    }
+    if !status.is_success() {
+        return *r.client_errors.entry(status.as_u16()).or_default() += 1;
+    }
+    r.ok += 1;
+    let mut body = resp.bytes_stream();
+    let _ = tokio::time::timeout(Duration::from_secs(1), async { while body.next().await.is_some() {} }).await;
+}
+
+/// How many workloads are in each live state, from `/metrics` (`gpuhub_workloads`).
+async fn states(http: &reqwest::Client, base: &str) -> String {
+    let Ok(r) = http.get(format!("{base}/metrics")).send().await else { return "unknown".into() };
+    let text = r.text().await.unwrap_or_default();
+    let mut by: BTreeMap<String, f64> = BTreeMap::new();
+    for l in text.lines().filter(|l| l.starts_with("gpuhub_workloads{")) {
+        let state = l.split("state=\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or("?");
+        *by.entry(state.to_owned()).or_default() += l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    }
+    format!("{by:?}")
 }
 
 /// Submits job `name`; its name once submitted.
@@ -455,9 +495,17 @@ async fn client(c: usize, base: &str, a: &Account) -> (Record, usize) {
         }
         let Some(name) = names.get(round % names.len().max(1)).cloned() else { continue };
         let one = format!("{base}/api/v1/workloads/{name}");
-        r.send("api inspect", || http.get(&one).bearer_auth(token)).await;
+        let view = r.send("api inspect", || http.get(&one).bearer_auth(token)).await;
+        let state = view.and_then(|(_, _, body)| Some(serde_json::from_str::<Value>(&body).ok()?["state"].clone()));
         let logs = format!("{base}/api/v1/workloads/{name}/logs?follow=true");
-        r.send("api logs -f", || http.get(&logs).bearer_auth(token)).await;
+        if state.as_ref().and_then(Value::as_str).is_some_and(|s| ["succeeded", "failed", "stopped"].contains(&s)) {
+            // an ended workload's follow ends with its output
+            r.send("api logs -f", || http.get(&logs).bearer_auth(token)).await;
+        } else {
+            // a live one's streams until it ends (the scheduler may still be working through the queue):
+            // timed to its head, read for a while, then let go
+            follow_live(&mut r, http.get(&logs).bearer_auth(token)).await;
+        }
         for (route, url) in [
             ("portal list", format!("{base}/workloads")),
             ("portal live", format!("{base}/workloads?fragment=live")),
@@ -527,6 +575,7 @@ async fn soak_phase(pid: u32, base: &str, accounts: &[Arc<Account>], total: usiz
         rec.requests() as f64 / elapsed.as_secs_f64()
     );
     rec.print(true);
+    println!("  workloads by state: {}", states(&reqwest::Client::new(), base).await);
     let warm = warm.lock().unwrap().unwrap_or(end);
     println!(
         "  soak: server VmRSS warmed up (after 10,000) {} MiB, peak {} MiB ({:.2}x), at the end {} MiB, \

@@ -2,7 +2,8 @@
 //! (`[limits] max_in_flight`). One more is answered at once with `503` and `Retry-After: 1`, never
 //! queued, so a flood costs bounded memory and time and no client hangs waiting for an answer. A
 //! streamed body (logs followed, the portal's live updates) or an upgraded WebSocket holds no place
-//! once its head is sent.
+//! once its head is sent, and a followed log takes none at all (it waits for a queued workload's start
+//! before its head).
 
 use crate::error::ApiError;
 use axum::extract::{Request, State};
@@ -34,8 +35,20 @@ impl InFlight {
     }
 }
 
+/// Whether a request may wait long before its answer's head, by design, and so takes no place: a
+/// followed log of a workload not started yet waits (signalled) for its start before it answers.
+fn waits_by_design(req: &Request) -> bool {
+    let uri = req.uri();
+    uri.path().starts_with("/api/v1/workloads/")
+        && uri.path().ends_with("/logs")
+        && uri.query().is_some_and(|q| q.split('&').any(|p| p == "follow=true" || p == "follow=1"))
+}
+
 /// The middleware (`axum::middleware::from_fn_with_state`), layered on every route and the fallback.
 pub async fn limit(State(places): State<InFlight>, req: Request, next: Next) -> Response {
+    if waits_by_design(&req) {
+        return next.run(req).await;
+    }
     let Ok(place) = places.permits.clone().try_acquire_owned() else {
         let mut e = ApiError::unavailable(format!(
             "the server is busy: {} requests in progress (limits.max_in_flight); retry in {RETRY_AFTER_SECS} second",
@@ -71,6 +84,7 @@ mod tests {
                 }),
             )
             .route("/fast", axum::routing::get(|| async { "fast" }))
+            .route("/api/v1/workloads/{name}/logs", axum::routing::get(|| async { "log" }))
             .layer(axum::middleware::from_fn_with_state(places.clone(), limit));
         (router, places)
     }
@@ -104,6 +118,11 @@ mod tests {
         assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/problem+json");
         let text = resp.text().await.unwrap();
         assert!(text.contains("limits.max_in_flight"), "{text}");
+        // a followed log may wait for its workload's start before it answers: it takes no place
+        let resp = http.get(format!("{base}/api/v1/workloads/w/logs?tail=5&follow=true")).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let resp = http.get(format!("{base}/api/v1/workloads/w/logs?tail=5")).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         // the two finish, and their places are free again
         release.send(true).unwrap();
         for h in held {
