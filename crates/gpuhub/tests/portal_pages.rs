@@ -5,7 +5,7 @@
 //! back to the workspace's page; the dashboard is the admin's only. The admin's dashboard shows, per
 //! hour, the GPU-hours `gpuhub usage` gives for that hour and the starts and waits the workloads'
 //! histories (`GET /api/v1/workloads/{name}`) give; its top users equal `gpuhub usage` for the week.
-//! Every page is under 300 KB with what it loads and, at 390 px (a phone), never wider than the screen.
+//! Every portal page is under 300 KB with what it loads and, at 390 px (a phone), never wider than the screen.
 //! Each page is saved at 1280×800 and 390×844 as `target/screenshots/pages-<page>-<width>.png`.
 
 mod access_support;
@@ -251,6 +251,14 @@ async fn cards_images_terminal_and_the_dashboard_in_a_browser() -> Result<()> {
     check_and_shoot(c, "images-admin").await?;
     c.goto(&format!("{hub_url}/new")).await?;
     check_and_shoot(c, "new-admin").await?;
+    // and the portal's other pages: each under 300 KB, none wider than a phone
+    for page in
+        ["/workloads", "/usage", "/nodes", "/queues", "/account", "/admin/users", "/admin/images", "/admin/queues"]
+    {
+        c.goto(&format!("{hub_url}{page}")).await?;
+        c.wait().at_most(WAIT).for_element(Locator::Css("main h1")).await?;
+        check_and_shoot(c, &format!("admin{}", page.replace('/', "-"))).await?;
+    }
     ensure!(took < WAIT, "login to JupyterLab took {took:?}");
     b.close().await?;
     hub.quiet();
