@@ -564,7 +564,11 @@ jq --argjson uid "$uid" --argjson gid "$gid" --argjson add "$add" --arg idx "$id
                      options: [\"bind\", \"nosuid\", \"noexec\"]}]
     " "$cfg" >"$tmp"
 mv -f "$tmp" "$cfg"
-exec @RUNTIME@ --rootless=true --root=@DIR@/run/oci run --bundle "$bundle" "$id"
+# crun prefers newuidmap/newgidmap where they are installed (Debian's uidmap, which LXD brings): they
+# refuse a process whose group is not its account's primary one (a job in a team's group) and say so in
+# the job's output. The single mappings above need neither, so crun runs without them on its PATH.
+runtime="$(command -v @RUNTIME@)"
+PATH=/nonexistent exec "$runtime" --rootless=true --root=@DIR@/run/oci run --bundle "$bundle" "$id"
 EOF
 }
 

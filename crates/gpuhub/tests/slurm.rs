@@ -76,7 +76,24 @@ impl Account {
         let out = Command::new("groupadd").args(["-o", "-g", TEAM_GID, &group]).output()?;
         ensure!(out.status.success(), "groupadd {group}: {}", String::from_utf8_lossy(&out.stderr));
         let account = Account { name: user.name.clone(), group };
-        let args = ["-M", "-s", "/bin/sh", "-u", &uid, "-o", "-G", &account.group, &user.name];
+        // no subordinate IDs (useradd adds them where /etc/subuid exists, as the LXD engine's setup
+        // makes it): with them, the rootless crun maps through newuidmap/newgidmap, which refuse a
+        // process whose group (the team's) is not the account's and say so in the job's output
+        let args = [
+            "-M",
+            "-s",
+            "/bin/sh",
+            "-u",
+            &uid,
+            "-o",
+            "-G",
+            &account.group,
+            "-K",
+            "SUB_UID_COUNT=0",
+            "-K",
+            "SUB_GID_COUNT=0",
+            &user.name,
+        ];
         let out = Command::new("useradd").args(args).output()?;
         ensure!(out.status.success(), "useradd {}: {}", user.name, String::from_utf8_lossy(&out.stderr));
         // Slurm finds a job's groups by its UID's name, the first account with that UID (other tests

@@ -70,8 +70,10 @@ pub async fn cluster(test: &str) -> Option<Cluster> {
     for (_, account, uid) in USERS {
         let exists = std::process::Command::new("id").arg(account).output().is_ok_and(|o| o.status.success());
         if !exists {
-            let st =
-                std::process::Command::new("useradd").args(["-u", &uid.to_string(), "-m", account]).status().unwrap();
+            let st = std::process::Command::new("useradd")
+                .args(["-u", &uid.to_string(), "-m", "-K", "SUB_UID_COUNT=0", "-K", "SUB_GID_COUNT=0", account])
+                .status()
+                .unwrap();
             assert!(st.success(), "useradd {account} failed");
         }
         // a clean slate: nothing of an earlier run of the tests left running
