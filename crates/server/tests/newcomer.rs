@@ -201,3 +201,44 @@ fn the_keep_alive_command_waits_and_ends_on_sigterm() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// Issue 27 (load): a followed log of a workload that has not started answered nothing, not even its
+/// header, until the workload started, which a client cannot tell from a hang. The header comes at
+/// once; the body waits, and ends when the workload ends without having run.
+#[tokio::test]
+async fn a_followed_log_of_queued_work_answers_at_once() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut hold = job("hold", 2);
+    hold["kind"] = serde_json::json!("workspace");
+    hold["command"] = serde_json::json!(["sleep", "infinity"]);
+    hub.submit(&alice, hold).await;
+    hub.wait_state(&alice, "hold", "running").await;
+    hub.submit(&alice, job("waits", 1)).await;
+    hub.wait_state(&alice, "waits", "queued").await;
+
+    let send = hub.http.get(format!("{}/api/v1/workloads/waits/logs?follow=true", hub.url)).bearer_auth(&alice).send();
+    let mut resp = tokio::time::timeout(std::time::Duration::from_secs(10), send)
+        .await
+        .expect("the header comes while the workload waits")
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    // nothing yet: it waits
+    let early = tokio::time::timeout(std::time::Duration::from_millis(300), resp.chunk()).await;
+    assert!(early.is_err(), "no output before it runs: {early:?}");
+
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/waits/stop", Some(&alice), None).await;
+    assert!(s.is_success(), "{v}");
+    let end = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut out = Vec::new();
+        while let Some(c) = resp.chunk().await.unwrap() {
+            out.extend_from_slice(&c);
+        }
+        out
+    })
+    .await
+    .expect("the body ends once the workload ended without a run");
+    assert!(end.is_empty(), "{}", String::from_utf8_lossy(&end));
+}

@@ -202,7 +202,7 @@ pub async fn workload_logs(
         return Err(ApiError::bad_request("invalid query: limit_bytes must be at least 1"));
     }
     let mut changes = st.controller.changes();
-    let mut w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
+    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
     let member = q.member.unwrap_or(0);
     if member >= w.size.max(1) {
         return Err(ApiError::not_found(format!(
@@ -213,58 +213,94 @@ pub async fn workload_logs(
             w.size.max(1) - 1
         )));
     }
-    // wait (signalled, no polling) until the workload has a run of its own or has ended (through its
-    // image's pull too); a re-queued workload may still name its previous run
-    let waiting = |w: &Workload| {
-        matches!(w.state, WorkloadState::Pulling | WorkloadState::Queued)
-            || (w.state == WorkloadState::Starting && w.run_id.is_none())
-    };
-    while q.follow && waiting(&w) {
-        loop {
-            match changes.recv().await {
-                Ok(id) if id == w.id => break,
-                Ok(_) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                Err(_) => return Err(ApiError::internal("controller is gone")),
-            }
-        }
-        w = st.store.get_workload_by_id(&w.id).await?;
-    }
-    let limit = q.limit_bytes.unwrap_or(u64::MAX);
     let text_plain = |body: Body| {
         let mut r = Response::new(body);
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         r
     };
-    if let Some(app) = &q.app {
-        let follow = q.follow && w.state.holds_resources();
-        let stream = app_logs::stream(&st, &w, app, q.tail, limit, follow).await?;
-        return Ok(text_plain(Body::from_stream(stream)));
+    let what = LogSource {
+        app: q.app.clone(),
+        member,
+        tail: q.tail,
+        follow: q.follow,
+        limit: q.limit_bytes.unwrap_or(u64::MAX),
+    };
+    if !(q.follow && waiting_for_a_run(&w)) {
+        return Ok(text_plain(Body::from_stream(log_stream(&st, &w, &what).await?)));
+    }
+    // followed before it has a run: answered at once (a client cannot tell an answer that says nothing
+    // from a hang), then the body waits (signalled, no polling) until the workload has a run of its own
+    // or has ended (through its image's pull too); a re-queued workload may still name its previous run
+    let body = futures::stream::once(async move {
+        let mut w = w;
+        while waiting_for_a_run(&w) {
+            loop {
+                match changes.recv().await {
+                    Ok(id) if id == w.id => break,
+                    Ok(_) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(_) => return Err(ApiError::internal("controller is gone")),
+                }
+            }
+            w = st.store.get_workload_by_id(&w.id).await?;
+        }
+        log_stream(&st, &w, &what).await
+    })
+    .map(|r| match r {
+        Ok(s) => s,
+        Err(e) => futures::stream::once(futures::future::ready(Err(std::io::Error::other(e.detail)))).boxed(),
+    })
+    .flatten();
+    Ok(text_plain(Body::from_stream(body)))
+}
+
+/// Whether a followed log must wait for the workload's run: it has none of its own yet.
+fn waiting_for_a_run(w: &Workload) -> bool {
+    matches!(w.state, WorkloadState::Pulling | WorkloadState::Queued)
+        || (w.state == WorkloadState::Starting && w.run_id.is_none())
+}
+
+/// Which log a request reads and how.
+struct LogSource {
+    app: Option<String>,
+    member: u32,
+    tail: Option<u64>,
+    follow: bool,
+    limit: u64,
+}
+
+/// The log `what` names of `w`: an app's (gpuhub's file), the engine's for its run, else the archived
+/// one (empty when there is none), at most `limit` bytes, followed while it holds resources.
+async fn log_stream(
+    st: &AppState,
+    w: &Workload,
+    what: &LogSource,
+) -> Result<futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>, ApiError> {
+    let follow = what.follow && w.state.holds_resources();
+    if let Some(app) = &what.app {
+        return Ok(app_logs::stream(st, w, app, what.tail, what.limit, follow).await?.boxed());
     }
     if let Some(run) = &w.run_id {
-        let follow = q.follow && w.state.holds_resources();
-        match st.engine.logs(&MemberRef::new(run, member), follow, q.tail).await {
+        match st.engine.logs(&MemberRef::new(run, what.member), follow, what.tail).await {
+            // passed on chunk by chunk as the engine delivers them, never collected
             Ok(stream) => {
-                // passed on chunk by chunk as the engine delivers them, never collected
-                let stream = logfile::take_bytes(stream, limit).map(|r| r.map_err(std::io::Error::other));
-                return Ok(text_plain(Body::from_stream(stream)));
+                return Ok(logfile::take_bytes(stream, what.limit).map(|r| r.map_err(std::io::Error::other)).boxed());
             }
             Err(EngineError::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    let archived = gpuhub_controller::archive_path(&st.data_dir, &w.id, member);
+    let archived = gpuhub_controller::archive_path(&st.data_dir, &w.id, what.member);
     let mut file = match tokio::fs::File::open(&archived).await {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(text_plain(Body::empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(futures::stream::empty().boxed()),
         Err(e) => return Err(ApiError::internal(e)),
     };
     let len = file.metadata().await.map_err(ApiError::internal)?.len();
-    let start = match q.tail {
+    let start = match what.tail {
         Some(n) => logfile::tail_offset(&mut file, len, n).await.map_err(ApiError::internal)?,
         None => 0,
     };
-    let stream = logfile::read_range(file, start, (len - start).min(limit));
-    Ok(text_plain(Body::from_stream(stream)))
+    Ok(logfile::read_range(file, start, (len - start).min(what.limit)).boxed())
 }
