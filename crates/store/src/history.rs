@@ -52,6 +52,29 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
     Ok(())
 }
 
+/// Ends a write of `w`'s terms that changed `rows` rows: [`crate::StoreError::NotFound`] if none (the
+/// workload is gone), else records `note` in its history at `at`, under its present state, and commits.
+async fn note_change(
+    mut tx: Transaction<'static, Any>,
+    rows: u64,
+    w: &Workload,
+    note: &str,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    if rows == 0 {
+        return Err(crate::StoreError::not_found("workload", &w.id));
+    }
+    sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
+        .bind(&w.id)
+        .bind(ms(at))
+        .bind(w.state.as_str())
+        .bind(note)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// A workload's move into a state, with whose and which workload it is ([`Store::state_changes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateChange {
@@ -82,18 +105,7 @@ impl Store {
             .bind(&w.queue)
             .execute(&mut *tx)
             .await?;
-        if done.rows_affected() == 0 {
-            return Err(crate::StoreError::not_found("workload", &w.id));
-        }
-        sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
-            .bind(&w.id)
-            .bind(ms(at))
-            .bind(w.state.as_str())
-            .bind(note)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        note_change(tx, done.rows_affected(), w, note, at).await
     }
 
     /// Writes `w`'s image, command and environment (a service's update, made while it is not running)
@@ -108,18 +120,7 @@ impl Store {
             .bind(crate::codec::to_json("env", &w.env)?)
             .execute(&mut *tx)
             .await?;
-        if done.rows_affected() == 0 {
-            return Err(crate::StoreError::not_found("workload", &w.id));
-        }
-        sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
-            .bind(&w.id)
-            .bind(ms(at))
-            .bind(w.state.as_str())
-            .bind(note)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        note_change(tx, done.rows_affected(), w, note, at).await
     }
 
     /// The states workload `id` went through, oldest first (at most the last 200).

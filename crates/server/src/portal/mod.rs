@@ -116,13 +116,19 @@ fn csrf_token(session: &str) -> String {
     hex::encode(&Sha256::digest(format!("gpuhub-csrf\0{session}").as_bytes())[..16])
 }
 
+/// Whether a browser says a request comes from another site: its `Sec-Fetch-Site`, or an `Origin`
+/// that is not this host.
+pub(crate) fn from_another_site(headers: &HeaderMap) -> bool {
+    let cross_site =
+        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_some_and(|s| s != "same-origin" && s != "none");
+    cross_site || !crate::access::same_origin(headers)
+}
+
 /// Refuses a state-changing request that is not the viewer's own form: a wrong or missing CSRF token
 /// (its `_csrf` field), or a browser saying it comes from another site.
 pub fn check_form(viewer: &Viewer, headers: &HeaderMap, fields: &[(String, String)]) -> Option<Response> {
     let token = field(fields, "_csrf").unwrap_or_default();
-    let cross_site =
-        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_some_and(|s| s != "same-origin" && s != "none");
-    if cross_site || !crate::access::same_origin(headers) {
+    if from_another_site(headers) {
         return Some(page_error(StatusCode::FORBIDDEN, "refused: this form was sent from another site"));
     }
     if token.is_empty() || token != viewer.csrf {

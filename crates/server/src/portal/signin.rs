@@ -127,9 +127,7 @@ pub async fn login_form(
     headers: HeaderMap,
     Form(f): Form<LoginForm>,
 ) -> Response {
-    let cross_site =
-        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_some_and(|s| s != "same-origin" && s != "none");
-    if cross_site || !crate::access::same_origin(&headers) {
+    if super::from_another_site(&headers) {
         return page_error(StatusCode::FORBIDDEN, "log in from this site's own login page");
     }
     let next = local_path(f.next.as_deref());
