@@ -5,7 +5,8 @@
 # status_code_conformance, content_type_conformance and response_schema_conformance, bounded by
 # GPUHUB_SCHEMATHESIS_SECS (default 150 s) and GPUHUB_SCHEMATHESIS_EXAMPLES per operation (default 20).
 # Prints the server's RSS before and after the run; removes the containers the run made. Exits non-zero
-# when a check fails or the server dies.
+# when a check fails or the server dies. scripts/schemathesis.toml holds Schemathesis' own settings (a
+# log is read, never followed: a followed log streams until its workload ends).
 #
 # Left out: the operations that end the admin's own token (logout, password change, token deletion) and
 # /users/{name} (a password reset there revokes the run's token too): they would turn the rest of the run
@@ -59,7 +60,7 @@ token="$(curl -fsS -X POST "$url/api/v1/login" -H 'content-type: application/jso
 rss() { awk '/^VmRSS/ {print $2 " kB"}' "/proc/$server/status"; }
 echo "server RSS before: $(rss)"
 status=0
-python3 -m schemathesis.cli run "$url/api/v1/openapi.json" \
+python3 -m schemathesis.cli --config-file "$repo/scripts/schemathesis.toml" run "$url/api/v1/openapi.json" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --header "Authorization: Bearer $token" \
     --max-examples "$examples" --max-time "$secs" --workers 2 \

@@ -222,6 +222,14 @@ impl FakeEngine {
         }
     }
 
+    /// Makes member 0's log stream fail after what it has so far, with `why` (the engine's error), as a
+    /// container's does when it is removed under a reader.
+    pub fn push_log_failure(&self, run: &str, why: &str) {
+        if let Some(m) = self.state.lock().unwrap().runs.get_mut(run).and_then(|r| r.members.first_mut()) {
+            m.logs.push(Output::Failure(why.to_owned()));
+        }
+    }
+
     /// Appends `lines` copies of [`FILLER_LINE`] to member 0's log, without holding them: they are made
     /// chunk by chunk (64 KiB) as the log is read.
     pub fn push_filler(&self, run: &str, lines: u64) {

@@ -197,9 +197,23 @@ fn the_keep_alive_command_waits_and_ends_on_sigterm() {
     let mut child = std::process::Command::new(sh).args([c, script]).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "it waits");
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let sleep: u32 = children.split_whitespace().next().expect("the shell waits on its sleep").parse().unwrap();
     std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
+    // and its sleep ends with it (gone, or a zombie until its new parent reaps it)
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{sleep}/stat"))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    for _ in 0..100 {
+        if !alive() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the shell's sleep (pid {sleep}) was left behind");
 }
 
 /// Issue 27 (load): a followed log of a workload that has not started answered nothing, not even its
@@ -241,4 +255,76 @@ async fn a_followed_log_of_queued_work_answers_at_once() {
     .await
     .expect("the body ends once the workload ended without a run");
     assert!(end.is_empty(), "{}", String::from_utf8_lossy(&end));
+}
+
+/// Reads a log body to its end, failing the test when the connection breaks inside it.
+async fn whole_body(mut resp: reqwest::Response) -> String {
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(c) = resp.chunk().await.expect("the body ends cleanly, not cut inside a chunk") {
+            out.extend_from_slice(&c);
+        }
+    });
+    read.await.expect("the body ends");
+    String::from_utf8(out).unwrap()
+}
+
+/// CI's Schemathesis run saw "the server declared chunked encoding but sent an invalid chunk": a log
+/// whose engine stream failed part-way (its container removed under the reader) cut the connection.
+/// Now the body ends with a line that says why, and cleanly.
+#[tokio::test]
+async fn a_log_that_fails_part_way_ends_with_a_line_that_says_why() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut w = job("talks", 0);
+    w["command"] = serde_json::json!(["sleep", "infinity"]);
+    hub.submit(&alice, w).await;
+    hub.wait_state(&alice, "talks", "running").await;
+    let run = hub.run(&alice, "talks").await;
+    hub.runtime.push_log(&run, "first line\n");
+    hub.runtime.push_log_failure(&run, "no such container: removed");
+    hub.runtime.push_log(&run, "never read\n");
+
+    for query in ["", "?follow=true", "?tail=983040&limit_bytes=4130850"] {
+        let resp = hub
+            .http
+            .get(format!("{}/api/v1/workloads/talks/logs{query}", hub.url))
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{query}");
+        let body = whole_body(resp).await;
+        assert!(body.starts_with("first line\n"), "{query}: {body}");
+        assert!(body.contains("[gpuhub: the log stopped early:") && body.contains("removed"), "{query}: {body}");
+        assert!(!body.contains("never read"), "{query}: {body}");
+    }
+}
+
+/// A followed log of work that is deleted while it waits ends, cleanly and empty.
+#[tokio::test]
+async fn a_followed_log_of_work_deleted_while_it_waits_ends_cleanly() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let mut hold = job("hold", 2);
+    hold["kind"] = serde_json::json!("workspace");
+    hold["command"] = serde_json::json!(["sleep", "infinity"]);
+    hub.submit(&alice, hold).await;
+    hub.wait_state(&alice, "hold", "running").await;
+    hub.submit(&alice, job("waits", 1)).await;
+    hub.wait_state(&alice, "waits", "queued").await;
+
+    let resp = hub
+        .http
+        .get(format!("{}/api/v1/workloads/waits/logs?follow=true", hub.url))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let (s, v) = hub.call(Method::DELETE, "/api/v1/workloads/waits", Some(&alice), None).await;
+    assert!(s.is_success(), "{v}");
+    assert_eq!(whole_body(resp).await, "");
 }

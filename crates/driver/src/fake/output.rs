@@ -1,6 +1,6 @@
 //! A fake member's output: text pushed by tests, and filler made only as it is read.
 
-use crate::LogStream;
+use crate::{EngineError, LogStream};
 use futures::StreamExt;
 
 /// A piece of a fake member's output.
@@ -9,6 +9,8 @@ pub(crate) enum Output {
     Text(bytes::Bytes),
     /// This many copies of [`FILLER_LINE`], made only as they are read.
     Filler(u64),
+    /// The stream fails here, as a container's does when it is removed under a reader.
+    Failure(String),
 }
 
 /// The line [`super::FakeEngine::push_filler`] repeats: 64 bytes with its newline.
@@ -34,7 +36,7 @@ pub(crate) fn tail_start(logs: &[Output], n: u64) -> (usize, u64) {
                     }
                 }
             }
-            Output::Filler(0) => {}
+            Output::Filler(0) | Output::Failure(_) => {}
             Output::Filler(lines) => {
                 // the newline ending each line begins the next one, but for the very last
                 let last = std::mem::take(&mut last_byte);
@@ -56,18 +58,21 @@ pub(crate) fn output_stream(logs: Vec<Output>, (first, offset): (usize, u64)) ->
     let chunk = bytes::Bytes::from(FILLER_LINE.repeat(FILLER_LINES_PER_CHUNK as usize));
     let pieces = logs.into_iter().enumerate().skip(first).flat_map(move |(i, piece)| {
         let skip = if i == first { offset } else { 0 };
-        let chunks: Box<dyn Iterator<Item = bytes::Bytes> + Send> = match piece {
-            Output::Text(t) => Box::new(std::iter::once(t.slice(skip as usize..))),
+        let chunks: Box<dyn Iterator<Item = Result<bytes::Bytes, EngineError>> + Send> = match piece {
+            Output::Text(t) => Box::new(std::iter::once(Ok(t.slice(skip as usize..)))),
+            Output::Failure(why) => Box::new(std::iter::once(Err(EngineError::Engine(why)))),
             Output::Filler(lines) => {
                 let chunk = chunk.clone();
                 let total = lines * FILLER_LINE.len() as u64;
                 let step = chunk.len() as u64;
                 Box::new(
-                    (skip..total).step_by(step as usize).map(move |at| chunk.slice(..(total - at).min(step) as usize)),
+                    (skip..total)
+                        .step_by(step as usize)
+                        .map(move |at| Ok(chunk.slice(..(total - at).min(step) as usize))),
                 )
             }
         };
         chunks
     });
-    futures::stream::iter(pieces.filter(|b| !b.is_empty()).map(Ok)).boxed()
+    futures::stream::iter(pieces.filter(|b| b.as_ref().map_or(true, |b| !b.is_empty()))).boxed()
 }

@@ -227,7 +227,7 @@ pub async fn workload_logs(
         limit: q.limit_bytes.unwrap_or(u64::MAX),
     };
     if !(q.follow && waiting_for_a_run(&w)) {
-        return Ok(text_plain(Body::from_stream(log_stream(&st, &w, &what).await?)));
+        return Ok(text_plain(Body::from_stream(ends_cleanly(log_stream(&st, &w, &what).await?))));
     }
     // followed before it has a run: answered at once (a client cannot tell an answer that says nothing
     // from a hang), then the body waits (signalled, no polling) until the workload has a run of its own
@@ -243,16 +243,41 @@ pub async fn workload_logs(
                     Err(_) => return Err(ApiError::internal("controller is gone")),
                 }
             }
-            w = st.store.get_workload_by_id(&w.id).await?;
+            w = match st.store.get_workload_by_id(&w.id).await {
+                Ok(w) => w,
+                // deleted before it ran: its log is empty and ends here
+                Err(gpuhub_store::StoreError::NotFound { .. }) => return Ok(futures::stream::empty().boxed()),
+                Err(e) => return Err(e.into()),
+            };
         }
         log_stream(&st, &w, &what).await
     })
-    .map(|r| match r {
+    .map(|r: Result<_, ApiError>| match r {
         Ok(s) => s,
         Err(e) => futures::stream::once(futures::future::ready(Err(std::io::Error::other(e.detail)))).boxed(),
     })
-    .flatten();
-    Ok(text_plain(Body::from_stream(body)))
+    .flatten()
+    .boxed();
+    Ok(text_plain(Body::from_stream(ends_cleanly(body))))
+}
+
+/// A log body that fails part-way (its container removed under it, the engine gone) ends with a line
+/// that says why, and cleanly: a connection cut inside a chunked body tells a client nothing, and
+/// HTTP clients report it as a broken connection, not as the end of a log.
+fn ends_cleanly(
+    log: futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>,
+) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    log.scan(false, |stopped, chunk| {
+        let next = if *stopped {
+            None
+        } else {
+            Some(Ok(chunk.unwrap_or_else(|e| {
+                *stopped = true;
+                bytes::Bytes::from(format!("\n[gpuhub: the log stopped early: {e}]\n"))
+            })))
+        };
+        futures::future::ready(next)
+    })
 }
 
 /// Whether a followed log must wait for the workload's run: it has none of its own yet.

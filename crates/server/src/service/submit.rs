@@ -22,9 +22,10 @@ pub const MAX_FIELD_BYTES: usize = 4096;
 const MAX_IMAGE_BYTES: usize = 512;
 
 /// What a workspace submitted without a command runs: a POSIX shell that waits until it is stopped
-/// (busybox's `sleep` has no `infinity`), ending at once, with 0, on SIGTERM.
+/// (busybox's `sleep` has no `infinity`), ending at once, with 0, on SIGTERM, and taking its `sleep`
+/// with it (left behind, it held the test runner's output pipe open for an hour).
 pub const WORKSPACE_KEEP_ALIVE: [&str; 3] =
-    ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"];
+    ["sh", "-c", "trap 'kill $! 2>/dev/null; exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"];
 
 /// Refuses a run-time limit above the maximum of `queue` (the default queue has none but 366 days).
 pub(crate) async fn check_queue_cap(
