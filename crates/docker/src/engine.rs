@@ -354,14 +354,6 @@ impl Engine for DockerEngine {
         self.rt.exec(&c.id, spec).await
     }
 
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.rt.exec_resize(exec_id, cols, rows).await
-    }
-
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        self.rt.exec_exit_code(exec_id).await
-    }
-
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         let c = self.container(member).await?;
         let ip = c.ip.ok_or_else(|| {

@@ -1,10 +1,11 @@
 //! Processes started in running containers.
 
 use crate::{DockerRuntime, config, error};
+use async_trait::async_trait;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use futures::{StreamExt, TryStreamExt};
-use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
+use gpuhub_driver::{EngineError, ExecControl, ExecHandle, ExecSpec, OutputEnd, watch_end};
 
 /// The create request for `spec`: attached to stdin, stdout and stderr, with a TTY when asked.
 pub(crate) fn create_options(spec: &ExecSpec) -> Result<CreateExecOptions<String>, EngineError> {
@@ -33,35 +34,56 @@ impl DockerRuntime {
     pub(crate) async fn exec_impl(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
         let options = create_options(spec)?;
         let created = self.docker.create_exec(container, options).await.map_err(|e| error::map(e, container))?;
-        let id = created.id;
-        let start = StartExecOptions { detach: false, tty: spec.tty.is_some(), output_capacity: None };
-        let started = self.docker.start_exec(&id, Some(start)).await.map_err(|e| error::map(e, &id))?;
+        let exec = DockerExec { docker: self.docker.clone(), id: created.id, tty: spec.tty.is_some(), end: None };
+        let start = StartExecOptions { detach: false, tty: exec.tty, output_capacity: None };
+        let started = self.docker.start_exec(&exec.id, Some(start)).await.map_err(|e| error::map(e, &exec.id))?;
         let StartExecResults::Attached { output, input } = started else {
             return Err(EngineError::Engine("exec started detached".to_owned()));
         };
         if let Some((cols, rows)) = spec.tty {
             // API 1.41 has no size at creation: size it now that it runs. A process that is already
             // gone cannot be resized, and that is no failure.
-            if let Err(e) = self.exec_resize_impl(&id, cols, rows).await {
-                tracing::debug!(exec = %id, error = %e, "could not size the exec's terminal");
+            if let Err(e) = exec.resize(cols, rows).await {
+                tracing::debug!(exec = %exec.id, error = %e, "could not size the exec's terminal");
             }
         }
         let output = output.map_ok(LogOutput::into_bytes).map_err(|e| error::map(e, "exec output")).boxed();
-        Ok(ExecHandle { id, input, output })
+        let (output, end) = watch_end(output);
+        Ok(ExecHandle::new(input, output, DockerExec { end: Some(end), ..exec }))
     }
+}
 
-    pub(crate) async fn exec_resize_impl(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        let options = ResizeExecOptions { height: rows, width: cols };
-        self.docker.resize_exec(exec_id, options).await.map_err(|e| error::map(e, exec_id))
-    }
+/// A Docker exec: the daemon records its exit code before it closes the attached output (it sets the
+/// code, then closes the exec's streams, holding the exec's lock, which inspect takes too), so once the
+/// output has ended one inspect tells.
+#[derive(Debug)]
+struct DockerExec {
+    docker: bollard::Docker,
+    id: String,
+    tty: bool,
+    end: Option<OutputEnd>,
+}
 
-    pub(crate) async fn exec_exit_code_impl(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        let inspect = self.docker.inspect_exec(exec_id).await.map_err(|e| error::map(e, exec_id))?;
-        if inspect.running == Some(true) {
-            return Ok(None);
+#[async_trait]
+impl ExecControl for DockerExec {
+    async fn resize(&self, cols: u16, rows: u16) -> Result<(), EngineError> {
+        if !self.tty {
+            return Err(EngineError::Rejected(format!("exec {} has no terminal", self.id)));
         }
-        // An exec that never ran has no exit code either.
-        Ok(inspect.exit_code)
+        let options = ResizeExecOptions { height: rows, width: cols };
+        self.docker.resize_exec(&self.id, options).await.map_err(|e| error::map(e, &self.id))
+    }
+
+    async fn wait(&self) -> Result<i64, EngineError> {
+        if let Some(end) = &self.end {
+            end.ended().await;
+        }
+        let inspect = self.docker.inspect_exec(&self.id).await.map_err(|e| error::map(e, &self.id))?;
+        match (inspect.running, inspect.exit_code) {
+            (Some(true), _) => Err(EngineError::Engine(format!("exec {} still runs after its output ended", self.id))),
+            (_, Some(code)) => Ok(code),
+            (_, None) => Err(EngineError::Engine(format!("exec {} has no exit code", self.id))),
+        }
     }
 }
 

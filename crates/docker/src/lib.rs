@@ -338,16 +338,6 @@ impl DockerRuntime {
     pub async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
         self.exec_impl(container, spec).await
     }
-
-    /// Resizes an exec's pseudo-terminal.
-    pub async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.exec_resize_impl(exec_id, cols, rows).await
-    }
-
-    /// The exit code of an exec once its process has ended (`None` while it runs).
-    pub async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        self.exec_exit_code_impl(exec_id).await
-    }
 }
 
 /// A failed pull in the registry's words: an unknown image or tag is `ImageNotFound`, a refusal

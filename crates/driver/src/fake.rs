@@ -584,7 +584,8 @@ impl Engine for FakeEngine {
         Ok(output_stream(m.logs.clone(), start))
     }
 
-    /// Runs nothing: echoes the command line as output and ends with exit code 0.
+    /// Runs nothing: echoes the command line as output and ends with exit code 0; its terminal (one
+    /// with [`ExecSpec::tty`] only) takes any size.
     async fn exec(&self, target: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError> {
         let mut s = self.state.lock().unwrap();
         if member(&s, target)?.state != MemberState::Running {
@@ -594,21 +595,11 @@ impl Engine for FakeEngine {
             )));
         }
         s.calls.push(Call::Exec(target.clone(), Box::new(spec.clone())));
+        // an exec takes a number, as it did when it had an id, so later runs are numbered as before
         s.next += 1;
         let out = bytes::Bytes::from(format!("{}\n", spec.command.join(" ")));
-        Ok(ExecHandle {
-            id: format!("exec{}", s.next),
-            input: Box::pin(tokio::io::sink()),
-            output: futures::stream::iter([Ok(out)]).boxed(),
-        })
-    }
-
-    async fn exec_resize(&self, _exec_id: &str, _cols: u16, _rows: u16) -> Result<(), EngineError> {
-        Ok(())
-    }
-
-    async fn exec_exit_code(&self, _exec_id: &str) -> Result<Option<i64>, EngineError> {
-        Ok(Some(0))
+        let output = futures::stream::iter([Ok(out)]).boxed();
+        Ok(ExecHandle::new(Box::pin(tokio::io::sink()), output, FakeExec { tty: spec.tty.is_some() }))
     }
 
     async fn endpoint(&self, target: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
@@ -631,6 +622,23 @@ impl Engine for FakeEngine {
         s.calls.push(Call::Usage(run.to_owned()));
         let r = s.runs.get(run).ok_or_else(|| EngineError::NotFound(format!("run {run}")))?;
         Ok(r.usage.clone())
+    }
+}
+
+/// A fake exec: it has already ended, with exit code 0.
+#[derive(Debug)]
+struct FakeExec {
+    tty: bool,
+}
+
+#[async_trait]
+impl ExecControl for FakeExec {
+    async fn resize(&self, _cols: u16, _rows: u16) -> Result<(), EngineError> {
+        if self.tty { Ok(()) } else { Err(EngineError::Rejected("the exec has no terminal".into())) }
+    }
+
+    async fn wait(&self) -> Result<i64, EngineError> {
+        Ok(0)
     }
 }
 

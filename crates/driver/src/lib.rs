@@ -17,7 +17,10 @@
 //!   ([`Engine::list_runs`]), and a run that ended meanwhile still reports its members' exit codes;
 //! - members run as the spec's [`Identity`], never root, with exactly the resources and GPUs granted.
 
+mod exec;
 pub mod fake;
+
+pub use exec::{ExecControl, ExecHandle, ExecInput, ExecProcess, OutputEnd, watch_end};
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -391,22 +394,6 @@ pub type LogStream = BoxStream<'static, Result<bytes::Bytes, EngineError>>;
 /// The engine's event feed.
 pub type EventStream = BoxStream<'static, Result<EngineEvent, EngineError>>;
 
-/// A process started inside a running member.
-pub struct ExecHandle {
-    /// The engine's id of this exec (for [`Engine::exec_resize`] and [`Engine::exec_exit_code`]).
-    pub id: String,
-    /// The process's stdin.
-    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-    /// stdout and stderr (one stream; with a TTY they are one anyway). Ends when the process ends.
-    pub output: LogStream,
-}
-
-impl std::fmt::Debug for ExecHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExecHandle").field("id", &self.id).finish_non_exhaustive()
-    }
-}
-
 /// What to run with [`Engine::exec`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExecSpec {
@@ -496,12 +483,9 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     /// A member's stdout and stderr, chunk by chunk as the engine delivers them (never collected); with
     /// `follow`, until it ends; with `tail`, only the last `tail` lines.
     async fn logs(&self, member: &MemberRef, follow: bool, tail: Option<u64>) -> Result<LogStream, EngineError>;
-    /// Starts a process in a running member, attached to its stdin and output.
+    /// Starts a process in a running member, attached to its stdin and output; its handle resizes its
+    /// terminal and waits for its exit code (the only way to: an exec has no id to address it by).
     async fn exec(&self, member: &MemberRef, spec: &ExecSpec) -> Result<ExecHandle, EngineError>;
-    /// Resizes an exec's pseudo-terminal.
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError>;
-    /// The exit code of an exec once its process has ended (`None` while it runs).
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError>;
     /// The address the hub connects to for `port` of a running member (the proxy, SSH forwarding).
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError>;
     /// What each running member of a run uses now (CPU time, memory, processes), ordered by member

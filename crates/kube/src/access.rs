@@ -1,11 +1,13 @@
 //! Reaching members through the API server: logs (follow), exec (the API server's exec stream over a
 //! websocket), endpoints (the pod's IP), and the event feed (a watch on gpuhub's pods).
 
-use crate::engine::{Exec, KubeEngine, api_err};
+use crate::engine::{KubeEngine, api_err};
 use crate::status;
+use async_trait::async_trait;
 use futures::{AsyncBufReadExt, StreamExt};
 use gpuhub_driver::{
-    EngineError, EngineEvent, EventStream, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream, MemberRef, MemberState,
+    EngineError, EngineEvent, EventStream, ExecControl, ExecHandle, ExecSpec, LABEL_WORKLOAD, LogStream, MemberRef,
+    MemberState,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
@@ -13,7 +15,38 @@ use kube::api::{AttachParams, ListParams, LogParams, TerminalSize};
 use kube::runtime::watcher;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use tokio::sync::watch;
+
+/// An exec through the API server: resizes go on the stream's size channel; its exit code is the
+/// stream's closing status.
+#[derive(Debug)]
+struct KubeExec {
+    resize: Mutex<Option<futures::channel::mpsc::Sender<TerminalSize>>>,
+    code: watch::Receiver<Option<i64>>,
+}
+
+#[async_trait]
+impl ExecControl for KubeExec {
+    async fn resize(&self, cols: u16, rows: u16) -> Result<(), EngineError> {
+        let mut resize = self.resize.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match resize.as_mut() {
+            Some(tx) => tx
+                .try_send(TerminalSize { width: cols, height: rows })
+                .map_err(|_| EngineError::NotFound("the exec's terminal (it has ended)".into())),
+            None => Err(EngineError::Rejected("the exec has no terminal".into())),
+        }
+    }
+
+    async fn wait(&self) -> Result<i64, EngineError> {
+        let mut code = self.code.clone();
+        let code = code
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| EngineError::Engine("the exec stream closed without a status".into()))?;
+        Ok(code.unwrap_or(-1))
+    }
+}
 
 /// The exit code an exec's closing status carries (`NonZeroExitCode` with its `ExitCode` cause).
 /// A stream that closed without a status is -1.
@@ -104,7 +137,6 @@ impl KubeEngine {
             .exec(&name, exec_command(spec), &ap)
             .await
             .map_err(|e| api_err("starting a process in a member", e))?;
-        let id = format!("k8s-exec-{}", self.next_exec.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let mut resize = proc.terminal_size();
         if let (Some(tx), Some((cols, rows))) = (resize.as_mut(), spec.tty) {
             let _ = tx.try_send(TerminalSize { width: cols, height: rows });
@@ -116,34 +148,17 @@ impl KubeEngine {
             stdout.unwrap_or_else(|| futures::stream::empty().boxed()),
             stderr.unwrap_or_else(|| futures::stream::empty().boxed()),
         );
-        let code = Arc::new(Mutex::new(None));
+        // the stream's closing status is the process's end: it goes to every waiter (a stream without
+        // one drops the sender, and the wait says so)
+        let (code_tx, code) = watch::channel(None);
         if let Some(status) = proc.take_status() {
-            let code = code.clone();
             tokio::spawn(async move {
                 let s = status.await;
-                *code.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(exit_code(s.as_ref()));
+                let _ = code_tx.send(Some(exit_code(s.as_ref())));
                 drop(proc);
             });
         }
-        self.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone(), Exec { resize, code });
-        Ok(ExecHandle { id, input: Box::pin(input), output: output.boxed() })
-    }
-
-    pub(crate) fn resize(&self, exec: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        let mut execs = self.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let e = execs.get_mut(exec).ok_or_else(|| EngineError::NotFound(format!("exec {exec}")))?;
-        match e.resize.as_mut() {
-            Some(tx) => tx
-                .try_send(TerminalSize { width: cols, height: rows })
-                .map_err(|_| EngineError::NotFound(format!("exec {exec} (ended)"))),
-            None => Err(EngineError::Rejected(format!("exec {exec} has no terminal"))),
-        }
-    }
-
-    pub(crate) fn exit_code_of(&self, exec: &str) -> Result<Option<i64>, EngineError> {
-        let execs = self.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let e = execs.get(exec).ok_or_else(|| EngineError::NotFound(format!("exec {exec}")))?;
-        Ok(*e.code.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Ok(ExecHandle::new(Box::pin(input), output.boxed(), KubeExec { resize: Mutex::new(resize), code }))
     }
 
     pub(crate) async fn endpoint_of(&self, m: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {

@@ -11,8 +11,7 @@ use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long connecting to the API server may take.
@@ -25,15 +24,6 @@ pub const MAX_MEMBERS: u32 = 64;
 pub struct KubeEngine {
     pub(crate) client: Client,
     pub(crate) config: Arc<KubeConfig>,
-    pub(crate) execs: Arc<Mutex<HashMap<String, Exec>>>,
-    pub(crate) next_exec: Arc<std::sync::atomic::AtomicU64>,
-}
-
-/// A running exec: its terminal's size channel and, once it ended, its exit code.
-#[derive(Debug)]
-pub(crate) struct Exec {
-    pub resize: Option<futures::channel::mpsc::Sender<kube::api::TerminalSize>>,
-    pub code: Arc<Mutex<Option<i64>>>,
 }
 
 impl std::fmt::Debug for KubeEngine {
@@ -105,12 +95,7 @@ impl KubeEngine {
 
     /// The engine over any client (tests give one over a mocked service); checks nothing.
     pub fn with_client(client: Client, config: KubeConfig) -> Self {
-        Self {
-            client,
-            config: Arc::new(config),
-            execs: Arc::default(),
-            next_exec: Arc::new(std::sync::atomic::AtomicU64::new(1)),
-        }
+        Self { client, config: Arc::new(config) }
     }
 
     /// The engine over the API server at `url` with no credentials (an in-process fake API server in

@@ -155,14 +155,6 @@ impl Engine for KubeEngine {
         self.exec_in(member, spec).await
     }
 
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.resize(exec_id, cols, rows)
-    }
-
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        self.exit_code_of(exec_id)
-    }
-
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         self.endpoint_of(member, port).await
     }

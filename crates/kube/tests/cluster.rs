@@ -123,9 +123,10 @@ async fn a_workspace_takes_exec_has_an_address_and_keeps_its_record_when_stopped
     .await
     .expect("the workspace runs");
     let exec = ExecSpec { command: vec!["sh".into(), "-c".into(), "echo hi; exit 4".into()], ..Default::default() };
-    let h = e.exec(&m, &exec).await.unwrap();
-    let out: Vec<_> = h.output.collect().await;
+    let mut h = e.exec(&m, &exec).await.unwrap();
+    let out: Vec<_> = h.output.by_ref().collect().await;
     assert!(out.iter().any(|c| c.as_ref().is_ok_and(|b| b.starts_with(b"hi"))));
+    assert_eq!(tokio::time::timeout(WAIT, h.wait()).await.expect("the exec ends").unwrap(), 4);
     assert!(e.endpoint(&m, 8888).await.unwrap().ip().is_ipv4());
     e.cancel(&run.id, Duration::from_secs(2)).await.unwrap();
     let state = e.observe(&run.id).await.unwrap().members[0].state;

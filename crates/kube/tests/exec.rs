@@ -9,7 +9,7 @@ mod mock;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{RawQuery, State};
 use futures::StreamExt;
-use gpuhub_driver::{Engine, EngineError, ExecSpec, MemberRef};
+use gpuhub_driver::{Engine, ExecSpec, MemberRef};
 use gpuhub_kube::{KubeConfig, KubeEngine};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -100,8 +100,8 @@ async fn a_terminal_through_the_exec_stream_with_resize_and_exit_code() {
     until(&mut h.output, "ready\n").await;
     h.input.write_all(b"hello\n").await.unwrap();
     until(&mut h.output, "echo: hello\n").await;
-    assert_eq!(e.exec_exit_code(&h.id).await.unwrap(), None, "it runs");
-    e.exec_resize(&h.id, 100, 40).await.unwrap();
+    assert!(tokio::time::timeout(Duration::from_millis(50), h.wait()).await.is_err(), "it runs");
+    h.resize(100, 40).await.unwrap();
     // the size goes on its own channel: seen before the input that ends the shell
     for _ in 0..500 {
         if seen.lock().unwrap().iter().any(|s| s.contains("\"Width\":100")) {
@@ -112,15 +112,9 @@ async fn a_terminal_through_the_exec_stream_with_resize_and_exit_code() {
     h.input.write_all(b"exit\n").await.unwrap();
     // the output ends with the process
     while tokio::time::timeout(Duration::from_secs(10), h.output.next()).await.unwrap().is_some() {}
-    let mut code = None;
-    for _ in 0..500 {
-        code = e.exec_exit_code(&h.id).await.unwrap();
-        if code.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(code, Some(7));
+    let code = tokio::time::timeout(Duration::from_secs(10), h.wait()).await.expect("the status comes");
+    assert_eq!(code.unwrap(), 7);
+    assert_eq!(h.process.clone().wait().await.unwrap(), 7, "any number of times, from any clone");
     let seen = seen.lock().unwrap().clone();
     let query = seen[0].trim_start_matches("query ");
     assert!(
@@ -131,5 +125,4 @@ async fn a_terminal_through_the_exec_stream_with_resize_and_exit_code() {
     assert_eq!(args, ["sh", "-c", "cd \"$0\" && exec \"$@\"", "/home/alice", "env", "TERM=xterm", "sh"]);
     assert!(seen.iter().any(|s| s == "resize {\"Width\":80,\"Height\":24}"), "{seen:?}");
     assert!(seen.iter().any(|s| s == "resize {\"Width\":100,\"Height\":40}"), "{seen:?}");
-    assert!(matches!(e.exec_exit_code("nope").await.unwrap_err(), EngineError::NotFound(_)));
 }

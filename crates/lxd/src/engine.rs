@@ -1,4 +1,4 @@
-//! [`LxdEngine`]: the engine's state (the API, images, running execs, the event poller) and what its
+//! [`LxdEngine`]: the engine's state (the API, images, the event poller) and what its
 //! operations share: finding a run's container, and reading a member's state from LXD and its run directory.
 
 use crate::api::{Api, ApiError};
@@ -10,10 +10,9 @@ use gpuhub_driver::{
     EngineError, EngineEvent, LABEL_MEMBER, LABEL_MEMBERS, LABEL_WORKLOAD, MemberState, MemberStatus, RunStatus,
 };
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 /// The exit status a member is given when its container stopped without its start script writing one
 /// (killed: a forced stop, the memory limit, the host's shutdown).
@@ -25,13 +24,6 @@ pub struct LxdEngine {
     pub(crate) inner: Arc<Inner>,
 }
 
-/// A running exec: its exit status once known, and where resizes go.
-#[derive(Debug)]
-pub(crate) struct Exec {
-    pub(crate) exit: Option<i64>,
-    pub(crate) control: Option<mpsc::UnboundedSender<String>>,
-}
-
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) config: LxdConfig,
@@ -39,7 +31,6 @@ pub(crate) struct Inner {
     pub(crate) node: NodeCapacity,
     pub(crate) images: Images,
     pub(crate) control_devices: Vec<String>,
-    pub(crate) execs: Mutex<HashMap<String, Exec>>,
     pub(crate) events: broadcast::Sender<EngineEvent>,
     pub(crate) poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -101,16 +92,7 @@ impl LxdEngine {
         let control_devices =
             spec::CONTROL_DEVICES.iter().filter(|d| std::path::Path::new(d).exists()).map(|d| d.to_string()).collect();
         LxdEngine {
-            inner: Arc::new(Inner {
-                config,
-                api,
-                node,
-                images,
-                control_devices,
-                execs: Mutex::default(),
-                events,
-                poller: Mutex::new(None),
-            }),
+            inner: Arc::new(Inner { config, api, node, images, control_devices, events, poller: Mutex::new(None) }),
         }
     }
 

@@ -2,14 +2,15 @@
 //! socket carries the terminal both ways, without one stdin, stdout and stderr have a socket each; the
 //! control socket takes window resizes. The operation's end gives the exit status.
 
-use crate::engine::{Exec, LxdEngine};
+use crate::engine::LxdEngine;
 use crate::images::api_err;
+use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
+use gpuhub_driver::{EngineError, ExecControl, ExecHandle, ExecSpec};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 
 /// What runs a command without a terminal so that it outlives the hub: its output (stdout and stderr, one
@@ -147,43 +148,53 @@ impl LxdEngine {
             }
             _ => fd0_rx.take_while(more).filter_map(data).boxed(),
         };
+        // the operation's end is the process's: its status goes to every waiter
+        let (exit_tx, exit) = watch::channel(None);
+        let api = api.clone();
         let id = op.id.clone();
-        self.inner
-            .execs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(id.clone(), Exec { exit: None, control: Some(resize_tx) });
-        let engine = self.clone();
-        let waited = id.clone();
         tokio::spawn(async move {
-            let code = match engine.inner.api.wait(&waited, None).await {
+            let code = match api.wait(&id, None).await {
                 Ok(op) => op.metadata.get("return").and_then(Value::as_i64).unwrap_or(-1),
                 Err(e) => {
-                    tracing::debug!(exec = %waited, error = %e, "lxd exec operation failed");
+                    tracing::debug!(exec = %id, error = %e, "lxd exec operation failed");
                     -1
                 }
             };
-            {
-                let mut execs = engine.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(e) = execs.get_mut(&waited) {
-                    e.exit = Some(code);
-                    e.control = None;
-                }
-            }
+            let _ = exit_tx.send(Some(code));
         });
-        Ok(ExecHandle { id, input: Box::pin(input), output })
+        let exec = LxdExec { control: resize_tx, exit, tty: spec.tty.is_some() };
+        Ok(ExecHandle::new(Box::pin(input), output, exec))
+    }
+}
+
+/// An LXD exec: resizes go out on its control socket; its exit status is its operation's.
+#[derive(Debug)]
+struct LxdExec {
+    control: mpsc::UnboundedSender<String>,
+    exit: watch::Receiver<Option<i64>>,
+    tty: bool,
+}
+
+#[async_trait]
+impl ExecControl for LxdExec {
+    /// Resizes the terminal; once the process has ended there is none left to resize, which is no
+    /// failure.
+    async fn resize(&self, cols: u16, rows: u16) -> Result<(), EngineError> {
+        if !self.tty {
+            return Err(EngineError::Rejected("the exec has no terminal".into()));
+        }
+        let msg = json!({"command": "window-resize", "args": {"width": cols.to_string(), "height": rows.to_string()}});
+        let _ = self.control.send(msg.to_string());
+        Ok(())
     }
 
-    /// Resizes exec `id`'s terminal.
-    pub(crate) fn resize_exec(&self, id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        let execs = self.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let exec = execs.get(id).ok_or_else(|| EngineError::NotFound(format!("exec {id}")))?;
-        if let Some(control) = &exec.control {
-            let msg =
-                json!({"command": "window-resize", "args": {"width": cols.to_string(), "height": rows.to_string()}});
-            let _ = control.send(msg.to_string());
-        }
-        Ok(())
+    async fn wait(&self) -> Result<i64, EngineError> {
+        let mut exit = self.exit.clone();
+        let code = exit
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| EngineError::Engine("the exec's operation was no longer watched".into()))?;
+        Ok(code.unwrap_or(-1))
     }
 }
 

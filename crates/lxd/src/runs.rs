@@ -424,15 +424,6 @@ impl Engine for LxdEngine {
         self.start_exec(&c.name, spec).await
     }
 
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.resize_exec(exec_id, cols, rows)
-    }
-
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        let execs = self.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        execs.get(exec_id).map(|e| e.exit).ok_or_else(|| EngineError::NotFound(format!("exec {exec_id}")))
-    }
-
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         let c = self.container(&member.run).await?;
         if !c.running {

@@ -17,6 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
+/// How long a terminal whose output has ended waits for its process's exit code.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
+
 /// The terminal page. Serve it at `<base>/` and [`asset`]s next to it (`<base>/xterm.js`, …); it opens
 /// its WebSocket at `<base>/ws` (relative to itself; override with `data-ws` on `<body>`).
 pub const TERMINAL_HTML: &str = include_str!("../assets/terminal.html");
@@ -84,11 +87,10 @@ pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &Membe
             return;
         }
     };
-    let gpuhub_driver::ExecHandle { id, mut input, mut output } = handle;
+    let gpuhub_driver::ExecHandle { mut input, mut output, process } = handle;
     let (mut sender, mut receiver) = ws.split();
 
-    let exec_id = id.clone();
-    let engine_in = engine.clone();
+    let resizer = process.clone();
     // Browser → process. Ends when the browser goes away or the process's stdin closes, and with this
     // bridge: dropped (its caller closing it, on a revocation), it is aborted too, never left typing.
     let mut upstream = AbortOnDrop(tokio::spawn(async move {
@@ -97,7 +99,7 @@ pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &Membe
                 Message::Binary(b) => b,
                 Message::Text(t) => match serde_json::from_str::<Control>(t.as_str()) {
                     Ok(Control { resize: Some((cols, rows)) }) => {
-                        if let Err(e) = engine_in.exec_resize(&exec_id, cols.max(1), rows.max(1)).await {
+                        if let Err(e) = resizer.resize(cols.max(1), rows.max(1)).await {
                             tracing::debug!(error = %e, "terminal resize failed");
                         }
                         continue;
@@ -135,7 +137,10 @@ pub async fn terminal(mut ws: WebSocket, engine: Arc<dyn Engine>, member: &Membe
     };
     upstream.0.abort();
     if ended {
-        let code = exit_code(engine.as_ref(), &id).await;
+        drop(output);
+        // the engine's signal of the process's end; one that closed its terminal but lingers on is not
+        // waited for past EXIT_WAIT (the page is told no code)
+        let code = tokio::time::timeout(EXIT_WAIT, process.wait()).await.ok().and_then(Result::ok);
         let text = serde_json::json!({ "exit": code }).to_string();
         let _ = sender.send(Message::Text(text.into())).await;
         let _ = sender.send(Message::Close(Some(close(1000, "process exited")))).await;
@@ -153,17 +158,6 @@ impl Drop for AbortOnDrop {
 
 fn close(code: u16, reason: &'static str) -> CloseFrame {
     CloseFrame { code, reason: Utf8Bytes::from_static(reason) }
-}
-
-async fn exit_code(engine: &dyn Engine, exec_id: &str) -> Option<i64> {
-    for _ in 0..100 {
-        match engine.exec_exit_code(exec_id).await {
-            Ok(Some(code)) => return Some(code),
-            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(_) => return None,
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -75,13 +75,7 @@ impl Engine for LongExec {
         let h = self.fake.exec(member, spec).await?;
         let (input, typed) = tokio::io::duplex(1 << 16);
         self.typed.lock().unwrap().push(typed);
-        Ok(ExecHandle { id: h.id, input: Box::pin(input), output: futures::stream::pending().boxed() })
-    }
-    async fn exec_resize(&self, id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.fake.exec_resize(id, cols, rows).await
-    }
-    async fn exec_exit_code(&self, id: &str) -> Result<Option<i64>, EngineError> {
-        self.fake.exec_exit_code(id).await
+        Ok(ExecHandle { input: Box::pin(input), output: futures::stream::pending().boxed(), process: h.process })
     }
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         self.fake.endpoint(member, port).await

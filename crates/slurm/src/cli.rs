@@ -104,9 +104,11 @@ impl CmdOutput {
 }
 
 /// A process started with [`SlurmCli::spawn`], still running or not.
+#[async_trait]
 pub trait Interactive: Send + Sync + fmt::Debug {
-    /// Its exit code once it has ended (128 + the signal when a signal ended it), without waiting.
-    fn exit_code(&self) -> std::io::Result<Option<i64>>;
+    /// Waits for it to end and answers its exit code (128 + the signal when a signal ended it); any number
+    /// of times.
+    async fn wait(&self) -> std::io::Result<i64>;
     /// Resizes its pseudo-terminal (an error without one).
     fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()>;
 }

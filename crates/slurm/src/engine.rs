@@ -1,9 +1,9 @@
-//! [`SlurmEngine`]: the state it keeps (node addresses, running execs, the event poller) and the
+//! [`SlurmEngine`]: the state it keeps (node addresses, the event poller) and the
 //! helpers every operation shares: running a command with its error sorted, finding a job and the run
 //! it is, and the paths of a run's files.
 
 use crate::bundle::Bundles;
-use crate::cli::{Cmd, CmdOutput, Interactive, ProcessCli, SlurmCli};
+use crate::cli::{Cmd, CmdOutput, ProcessCli, SlurmCli};
 use crate::config::{Accounting, SlurmConfig};
 use crate::error;
 use crate::parse::{self, Job, Phase, sacct, scontrol};
@@ -41,7 +41,6 @@ pub(crate) struct Inner {
     pub(crate) bundles: Bundles,
     /// Node name → the address its ports are reached at (`sinfo --json` `address`).
     pub(crate) addresses: Mutex<HashMap<String, IpAddr>>,
-    pub(crate) execs: Mutex<HashMap<String, Arc<dyn Interactive>>>,
     pub(crate) next_id: AtomicU64,
     pub(crate) events: broadcast::Sender<EngineEvent>,
     pub(crate) poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -85,7 +84,6 @@ impl SlurmEngine {
                 cli,
                 bundles,
                 addresses: Mutex::default(),
-                execs: Mutex::default(),
                 next_id: AtomicU64::new(1),
                 events,
                 poller: Mutex::new(None),

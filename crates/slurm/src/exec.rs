@@ -11,12 +11,10 @@ use crate::error;
 use crate::parse::squeue;
 use crate::runs::running_node;
 use crate::script::valid_env_name;
+use async_trait::async_trait;
 use futures::TryStreamExt;
-use gpuhub_driver::{EngineError, ExecHandle, ExecSpec, MemberRef};
+use gpuhub_driver::{EngineError, ExecControl, ExecHandle, ExecSpec, MemberRef};
 use std::sync::Arc;
-
-/// The most finished execs whose exit code is kept.
-const KEEP_ENDED: usize = 1024;
 
 impl SlurmEngine {
     /// The command that execs `spec` in member `i`'s container of `job`, run as `uid:gid`.
@@ -103,22 +101,29 @@ impl SlurmEngine {
         }
         let cmd = self.exec_command(f.job.id, &node, &container, (uid, gid), &spec)?;
         let spawned = self.inner.cli.spawn(&cmd, spec.tty).await.map_err(|e| error::from_io(&cmd, &e))?;
-        let id = format!("slurm-exec-{}", self.next_id());
-        self.remember_exec(&id, spawned.process.clone());
         let output = spawned.output.map_err(|e| EngineError::Engine(format!("exec output: {e}"))).into_stream();
-        Ok(ExecHandle { id, input: spawned.input, output: Box::pin(output) })
+        let exec = SlurmExec { process: spawned.process, tty: spec.tty.is_some() };
+        Ok(ExecHandle::new(spawned.input, Box::pin(output), exec))
     }
+}
 
-    fn remember_exec(&self, id: &str, process: Arc<dyn Interactive>) {
-        let mut execs = self.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if execs.len() >= KEEP_ENDED {
-            execs.retain(|_, p| !matches!(p.exit_code(), Ok(Some(_))));
+/// An exec's `srun`: its pseudo-terminal resized on the hub's side, its end the child's own.
+#[derive(Debug)]
+struct SlurmExec {
+    process: Arc<dyn Interactive>,
+    tty: bool,
+}
+
+#[async_trait]
+impl ExecControl for SlurmExec {
+    async fn resize(&self, cols: u16, rows: u16) -> Result<(), EngineError> {
+        if !self.tty {
+            return Err(EngineError::Rejected("the exec has no terminal".into()));
         }
-        execs.insert(id.to_owned(), process);
+        self.process.resize(cols, rows).map_err(|e| EngineError::Engine(format!("cannot resize an exec: {e}")))
     }
 
-    pub(crate) fn exec_process(&self, id: &str) -> Result<Arc<dyn Interactive>, EngineError> {
-        let execs = self.inner.execs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        execs.get(id).cloned().ok_or_else(|| EngineError::NotFound(format!("exec {id}")))
+    async fn wait(&self) -> Result<i64, EngineError> {
+        self.process.wait().await.map_err(|e| EngineError::Engine(format!("cannot wait for an exec: {e}")))
     }
 }

@@ -163,9 +163,10 @@ struct FakeProcess {
     tty: bool,
 }
 
+#[async_trait]
 impl Interactive for FakeProcess {
-    fn exit_code(&self) -> io::Result<Option<i64>> {
-        Ok(Some(self.code))
+    async fn wait(&self) -> io::Result<i64> {
+        Ok(self.code)
     }
 
     fn resize(&self, _cols: u16, _rows: u16) -> io::Result<()> {

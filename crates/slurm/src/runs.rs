@@ -600,16 +600,6 @@ impl Engine for SlurmEngine {
         self.exec_member(member, spec).await
     }
 
-    async fn exec_resize(&self, exec_id: &str, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.exec_process(exec_id)?
-            .resize(cols, rows)
-            .map_err(|e| EngineError::Engine(format!("cannot resize exec {exec_id}: {e}")))
-    }
-
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        self.exec_process(exec_id)?.exit_code().map_err(|e| EngineError::Engine(format!("exec {exec_id}: {e}")))
-    }
-
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         self.member_endpoint(member, port).await
     }

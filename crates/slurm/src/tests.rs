@@ -393,11 +393,11 @@ async fn exec_logs_and_endpoint_of_a_running_member() {
         .on(&["squeue", "-s", "-h", "-j", "23"], CmdOutput::ok("23.0|m1|node2\n23.1|m0|node1\n23.batch|batch|node1\n"));
     e.cli.on(&["srun"], CmdOutput::ok("10001\n"));
     let spec = ExecSpec { command: vec!["id".into(), "-u".into()], tty: Some((80, 24)), ..Default::default() };
-    let h = e.engine.exec(&MemberRef::new("23", 1), &spec).await.unwrap();
-    let out: Vec<bytes::Bytes> = h.output.try_collect().await.unwrap();
+    let mut h = e.engine.exec(&MemberRef::new("23", 1), &spec).await.unwrap();
+    let out: Vec<bytes::Bytes> = h.output.by_ref().try_collect().await.unwrap();
     assert_eq!(out.concat(), b"10001\n");
-    assert_eq!(e.engine.exec_exit_code(&h.id).await.unwrap(), Some(0));
-    e.engine.exec_resize(&h.id, 100, 30).await.unwrap();
+    assert_eq!(h.wait().await.unwrap(), 0);
+    h.resize(100, 30).await.unwrap();
     let (cmd, tty) = e.cli.spawned().pop().unwrap();
     assert_eq!(tty, Some((80, 24)));
     assert_eq!(cmd.user, Some((10001, 10001)), "as the job's user");
@@ -423,7 +423,8 @@ async fn exec_logs_and_endpoint_of_a_running_member() {
             "-u",
         ]
     );
-    assert!(matches!(e.engine.exec_exit_code("nope").await, Err(EngineError::NotFound(_))));
+    let piped = e.engine.exec(&MemberRef::new("23", 1), &ExecSpec { tty: None, ..spec.clone() }).await.unwrap();
+    assert!(matches!(piped.resize(100, 30).await, Err(EngineError::Rejected(_))), "no terminal to resize");
     assert!(matches!(e.engine.exec(&MemberRef::new("23", 2), &spec).await, Err(EngineError::NotFound(_))));
 
     // the endpoint is the member's node's address

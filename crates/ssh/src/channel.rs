@@ -3,7 +3,7 @@
 
 use crate::{Shared, Target};
 use futures::StreamExt;
-use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
+use gpuhub_driver::{EngineError, ExecHandle, ExecProcess, ExecSpec};
 use russh::server::Msg;
 use russh::{Channel, ChannelMsg, ChannelWriteHalf};
 use std::collections::BTreeMap;
@@ -14,6 +14,9 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// A login shell: bash when the image has it, else sh.
 const SHELL: &str = "if [ -x /bin/bash ]; then exec /bin/bash -l; fi; exec /bin/sh -l";
+
+/// How long a channel whose process's output has ended waits for its exit code.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// What the client asked the channel to run.
 #[derive(Debug)]
@@ -38,7 +41,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, target: Target, channel: Channel<
     let mut pty: Option<(String, u16, u16)> = None;
     let mut env = BTreeMap::new();
     let mut started = false;
-    let mut exec_id: Option<String> = None;
+    let mut process: Option<ExecProcess> = None;
     let mut stdin: Option<Stdin> = None;
     while let Some(msg) = rx.wait().await {
         match msg {
@@ -53,8 +56,8 @@ pub(crate) async fn serve(shared: Arc<Shared>, target: Target, channel: Channel<
                 if let Some(p) = pty.as_mut() {
                     (p.1, p.2) = (cols, rows);
                 }
-                if let Some(id) = &exec_id {
-                    if let Err(e) = shared.engine.exec_resize(id, cols, rows).await {
+                if let Some(p) = &process {
+                    if let Err(e) = p.resize(cols, rows).await {
                         tracing::debug!(error = %e, "exec resize failed");
                     }
                 }
@@ -63,17 +66,17 @@ pub(crate) async fn serve(shared: Arc<Shared>, target: Target, channel: Channel<
                 if started => {}
             ChannelMsg::RequestShell { .. } => {
                 started = true;
-                (exec_id, stdin) = start(&shared, &target, &tx, Kind::Shell, pty.as_ref(), &env).await;
+                (process, stdin) = start(&shared, &target, &tx, Kind::Shell, pty.as_ref(), &env).await;
             }
             ChannelMsg::Exec { command, .. } => {
                 started = true;
                 let command = String::from_utf8_lossy(&command).into_owned();
-                (exec_id, stdin) = start(&shared, &target, &tx, Kind::Command(command), pty.as_ref(), &env).await;
+                (process, stdin) = start(&shared, &target, &tx, Kind::Command(command), pty.as_ref(), &env).await;
             }
             ChannelMsg::RequestSubsystem { name, .. } => {
                 started = true;
                 if name == "sftp" {
-                    (exec_id, stdin) = start(&shared, &target, &tx, Kind::Sftp, None, &env).await;
+                    (process, stdin) = start(&shared, &target, &tx, Kind::Sftp, None, &env).await;
                 } else {
                     fail(&tx, &format!("unknown subsystem {name}"), false).await;
                 }
@@ -104,7 +107,7 @@ fn allowed_env(name: &str) -> bool {
     name == "LANG" || name.starts_with("LC_") || name == "COLORTERM" || name == "TZ"
 }
 
-/// Starts the process for `kind`; returns its exec id and stdin, or (after telling the client why and
+/// Starts the process for `kind`; returns it (to resize) and its stdin, or (after telling the client why and
 /// closing the channel) nothing.
 async fn start(
     shared: &Shared,
@@ -113,7 +116,7 @@ async fn start(
     kind: Kind,
     pty: Option<&(String, u16, u16)>,
     client_env: &BTreeMap<String, String>,
-) -> (Option<String>, Option<Stdin>) {
+) -> (Option<ExecProcess>, Option<Stdin>) {
     let crlf = pty.is_some();
     if let Some(problem) = &target.problem {
         fail(tx, problem, crlf).await;
@@ -167,22 +170,18 @@ async fn start(
             return (None, None);
         }
     };
-    let ExecHandle { id, input, output } = handle;
+    let ExecHandle { input, output, process } = handle;
     if let Some((cols, rows)) = spec.tty {
         // Engines differ in whether the initial console size sticks; set it once more.
-        let _ = shared.engine.exec_resize(&id, cols, rows).await;
+        let _ = process.resize(cols, rows).await;
     }
-    tokio::spawn(pump(shared.engine.clone(), id.clone(), output, tx.clone()));
-    (Some(id), Some(input))
+    tokio::spawn(pump(process.clone(), output, tx.clone()));
+    (Some(process), Some(input))
 }
 
-/// Copies the process's output to the channel, then sends its exit status, EOF and close.
-async fn pump(
-    runtime: Arc<dyn gpuhub_driver::Engine>,
-    exec_id: String,
-    mut output: gpuhub_driver::LogStream,
-    tx: Writer,
-) {
+/// Copies the process's output to the channel, then sends its exit status (once the engine has it), EOF
+/// and close.
+async fn pump(process: ExecProcess, mut output: gpuhub_driver::LogStream, tx: Writer) {
     while let Some(chunk) = output.next().await {
         match chunk {
             Ok(bytes) => {
@@ -196,27 +195,18 @@ async fn pump(
             }
         }
     }
-    let code = exit_code(runtime.as_ref(), &exec_id).await;
-    if let Some(code) = code {
-        let _ = tx.exit_status(u32::try_from(code).unwrap_or(255)).await;
+    drop(output);
+    // the engine's signal of the process's end; one that closed its output but lingers on is not waited
+    // for past EXIT_WAIT (the channel closes without an exit status)
+    match tokio::time::timeout(EXIT_WAIT, process.wait()).await {
+        Ok(Ok(code)) => {
+            let _ = tx.exit_status(u32::try_from(code).unwrap_or(255)).await;
+        }
+        Ok(Err(e)) => tracing::debug!(error = %e, "exec exit code unavailable"),
+        Err(_) => tracing::debug!("the exec's output ended but its process did not"),
     }
     let _ = tx.eof().await;
     let _ = tx.close().await;
-}
-
-/// The exit code, waiting briefly for the engine to record it after the output ended.
-async fn exit_code(runtime: &dyn gpuhub_driver::Engine, exec_id: &str) -> Option<i64> {
-    for _ in 0..100 {
-        match runtime.exec_exit_code(exec_id).await {
-            Ok(Some(code)) => return Some(code),
-            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(e) => {
-                tracing::debug!(error = %e, "exec exit code unavailable");
-                return None;
-            }
-        }
-    }
-    None
 }
 
 fn exec_failed(target: &Target, e: &EngineError) -> String {

@@ -2,7 +2,6 @@
 
 use crate::common::*;
 use futures::StreamExt;
-use gpuhub_docker::DockerRuntime;
 use gpuhub_driver::{EngineError, ExecHandle, ExecSpec};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -20,18 +19,9 @@ async fn read_all(handle: &mut ExecHandle) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The exit code, once the engine has recorded it (it may lag the end of the output by a moment).
-async fn exit_code(rt: &DockerRuntime, exec_id: &str) -> i64 {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            if let Some(code) = rt.exec_exit_code(exec_id).await.unwrap() {
-                return code;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("an exit code")
+/// The exit code, through the handle's wait (the output read to its end first).
+async fn exit_code(handle: &ExecHandle) -> i64 {
+    tokio::time::timeout(PATIENCE, handle.wait()).await.expect("the wait resolves").unwrap()
 }
 
 fn exec(command: &[&str], tty: Option<(u16, u16)>) -> ExecSpec {
@@ -51,12 +41,13 @@ async fn exec_with_tty_runs_as_the_user_and_reports_its_exit() {
 
     let mut h = rt.exec(&id, &exec(&["id", "-u"], Some((80, 24)))).await.unwrap();
     assert_eq!(read_all(&mut h).await, "10000\r\n", "a TTY ends lines with CR LF");
-    assert_eq!(exit_code(&rt, &h.id).await, 0);
+    assert_eq!(exit_code(&h).await, 0);
 
     let mut h = rt.exec(&id, &exec(&["sh", "-c", "echo out; echo err >&2; exit 5"], None)).await.unwrap();
     let out = read_all(&mut h).await;
     assert!(out.contains("out\n") && out.contains("err\n"), "{out:?}");
-    assert_eq!(exit_code(&rt, &h.id).await, 5);
+    assert_eq!(exit_code(&h).await, 5);
+    assert!(matches!(h.resize(80, 24).await, Err(EngineError::Rejected(_))), "no terminal to resize");
 
     let mut env = exec(&["sh", "-c", "echo $WHO in $(pwd)"], None);
     env.env.insert("WHO".into(), "alice".into());
@@ -64,7 +55,13 @@ async fn exec_with_tty_runs_as_the_user_and_reports_its_exit() {
     let mut h = rt.exec(&id, &env).await.unwrap();
     assert_eq!(read_all(&mut h).await, "alice in /tmp\n");
 
-    assert!(matches!(rt.exec_exit_code("no-such-exec").await, Err(EngineError::NotFound(_))));
+    // The wait is one inspect once the output has ended: the daemon has the code by then, every time.
+    for i in 0..20u8 {
+        let tty = (i % 2 == 0).then_some((80, 24));
+        let mut h = rt.exec(&id, &exec(&["sh", "-c", &format!("echo {i}; exit {i}")], tty)).await.unwrap();
+        assert_eq!(read_all(&mut h).await.trim_end(), i.to_string());
+        assert_eq!(exit_code(&h).await, i64::from(i), "exec {i}, tty {tty:?}");
+    }
     rt.stop(&id, Duration::ZERO).await.unwrap();
     assert!(matches!(rt.exec(&id, &exec(&["true"], None)).await, Err(EngineError::Rejected(_))));
     assert!(matches!(
@@ -97,9 +94,9 @@ async fn exec_terminal_is_sized_resized_and_takes_input() {
     })
     .await
     .expect("the shell answers");
-    rt.exec_resize(&h.id, 120, 40).await.unwrap();
+    h.resize(120, 40).await.unwrap();
     h.input.write_all(b"stty size; exit 9\n").await.unwrap();
     let rest = read_all(&mut h).await;
     assert!(rest.contains("40 120\r\n"), "{rest:?}");
-    assert_eq!(exit_code(&rt, &h.id).await, 9);
+    assert_eq!(exit_code(&h).await, 9);
 }

@@ -148,3 +148,22 @@ async fn usage_is_what_the_test_scripted() {
     e.remove(&id).await.unwrap();
     assert!(matches!(e.usage(&id).await, Err(EngineError::NotFound(_))), "a removed run has no usage");
 }
+
+#[tokio::test]
+async fn an_exec_echoes_its_command_and_waits_through_its_handle() {
+    let e = FakeEngine::new();
+    e.submit(&spec("a", 1)).await.unwrap();
+    let m = MemberRef::new("a", 0);
+    let tty = ExecSpec { command: vec!["echo".into(), "hi".into()], tty: Some((80, 24)), ..Default::default() };
+    let mut h = e.exec(&m, &tty).await.unwrap();
+    h.write(b"typed\n").await.unwrap();
+    h.resize(120, 40).await.unwrap();
+    let out: Vec<bytes::Bytes> = h.output.by_ref().map(Result::unwrap).collect().await;
+    assert_eq!(out.concat(), b"echo hi\n");
+    assert_eq!(h.wait().await.unwrap(), 0);
+    let piped = e.exec(&m, &ExecSpec { tty: None, ..tty.clone() }).await.unwrap();
+    assert!(matches!(piped.resize(80, 24).await, Err(EngineError::Rejected(_))), "no terminal to resize");
+    assert!(matches!(e.calls().last(), Some(Call::Exec(member, spec)) if *member == m && spec.tty.is_none()));
+    e.cancel("a", Duration::ZERO).await.unwrap();
+    assert!(matches!(e.exec(&m, &tty).await, Err(EngineError::Rejected(_))), "not running");
+}

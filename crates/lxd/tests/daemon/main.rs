@@ -111,8 +111,7 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
     }
     let out = String::from_utf8_lossy(&out);
     assert!(out.contains(&format!("{UID}\n")) && out.contains("got ping"), "{out}");
-    let code = wait_exit(&engine, &h.id).await;
-    assert_eq!(code, 4);
+    assert_eq!(wait_exit(&h.process).await, 4);
     // an app started with exec outlives its client (the hub stopping): it goes on writing output
     let ticking = ExecSpec {
         command: vec![
@@ -126,7 +125,7 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
     let mut h = engine.exec(&member, &ticking).await.unwrap();
     let first = tokio::time::timeout(PATIENCE, h.output.next()).await.expect("ticks").unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).starts_with("tick"), "{first:?}");
-    let id = h.id.clone();
+    let process = h.process.clone();
     drop(h);
     let ticks = || async {
         let read = ExecSpec {
@@ -147,7 +146,7 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
         assert!(start.elapsed() < PATIENCE, "the app stopped ticking once its client was gone");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(engine.exec_exit_code(&id).await.unwrap(), None, "it still runs");
+    assert!(tokio::time::timeout(Duration::from_millis(200), process.wait()).await.is_err(), "it still runs");
 
     // a terminal, resized (LXD 5.0 may drop what a terminal's process writes just before it exits: about
     // one quick command in five here; so this one lingers a moment after its output)
@@ -158,14 +157,14 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
         ..Default::default()
     };
     let mut h = engine.exec(&member, &spec).await.unwrap();
-    engine.exec_resize(&h.id, 120, 40).await.unwrap();
+    h.resize(120, 40).await.unwrap();
     let mut out = Vec::new();
     while let Some(c) = tokio::time::timeout(PATIENCE, h.output.next()).await.expect("exec output") {
         out.extend_from_slice(&c.unwrap());
     }
     let out = String::from_utf8_lossy(&out);
     assert!(out.contains("40 120"), "{out}");
-    assert_eq!(wait_exit(&engine, &h.id).await, 5);
+    assert_eq!(wait_exit(&h.process).await, 5);
     // usage of the running member
     let usage = engine.usage(&status.id).await.unwrap();
     assert_eq!(usage.len(), 1, "{usage:?}");
@@ -182,15 +181,9 @@ fn v2_to_v1(file: &str) -> &str {
     }
 }
 
-async fn wait_exit(engine: &LxdEngine, id: &str) -> i64 {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(code) = engine.exec_exit_code(id).await.unwrap() {
-            return code;
-        }
-        assert!(start.elapsed() < PATIENCE, "exec {id} has not ended");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// The exec's exit code, through its handle's wait (its operation's end).
+async fn wait_exit(process: &gpuhub_driver::ExecProcess) -> i64 {
+    tokio::time::timeout(PATIENCE, process.wait()).await.expect("the exec ends").unwrap()
 }
 
 #[tokio::test]
@@ -221,7 +214,7 @@ async fn a_workspace_app_is_reached_through_its_endpoint_and_cancel_stops_it() {
         ..Default::default()
     };
     let h = engine.exec(&member, &exec).await.unwrap();
-    assert_eq!(wait_exit(&engine, &h.id).await, 0);
+    assert_eq!(wait_exit(&h.process).await, 0);
     let other = engine.endpoint(&member, 9999).await.unwrap();
     assert_ne!(other, addr);
     assert!(http_get(other, "/index.html").await.contains("served from lxd"));

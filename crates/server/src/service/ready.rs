@@ -57,5 +57,5 @@ async fn command_ok(st: &AppState, w: &Workload, member: &MemberRef, command: Ve
             break;
         }
     }
-    matches!(st.engine.exec_exit_code(&exec.id).await, Ok(Some(0)))
+    matches!(exec.wait().await, Ok(0))
 }

@@ -7,9 +7,10 @@ use futures::StreamExt;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
 
 /// The `PATH` commands get when the hub's own has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -88,7 +89,7 @@ impl SlurmCli for ProcessCli {
                 // the child holds the terminal's other side now; the parent's copies go with `c`
                 drop(c);
                 let (master, output, input) = pty.into_master()?;
-                let process = Arc::new(Process { child: Mutex::new(child), pty: Some(master), pid });
+                let process = Arc::new(Process { exit: watch_exit(child), pty: Some(master), pid });
                 Ok(Spawned { input: Box::pin(input), output, process })
             }
             None => {
@@ -99,7 +100,7 @@ impl SlurmCli for ProcessCli {
                 let stderr = child.stderr.take().ok_or_else(|| io::Error::other("no stderr pipe"))?;
                 let output = futures::stream::select(super::chunks(stdout), super::chunks(stderr)).boxed();
                 let pid = child.id();
-                let process = Arc::new(Process { child: Mutex::new(child), pty: None, pid });
+                let process = Arc::new(Process { exit: watch_exit(child), pty: None, pid });
                 Ok(Spawned { input: Box::pin(input), output, process })
             }
         }
@@ -115,17 +116,33 @@ fn exit_code(status: ExitStatus) -> i64 {
     }
 }
 
+/// How a process ended, once it has; `Err`: why its status could not be had.
+type Exit = Option<Result<i64, String>>;
+
+/// Waits for `child` in a task of its own, which tells its end to every waiter.
+fn watch_exit(mut child: tokio::process::Child) -> watch::Receiver<Exit> {
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        let status = child.wait().await.map(exit_code).map_err(|e| e.to_string());
+        let _ = tx.send(Some(status));
+    });
+    rx
+}
+
 #[derive(Debug)]
 struct Process {
-    child: Mutex<tokio::process::Child>,
+    exit: watch::Receiver<Exit>,
     pty: Option<super::pty::Master>,
     pid: Option<u32>,
 }
 
+#[async_trait]
 impl Interactive for Process {
-    fn exit_code(&self) -> io::Result<Option<i64>> {
-        let mut child = self.child.lock().map_err(|_| io::Error::other("exec state poisoned"))?;
-        Ok(child.try_wait()?.map(exit_code))
+    async fn wait(&self) -> io::Result<i64> {
+        let mut exit = self.exit.clone();
+        let ended =
+            exit.wait_for(Option::is_some).await.map_err(|_| io::Error::other("the process's waiter is gone"))?;
+        ended.clone().unwrap_or_else(|| Err("no exit status".into())).map_err(io::Error::other)
     }
 
     fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
@@ -168,8 +185,8 @@ mod tests {
         s.input.write_all(b"hi\n").await.unwrap();
         let out: Vec<Bytes> = s.output.try_collect().await.unwrap();
         assert_eq!(out.concat(), b"got hi\n");
-        let code = wait_exit(&*s.process).await;
-        assert_eq!(code, 4);
+        assert_eq!(wait_exit(&*s.process).await, 4);
+        assert_eq!(wait_exit(&*s.process).await, 4, "again");
         assert!(s.process.resize(80, 24).is_err(), "no terminal");
 
         let mut t = cli
@@ -186,12 +203,6 @@ mod tests {
     }
 
     async fn wait_exit(p: &dyn Interactive) -> i64 {
-        for _ in 0..200 {
-            if let Some(c) = p.exit_code().unwrap() {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the process did not end");
+        tokio::time::timeout(Duration::from_secs(10), p.wait()).await.expect("the process ends").unwrap()
     }
 }

@@ -162,25 +162,27 @@ async fn endpoint_and_exec_into_a_workspace() {
 
     // exec without a terminal
     let spec = ExecSpec { command: vec!["id".into(), "-u".into()], ..Default::default() };
-    let h = c.engine.exec(&member, &spec).await.unwrap();
-    let out: Vec<bytes::Bytes> = h.output.try_collect().await.unwrap();
+    let mut h = c.engine.exec(&member, &spec).await.unwrap();
+    let out: Vec<bytes::Bytes> = h.output.by_ref().try_collect().await.unwrap();
     assert_eq!(String::from_utf8_lossy(&out.concat()), "10001\n");
-    let code = wait(Duration::from_secs(5), || async { c.engine.exec_exit_code(&h.id).await.unwrap() }).await;
-    assert_eq!(code, Some(0));
+    let code = tokio::time::timeout(Duration::from_secs(5), h.wait()).await.expect("the exec ends").unwrap();
+    assert_eq!(code, 0);
 
     // with a terminal: a shell that answers, is resized, and exits with a code of its own
     let spec = ExecSpec { command: vec!["sh".into()], tty: Some((80, 24)), ..Default::default() };
     let mut t = c.engine.exec(&member, &spec).await.unwrap();
-    c.engine.exec_resize(&t.id, 120, 40).await.unwrap();
+    t.resize(120, 40).await.unwrap();
     t.input.write_all(b"id -u; test -t 0 && echo is-a-tty; stty size; exit 5\n").await.unwrap();
-    let out: Vec<bytes::Bytes> =
-        tokio::time::timeout(Duration::from_secs(20), t.output.try_collect()).await.expect("the shell ends").unwrap();
+    let out: Vec<bytes::Bytes> = tokio::time::timeout(Duration::from_secs(20), t.output.by_ref().try_collect())
+        .await
+        .expect("the shell ends")
+        .unwrap();
     let text = String::from_utf8_lossy(&out.concat()).into_owned();
     println!("tty exec: {text:?}");
     assert!(text.contains("10001") && text.contains("is-a-tty"), "{text:?}");
     assert!(text.contains("40 120"), "the resize reached the terminal: {text:?}");
-    let code = wait(Duration::from_secs(5), || async { c.engine.exec_exit_code(&t.id).await.unwrap() }).await;
-    assert_eq!(code, Some(5));
+    let code = tokio::time::timeout(Duration::from_secs(5), t.wait()).await.expect("the shell's srun ends").unwrap();
+    assert_eq!(code, 5);
     c.clean(&[&ws.id]).await;
 }
 
