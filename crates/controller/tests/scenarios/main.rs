@@ -1,0 +1,9 @@
+//! The controller's scenarios, end to end over the recording fake engine, a SQLite file store and a
+//! manual clock: a restart of the hub with runs alive in the engine, preemption, reconciliation with
+//! what the engine has, and the reclaim of idle GPUs.
+
+mod idle;
+mod kit;
+mod preemption;
+mod reconcile;
+mod restart;
