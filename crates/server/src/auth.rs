@@ -144,29 +144,29 @@ pub fn random_password() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-/// An address or a CIDR block (`10.0.0.0/8`, `::1`), for `trusted_proxies`.
+/// An address or a CIDR block (`10.0.0.0/8`, `::1`), for `trusted_proxies` and the `/metrics`
+/// allowlist: an [`ipnet::IpNet`] that also takes a bare address (a block of one), and that an
+/// IPv4-mapped IPv6 address (`::ffff:10.0.0.1`, as a dual-stack listener sees IPv4 peers) matches as
+/// its IPv4 address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix: u8,
-}
+pub struct IpNet(ipnet::IpNet);
 
 impl std::str::FromStr for IpNet {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let (a, p) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
+            Some((a, p)) => (a.trim(), Some(p.trim())),
+            None => (s.trim(), None),
         };
-        let addr: IpAddr = a.trim().parse().map_err(|_| format!("{s:?} is not an IP address or CIDR block"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match p {
-            None => max,
+        let addr: IpAddr = a.parse().map_err(|_| format!("{s:?} is not an IP address or CIDR block"))?;
+        let net = match p {
+            None => ipnet::IpNet::from(addr),
             Some(p) => {
-                p.trim().parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("{s:?}: bad prefix length"))?
+                let prefix = p.parse::<u8>().map_err(|_| format!("{s:?}: bad prefix length"))?;
+                ipnet::IpNet::new(addr, prefix).map_err(|_| format!("{s:?}: bad prefix length"))?
             }
         };
-        Ok(IpNet { addr, prefix })
+        Ok(IpNet(net))
     }
 }
 
@@ -177,19 +177,8 @@ impl IpNet {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
             v4 => v4,
         };
-        match (self.addr, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                mask_eq(u128::from(u32::from(n)), u128::from(u32::from(a)), self.prefix, 32)
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => mask_eq(u128::from(n), u128::from(a), self.prefix, 128),
-            _ => false,
-        }
+        self.0.contains(&ip)
     }
-}
-
-fn mask_eq(a: u128, b: u128, prefix: u8, bits: u32) -> bool {
-    let shift = bits - u32::from(prefix);
-    shift >= bits || (a >> shift) == (b >> shift)
 }
 
 /// The client's address: the peer, or, when the peer is a trusted proxy, the right-most address of
@@ -352,9 +341,9 @@ pub fn cookie_count(headers: &HeaderMap, name: &str) -> usize {
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .filter(|(k, _)| *k == name)
+        .flat_map(::cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .filter(|c| c.name() == name)
         .count()
 }
 
@@ -392,10 +381,10 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_owned())
+        .flat_map(::cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == name)
+        .map(|c| c.value().to_owned())
 }
 
 /// `Set-Cookie` values that delete a cookie `name` set by another host of the site: for the request's
@@ -586,5 +575,24 @@ mod tests {
         assert!("127.0.0.0/8".parse::<IpNet>().unwrap().contains("::ffff:127.0.0.5".parse().unwrap()));
         assert!("0.0.0.0/0".parse::<IpNet>().unwrap().contains("8.8.8.8".parse().unwrap()));
         assert!("10.0.0.0/33".parse::<IpNet>().is_err() && "x".parse::<IpNet>().is_err());
+        // a block given with host bits set is the block (ipnet keeps the address, contains masks it)
+        let odd: IpNet = " 10.1.2.3/8 ".parse().unwrap();
+        assert!(odd.contains("10.200.0.1".parse().unwrap()) && !odd.contains("11.0.0.1".parse().unwrap()));
+        let v6: IpNet = "fd00::/8".parse().unwrap();
+        assert!(v6.contains("fd12::1".parse().unwrap()) && !v6.contains("10.0.0.1".parse().unwrap()));
+        assert!("::1/129".parse::<IpNet>().is_err() && "10.0.0.0/x".parse::<IpNet>().is_err());
+    }
+
+    #[test]
+    fn cookies_are_read_by_name_from_every_cookie_header() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "a=1; gpuhub_session=s1;junk;; c=x=y".parse().unwrap());
+        h.append(header::COOKIE, "gpuhub_session=s2".parse().unwrap());
+        assert_eq!(cookie(&h, "a").as_deref(), Some("1"));
+        assert_eq!(cookie(&h, "c").as_deref(), Some("x=y"), "a value may hold '='");
+        assert_eq!(cookie(&h, "gpuhub_session").as_deref(), Some("s1"), "the first one sent");
+        assert_eq!(cookie_count(&h, "gpuhub_session"), 2);
+        assert_eq!((cookie(&h, "junk"), cookie(&h, "gpuhub")), (None, None));
+        assert_eq!(cookie_count(&h, "missing"), 0);
     }
 }
