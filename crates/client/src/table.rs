@@ -27,26 +27,26 @@ impl Table {
         self.rows.is_empty()
     }
 
-    /// The table as lines, each starting with `indent` and without trailing spaces.
+    /// The table as lines, each starting with `indent` and without trailing spaces: `comfy-table` with
+    /// no borders, each column but the last followed by two spaces, widths by what a terminal shows.
     pub fn render(&self, indent: &str) -> String {
         let ncols = self.rows.iter().map(Vec::len).chain([self.header.len()]).max().unwrap_or(0);
-        let mut widths = vec![0; ncols];
-        for row in std::iter::once(&self.header).chain(&self.rows) {
-            for (i, cell) in row.iter().enumerate() {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::NOTHING).set_content_arrangement(comfy_table::ContentArrangement::Disabled);
+        let full = |row: &Vec<String>| (0..ncols).map(|i| row.get(i).cloned().unwrap_or_default()).collect::<Vec<_>>();
+        t.set_header(full(&self.header));
+        for row in &self.rows {
+            t.add_row(full(row));
+        }
+        for (i, column) in t.column_iter_mut().enumerate() {
+            column.set_padding((0, if i + 1 < ncols { 2 } else { 0 }));
+        }
+        if ncols == 0 {
+            return "\n".repeat(1 + self.rows.len());
         }
         let mut out = String::new();
-        for row in std::iter::once(&self.header).chain(&self.rows) {
-            let mut line = String::from(indent);
-            for (i, width) in widths.iter().enumerate() {
-                let cell = row.get(i).map(String::as_str).unwrap_or("");
-                line.push_str(cell);
-                if i + 1 < ncols {
-                    line.extend(std::iter::repeat_n(' ', width - cell.chars().count() + 2));
-                }
-            }
-            out.push_str(line.trim_end());
+        for line in t.lines() {
+            out.push_str(format!("{indent}{line}").trim_end());
             out.push('\n');
         }
         out
@@ -120,6 +120,18 @@ mod tests {
         assert_eq!(t.render("  "), "  A   B\n  é…\n  z\n");
         assert!(Table::new(&["A"]).is_empty());
         assert_eq!(Table::new(&["ONLY"]).render(""), "ONLY\n");
+        let mut blank = Table::new(&["A", "B"]);
+        blank.row(vec![String::new(), String::new()]);
+        assert_eq!(blank.render("  "), "  A  B\n\n", "a blank line keeps no indent");
+        assert_eq!(Table::new::<&str>(&[]).render("  "), "\n");
+    }
+
+    #[test]
+    fn wide_characters_are_aligned_by_the_width_a_terminal_shows() {
+        let mut t = Table::new(&["NAME", "STATE"]);
+        t.row(vec!["訓練".into(), "running".into()]);
+        t.row(vec!["abcd".into(), "queued".into()]);
+        assert_eq!(t.render(""), "NAME  STATE\n訓練  running\nabcd  queued\n");
     }
 
     #[test]
