@@ -59,6 +59,8 @@ pub struct Dist {
     ratio: (f64, f64),
     /// The same per GPU model id, over the tasks that may use that model.
     ratio_by_model: Vec<(f64, f64)>,
+    /// The share of the GPU demand (milli-GPU) asked for as fractions of a GPU.
+    share_frac: f64,
     /// Bumped each time the classes are rebuilt from the counts.
     pub epoch: u32,
     seen: u64,
@@ -121,6 +123,7 @@ impl Dist {
             measure,
             ratio: (0.0, 0.0),
             ratio_by_model: Vec::new(),
+            share_frac: 0.0,
             epoch: 0,
             seen: 0,
             next_refresh: 1,
@@ -206,6 +209,10 @@ impl Dist {
             classes[i].weight += w;
         }
         self.ratio = ratios(classes.iter());
+        let milli = |c: &Class| c.weight * f64::from(c.need) * f64::from(c.count);
+        let demand: f64 = classes.iter().map(milli).sum();
+        let shares: f64 = classes.iter().filter(|c| c.need < crate::model::WHOLE).map(milli).sum();
+        self.share_frac = if demand > 0.0 { shares / demand } else { 0.0 };
         let models = classes.iter().filter_map(|c| c.models.as_ref().map(Vec::len)).max().unwrap_or(0);
         self.ratio_by_model =
             (0..models).map(|id| ratios(classes.iter().filter(|c| c.models.as_ref().is_none_or(|a| a[id])))).collect();
@@ -216,6 +223,18 @@ impl Dist {
     /// Whether some class of tasks is restricted to GPU models (else [`Dist::pressure`] is zero).
     pub fn restricted(&self) -> bool {
         self.classes.iter().any(|c| c.models.is_some())
+    }
+
+    /// The share of the GPU demand (milli-GPU) that asks for fractions of a GPU, as of the last rebuild.
+    pub fn share_fraction(&self) -> f64 {
+        self.share_frac
+    }
+
+    /// Whether fragmentation can strand GPU capacity for this distribution: GPU shares carry at least
+    /// [`SHARE_FLOOR`] of the GPU demand, or some task is restricted to GPU models. With whole GPUs of
+    /// any model only, a free GPU fits every task's per-GPU demand ([`crate::Policy::Auto`] spreads).
+    pub fn fragmenting(&self) -> bool {
+        self.share_frac >= SHARE_FLOOR || self.restricted()
     }
 
     /// Whether any task has been counted.
@@ -291,6 +310,10 @@ impl Dist {
         frag
     }
 }
+
+/// The least share of the GPU demand asked for as fractions of a GPU at which `auto` places as `fgd+`:
+/// a few notebooks on a whole-GPU cluster do not make it pack.
+pub const SHARE_FLOOR: f64 = 0.05;
 
 /// The next count of tasks seen at which the classes are rebuilt after the one at `at`: doubling up to
 /// 4096, then every 4096.

@@ -48,9 +48,10 @@
 //!   queue would drop below its guarantee, fewest victims, least work lost), and workloads already
 //!   stopping no longer count as borrowed. Victims get [`Preemption::grace_ms`]; the preemptor keeps a
 //!   reserved start meanwhile.
-//! - **Placement** by [`Policy`]: `bestfit`, `spread`, `random`, `fgd` (the FGD paper) and `fgd+`
-//!   (the default, the FGD benchmark winner: fragmentation that also counts GPU capacity the node's
-//!   CPUs and memory cannot feed, plus GPU-model contention).
+//! - **Placement** by [`Policy`]: `bestfit`, `spread`, `random`, `fgd` (the FGD paper), `fgd+` (the
+//!   FGD benchmark winner: fragmentation that also counts GPU capacity the node's CPUs and memory
+//!   cannot feed, plus GPU-model contention) and `auto` (the default: `fgd+` while GPU shares or
+//!   model-restricted tasks make fragmentation possible, `spread` on whole GPUs).
 //!
 //! The building blocks are public for the simulator: [`State`] (the compact cluster), [`Placer`] (the
 //! placement policies) and [`frag`] (expected fragmentation against the task-size distribution).

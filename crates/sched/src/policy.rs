@@ -5,10 +5,18 @@
 //! - `random`: any node that fits, drawn with the seeded generator (a baseline).
 //! - `fgd`: the paper's fragmentation gradient descent: the node and GPU whose placement makes the
 //!   node's expected fragmentation, against the task-size distribution, grow least (see [`crate::frag`]).
-//! - `fgd+` (the default): the same descent on a fragmentation that also counts GPU capacity the node's
+//! - `fgd+`: the same descent on a fragmentation that also counts GPU capacity the node's
 //!   CPUs and memory cannot feed at the workload's ratios, plus a model-contention term: taking capacity
 //!   of a GPU model that restricted tasks (`gpu_models`) depend on costs that capacity times the
 //!   restricted demand's pressure on it. Ties go to the node left fullest (best fit).
+//! - `auto` (the default): `fgd+` while fragmentation can strand capacity, `spread` while it cannot. It
+//!   reads the task-size distribution it is given (the waiting and running work): when GPU shares
+//!   carry at least [`crate::frag::SHARE_FLOOR`] of the GPU demand, or some task is restricted to GPU
+//!   models, it descends fragmentation as `fgd+` does; when the work asks for whole GPUs of any model,
+//!   it spreads. With whole GPUs only, fragmentation-awareness buys nothing (a whole free GPU is never
+//!   stranded) and packing costs time: on the Philly trace `fgd+` and `bestfit` keep whole nodes free,
+//!   so big gangs start sooner and hold them while the many small jobs wait (mean JCT 14% worse than
+//!   `spread`, averaged over perturbed replays; see the README's scheduling table).
 //!
 //! A [`Placer`] keeps per-node caches between calls; use one placer with one [`State`] (node versions
 //! tell it what changed).
@@ -35,15 +43,19 @@ pub enum Policy {
     Random,
     /// Fragmentation gradient descent as published.
     Fgd,
-    /// Fragmentation gradient descent, CPU/memory- and model-contention-aware (the benchmark winner).
-    #[default]
+    /// Fragmentation gradient descent, CPU/memory- and model-contention-aware (the FGD benchmark winner).
     #[serde(rename = "fgd+")]
     FgdPlus,
+    /// `fgd+` while the work holds GPU shares (or model-restricted tasks), `spread` while it asks for
+    /// whole GPUs only: the best of both on every trace.
+    #[default]
+    Auto,
 }
 
 impl Policy {
     /// Every policy, in the order reports list them.
-    pub const ALL: [Policy; 5] = [Policy::Random, Policy::Spread, Policy::BestFit, Policy::Fgd, Policy::FgdPlus];
+    pub const ALL: [Policy; 6] =
+        [Policy::Random, Policy::Spread, Policy::BestFit, Policy::Fgd, Policy::FgdPlus, Policy::Auto];
 
     /// The configuration name.
     pub fn as_str(self) -> &'static str {
@@ -53,7 +65,20 @@ impl Policy {
             Self::Random => "random",
             Self::Fgd => "fgd",
             Self::FgdPlus => "fgd+",
+            Self::Auto => "auto",
         }
+    }
+}
+
+impl Policy {
+    /// Whether it keeps a task-size distribution (the fragmentation-aware policies and `auto`).
+    pub fn fragmentation_aware(self) -> bool {
+        matches!(self, Policy::Fgd | Policy::FgdPlus | Policy::Auto)
+    }
+
+    /// Whether its fragmentation counts what CPUs and memory cannot feed, and model contention.
+    fn mixture(self) -> bool {
+        matches!(self, Policy::FgdPlus | Policy::Auto)
     }
 }
 
@@ -65,7 +90,7 @@ impl fmt::Display for Policy {
 
 /// A policy name that is not known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown placement policy {0:?} (expected one of bestfit, spread, random, fgd, fgd+)")]
+#[error("unknown placement policy {0:?} (expected one of auto, bestfit, spread, random, fgd, fgd+)")]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for Policy {
@@ -117,13 +142,13 @@ impl Placer {
         Placer {
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            dist: Dist::new(if policy == Policy::FgdPlus { Measure::Mixture } else { Measure::Paper }),
+            dist: Dist::new(if policy.mixture() { Measure::Mixture } else { Measure::Paper }),
             node_frag: Vec::new(),
             types: FastMap::default(),
             cache: Vec::new(),
             cache_on: true,
             view: NodeView::default(),
-            pressure: if policy == Policy::FgdPlus { 1.0 } else { 0.0 },
+            pressure: if policy.mixture() { 1.0 } else { 0.0 },
         }
     }
 
@@ -138,6 +163,17 @@ impl Placer {
         self.policy
     }
 
+    /// The policy that places now: for `auto`, `fgd+` or `spread` by the size distribution seen so far
+    /// (it changes only when the distribution's classes are rebuilt, so cached scores stay valid; before
+    /// any GPU task is seen, `fgd+`, which packs then); otherwise the policy itself.
+    pub fn acting(&self) -> Policy {
+        match self.policy {
+            Policy::Auto if self.dist.is_empty() || self.dist.fragmenting() => Policy::FgdPlus,
+            Policy::Auto => Policy::Spread,
+            p => p,
+        }
+    }
+
     /// Counts a task in the size distribution (fragmentation-aware policies).
     pub fn observe(&mut self, s: &Shape) {
         self.observe_n(s, 1);
@@ -145,25 +181,26 @@ impl Placer {
 
     /// Notes `n` tasks of shape `s` at once (the same as `n` calls of [`Placer::observe`]).
     pub fn observe_n(&mut self, s: &Shape, n: u64) {
-        if matches!(self.policy, Policy::Fgd | Policy::FgdPlus) {
+        if self.policy.fragmentation_aware() {
             self.dist.observe_n(s, n);
         }
     }
 
     /// The same as [`Placer::observe_n`] for each of `tasks` in turn ([`Dist::observe_all`]).
     pub fn observe_all(&mut self, tasks: &[(Shape, u64)]) {
-        if matches!(self.policy, Policy::Fgd | Policy::FgdPlus) {
+        if self.policy.fragmentation_aware() {
             self.dist.observe_all(tasks);
         }
     }
 
     /// Chooses where one member of shape `s` goes, or none if it fits nowhere now.
     pub fn choose(&mut self, st: &State, s: &Shape) -> Option<Choice> {
-        match self.policy {
+        match self.acting() {
             Policy::Random => self.choose_random(st, s),
-            Policy::BestFit | Policy::Spread => self.choose_fit(st, s),
-            Policy::Fgd | Policy::FgdPlus if self.dist.is_empty() => self.choose_fit(st, s),
-            Policy::Fgd | Policy::FgdPlus => self.choose_fgd(st, s),
+            Policy::BestFit => self.choose_fit(st, s, false),
+            Policy::Spread => self.choose_fit(st, s, true),
+            Policy::Fgd | Policy::FgdPlus | Policy::Auto if self.dist.is_empty() => self.choose_fit(st, s, false),
+            Policy::Fgd | Policy::FgdPlus | Policy::Auto => self.choose_fgd(st, s),
         }
     }
 
@@ -188,8 +225,8 @@ impl Placer {
         Some(Choice { node: n as u32, gpus })
     }
 
-    fn choose_fit(&self, st: &State, s: &Shape) -> Option<Choice> {
-        let sign = if self.policy == Policy::Spread { -1.0 } else { 1.0 };
+    fn choose_fit(&self, st: &State, s: &Shape, spread: bool) -> Option<Choice> {
+        let sign = if spread { -1.0 } else { 1.0 };
         let mut best: Option<(f64, usize)> = None;
         for n in 0..st.nodes.len() {
             if !st.fits(n, s) {
@@ -201,7 +238,7 @@ impl Placer {
             }
         }
         let (_, n) = best?;
-        Some(Choice { node: n as u32, gpus: pick_gpus(st, n, s, self.policy == Policy::Spread) })
+        Some(Choice { node: n as u32, gpus: pick_gpus(st, n, s, spread) })
     }
 
     fn node_frag(&mut self, st: &State, n: usize) -> f64 {
@@ -371,3 +408,6 @@ pub fn pick_gpus(st: &State, n: usize, s: &Shape, spread: bool) -> Vec<u32> {
         fitting.take(s.count as usize).map(|g| g as u32).collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -294,7 +294,7 @@ pub struct Config {
     pub reserved_memory: gpuhub_core::Bytes,
     /// CPUs (milli) held back from workloads for the host itself.
     pub reserved_cpu_milli: u64,
-    /// The scheduler: placement `policy` (`fgd+` default, `fgd`, `bestfit`, `spread`, `random`), `backfill`,
+    /// The scheduler: placement `policy` (`auto` default, `fgd+`, `fgd`, `bestfit`, `spread`, `random`), `backfill`,
     /// `preemption` (off by default here: turn it on together with team queues), team `queues` with
     /// guarantees and borrowing limits, and GPU `reservations`. See `gpuhub_sched::Config`.
     pub scheduler: gpuhub_sched::Config,

@@ -48,6 +48,9 @@ pub struct ReplayArgs {
     /// Seed of the sample.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Seed of the `random` placement policy's draws.
+    #[arg(long, default_value_t = 0)]
+    pub placement_seed: u64,
     /// Print a JSON array, one object per policy.
     #[arg(long)]
     pub json: bool,
@@ -119,6 +122,23 @@ pub struct TeamReport {
     /// deliberately grants the borrowers it preempts (they run out their grace, then the next pass
     /// starts the reclaiming job). What is left is starvation the scheduler could have avoided.
     pub starved_beyond_grace_hours: f64,
+    /// Of the starved hours beyond grace, those in which its smallest waiting job could not have been
+    /// placed even with every borrowing team's work stopped: every node it could use held work of teams
+    /// within their guarantees (which preemption never takes), so no preemption could restore it.
+    pub blocked_by_guaranteed_hours: f64,
+}
+
+/// The outcome of the jobs of one size class.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeReport {
+    /// GPUs asked for: `1`, `2-4`, `5-8`, `9+`.
+    pub gpus: String,
+    /// Jobs.
+    pub jobs: usize,
+    /// Mean job completion time, seconds.
+    pub mean_jct_s: f64,
+    /// Mean queueing delay, seconds.
+    pub mean_queue_s: f64,
 }
 
 /// One discipline's outcome, as `--json` prints it.
@@ -140,6 +160,9 @@ pub struct ReplayReport {
     pub makespan_s: f64,
     /// Time-averaged GPU allocation, percent.
     pub mean_alloc_pct: f64,
+    /// Time-averaged share of the free GPUs that lie on nodes partly in use (none of them can take a
+    /// whole-node member), percent of free GPUs.
+    pub partial_free_pct: f64,
     /// Preemptions.
     pub preemptions: usize,
     /// Jobs that can never fit the cluster (left out).
@@ -148,6 +171,8 @@ pub struct ReplayReport {
     pub seconds: f64,
     /// Per-team figures.
     pub teams: Vec<TeamReport>,
+    /// Figures by the GPUs a job asks for.
+    pub sizes: Vec<SizeReport>,
     /// `[days since first submit, allocation %]`, averaged per bucket.
     pub alloc_curve: Vec<[f64; 2]>,
 }
@@ -242,19 +267,20 @@ fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
         a.tick_s
     );
     s += &format!(
-        "{:<14} {:>11} {:>11} {:>12} {:>11} {:>8} {:>8} {:>8}\n",
-        "policy", "mean JCT h", "p95 JCT h", "mean queue h", "makespan d", "alloc %", "preempt", "s"
+        "{:<14} {:>11} {:>11} {:>12} {:>11} {:>8} {:>8} {:>8} {:>8}\n",
+        "policy", "mean JCT h", "p95 JCT h", "mean queue h", "makespan d", "alloc %", "frag %", "preempt", "s"
     );
     for r in reports {
         let mark = if r.default { " (default)" } else { "" };
         s += &format!(
-            "{:<14} {:>11.2} {:>11.2} {:>12.3} {:>11.2} {:>8.1} {:>8} {:>8.1}{mark}\n",
+            "{:<14} {:>11.2} {:>11.2} {:>12.3} {:>11.2} {:>8.1} {:>8.1} {:>8} {:>8.1}{mark}\n",
             r.policy,
             r.mean_jct_s / 3600.0,
             r.p95_jct_s / 3600.0,
             r.mean_queue_s / 3600.0,
             r.makespan_s / 86400.0,
             r.mean_alloc_pct,
+            r.partial_free_pct,
             r.preemptions,
             r.seconds
         );
@@ -262,21 +288,45 @@ fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
     if let Some(u) = reports.first().map(|r| r.unschedulable).filter(|&u| u > 0) {
         s += &format!("\n{u} job(s) can never fit this cluster and were left out\n");
     }
+    s += "\nstarved h beyond grace: all teams, the worst team (of which no preemption could help)\n";
+    for r in reports {
+        let all: f64 = r.teams.iter().map(|t| t.starved_beyond_grace_hours).sum();
+        let worst = r.teams.iter().max_by(|x, y| x.starved_beyond_grace_hours.total_cmp(&y.starved_beyond_grace_hours));
+        s += &format!("{:<14} {:>9.2}", r.policy, all);
+        if let Some(t) = worst {
+            s += &format!("   {} {:.2} ({:.2})", t.team, t.starved_beyond_grace_hours, t.blocked_by_guaranteed_hours);
+        }
+        s.push('\n');
+    }
+    s += "\nmean JCT h (mean queue h) by GPUs asked for\npolicy        ";
+    for (name, _, _) in SIZES {
+        s += &format!(" {:>18}", format!("{name} GPU"));
+    }
+    s.push('\n');
+    for r in reports {
+        s += &format!("{:<14}", r.policy);
+        for z in &r.sizes {
+            s += &format!(" {:>18}", format!("{:.2} ({:.2})", z.mean_jct_s / 3600.0, z.mean_queue_s / 3600.0));
+        }
+        s.push('\n');
+    }
     for r in reports {
         s += &format!(
-            "\nper team, {}: guarantee GPUs, mean GPUs held, mean queue h, starved h, starved h beyond grace\n",
+            "\nper team, {}: guarantee GPUs, mean GPUs held, mean queue h, starved h, starved h beyond grace, \
+             of which no preemption could help\n",
             r.policy
         );
         for t in &r.teams {
             s += &format!(
-                "  {:<8} {:>6} jobs {:>8.1} {:>8.1} {:>9.3} {:>9.2} {:>9.2}\n",
+                "  {:<8} {:>6} jobs {:>8.1} {:>8.1} {:>9.3} {:>9.2} {:>9.2} {:>9.2}\n",
                 t.team,
                 t.jobs,
                 t.guarantee_gpus,
                 t.mean_gpus,
                 t.mean_queue_s / 3600.0,
                 t.starved_hours,
-                t.starved_beyond_grace_hours
+                t.starved_beyond_grace_hours,
+                t.blocked_by_guaranteed_hours
             );
         }
     }
@@ -335,6 +385,7 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         policy: if let Discipline::Full(p) = d { p } else { Policy::FgdPlus },
         backfill: if d == Discipline::Fifo { Backfill::Off } else { Backfill::On },
         preemption: Preemption { enabled: full, grace_ms: 30_000 },
+        seed: a.placement_seed,
         ..Config::default()
     };
     if full {
@@ -396,6 +447,12 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let mut alloc_area = 0.0; // GPU-ms
     let mut last_t = now;
     let mut held_gpus = 0u64;
+    // GPUs held per node, and the free GPUs on nodes partly in use (time-averaged as fragmentation)
+    let mut node_held: Vec<u32> = vec![0; a.nodes];
+    let mut partial_free = 0u64;
+    let mut partial_area = 0.0;
+    let mut free_area = 0.0;
+    let mut blocked_ms: HashMap<&str, i64> = HashMap::new();
     let mut team_area: HashMap<&str, f64> = HashMap::new();
     let mut team_held: HashMap<&str, u64> = HashMap::new();
     let mut starved_ms: HashMap<&str, i64> = HashMap::new();
@@ -408,6 +465,8 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         // time passes: accumulate allocation
         let dt = (now - last_t) as f64;
         alloc_area += dt * held_gpus as f64;
+        partial_area += dt * partial_free as f64;
+        free_area += dt * (total_gpus - held_gpus as f64);
         for (t, h) in &team_held {
             *team_area.entry(t).or_default() += dt * *h as f64;
         }
@@ -423,6 +482,14 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                 let over = (*ep + now - last_t - granted).max(0) - (*ep - granted).max(0);
                 *ep += now - last_t;
                 *beyond_ms.entry(t).or_default() += over;
+                if full
+                    && over > 0
+                    && !placeable_without_guaranteed(want, g, &run_list, &node_held, |q| {
+                        team_held.get(q).copied().unwrap_or(0) <= guarantee.get(q).copied().unwrap_or(0)
+                    })
+                {
+                    *blocked_ms.entry(t).or_default() += over;
+                }
             } else {
                 episode_ms.remove(t);
             }
@@ -438,12 +505,15 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             .collect();
         let done_empty = done.is_empty();
         for k in done {
-            let (_, end, stop, _) = running.remove(&k).unwrap_or_default();
+            let (_, end, stop, stop_placements) = running.remove(&k).unwrap_or_default();
             if let Ok(i) = run_list.binary_search_by_key(&k, |r| index(&r.id)) {
                 run_list.remove(i);
             }
             let gpus = u64::from(live[k].members * live[k].per_member);
             held_gpus -= gpus;
+            for p in &stop_placements {
+                partial_free = node_change(&mut node_held, partial_free, g, p, false);
+            }
             let t = jobs[live[k].job].team.as_str();
             *team_held.entry(t).or_default() -= gpus;
             match stop {
@@ -503,6 +573,9 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                         stopping: false,
                     },
                 );
+                for p in &s.placements {
+                    partial_free = node_change(&mut node_held, partial_free, g, p, true);
+                }
                 running.insert(k, (now, now + live[k].remaining_ms, None, s.placements));
                 let gpus = u64::from(live[k].members * live[k].per_member);
                 held_gpus += gpus;
@@ -550,10 +623,24 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                 mean_queue_s: mean(&mine.iter().map(|&k| queue_s(k)).collect::<Vec<_>>()),
                 starved_hours: starved_ms.get(t).copied().unwrap_or(0) as f64 / 3_600_000.0,
                 starved_beyond_grace_hours: beyond_ms.get(t).copied().unwrap_or(0) as f64 / 3_600_000.0,
+                blocked_by_guaranteed_hours: blocked_ms.get(t).copied().unwrap_or(0) as f64 / 3_600_000.0,
             }
         })
         .collect();
     teams.sort_by(|a, b| b.guarantee_gpus.total_cmp(&a.guarantee_gpus).then(a.team.cmp(&b.team)));
+    let sizes = SIZES
+        .iter()
+        .map(|&(name, lo, hi)| {
+            let mine: Vec<usize> = done.iter().copied().filter(|&k| (lo..=hi).contains(&want_of(&live[k]))).collect();
+            let jct_of = |k: usize| (finish[k].unwrap_or(0) - live[k].submit_ms) as f64 / 1000.0;
+            SizeReport {
+                gpus: name.to_owned(),
+                jobs: mine.len(),
+                mean_jct_s: mean(&mine.iter().map(|&k| jct_of(k)).collect::<Vec<_>>()),
+                mean_queue_s: mean(&mine.iter().map(|&k| queue_s(k)).collect::<Vec<_>>()),
+            }
+        })
+        .collect();
     ReplayReport {
         policy: d.name(),
         default: d == Discipline::Full(Policy::default()),
@@ -563,13 +650,55 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         mean_queue_s: mean(&done.iter().map(|&k| queue_s(k)).collect::<Vec<_>>()),
         makespan_s: makespan as f64 / 1000.0,
         mean_alloc_pct: alloc_area / total_ms / total_gpus * 100.0,
+        partial_free_pct: if free_area > 0.0 { partial_area / free_area * 100.0 } else { 0.0 },
         preemptions,
         unschedulable,
         seconds: started.elapsed().as_secs_f64(),
         teams,
+        sizes,
         alloc_curve: bucket(&curve, 400),
     }
 }
+
+/// The node number of a placement (`n0007` → 7).
+fn node_of(p: &gpuhub_sched::Placement) -> usize {
+    p.node[1..].parse().unwrap_or(0)
+}
+
+/// Notes placement `p` starting (`start`) or ending on its node; returns the free GPUs on nodes partly
+/// in use after it, from `partial` before it.
+fn node_change(held: &mut [u32], partial: u64, g: u32, p: &gpuhub_sched::Placement, start: bool) -> u64 {
+    let n = node_of(p);
+    let part = |h: u32| if h > 0 && h < g { u64::from(g - h) } else { 0 };
+    let before = part(held[n]);
+    let k = p.gpus.len() as u32;
+    held[n] = if start { held[n] + k } else { held[n].saturating_sub(k) };
+    partial - before + part(held[n])
+}
+
+/// Whether a job of `want` GPUs (a gang of equal members on nodes of `g`) could be placed if every
+/// running job of a team that borrows were stopped: `guaranteed(team)` says a team holds no more than
+/// its guarantee (its work is never preempted to reclaim another's).
+fn placeable_without_guaranteed(
+    want: u64,
+    g: u32,
+    running: &[Running],
+    node_held: &[u32],
+    guaranteed: impl Fn(&str) -> bool,
+) -> bool {
+    let (members, per_member) = gang(u32::try_from(want).unwrap_or(u32::MAX), g);
+    let mut kept = vec![0u32; node_held.len()];
+    for r in running.iter().filter(|r| !r.stopping && guaranteed(&r.queue)) {
+        for p in &r.placements {
+            kept[node_of(p)] += p.gpus.len() as u32;
+        }
+    }
+    let hosts: u32 = kept.iter().map(|&k| (g - k.min(g)) / per_member.max(1)).sum();
+    hosts >= members
+}
+
+/// The size classes of [`SizeReport`]: name, least and most GPUs.
+const SIZES: [(&str, u64, u64); 4] = [("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), ("9+", 9, u64::MAX)];
 
 /// Running jobs: live index -> (start ms, end ms, stop-at ms if preempted, placements).
 type RunningJobs = BTreeMap<usize, (i64, i64, Option<i64>, Vec<gpuhub_sched::Placement>)>;

@@ -27,10 +27,10 @@ fn fgd_json_has_one_object_per_policy() {
         let out = fgd_report(&fgd_args(pods)).unwrap();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let arr = v.as_array().unwrap();
-        assert_eq!(arr.len(), 5);
+        assert_eq!(arr.len(), 6);
         let defaults: Vec<&str> =
             arr.iter().filter(|o| o["default"] == true).map(|o| o["policy"].as_str().unwrap()).collect();
-        assert_eq!(defaults, ["fgd+"]);
+        assert_eq!(defaults, ["auto"]);
         for o in arr {
             let a = o["alloc_at_100"].as_f64().unwrap();
             assert!((0.0..=100.0).contains(&a), "{o}");
@@ -46,7 +46,7 @@ fn fgd_json_has_one_object_per_policy() {
 #[test]
 fn fgd_is_deterministic_and_plots() {
     let mut a = fgd_args("pods.csv");
-    a.policy = "fgd+,bestfit".into();
+    a.policy = "auto,bestfit".into();
     let strip = |s: String| {
         let mut v: serde_json::Value = serde_json::from_str(&s).unwrap();
         for o in v.as_array_mut().unwrap() {
@@ -59,7 +59,7 @@ fn fgd_is_deterministic_and_plots() {
     a.plot = Some(dir.path().join("fgd.svg"));
     a.json = false;
     let text = fgd_report(&a).unwrap();
-    assert!(text.contains("fgd+") && text.contains("(default)"), "{text}");
+    assert!(text.contains("auto") && text.contains("(default)"), "{text}");
     let svg = std::fs::read_to_string(dir.path().join("fgd.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("bestfit"));
 }
@@ -110,11 +110,12 @@ fn replay_args(trace: &str) -> ReplayArgs {
         trace: fixture(trace),
         nodes: 2,
         gpus_per_node: 8,
-        policy: "fifo,fifo-backfill,fgd+".into(),
+        policy: "fifo,fifo-backfill,auto".into(),
         rate: 1.0,
         sample: 1.0,
         tick_s: 10,
         seed: 1,
+        placement_seed: 0,
         json: true,
         plot: None,
         threads: None,
@@ -127,7 +128,7 @@ fn replay_reports_every_policy() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let arr = v.as_array().unwrap();
     let names: Vec<&str> = arr.iter().map(|o| o["policy"].as_str().unwrap()).collect();
-    assert_eq!(names, ["fifo", "fifo-backfill", "fgd+"]);
+    assert_eq!(names, ["fifo", "fifo-backfill", "auto"]);
     for o in arr {
         for k in ["jobs", "mean_jct_s", "p95_jct_s", "mean_queue_s", "makespan_s"] {
             assert!(o[k].is_number(), "{k} in {o}");
@@ -179,4 +180,35 @@ fn threads_change_no_figure() {
     let names: Vec<&str> = one.as_array().unwrap().iter().map(|o| o["policy"].as_str().unwrap()).collect();
     assert_eq!(names, ["fgd+", "fifo", "bestfit", "fifo-backfill"]);
     assert_eq!(run(3), one);
+}
+
+/// The default adapts to the trace: on the whole-GPU Philly jobs it places as `spread`, and on the
+/// Alibaba-format tasks that all ask for GPU shares, as `fgd+` (the same figures).
+#[test]
+fn the_default_places_as_spread_on_whole_gpus_and_as_fgd_plus_with_shares() {
+    let figures = |policy: &str| {
+        let mut a = replay_args("philly_small.csv");
+        a.policy = policy.into();
+        let mut v: serde_json::Value = serde_json::from_str(&gpuhub_sim::replay::report(&a).unwrap()).unwrap();
+        let o = v[0].as_object_mut().unwrap();
+        for k in ["policy", "default", "seconds"] {
+            o.remove(k);
+        }
+        v
+    };
+    assert_eq!(figures("auto"), figures("spread"));
+    assert_ne!(figures("auto"), figures("bestfit"), "the fixture tells packing from spreading");
+    // every GPU task a share: the same placements as fgd+ from the first task on
+    let fgd = |policy: &str| {
+        let mut a = fgd_args("pods_shares.csv");
+        a.policy = policy.into();
+        let mut v: serde_json::Value = serde_json::from_str(&fgd_report(&a).unwrap()).unwrap();
+        let o = v[0].as_object_mut().unwrap();
+        for k in ["policy", "default", "seconds"] {
+            o.remove(k);
+        }
+        v
+    };
+    assert_eq!(fgd("auto"), fgd("fgd+"));
+    assert_ne!(fgd("auto"), fgd("spread"), "the fixture tells fragmentation descent from spreading");
 }
