@@ -169,20 +169,17 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Removes the hub's cookies from `Cookie`, keeping the app's own (Jupyter's `_xsrf`, …).
+/// Removes the hub's cookies from `Cookie`, keeping the app's own (Jupyter's `_xsrf`, …) as
+/// `name=value` pairs; a piece that is no cookie (no name, no `=`) is not passed on either.
 pub(crate) fn strip_cookies(headers: &mut HeaderMap, hub: &[String]) {
     let kept: Vec<String> = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty())
-        .filter(|pair| {
-            let name = pair.split_once('=').map_or(*pair, |(n, _)| n).trim();
-            !hub.iter().any(|h| h == name)
-        })
-        .map(str::to_string)
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .filter(|c| !hub.iter().any(|h| h == c.name()))
+        .map(|c| format!("{}={}", c.name(), c.value()))
         .collect();
     headers.remove(header::COOKIE);
     if !kept.is_empty() {
@@ -276,6 +273,14 @@ mod tests {
         h.append(header::COOKIE, HeaderValue::from_static("gpuhub_session=secret"));
         strip_cookies(&mut h, &hub());
         assert!(h.get(header::COOKIE).is_none());
+        // spaces around a pair, a value holding '=', and pieces that are no cookie
+        let mut h = HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static(" a=1 ;; junk; =x; gpuhub_session=s; t=x=y; _xsrf=\"2|a|b\""),
+        );
+        strip_cookies(&mut h, &hub());
+        assert_eq!(h.get_all(header::COOKIE).iter().collect::<Vec<_>>(), ["a=1; t=x=y; _xsrf=\"2|a|b\""]);
     }
 
     #[test]
