@@ -2,6 +2,17 @@
 //! line, then its samples, one a line, `name{label="value",…} value`. Label values escape backslash,
 //! double quote and newline; help texts backslash and newline. Families are written whole, one after
 //! the other, and a series (name and labels) written twice in a family is written once.
+//!
+//! Why not `prometheus-client` (0.24.1, tried for issue 22, item 7, with a `Collector` of const metrics, as
+//! a document built per scrape from snapshots needs): it is not slower (2,000 gauge samples with three
+//! labels: 261 µs, against 681 µs written this file's way, on the shared 2-core machine), but it writes
+//! only the OpenMetrics text format, in which a counter family is named without `_total` in its HELP and
+//! TYPE lines (`# TYPE gpuhub_guard_warnings counter`), values print as `73.0`, a histogram's `_sum` and
+//! `_count` come before its buckets and the document ends in `# EOF`; `Registry::register` appends a `.`
+//! to every HELP text; and it writes string label values as given, unescaped: a model `H200 "SXM"` with a
+//! newline came out as `modelName="H200 "SXM"` and a broken line, which fails the whole scrape. Keeping
+//! the families' names, HELP and this format would mean an escaping wrapper around every label value and
+//! the format's differences undone, which is no less code than this file.
 
 use gpuhub_core::histogram::HistogramSnapshot;
 use std::collections::HashSet;
