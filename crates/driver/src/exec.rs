@@ -77,14 +77,17 @@ impl ExecHandle {
         self.input.flush().await
     }
 
-    /// Resizes its pseudo-terminal (see [`ExecControl::resize`]).
-    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), EngineError> {
-        self.process.resize(cols, rows).await
+    /// Resizes its pseudo-terminal (see [`ExecControl::resize`]). The future holds no borrow of the
+    /// handle (which is not `Sync`: its stdin and output are not), so it is `Send` where the handle is.
+    pub fn resize(&self, cols: u16, rows: u16) -> impl Future<Output = Result<(), EngineError>> + Send + 'static {
+        let process = self.process.clone();
+        async move { process.resize(cols, rows).await }
     }
 
-    /// Its exit code once it has ended (see [`ExecControl::wait`]).
-    pub async fn wait(&self) -> Result<i64, EngineError> {
-        self.process.wait().await
+    /// Its exit code once it has ended (see [`ExecControl::wait`]); `Send` as [`ExecHandle::resize`] is.
+    pub fn wait(&self) -> impl Future<Output = Result<i64, EngineError>> + Send + 'static {
+        let process = self.process.clone();
+        async move { process.wait().await }
     }
 }
 
@@ -197,5 +200,12 @@ mod tests {
         let process = h.process.clone();
         assert_eq!((h.wait().await.unwrap(), process.wait().await.unwrap()), (7, 7));
         assert!(format!("{h:?}").contains("Exited(7)"));
+        // a task holding the handle across its wait is Send (the handle is not Sync)
+        let task = tokio::spawn(async move {
+            let code = h.wait().await;
+            drop(h);
+            code
+        });
+        assert_eq!(task.await.unwrap().unwrap(), 7);
     }
 }
