@@ -362,3 +362,47 @@ httpd -f -p $GPUHUB_PORT_SERVICE -h /tmp/www & while [ ! -e $HOME/die ]; do slee
     alice.ok(&["stop", "long"]).await?;
     Ok(())
 }
+
+/// Issue 21: an image whose root file system has no `/proc` (nor `/sys`, `/dev`), as `docker import`
+/// of a plain root file system or `FROM scratch` make, failed on Slurm ("crun: cannot mkdir 'proc':
+/// Permission denied"): the job's user cannot make mount points in the image's root. It runs now, as a
+/// two-node gang, with `/proc` mounted in each member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_image_without_proc_runs_as_a_gang_on_slurm() -> Result<()> {
+    let _serial = access_support::serial().await;
+    if cluster_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    // busybox's root file system without proc, sys, dev and run, imported as an image of its own
+    let image = format!("gpuhub/noproc-{}:latest", access_support::suffix());
+    let made = Command::new("sh")
+        .args([
+            "-euc",
+            r#"d=$(mktemp -d); trap 'rm -rf "$d"' EXIT; c=$(docker create "$1" true)
+docker export "$c" | tar -x -C "$d"; docker rm "$c" >/dev/null
+rm -rf "$d/proc" "$d/sys" "$d/dev" "$d/run"; chmod 755 "$d"; tar -C "$d" -c . | docker import - "$2" >/dev/null"#,
+            "sh",
+            IMAGE,
+            &image,
+        ])
+        .output()?;
+    ensure!(made.status.success(), "importing the image: {}", describe(&made));
+    let homes = tempfile::Builder::new().prefix("gpuhub-slurm-homes-").tempdir()?;
+    std::fs::set_permissions(homes.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let mut hub = Hub::start_with(&slurm_config(&homes.path().join("homes"), &homes.path().join("teams"))).await?;
+    let alice = hub.user("alice").await?;
+    let _account = Account::new(&alice)?;
+    let script = r#"echo "rank=$RANK proc=$(test -r /proc/self/status && echo yes)""#;
+    let args = ["run", "--name", "bare", "--image", &image, "--cpus", "0.5", "--memory", "200MiB"];
+    alice.ok(&[&args[..], &["--members", "2", "--gpus", "1", "--", "sh", "-c", script]].concat()).await?;
+    let w = until(&alice, "bare", "ended", ended).await?;
+    let logs =
+        [alice.ok(&["logs", "bare", "--member", "0"]).await?, alice.ok(&["logs", "bare", "--member", "1"]).await?];
+    let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
+    ensure!(w["state"] == "succeeded", "the gang of an image without /proc: {w:#} {logs:?}");
+    for (i, log) in logs.iter().enumerate() {
+        ensure!(field(log, "rank") == Some(i.to_string()) && field(log, "proc").as_deref() == Some("yes"), "{log:?}");
+    }
+    Ok(())
+}

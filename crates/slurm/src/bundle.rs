@@ -159,6 +159,7 @@ impl Bundles {
         let config = shape_image_config(config);
         write_json(&config_path, &config, 0o644)?;
         let rootfs = unpacked.join("rootfs");
+        make_mount_targets(&rootfs, &config)?;
         for dir in ["etc", "tmp", "home"] {
             let p = rootfs.join(dir);
             std::fs::DirBuilder::new()
@@ -370,6 +371,26 @@ pub fn run_config(mut c: Value, rootfs: &Path, run: &RunBundle) -> Result<(Value
         c["process"]["user"]["additionalGids"] = json!(run.groups);
     }
     Ok((c, make))
+}
+
+/// Makes, in an image's root file system, the directory each of its `config.json` mounts needs
+/// (`/proc`, `/sys`, `/dev`, `/dev/pts`, …) where the image lacks it. An image made with `docker import`
+/// or `FROM scratch` may have none of them, and the runtime, run as the job's user on the read-only
+/// root, cannot make them ("crun: cannot mkdir 'proc': Permission denied"): the hub makes them once,
+/// as the bundle's owner. Destinations that are not plain absolute paths are left to the runtime.
+pub fn make_mount_targets(rootfs: &Path, config: &Value) -> Result<(), EngineError> {
+    let mounts = config.get("mounts").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for dest in mounts.iter().filter_map(|m| m.get("destination").and_then(Value::as_str)) {
+        let relative = dest.trim_start_matches('/');
+        if !dest.starts_with('/') || relative.is_empty() || relative.split('/').any(|p| p == ".." || p == ".") {
+            continue;
+        }
+        let path = rootfs.join(relative);
+        if std::fs::symlink_metadata(&path).is_err() {
+            make_mountpoint(&path, true)?;
+        }
+    }
+    Ok(())
 }
 
 fn make_mountpoint(path: &Path, is_dir: bool) -> Result<(), EngineError> {

@@ -197,3 +197,30 @@ fn run_bundles_are_written_and_removed() {
     assert!(!bundles.remove_run("gpuhub-x-w1.abc").unwrap());
     assert!(bundles.write_run("other", "missing-image", &run).is_err());
 }
+
+/// Issue 21: an image made with `docker import` or `FROM scratch` may lack `/proc` and the other mount
+/// points, which crun cannot make as the job's user; the bundle gets them, and nothing outside its root.
+#[test]
+fn an_image_without_mount_points_gets_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let rootfs = dir.path().join("rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    std::fs::write(rootfs.join("bin/sh"), b"").unwrap();
+    let mut config = umoci_config();
+    config["mounts"] = json!([
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+        {"destination": "/dev/pts", "type": "devpts", "source": "devpts"},
+        {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup"},
+        {"destination": "/bin/sh", "type": "bind", "source": "/bin/sh"},
+        {"destination": "/../escape", "type": "tmpfs", "source": "tmpfs"},
+        {"destination": "relative", "type": "tmpfs", "source": "tmpfs"}
+    ]);
+    make_mount_targets(&rootfs, &config).unwrap();
+    for d in ["proc", "dev", "dev/pts", "sys", "sys/fs/cgroup"] {
+        assert!(rootfs.join(d).is_dir(), "{d}");
+    }
+    assert!(rootfs.join("bin/sh").is_file(), "what the image has is left as it is");
+    assert!(!dir.path().join("escape").exists() && !rootfs.join("relative").exists());
+    make_mount_targets(&rootfs, &config).unwrap();
+}
