@@ -1,9 +1,10 @@
 //! The controller's scenarios, end to end over the recording fake engine, a SQLite file store and a
 //! manual clock: a restart of the hub with runs alive in the engine, preemption, reconciliation with
-//! what the engine has, and the reclaim of idle GPUs.
+//! what the engine has, the reclaim of idle GPUs, and run-time limits by the clock.
 
 mod idle;
 mod kit;
+mod limits;
 mod preemption;
 mod reconcile;
 mod restart;
