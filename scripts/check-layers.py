@@ -11,6 +11,10 @@
    form no circle (a strongly connected component of two or more modules). `#[cfg(test)]` code and
    `tests` modules are left out.
 
+3. **The portal calls no API handler.** No file under crates/server/src/portal names `crate::api`:
+   the portal and the API both call the service layer (`crate::service`), each mapping its errors to
+   its own form (a page, a problem document).
+
 Circles that exist today and are being broken are listed in scripts/known-cycles.txt, one per line
 (`crate[/parent]: module module …`). The check fails on a circle not listed there, on a listed circle
 that grew, and on a listed circle that no longer exists (delete its line: the list only shrinks).
@@ -26,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CRATES = ROOT / "crates"
 KNOWN = ROOT / "scripts" / "known-cycles.txt"
+PORTAL = CRATES / "server" / "src" / "portal"
 
 # Lower numbers are lower layers. Pure types and rules, then the pieces over them, then the outside
 # systems (one crate each), the control loop, the servers, and the binary on top.
@@ -267,9 +272,24 @@ def read_known():
     return known
 
 
+def check_portal():
+    """Errors for portal files that name `crate::api`."""
+    errors = []
+    for f in sorted(PORTAL.rglob("*.rs")):
+        text = re.sub(r"//[^\n]*", "", f.read_text())
+        m = re.search(r"\bcrate::api\b", text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            errors.append(
+                f"{f.relative_to(ROOT)}:{line} names crate::api: the portal calls the service layer "
+                "(crate::service), never an API handler"
+            )
+    return errors
+
+
 def main():
     show = "--print" in sys.argv[1:]
-    errors = check_crate_layers()
+    errors = check_crate_layers() + check_portal()
     known = read_known()
     matched = set()
     cycles = []

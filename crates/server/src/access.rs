@@ -12,7 +12,7 @@
 //! a user's app could otherwise act in the admin's name on every workspace the admin can open. With
 //! `apps_domain`, each app has an origin of its own ([`crate::origins`]) and none of this reaches it.
 
-use crate::auth::{self, SECURE_SESSION_COOKIE, SESSION_COOKIE};
+use crate::auth;
 use crate::error::ApiError;
 use crate::service::{self, Way};
 use crate::state::AppState;
@@ -33,7 +33,7 @@ pub(crate) fn wants_html(headers: &HeaderMap) -> bool {
 }
 
 /// The caller, or the answer for an anonymous one: a redirect to the login page for browsers, 401 else.
-async fn caller_or_login(st: &AppState, parts: &Parts) -> Result<User, Response> {
+pub(crate) async fn caller_or_login(st: &AppState, parts: &Parts) -> Result<User, Response> {
     let user = match auth::browser_token(st, &parts.headers) {
         Some(t) => auth::user_for_token(st, &t).await.ok(),
         None => None,
@@ -75,46 +75,9 @@ pub async fn app_root(Path((owner, name, app)): Path<(String, String, String)>) 
     Redirect::permanent(&format!("/w/{owner}/{name}/{app}/")).into_response()
 }
 
-/// `/w/{owner}/{workload}/{app}/…`: forwards HTTP and WebSockets to the app's port in the container.
-/// With `apps_domain` set, a browser (the session cookie, no bearer token) is handed off to the app's
-/// own origin instead ([`crate::origins`]): the hub's origin never serves app content to a cookie.
-pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let segments: Vec<String> = parts.uri.path().split('/').skip(2).take(3).map(str::to_owned).collect();
-    let [owner, name, app] = segments.as_slice() else {
-        return ApiError::not_found("no such app").into_response();
-    };
-    let user = match caller_or_login(&st, &parts).await {
-        Ok(u) => u,
-        // an anonymous visitor of a public service goes to its own origin, where it is served to them
-        Err(resp) => match (&st.origins, auth::browser_token(&st, &parts.headers)) {
-            (Some(origins), None)
-                if app == service::SERVICE_APP && public_service(&st, owner, name).await.is_some() =>
-            {
-                let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-                let label = crate::origins::label(owner, name, app);
-                return Redirect::to(&format!("{}{next}", origins.origin(&label, &parts.headers))).into_response();
-            }
-            _ => return resp,
-        },
-    };
-    let cookie_session =
-        auth::bearer_token(&parts.headers).is_none().then(|| auth::session_cookie(&st, &parts.headers));
-    if let (Some(origins), Some(Some(session))) = (st.origins.clone(), cookie_session) {
-        if let Err(e) = target(&st, &user, owner, name, app).await {
-            return e.into_response();
-        }
-        let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let label = crate::origins::label(owner, name, app);
-        return origins.hand_off(&st, auth::token_hash(&session), &label, next, &parts.headers);
-    }
-    let token = auth::browser_token(&st, &parts.headers).map(|t| auth::token_hash(&t));
-    forward_to_app(&st, &user, token, owner, name, app, Request::from_parts(parts, body)).await
-}
-
 /// Where app `app` of workspace `owner/name` listens, if `user` may open it: its address, its URL
 /// prefix, the workload's id.
-async fn target(
+pub(crate) async fn target(
     st: &AppState,
     user: &User,
     owner: &str,
@@ -443,11 +406,6 @@ pub fn parse_ssh_user(ssh_user: &str) -> Option<(Option<&str>, &str)> {
         return None;
     }
     Some((owner, name))
-}
-
-/// A proxy client that never forwards the hub's session cookie.
-pub fn http_client() -> gpuhub_proxy::HttpClient {
-    gpuhub_proxy::HttpClient::new(&[SESSION_COOKIE, SECURE_SESSION_COOKIE, crate::origins::APP_COOKIE])
 }
 
 /// The backend as the gateway takes it.

@@ -1,11 +1,12 @@
 //! API errors: every failure leaves as an RFC 9457 `application/problem+json` document.
 
+use crate::service::{Kind, ServiceError};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gpuhub_core::api::Problem;
 
 /// The `Retry-After` (seconds) of a 503 answered while the database is unavailable.
-pub const DATABASE_RETRY_AFTER_SECS: u64 = 5;
+pub const DATABASE_RETRY_AFTER_SECS: u64 = crate::service::RETRY_AFTER.as_secs();
 
 /// An error answered to an HTTP client.
 #[derive(Debug, thiserror::Error)]
@@ -128,94 +129,41 @@ pub async fn name_full_data_dir(
         .into_response()
 }
 
-impl From<gpuhub_core::CoreError> for ApiError {
-    fn from(e: gpuhub_core::CoreError) -> Self {
-        match e {
-            gpuhub_core::CoreError::Transition { .. } => Self::conflict(e.to_string()),
-            gpuhub_core::CoreError::Invalid { ref field, .. } => {
-                let field = field.clone();
-                Self::unprocessable(e.to_string()).at(field)
+/// The errors of the layers below answer as the service layer sorts them ([`ServiceError`]).
+macro_rules! through_service {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ApiError {
+            fn from(e: $t) -> Self {
+                ServiceError::from(e).into()
             }
-            _ => Self::unprocessable(e.to_string()),
         }
-    }
+    )*};
 }
+through_service!(
+    gpuhub_core::CoreError,
+    gpuhub_store::StoreError,
+    gpuhub_driver::EngineError,
+    gpuhub_controller::ControlError
+);
 
-impl From<gpuhub_store::StoreError> for ApiError {
-    fn from(e: gpuhub_store::StoreError) -> Self {
-        use gpuhub_store::StoreError as S;
-        match e {
-            S::NotFound { .. } => Self::not_found(e.to_string()),
-            S::Conflict(_) => Self::conflict(e.to_string()),
-            S::Unavailable(_) => {
-                tracing::warn!(error = %e, "database unavailable");
-                Self {
-                    retry_after: Some(DATABASE_RETRY_AFTER_SECS),
-                    ..Self::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the database is unavailable (unreachable or busy); retry shortly",
-                    )
-                }
-            }
-            S::StorageFull(_) => {
-                tracing::error!(error = %e, "database storage full");
-                Self::insufficient_storage("the database's disk is full (SQLite: the data directory's)")
-            }
-            other => Self::internal(other),
-        }
-    }
-}
-
-impl From<gpuhub_driver::EngineError> for ApiError {
-    fn from(e: gpuhub_driver::EngineError) -> Self {
-        use gpuhub_driver::EngineError as E;
-        match e {
-            E::NotFound(_) => Self::not_found(e.to_string()),
-            E::ImageNotFound(_) | E::Rejected(_) | E::Unsupported { .. } => Self::unprocessable(e.to_string()),
-            E::Engine(_) => Self::new(StatusCode::BAD_GATEWAY, e.to_string()),
-            E::Unavailable(_) => Self {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                detail: format!("{e}; retry shortly"),
-                retry_after: Some(DATABASE_RETRY_AFTER_SECS),
-                field: None,
-            },
-        }
-    }
-}
-
-impl From<gpuhub_controller::ControlError> for ApiError {
-    fn from(e: gpuhub_controller::ControlError) -> Self {
-        use gpuhub_controller::ControlError as C;
-        match e {
-            C::NotFound(d) => Self::not_found(d),
-            C::Conflict(d) => Self::conflict(d),
-            C::Engine(e) => e.into(),
-            C::Store(e) => e.into(),
-            C::Gone => Self::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down; retry shortly"),
-        }
-    }
-}
-
-impl From<crate::service::ServiceError> for ApiError {
-    fn from(e: crate::service::ServiceError) -> Self {
-        use crate::service::Kind;
-        if let Some(api) = e.api {
-            let mut api = *api;
-            api.field = e.field.or(api.field);
-            return api;
-        }
+/// A service error as an HTTP answer: its kind picks the status.
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
         let status = match e.kind {
+            Kind::Unauthenticated => StatusCode::UNAUTHORIZED,
             Kind::NotFound => StatusCode::NOT_FOUND,
             Kind::Forbidden => StatusCode::FORBIDDEN,
+            Kind::Malformed => StatusCode::BAD_REQUEST,
             Kind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::Conflict => StatusCode::CONFLICT,
             Kind::TooMany => StatusCode::TOO_MANY_REQUESTS,
             Kind::NotRunning | Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Kind::Upstream => StatusCode::BAD_GATEWAY,
             Kind::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
-            Kind::Internal => return Self::internal(e.detail),
+            // logged where it was made ([`ServiceError::internal`])
+            Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        Self { field: e.field, ..Self::new(status, e.detail) }
+        Self { field: e.field, retry_after: e.retry_after.map(|d| d.as_secs()), ..Self::new(status, e.detail) }
     }
 }
 

@@ -5,52 +5,15 @@
 //! typed reason `gpu-memory-exceeded` and the figures. Warnings and stops are counted for `/metrics`.
 
 use crate::state::AppState;
+pub use crate::state::guard::GuardWatch;
 use chrono::TimeDelta;
-use gpuhub_core::api::GpuGuardView;
 use gpuhub_core::node::{GpuSharing, NodeCapacity};
 use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::{Workload, WorkloadState};
-use gpuhub_monitor::{GuardAction, GuardRule, GuardTracker};
+use gpuhub_monitor::{GuardAction, GuardRule};
 use gpuhub_store::WorkloadFilter;
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// The guard's memory and its counts; shared in [`AppState`].
-#[derive(Debug, Default)]
-pub struct GuardWatch {
-    tracker: Mutex<GuardTracker>,
-    warnings: AtomicU64,
-    stops: AtomicU64,
-}
-
-impl GuardWatch {
-    /// The members of workload `id` over their grant now.
-    pub fn view(&self, id: &str) -> Vec<GpuGuardView> {
-        let tracker = self.tracker.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        tracker
-            .of_workload(id)
-            .into_iter()
-            .map(|(member, s)| GpuGuardView {
-                member,
-                used_bytes: s.used,
-                granted_bytes: s.granted,
-                since: s.since,
-                stop_at: s.stop_at,
-            })
-            .collect()
-    }
-
-    /// Warnings given and stops asked for since the server started.
-    pub fn counts(&self) -> (u64, u64) {
-        (self.warnings.load(Ordering::Relaxed), self.stops.load(Ordering::Relaxed))
-    }
-
-    /// Members over their grant now.
-    pub fn over(&self) -> usize {
-        self.tracker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// The GPU memory a share of `w` was granted, per member, if the guard watches it: a share (not whole
 /// GPUs) placed on a GPU whose mode is `guard` or `mps`. The grant is the memory asked for, else the

@@ -1,6 +1,6 @@
-//! The gpuhub server: the HTTP API, authentication, the service layer the API and the SSH gateway
-//! share, and the wiring of the controller (`gpuhub-controller`) that drives workloads through an
-//! engine. Only this crate knows HTTP; it reaches engines only through [`gpuhub_driver::Engine`] and
+//! The gpuhub server: the HTTP API, the portal, authentication, the service layer the API, the portal
+//! and the SSH gateway share, and the wiring of the controller (`gpuhub-controller`) that drives
+//! workloads through an engine. Only this crate knows HTTP; it reaches engines only through [`gpuhub_driver::Engine`] and
 //! the database only through [`gpuhub_store::Store`].
 
 pub mod access;
@@ -22,11 +22,10 @@ pub mod s3mounts;
 pub mod secrets;
 pub mod service;
 pub mod state;
-pub mod teams;
 
-use crate::auth::LoginLimiter;
 use crate::config::Config;
 use crate::state::AppState;
+use crate::state::limiter::LoginLimiter;
 use gpuhub_controller::clock::{Clock, SystemClock};
 use gpuhub_controller::{Controller, Inventory};
 use gpuhub_core::user::Role;
@@ -332,7 +331,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         controller: handle,
         limiter,
         data_dir,
-        http_client: access::http_client(),
+        http_client: origins::http_client(),
         origins: config
             .apps_domain
             .as_deref()
@@ -371,7 +370,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let monitor = tokio::spawn(monitor.run(until(rx.clone())));
     let idle = tokio::spawn(idle::run(state.clone(), until(rx.clone())));
     let guard = tokio::spawn(guard::run(state.clone(), until(rx.clone())));
-    let recheck = tokio::spawn(identity::run(state.clone(), until(rx.clone())));
+    let recheck = tokio::spawn(service::identity::run(state.clone(), until(rx.clone())));
     let ssh_stop = until(rx.clone());
     let ssh = tokio::spawn(async move {
         if let Err(e) = gateway.run(ssh_stop).await {
@@ -422,8 +421,8 @@ pub fn router(state: AppState) -> axum::Router {
     .route("/metrics", axum::routing::get(metrics::scrape))
     .merge(portal::router())
     .route("/w/{owner}/{workload}/{app}", axum::routing::any(access::app_root))
-    .route("/w/{owner}/{workload}/{app}/", axum::routing::any(access::app_proxy))
-    .route("/w/{owner}/{workload}/{app}/{*rest}", axum::routing::any(access::app_proxy))
+    .route("/w/{owner}/{workload}/{app}/", axum::routing::any(origins::app_proxy))
+    .route("/w/{owner}/{workload}/{app}/{*rest}", axum::routing::any(origins::app_proxy))
     .route("/terminal/{owner}/{workload}", axum::routing::get(access::terminal))
     .route("/terminal/{owner}/{workload}/", axum::routing::get(access::terminal))
     .route("/terminal/{owner}/{workload}/{file}", axum::routing::get(access::terminal))

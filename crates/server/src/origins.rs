@@ -14,7 +14,9 @@
 use crate::auth;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::Request;
+pub use crate::state::origins::AppOrigins;
+use crate::state::origins::{AppSession, Handoff};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
@@ -63,46 +65,6 @@ pub fn hub_is_parent_of_apps(apps_domain: &str, public_url: Option<&str>) -> boo
         None => apps.split_once('.').map_or(String::new(), |(_, parent)| parent.to_owned()),
     };
     !hub.is_empty() && apps.ends_with(&format!(".{hub}"))
-}
-
-/// A handoff code waiting to be redeemed.
-struct Handoff {
-    /// The hash of the hub session it was minted for.
-    session: String,
-    /// The app origin's label it is valid on.
-    label: String,
-    /// Where on that origin the visitor goes (path and query).
-    next: String,
-    expires: DateTime<Utc>,
-}
-
-/// An app session: a cookie on one app origin, standing for a hub session.
-struct AppSession {
-    session: String,
-    label: String,
-    expires: DateTime<Utc>,
-}
-
-/// The app origins of this hub: the domain, the codes handed off, the sessions made of them.
-pub struct AppOrigins {
-    domain: String,
-    https: bool,
-    public: Option<String>,
-    handoffs: Mutex<HashMap<String, Handoff>>,
-    sessions: Mutex<HashMap<String, AppSession>>,
-}
-
-/// The codes and sessions are secrets: only how many there are is shown.
-impl std::fmt::Debug for AppOrigins {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppOrigins")
-            .field("domain", &self.domain)
-            .field("https", &self.https)
-            .field("public", &self.public)
-            .field("handoffs", &self.handoffs.lock().map(|m| m.len()).unwrap_or(0))
-            .field("sessions", &self.sessions.lock().map(|m| m.len()).unwrap_or(0))
-            .finish()
-    }
 }
 
 impl AppOrigins {
@@ -202,6 +164,49 @@ impl AppOrigins {
             None => Err(ApiError::unauthorized("your hub session ended: open the app from the hub again")),
         }
     }
+}
+
+/// `/w/{owner}/{workload}/{app}/…`: forwards HTTP and WebSockets to the app's port in the container.
+/// With `apps_domain` set, a browser (the session cookie, no bearer token) is handed off to the app's
+/// own origin instead (here): the hub's origin never serves app content to a cookie.
+pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let segments: Vec<String> = parts.uri.path().split('/').skip(2).take(3).map(str::to_owned).collect();
+    let [owner, name, app] = segments.as_slice() else {
+        return ApiError::not_found("no such app").into_response();
+    };
+    let user = match crate::access::caller_or_login(&st, &parts).await {
+        Ok(u) => u,
+        // an anonymous visitor of a public service goes to its own origin, where it is served to them
+        Err(resp) => match (&st.origins, auth::browser_token(&st, &parts.headers)) {
+            (Some(origins), None)
+                if app == crate::service::SERVICE_APP
+                    && crate::access::public_service(&st, owner, name).await.is_some() =>
+            {
+                let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let label = label(owner, name, app);
+                return Redirect::to(&format!("{}{next}", origins.origin(&label, &parts.headers))).into_response();
+            }
+            _ => return resp,
+        },
+    };
+    let cookie_session =
+        auth::bearer_token(&parts.headers).is_none().then(|| auth::session_cookie(&st, &parts.headers));
+    if let (Some(origins), Some(Some(session))) = (st.origins.clone(), cookie_session) {
+        if let Err(e) = crate::access::target(&st, &user, owner, name, app).await {
+            return e.into_response();
+        }
+        let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let label = label(owner, name, app);
+        return origins.hand_off(&st, auth::token_hash(&session), &label, next, &parts.headers);
+    }
+    let token = auth::browser_token(&st, &parts.headers).map(|t| auth::token_hash(&t));
+    crate::access::forward_to_app(&st, &user, token, owner, name, app, Request::from_parts(parts, body)).await
+}
+
+/// A proxy client that never forwards the hub's session cookie.
+pub fn http_client() -> gpuhub_proxy::HttpClient {
+    gpuhub_proxy::HttpClient::new(&[auth::SESSION_COOKIE, auth::SECURE_SESSION_COOKIE, APP_COOKIE])
 }
 
 /// Sends every request whose `Host` is an app origin to [`serve`], the rest on into the hub.

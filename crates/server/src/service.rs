@@ -1,16 +1,34 @@
-//! The service layer: finding a workload for a caller, deciding who may act on it or enter it, and the
-//! workload operations (submit, stop, start, delete). The API, the SSH gateway and the browser pages
-//! (apps, terminal) all go through here, so a rule is written once. Nothing here knows HTTP: errors are
-//! typed [`ServiceError`]s that each front end turns into its own answer (a problem document, an SSH
-//! refusal).
+//! The service layer: every operation of the hub, once: finding a workload for a caller, deciding who
+//! may act on it or enter it, the workload operations (submit, edit, stop, start, delete, logs) and the
+//! others by area (accounts, queues, reservations, catalog, keys, homes, usage, metrics). The API, the
+//! portal, the SSH gateway and the app proxy all go through here, so a rule is written once. Nothing here
+//! knows HTTP or names a front end: errors are typed [`ServiceError`]s of domain kinds that each front
+//! end turns into its own answer (a problem document, a page, an SSH refusal).
 
+pub mod accounts;
+pub mod catalog;
+pub mod credentials;
 mod edit;
+mod error;
+pub mod homes;
+pub mod identity;
+pub mod images;
+pub mod keys;
+pub mod listing;
+pub mod logs;
+pub mod metrics;
+pub mod offboard;
 mod pids;
+pub mod queues;
 pub mod ready;
+pub mod reservations;
 mod submit;
+pub mod teams;
+pub mod usage;
 pub use submit::WORKSPACE_KEEP_ALIVE;
 
 pub use edit::edit;
+pub use error::{Kind, RETRY_AFTER, ServiceError};
 pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, submit};
 
 use crate::state::AppState;
@@ -21,94 +39,10 @@ use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_driver::MemberRef;
 use gpuhub_store::StoreError;
 
-/// What kind of failure a [`ServiceError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Nothing the caller may see by that name.
-    NotFound,
-    /// The caller may see it but not do this.
-    Forbidden,
-    /// The request's content is wrong (a field out of range, an unknown queue).
-    Invalid,
-    /// The object's state does not allow it now.
-    Conflict,
-    /// A per-user limit on counts is reached.
-    TooMany,
-    /// The object exists but is not usable now (a stopped workspace): try again once it runs.
-    NotRunning,
-    /// Something the service depends on is down for now.
-    Unavailable,
-    /// A dependency failed the request.
-    Upstream,
-    /// No room left to store it.
-    StorageFull,
-    /// A bug or an unexpected failure.
-    Internal,
+/// Refuses a caller who is no admin ([`Kind::Forbidden`]).
+pub fn require_admin(caller: &User) -> Result<(), ServiceError> {
+    if caller.is_admin() { Ok(()) } else { Err(ServiceError::forbidden("this needs an admin account")) }
 }
-
-/// Why the service could not do what was asked, for a person.
-#[derive(Debug, thiserror::Error)]
-#[error("{detail}")]
-pub struct ServiceError {
-    /// What kind of failure.
-    pub kind: Kind,
-    /// What exactly is wrong.
-    pub detail: String,
-    /// The request field at fault, where one is (`resources.gpus`): forms show the error beside it.
-    pub field: Option<String>,
-    /// The front end's own answer, when a lower layer already decided it (a store or engine error).
-    pub(crate) api: Option<Box<crate::error::ApiError>>,
-}
-
-impl ServiceError {
-    /// An error of `kind`.
-    pub fn new(kind: Kind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into(), field: None, api: None }
-    }
-    /// [`Kind::Invalid`], naming the request field at fault.
-    pub fn invalid_at(field: &str, detail: impl Into<String>) -> Self {
-        Self::invalid(detail).at(field)
-    }
-    /// The same error, naming the request field at fault.
-    pub fn at(mut self, field: &str) -> Self {
-        self.field = Some(field.to_owned());
-        self
-    }
-    /// [`Kind::Invalid`].
-    pub fn invalid(detail: impl Into<String>) -> Self {
-        Self::new(Kind::Invalid, detail)
-    }
-    /// [`Kind::NotFound`].
-    pub fn not_found(detail: impl Into<String>) -> Self {
-        Self::new(Kind::NotFound, detail)
-    }
-}
-
-macro_rules! through_api {
-    ($t:ty) => {
-        impl From<$t> for ServiceError {
-            fn from(e: $t) -> Self {
-                let api = crate::error::ApiError::from(e);
-                let kind = match api.status.as_u16() {
-                    404 => Kind::NotFound,
-                    403 => Kind::Forbidden,
-                    409 => Kind::Conflict,
-                    429 => Kind::TooMany,
-                    503 => Kind::Unavailable,
-                    507 => Kind::StorageFull,
-                    500 => Kind::Internal,
-                    s if s >= 500 => Kind::Upstream,
-                    _ => Kind::Invalid,
-                };
-                Self { kind, detail: api.detail.clone(), field: api.field.clone(), api: Some(Box::new(api)) }
-            }
-        }
-    };
-}
-through_api!(StoreError);
-through_api!(gpuhub_driver::EngineError);
-through_api!(gpuhub_controller::ControlError);
-through_api!(gpuhub_core::CoreError);
 
 /// A way into a running workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,12 @@
-//! What every handler shares.
+//! What every handler shares. The parts of it that other modules drive (the idle rule's and the guard's
+//! memories, the request metrics) are defined here, below everything that uses the state.
 
-use crate::auth::LoginLimiter;
+pub mod guard;
+pub mod http_metrics;
+pub mod idle;
+pub mod limiter;
+pub mod origins;
+
 use crate::config::Config;
 use gpuhub_controller::ControllerHandle;
 use gpuhub_controller::clock::Clock;
@@ -29,13 +35,13 @@ pub struct AppState {
     /// Where the time comes from.
     pub clock: Arc<dyn Clock>,
     pub controller: ControllerHandle,
-    pub limiter: Arc<LoginLimiter>,
+    pub limiter: Arc<limiter::LoginLimiter>,
     /// Absolute data directory.
     pub data_dir: PathBuf,
     /// Connections to workspace apps.
     pub http_client: gpuhub_proxy::HttpClient,
     /// The apps' own origins, with `apps_domain` set (else apps are served under `/w/…` of the hub).
-    pub origins: Option<Arc<crate::origins::AppOrigins>>,
+    pub origins: Option<Arc<origins::AppOrigins>>,
     /// Where the SSH gateway listens, once bound.
     pub ssh_addr: Option<std::net::SocketAddr>,
     /// The SSH gateway's host key, once loaded.
@@ -47,14 +53,14 @@ pub struct AppState {
     /// Use of workloads through the hub (apps, terminals, SSH), for the idle-GPU rule.
     pub activity: crate::activity::Activity,
     /// Idle workloads and owners' keeps.
-    pub idle: Arc<crate::idle::IdleWatch>,
+    pub idle: Arc<idle::IdleWatch>,
     /// The GPU memory guard's memory and counts.
-    pub guard: Arc<crate::guard::GuardWatch>,
+    pub guard: Arc<guard::GuardWatch>,
     /// gpuhub's MPS daemons, where a GPU is in the `mps` mode (their health for `/metrics` and the
     /// Nodes page).
     pub mps: Option<gpuhub_mps::Supervisor>,
     /// The API's request durations, for `/metrics`.
-    pub http_metrics: crate::metrics::HttpMetrics,
+    pub http_metrics: http_metrics::HttpMetrics,
     /// Users' homes and their quotas (the same backend the controller makes them with).
     pub homes: Arc<dyn gpuhub_homes::Homes>,
     /// The outside sign-in sources (LDAP, OpenID).

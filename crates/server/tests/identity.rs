@@ -95,10 +95,10 @@ async fn directory_users_sign_in_with_their_ids_groups_and_role() {
     // removed from the directory: disabled at the next check, her token refused
     dir.remove_user("alice");
     let st = &hub.server.as_ref().unwrap().state;
-    assert_eq!(gpuhub_server::identity::recheck(st).await.unwrap(), 1);
+    assert_eq!(gpuhub_server::service::identity::recheck(st).await.unwrap(), 1);
     let (s, _) = hub.call(Method::GET, "/api/v1/me", Some(&alice), None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let (_, u) = hub.call(Method::GET, "/api/v1/users/alice", Some(&admin), None).await;
     assert_eq!(u["disabled"], true, "{u}");
-    assert_eq!(gpuhub_server::identity::recheck(st).await.unwrap(), 0, "bob is still there");
+    assert_eq!(gpuhub_server::service::identity::recheck(st).await.unwrap(), 0, "bob is still there");
 }

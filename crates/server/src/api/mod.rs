@@ -3,7 +3,6 @@
 pub(crate) mod account;
 pub(crate) mod catalog;
 pub(crate) mod datasets;
-pub(crate) mod homes;
 mod idle;
 pub(crate) mod keys;
 pub(crate) mod metrics;

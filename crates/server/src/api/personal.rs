@@ -61,7 +61,7 @@ pub async fn save_workload(
             limits.max_personal_images
         )));
     }
-    let reference = personal_reference(&installation(&st).await?, &user.username, &req.name);
+    let reference = personal_reference(&crate::service::images::installation(&st).await?, &user.username, &req.name);
     let size = st.engine.commit(&MemberRef::new(run, 0), &reference).await.map_err(engine_error)?;
     let total: u64 = mine.iter().map(|p| p.size_bytes).sum::<u64>() + size;
     if total > limits.max_personal_image_bytes.0 {
@@ -104,30 +104,10 @@ pub async fn delete_mine(
     Caller(user): Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let image = st.store.get_personal_image(&user.username, &name).await?;
-    match st.engine.remove_image(&image.reference).await {
-        Ok(()) | Err(EngineError::NotFound(_)) => {}
-        Err(e) => return Err(engine_error(e)),
-    }
-    st.store.delete_personal_image(&user.username, &name).await?;
+    crate::service::images::delete_personal(&st, &user, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// This installation's id (made at its first start), which names its personal images and users'
-/// networks apart from another installation's on the same engine.
-pub(crate) async fn installation(st: &AppState) -> Result<String, ApiError> {
-    st.store
-        .get_setting("instance_id")
-        .await?
-        .ok_or_else(|| ApiError::internal("this installation has no instance_id setting"))
-}
-
 fn engine_error(e: EngineError) -> ApiError {
-    match e {
-        EngineError::Unsupported { .. } => ApiError::unprocessable(e.to_string()),
-        EngineError::NotFound(_) => ApiError::conflict(format!("the workspace's container is gone: {e}")),
-        EngineError::Rejected(m) => ApiError::conflict(m),
-        EngineError::Unavailable(_) => ApiError::unavailable(e.to_string()),
-        other => ApiError::internal(other),
-    }
+    crate::service::images::engine_error(e).into()
 }

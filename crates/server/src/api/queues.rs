@@ -3,80 +3,12 @@
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson};
+use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use gpuhub_core::Bytes;
-use gpuhub_core::api::{Problem, QueueView, QuotaView};
-use gpuhub_core::queue::{CreateQueueRequest, QueueDef, QueuePatch, limit_view};
-use gpuhub_core::workload::{Workload, WorkloadState};
-use gpuhub_sched::Quota;
-use gpuhub_store::WorkloadFilter;
-
-fn quota_view(q: Quota) -> QuotaView {
-    QuotaView { gpus: q.gpu_milli as f64 / 1000.0, cpus: q.cpu_milli as f64 / 1000.0, memory: Bytes(q.memory) }
-}
-
-/// How `q` looks to `caller`, with what `active` workloads of it hold and wait.
-fn view(q: &QueueDef, active: &[Workload], caller: &Caller) -> QueueView {
-    let mut used = Quota::default();
-    let (mut running, mut queued) = (0, 0);
-    for w in active.iter().filter(|w| w.queue == q.name) {
-        if w.state.holds_resources() {
-            running += 1;
-            used = used.plus(Quota::of_request(&gpuhub_controller::scheduling::request(w), w.size.max(1)));
-        } else {
-            queued += 1;
-        }
-    }
-    let me = &caller.0;
-    let g = q.guarantee;
-    QueueView {
-        name: q.name.clone(),
-        guarantee: quota_view(Quota { gpu_milli: g.gpu_milli, cpu_milli: g.cpu_milli, memory: g.memory }),
-        borrow_limit: q.borrow_limit.map(limit_view),
-        user_limit: q.user_limit.map(limit_view),
-        weight: q.weight,
-        used: quota_view(used),
-        running,
-        queued,
-        open_to_you: me.is_admin() || q.members.as_ref().is_none_or(|m| m.contains(&me.username)),
-        members: q.members.clone().filter(|_| me.is_admin()),
-        priority_classes: q.priority_classes.clone(),
-        team_gid: q.team_gid,
-        max_runtime: q.max_runtime,
-    }
-}
-
-/// Every team queue as `caller` sees it, by name.
-pub(crate) async fn queue_views(st: &AppState, caller: &Caller) -> Result<Vec<QueueView>, ApiError> {
-    let active = active(st, None).await?;
-    let queues = st.store.list_queues().await?;
-    Ok(queues.iter().map(|q| view(q, &active, caller)).collect())
-}
-
-async fn active(st: &AppState, queue: Option<&str>) -> Result<Vec<Workload>, ApiError> {
-    let states = vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running];
-    let mut list = st.store.list_workloads(&WorkloadFilter { owner: None, states: Some(states) }).await?;
-    if let Some(q) = queue {
-        list.retain(|w| w.queue == q);
-    }
-    Ok(list)
-}
-
-/// `q` with `patch` applied, refused (422 naming the field) when the rules or the configured priority
-/// classes do not allow it.
-fn patched(st: &AppState, q: &QueueDef, patch: &QueuePatch) -> Result<QueueDef, ApiError> {
-    let out = q.patched(patch).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    if let Some(c) = out.priority_classes.iter().find(|c| !st.config.priority_classes.contains_key(*c)) {
-        let known: Vec<&str> = st.config.priority_classes.keys().map(String::as_str).collect();
-        let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
-        return Err(ApiError::unprocessable(format!(
-            "invalid priority_classes: no class {c} in [priority_classes] (classes: {known})"
-        )));
-    }
-    Ok(out)
-}
+use gpuhub_core::api::{Problem, QueueView};
+use gpuhub_core::queue::{CreateQueueRequest, QueuePatch};
 
 /// The team queues, with what each holds and how much waits. Everyone sees the queues and whether they
 /// may use them; only admins see the member lists.
@@ -89,7 +21,7 @@ pub async fn list_queues(
     q: Result<axum::extract::Query<super::paging::PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::response::Response, ApiError> {
     let page = super::paging::from_query(q)?;
-    let views = queue_views(&st, &caller).await?;
+    let views = service::queues::views(&st, &caller.0).await?;
     let (views, next) = super::paging::slice(views, |q| q.name.clone(), &page);
     Ok(super::paging::respond(views, next, "/api/v1/queues", &page))
 }
@@ -103,15 +35,8 @@ pub async fn create_queue(
     caller: Caller,
     ApiJson(req): ApiJson<CreateQueueRequest>,
 ) -> Result<(StatusCode, axum::Json<QueueView>), ApiError> {
-    caller.require_admin()?;
-    gpuhub_core::names::validate("queue", &req.name)
-        .map_err(|e| ApiError::unprocessable(format!("invalid name: {e}")))?;
-    let q = patched(&st, &QueueDef::open(&req.name), &req.patch())?;
-    crate::teams::claim_gid(&st, &q).await?;
-    st.store.insert_queue(&q, st.clock.now()).await?;
-    tracing::info!(queue = %q.name, by = %caller.0.username, "queue created");
-    st.controller.kick();
-    Ok((StatusCode::CREATED, axum::Json(view(&q, &[], &caller))))
+    let view = service::queues::create(&st, &caller.0, &req).await?;
+    Ok((StatusCode::CREATED, axum::Json(view)))
 }
 
 /// Changes a team queue (admin), as a JSON merge patch: absent fields stay, `null` unsets (no
@@ -127,23 +52,7 @@ pub async fn patch_queue(
     Path(name): Path<String>,
     ApiJson(patch): ApiJson<QueuePatch>,
 ) -> Result<axum::Json<QueueView>, ApiError> {
-    caller.require_admin()?;
-    // compare-and-set: two admins' concurrent patches both apply, neither is lost
-    let q = loop {
-        let Some(cur) = st.store.get_queue(&name).await? else {
-            return Err(ApiError::not_found(format!("no queue named {name:?}")));
-        };
-        let q = patched(&st, &cur, &patch)?;
-        if q.team_gid != cur.team_gid {
-            crate::teams::claim_gid(&st, &q).await?;
-        }
-        if q == cur || st.store.update_queue_if(&cur, &q, st.clock.now()).await? {
-            break q;
-        }
-    };
-    tracing::info!(queue = %q.name, by = %caller.0.username, "queue changed");
-    st.controller.kick();
-    Ok(axum::Json(view(&q, &active(&st, Some(&name)).await?, &caller)))
+    Ok(axum::Json(service::queues::patch(&st, &caller.0, &name, &patch).await?))
 }
 
 /// Removes a team queue (admin); refused with 409 while a workload in it is queued or running.
@@ -155,9 +64,6 @@ pub async fn delete_queue(
     caller: Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require_admin()?;
-    st.store.delete_queue(&name).await?;
-    tracing::info!(queue = %name, by = %caller.0.username, "queue deleted");
-    st.controller.kick();
+    service::queues::delete(&st, &caller.0, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

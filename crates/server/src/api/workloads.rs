@@ -1,23 +1,20 @@
 //! Workloads: submit, list, inspect, stop, start, delete, logs. A user sees only their own workloads
 //! (another user's name answers 404); admins see all.
 
-mod app_logs;
 pub(crate) mod listing;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson, ApiQuery};
 use crate::service;
+use crate::service::logs::LogsQuery;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
-use gpuhub_controller::logfile;
 use gpuhub_core::api::{CreateWorkloadRequest, EditWorkloadRequest, Problem, WorkloadView};
-use gpuhub_core::workload::{Workload, WorkloadState};
-use gpuhub_driver::{EngineError, MemberRef};
+use gpuhub_core::workload::Workload;
 use listing::ListQuery;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -29,32 +26,6 @@ use utoipa::IntoParams;
 pub struct OwnerQuery {
     #[serde(default)]
     pub(crate) owner: Option<String>,
-}
-
-/// `?follow=true`: keep streaming until the workload ends; `?tail=N`: only the last N lines;
-/// `?limit_bytes=N`: at most N bytes (after `tail`).
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct LogsQuery {
-    /// Keep streaming until the workload ends.
-    #[serde(default)]
-    follow: bool,
-    /// Another user's workload (admins only).
-    #[serde(default)]
-    owner: Option<String>,
-    /// Only the last N lines of output (0: none).
-    #[serde(default)]
-    tail: Option<u64>,
-    /// At most this many bytes (at least 1), counted from the start of what is returned.
-    #[serde(default)]
-    limit_bytes: Option<u64>,
-    /// The output of this app of the workspace instead of the workload's own.
-    #[serde(default)]
-    app: Option<String>,
-    /// The output of this member of a gang (0-based; default 0).
-    #[serde(default)]
-    member: Option<u32>,
 }
 
 /// Finds a workload the caller may act on: their own, or (for admins) `owner`'s.
@@ -198,134 +169,9 @@ pub async fn workload_logs(
     q: Result<Query<LogsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = q.map_err(|e| crate::error::query_error(&e.body_text()))?;
-    if q.limit_bytes == Some(0) {
-        return Err(ApiError::bad_request("invalid query: limit_bytes must be at least 1"));
-    }
-    let mut changes = st.controller.changes();
-    let w = lookup(&st, &caller, &name, q.owner.as_deref()).await?;
-    let member = q.member.unwrap_or(0);
-    if member >= w.size.max(1) {
-        return Err(ApiError::not_found(format!(
-            "workload {} has no member {member} (it has {} member{}, 0 to {})",
-            w.name,
-            w.size,
-            if w.size == 1 { "" } else { "s" },
-            w.size.max(1) - 1
-        )));
-    }
-    let text_plain = |body: Body| {
-        let mut r = Response::new(body);
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        r
-    };
-    let what = LogSource {
-        app: q.app.clone(),
-        member,
-        tail: q.tail,
-        follow: q.follow,
-        limit: q.limit_bytes.unwrap_or(u64::MAX),
-    };
-    if !(q.follow && waiting_for_a_run(&w)) {
-        return Ok(text_plain(Body::from_stream(ends_cleanly(log_stream(&st, &w, &what).await?))));
-    }
-    // followed before it has a run: answered at once (a client cannot tell an answer that says nothing
-    // from a hang), then the body waits (signalled, no polling) until the workload has a run of its own
-    // or has ended (through its image's pull too); a re-queued workload may still name its previous run
-    let body = futures::stream::once(async move {
-        let mut w = w;
-        while waiting_for_a_run(&w) {
-            loop {
-                match changes.recv().await {
-                    Ok(id) if id == w.id => break,
-                    Ok(_) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                    Err(_) => return Err(ApiError::internal("controller is gone")),
-                }
-            }
-            w = match st.store.get_workload_by_id(&w.id).await {
-                Ok(w) => w,
-                // deleted before it ran: its log is empty and ends here
-                Err(gpuhub_store::StoreError::NotFound { .. }) => return Ok(futures::stream::empty().boxed()),
-                Err(e) => return Err(e.into()),
-            };
-        }
-        log_stream(&st, &w, &what).await
-    })
-    .map(|r: Result<_, ApiError>| match r {
-        Ok(s) => s,
-        Err(e) => futures::stream::once(futures::future::ready(Err(std::io::Error::other(e.detail)))).boxed(),
-    })
-    .flatten()
-    .boxed();
-    Ok(text_plain(Body::from_stream(ends_cleanly(body))))
-}
-
-/// A log body that fails part-way (its container removed under it, the engine gone) ends with a line
-/// that says why, and cleanly: a connection cut inside a chunked body tells a client nothing, and
-/// HTTP clients report it as a broken connection, not as the end of a log.
-fn ends_cleanly(
-    log: futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>,
-) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
-    log.scan(false, |stopped, chunk| {
-        let next = if *stopped {
-            None
-        } else {
-            Some(Ok(chunk.unwrap_or_else(|e| {
-                *stopped = true;
-                bytes::Bytes::from(format!("\n[gpuhub: the log stopped early: {e}]\n"))
-            })))
-        };
-        futures::future::ready(next)
-    })
-}
-
-/// Whether a followed log must wait for the workload's run: it has none of its own yet.
-fn waiting_for_a_run(w: &Workload) -> bool {
-    matches!(w.state, WorkloadState::Pulling | WorkloadState::Queued)
-        || (w.state == WorkloadState::Starting && w.run_id.is_none())
-}
-
-/// Which log a request reads and how.
-struct LogSource {
-    app: Option<String>,
-    member: u32,
-    tail: Option<u64>,
-    follow: bool,
-    limit: u64,
-}
-
-/// The log `what` names of `w`: an app's (gpuhub's file), the engine's for its run, else the archived
-/// one (empty when there is none), at most `limit` bytes, followed while it holds resources.
-async fn log_stream(
-    st: &AppState,
-    w: &Workload,
-    what: &LogSource,
-) -> Result<futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>, ApiError> {
-    let follow = what.follow && w.state.holds_resources();
-    if let Some(app) = &what.app {
-        return Ok(app_logs::stream(st, w, app, what.tail, what.limit, follow).await?.boxed());
-    }
-    if let Some(run) = &w.run_id {
-        match st.engine.logs(&MemberRef::new(run, what.member), follow, what.tail).await {
-            // passed on chunk by chunk as the engine delivers them, never collected
-            Ok(stream) => {
-                return Ok(logfile::take_bytes(stream, what.limit).map(|r| r.map_err(std::io::Error::other)).boxed());
-            }
-            Err(EngineError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let archived = gpuhub_controller::archive_path(&st.data_dir, &w.id, what.member);
-    let mut file = match tokio::fs::File::open(&archived).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(futures::stream::empty().boxed()),
-        Err(e) => return Err(ApiError::internal(e)),
-    };
-    let len = file.metadata().await.map_err(ApiError::internal)?.len();
-    let start = match what.tail {
-        Some(n) => logfile::tail_offset(&mut file, len, n).await.map_err(ApiError::internal)?,
-        None => 0,
-    };
-    Ok(logfile::read_range(file, start, (len - start).min(what.limit)).boxed())
+    let body = service::logs::open(&st, &caller.0, &name, &q).await?;
+    let mut r = Response::new(Body::from_stream(body));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(r)
 }

@@ -9,12 +9,11 @@
 //! reverse proxy on loopback every request would otherwise come from an allowed address. Users' API
 //! tokens, admins' included, are not the metrics token: a scraper holds only the right to read metrics.
 
-mod http;
 mod series;
 mod sharing;
 pub mod text;
 
-pub use http::{HttpMetrics, UNMATCHED, track};
+pub use crate::state::http_metrics::{HttpMetrics, UNMATCHED, track};
 pub use series::FAMILIES;
 
 use crate::auth::{IpNet, client_ip};

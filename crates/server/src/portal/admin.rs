@@ -5,9 +5,8 @@
 
 use super::pages::{Notice, back, limit, notice};
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation, page_error};
-use crate::api::{account, catalog, queues, reservations};
-use crate::auth::Caller;
-use crate::error::{ApiError, ApiJson};
+use crate::error::ApiError;
+use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -38,7 +37,7 @@ pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<N
     };
     let mut homes = Vec::with_capacity(users.len());
     for u in &users {
-        homes.push(crate::api::homes::user_view(&st, u).await.home);
+        homes.push(crate::service::homes::user_view(&st, u).await.home);
     }
     let csrf = viewer.csrf.clone();
     let button = |action: &str, user: &str, label: &str| -> Markup {
@@ -105,8 +104,8 @@ pub async fn add_user(
         admin: field(&f, "admin") == Some("true"),
     };
     let name = req.username.clone();
-    let done = account::create_user(State(st), Caller(viewer.user), ApiJson(req)).await;
-    back("/admin/users", done.map(|_| format!("user {name} added")))
+    let done = service::accounts::create_user(&st, &viewer.user, &req).await;
+    back("/admin/users", done.map(|_| format!("user {name} added")).map_err(Into::into))
 }
 
 /// `POST /admin/users/{name}/{enable|disable|admin|user|password|quota}`: the API's account change.
@@ -136,9 +135,8 @@ pub async fn change_user(
         }
         _ => return page_error(StatusCode::NOT_FOUND, "no such action"),
     };
-    let done =
-        account::patch_user(State(st), Caller(viewer.user), HeaderMap::new(), Path(name.clone()), ApiJson(req)).await;
-    back("/admin/users", done.map(|_| format!("{name} {said}")))
+    let done = service::accounts::patch_user(&st, &viewer.user, &name, None, &req).await;
+    back("/admin/users", done.map(|_| format!("{name} {said}")).map_err(Into::into))
 }
 
 /// `GET /admin/images`: the catalog, with a form to add an image (with its apps).
@@ -203,8 +201,8 @@ pub async fn add_image(
         apps,
     };
     let name = entry.name.clone();
-    let done = catalog::create_image(State(st), Caller(viewer.user), ApiJson(entry)).await;
-    back("/admin/images", done.map(|_| format!("image {name} added")))
+    let done = service::catalog::create_image(&st, &viewer.user, entry).await;
+    back("/admin/images", done.map(|_| format!("image {name} added")).map_err(Into::into))
 }
 
 /// `POST /admin/images/{name}/remove`: the API's catalog removal.
@@ -218,8 +216,8 @@ pub async fn remove_image(
     if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
-    let done = catalog::delete_image(State(st), Caller(viewer.user), Path(name.clone())).await;
-    back("/admin/images", done.map(|_| format!("image {name} removed")))
+    let done = service::catalog::delete_image(&st, &viewer.user, &name).await;
+    back("/admin/images", done.map(|_| format!("image {name} removed")).map_err(Into::into))
 }
 
 /// A limit from the form's `<prefix>_gpus`, `<prefix>_cpus`, `<prefix>_memory` (empty: not limited).
@@ -286,14 +284,13 @@ pub async fn queue_admin(
     if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
         return r;
     }
-    let caller = Caller(viewer.user.clone());
-    let views = match queues::queue_views(&st, &caller).await {
+    let views = match service::queues::views(&st, &viewer.user).await {
         Ok(v) => v,
-        Err(e) => return api_error_page(e),
+        Err(e) => return api_error_page(e.into()),
     };
-    let booked = match reservations::current(&st, st.clock.now()).await {
+    let booked = match service::reservations::current(&st, st.clock.now()).await {
         Ok(r) => r,
-        Err(e) => return api_error_page(e),
+        Err(e) => return api_error_page(e.into()),
     };
     let csrf = viewer.csrf.clone();
     let body = html! {
@@ -381,8 +378,8 @@ pub async fn add_queue(
         team_gid,
         max_runtime: None,
     };
-    let done = queues::create_queue(State(st), Caller(viewer.user), ApiJson(req)).await;
-    back("/admin/queues", done.map(|_| format!("queue {name} added")))
+    let done = service::queues::create(&st, &viewer.user, &req).await;
+    back("/admin/queues", done.map(|_| format!("queue {name} added")).map_err(Into::into))
 }
 
 /// `POST /admin/queues/{name}`: the API's queue change (guarantee, borrowing limit, weight, members).
@@ -420,8 +417,8 @@ pub async fn change_queue(
         team_gid,
         ..Default::default()
     };
-    let done = queues::patch_queue(State(st), Caller(viewer.user), Path(name.clone()), ApiJson(patch)).await;
-    back("/admin/queues", done.map(|_| format!("queue {name} saved")))
+    let done = service::queues::patch(&st, &viewer.user, &name, &patch).await;
+    back("/admin/queues", done.map(|_| format!("queue {name} saved")).map_err(Into::into))
 }
 
 /// `POST /admin/queues/{name}/remove`: the API's queue removal.
@@ -435,8 +432,8 @@ pub async fn remove_queue(
     if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
-    let done = queues::delete_queue(State(st), Caller(viewer.user), Path(name.clone())).await;
-    back("/admin/queues", done.map(|_| format!("queue {name} removed")))
+    let done = service::queues::delete(&st, &viewer.user, &name).await;
+    back("/admin/queues", done.map(|_| format!("queue {name} removed")).map_err(Into::into))
 }
 
 /// `POST /admin/reservations`: the API's booking.
@@ -469,8 +466,8 @@ pub async fn add_reservation(
         }
         (_, Err(e), _) | (_, _, Err(e)) => return back("/admin/queues", Err(e)),
     };
-    let done = reservations::create_reservation(State(st), Caller(viewer.user), ApiJson(req)).await;
-    back("/admin/queues", done.map(|(_, axum::Json(r))| format!("reservation {} booked", r.id)))
+    let done = service::reservations::create(&st, &viewer.user, req).await;
+    back("/admin/queues", done.map(|r| format!("reservation {} booked", r.id)).map_err(Into::into))
 }
 
 /// `POST /admin/reservations/{id}/cancel`: the API's cancellation.
@@ -484,6 +481,6 @@ pub async fn cancel_reservation(
     if let Some(r) = admin_form(&viewer, &headers, &f) {
         return r;
     }
-    let done = reservations::delete_reservation(State(st), Caller(viewer.user), Path(id.clone())).await;
-    back("/admin/queues", done.map(|_| format!("reservation {id} cancelled")))
+    let done = service::reservations::delete(&st, &viewer.user, &id).await;
+    back("/admin/queues", done.map(|_| format!("reservation {id} cancelled")).map_err(Into::into))
 }

@@ -306,8 +306,7 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
     let mine = st.store.list_personal_images(&viewer.user.username).await.unwrap_or_default();
     let shadowed = |name: &str| mine.iter().any(|p| p.name == name);
     // the queues open to the viewer, with what each guarantees and what is in use now
-    let caller = crate::auth::Caller(viewer.user.clone());
-    let queues: Vec<(String, f64, f64, u32)> = crate::api::queues::queue_views(st, &caller)
+    let queues: Vec<(String, f64, f64, u32)> = crate::service::queues::views(st, &viewer.user)
         .await
         .unwrap_or_default()
         .into_iter()

@@ -5,8 +5,6 @@
 
 use super::pages::{Notice, back, notice};
 use super::{Fields, Viewer, api_error_page, check_form, layout, only_navigation};
-use crate::api::personal;
-use crate::auth::Caller;
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::HeaderMap;
@@ -84,6 +82,6 @@ pub async fn delete(
     if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
-    let done = personal::delete_mine(State(st), Caller(viewer.user), Path(name.clone())).await;
-    back("/images", done.map(|_| format!("image {name} deleted")))
+    let done = crate::service::images::delete_personal(&st, &viewer.user, &name).await;
+    back("/images", done.map(|_| format!("image {name} deleted")).map_err(Into::into))
 }

@@ -150,16 +150,22 @@ async fn logout(State(st): State<AppState>, viewer: Viewer, headers: HeaderMap, 
     if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
-    match crate::api::account::logout(State(st), headers).await {
-        Ok(ended) => {
-            let mut resp = Redirect::to("/login").into_response();
-            if let Some(clear) = ended.headers().get(header::SET_COOKIE) {
-                resp.headers_mut().insert(header::SET_COOKIE, clear.clone());
-            }
-            resp
+    // the session this page was sent with (and a bearer token, as the API's logout takes both)
+    let mut revoked = 0;
+    for token in [crate::auth::bearer_token(&headers), crate::auth::session_cookie(&st, &headers)].into_iter().flatten()
+    {
+        match crate::service::accounts::end_token(&st, &token).await {
+            Ok(true) => revoked += 1,
+            Ok(false) => {}
+            Err(e) => return api_error_page(e.into()),
         }
-        Err(e) => api_error_page(e),
     }
+    if revoked == 0 {
+        return api_error_page(crate::error::ApiError::unauthorized("not logged in: no valid token or session to end"));
+    }
+    let mut resp = Redirect::to("/login").into_response();
+    resp.headers_mut().insert(header::SET_COOKIE, crate::auth::clear_session_cookie(&st.config));
+    resp
 }
 
 /// A form's fields as sent (form-urlencoded), in order.

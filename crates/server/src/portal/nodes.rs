@@ -6,9 +6,8 @@
 
 use super::charts::{self, Line, TimeChart};
 use super::{Viewer, api_error_page, layout, only_navigation, page_error};
-use crate::api::metrics::{NodeMetricsQuery, node_metrics};
-use crate::auth::Caller;
-use crate::error::{ApiError, ApiQuery};
+use crate::error::ApiError;
+use crate::service::metrics::NodeMetricsQuery;
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -207,9 +206,9 @@ pub async fn node_page(
         step: None,
         node: Some(name.clone()),
     };
-    let h = match node_metrics(State(st.clone()), Caller(viewer.user.clone()), ApiQuery(query)).await {
-        Ok(h) => h.0,
-        Err(e) => return api_error_page(e),
+    let h = match crate::service::metrics::node_history(&st, query).await {
+        Ok(h) => h,
+        Err(e) => return api_error_page(e.into()),
     };
     let mut uuids: Vec<&str> = h.points.iter().map(|p| p.uuid.as_str()).collect();
     uuids.sort_unstable();

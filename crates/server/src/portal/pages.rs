@@ -4,12 +4,12 @@
 //! checked is the API's, once.
 
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation};
-use crate::api::{account, catalog, keys, queues};
-use crate::auth::{self, Caller};
-use crate::error::{ApiError, ApiJson};
+use crate::auth;
+use crate::error::ApiError;
+use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest};
 use maud::{Markup, html};
@@ -44,7 +44,7 @@ pub(super) fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
 /// or in shares.
 pub async fn nodes(State(st): State<AppState>, viewer: Viewer, req: Request) -> Response {
     // each GPU a tile (`portal::nodes`), with this page's words on each sharing mode
-    let views = catalog::node_views(&st).await;
+    let views = service::catalog::node_views(&st).await.map_err(Into::into);
     super::nodes::page(st, viewer, req, views, sharing_help).await
 }
 
@@ -67,10 +67,9 @@ pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, req: Request
     if let Some(r) = only_navigation(&req) {
         return r;
     }
-    let caller = Caller(viewer.user.clone());
-    let views = match queues::queue_views(&st, &caller).await {
+    let views = match service::queues::views(&st, &viewer.user).await {
         Ok(v) => v,
-        Err(e) => return api_error_page(e),
+        Err(e) => return api_error_page(e.into()),
     };
     let body = html! {
         h1 { "Queues" }
@@ -122,19 +121,19 @@ pub async fn account_page(
         return r;
     }
     let session = auth::session_cookie(&st, req.headers()).map(|t| auth::token_hash(&t));
-    let tokens = match account::token_views(&st, &viewer.user, session.as_deref()).await {
+    let tokens = match service::accounts::token_views(&st, &viewer.user, session.as_deref()).await {
         Ok(t) => t,
-        Err(e) => return api_error_page(e),
+        Err(e) => return api_error_page(e.into()),
     };
-    let challenge = match keys::new_challenge(&st, &viewer.user).await {
+    let challenge = match service::keys::new_challenge(&st, &viewer.user).await {
         Ok(c) => c,
-        Err(e) => return api_error_page(e),
+        Err(e) => return api_error_page(e.into()),
     };
     let keys = match st.store.list_ssh_keys(viewer.user.id).await {
         Ok(k) => k,
         Err(e) => return api_error_page(e.into()),
     };
-    let home = crate::api::homes::user_view(&st, &viewer.user).await.home;
+    let home = crate::service::homes::user_view(&st, &viewer.user).await.home;
     let body = html! {
         h1 { "Account" }
         (notice(&n))
@@ -217,14 +216,10 @@ pub async fn change_password(
         new_password: field(&f, "new_password").unwrap_or_default().to_owned(),
     };
     // the session this page was sent with is the one to keep
-    let mut keep = HeaderMap::new();
-    if let Some(v) =
-        auth::session_cookie(&st, &headers).and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
-    {
-        keep.insert(header::AUTHORIZATION, v);
-    }
-    let done = account::change_password(State(st), Caller(viewer.user), keep, ApiJson(req)).await;
-    back("/account", done.map(|_| "password changed; your other sessions and tokens are ended".to_owned()))
+    let keep = auth::session_cookie(&st, &headers).map(|t| auth::token_hash(&t));
+    let done = service::accounts::change_password(&st, &viewer.user, keep.as_deref(), &req).await;
+    let done = done.map(|_| "password changed; your other sessions and tokens are ended".to_owned());
+    back("/account", done.map_err(Into::into))
 }
 
 /// `POST /account/tokens` (`days`): the API's token creation; the secret is shown on this page once.
@@ -242,12 +237,9 @@ pub async fn create_token(
         Some(Ok(d)) => Some(d),
         Some(Err(_)) => return back("/account", Err(ApiError::unprocessable("invalid days: not a whole number"))),
     };
-    let made =
-        account::create_token(State(st.clone()), Caller(viewer.user.clone()), ApiJson(CreateTokenRequest { days }))
-            .await;
-    let t = match made {
-        Ok((_, axum::Json(t))) => t,
-        Err(e) => return back("/account", Err(e)),
+    let t = match service::accounts::create_token(&st, &viewer.user, &CreateTokenRequest { days }).await {
+        Ok(t) => t,
+        Err(e) => return back("/account", Err(e.into())),
     };
     let body = html! {
         h1 { "New API token" }
@@ -269,8 +261,8 @@ pub async fn revoke_token(
     if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
-    let done = account::delete_token(State(st), Caller(viewer.user), Path(id.clone())).await;
-    back("/account", done.map(|_| format!("token {id} revoked")))
+    let done = service::accounts::delete_token(&st, &viewer.user, &id).await;
+    back("/account", done.map(|_| format!("token {id} revoked")).map_err(Into::into))
 }
 
 /// The shell lines that sign `challenge` with the usual private key (the challenge holds only a
@@ -293,13 +285,13 @@ pub async fn add_key(
     if let Some(r) = check_form(&viewer, &headers, &f) {
         return r;
     }
-    let req = keys::AddKeyRequest {
+    let req = service::keys::AddKeyRequest {
         key: field(&f, "key").unwrap_or_default().trim().to_owned(),
         signature: field(&f, "signature").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned),
         nonce: field(&f, "nonce").map(str::trim).map(str::to_owned),
     };
-    let done = keys::add_key(State(st), Caller(viewer.user), ApiJson(req)).await;
-    back("/account", done.map(|_| "key added".to_owned()))
+    let done = service::keys::add(&st, &viewer.user, req).await;
+    back("/account", done.map(|_| "key added".to_owned()).map_err(Into::into))
 }
 
 /// `POST /account/keys/remove` (`fingerprint`).
@@ -313,6 +305,6 @@ pub async fn remove_key(
         return r;
     }
     let fp = field(&f, "fingerprint").unwrap_or_default().to_owned();
-    let done = keys::delete_key(State(st), Caller(viewer.user), Path(fp.clone())).await;
-    back("/account", done.map(|_| format!("key {fp} removed")))
+    let done = service::keys::delete(&st, &viewer.user, &fp).await;
+    back("/account", done.map(|_| format!("key {fp} removed")).map_err(Into::into))
 }

@@ -59,7 +59,7 @@ pub async fn begin(State(st): State<AppState>, Query(q): Query<Next>) -> Respons
     }
     match st.identities.oidc_begin(&local_path(q.next.as_deref())).await {
         Ok(url) => Redirect::to(&url).into_response(),
-        Err(e) => api_error_page(e),
+        Err(e) => api_error_page(crate::service::ServiceError::from(e).into()),
     }
 }
 
@@ -82,14 +82,15 @@ pub async fn callback(State(st): State<AppState>, Query(cb): Query<Callback>) ->
         return page_error(StatusCode::BAD_REQUEST, "the provider's answer lacks code or state");
     };
     let done = async {
-        let (outside, next) = st.identities.oidc_finish(&code, &state).await?;
-        let user = crate::identity::account(&st, &outside).await?;
+        let (outside, next) =
+            st.identities.oidc_finish(&code, &state).await.map_err(crate::service::ServiceError::from)?;
+        let user = crate::service::identity::outside_account(&st, &outside).await?;
         if user.disabled {
             return Err(crate::error::ApiError::forbidden("account is disabled"));
         }
         // a browser sign-in: a session only, no API token
-        let (_, cookie) = crate::api::account::new_session(&st, &user, false).await?;
-        Ok((cookie, next))
+        let s = crate::service::accounts::new_session(&st, &user, false).await?;
+        Ok((crate::auth::session_set_cookie(&st.config, &s.session, s.lasts), next))
     }
     .await;
     match done {
@@ -133,8 +134,9 @@ pub async fn login_form(
     let next = local_path(f.next.as_deref());
     let client = crate::auth::client_ip(addr.ip(), &headers, &st.config.trusted_proxy_nets().unwrap_or_default());
     let done = async {
-        let user = crate::api::account::authenticate(&st, client, &f.username, &f.password).await?;
-        crate::api::account::new_session(&st, &user, false).await.map(|(_, cookie)| cookie)
+        let user = crate::service::accounts::authenticate(&st, client, &f.username, &f.password).await?;
+        let s = crate::service::accounts::new_session(&st, &user, false).await?;
+        Ok::<_, crate::error::ApiError>(crate::auth::session_set_cookie(&st.config, &s.session, s.lasts))
     }
     .await;
     match done {

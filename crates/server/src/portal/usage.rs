@@ -6,9 +6,8 @@
 
 use super::charts::{self, BarChart};
 use super::{Viewer, api_error_page, layout, only_navigation};
-use crate::api::usage::{UsageQuery as ApiUsageQuery, usage};
-use crate::auth::Caller;
-use crate::error::{ApiError, ApiQuery};
+use crate::error::ApiError;
+use crate::service::usage::UsageQuery;
 use crate::state::AppState;
 use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
@@ -79,13 +78,13 @@ pub(super) async fn report(
     (from, to): (DateTime<Utc>, DateTime<Utc>),
     user: Option<&str>,
 ) -> Result<UsageReport, ApiError> {
-    let q = ApiUsageQuery {
+    let q = UsageQuery {
         by: Some(by.to_owned()),
         from: Some(from.to_rfc3339()),
         to: Some(to.to_rfc3339()),
         user: user.map(str::to_owned),
     };
-    Ok(usage(State(st.clone()), Caller(viewer.user.clone()), ApiQuery(q)).await?.0)
+    Ok(crate::service::usage::report(st, &viewer.user, q).await?)
 }
 
 /// One row of the chart's table and CSV: a bucket, a group, a GPU model.

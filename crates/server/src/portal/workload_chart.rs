@@ -7,10 +7,8 @@
 
 use super::charts::{self, Line, Mark, TimeChart};
 use super::{Viewer, api_error_page};
-use crate::api::metrics::{WorkloadMetricsQuery, workload_metrics};
-use crate::auth::Caller;
-use crate::error::ApiQuery;
 use crate::service;
+use crate::service::metrics::WorkloadMetricsQuery;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
@@ -165,11 +163,10 @@ pub async fn section(st: &AppState, viewer: &Viewer, v: &WorkloadView) -> Markup
         step: None,
         owner: (!own).then(|| v.owner.clone()),
     };
-    let history =
-        workload_metrics(State(st.clone()), Caller(viewer.user.clone()), Path(v.name.clone()), ApiQuery(q)).await;
+    let history = service::metrics::workload_history(st, &viewer.user, &v.name, &q).await;
     let body = match history {
         Err(e) => html! { p.error { "No measurements: " (e.detail) } },
-        Ok(h) => render(st, v, &h.0, marks(v)),
+        Ok(h) => render(st, v, &h, marks(v)),
     };
     html! {
         section.charts #charts data-refresh=[live.then_some(refresh)] data-every=[live.then_some(REFRESH_MS)] {

@@ -2,11 +2,10 @@
 //! actions), the confirmation of stop/start/delete, and the change feed the script listens to.
 
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation, page_error};
-use crate::auth::Caller;
 use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
@@ -46,9 +45,9 @@ pub async fn list(State(st): State<AppState>, viewer: Viewer, Query(q): Query<Li
         (None, true) => return page_error(StatusCode::FORBIDDEN, "only admins see everyone's workloads"),
         (None, false) => Some(me.username.clone()),
     };
-    let after = match q.cursor.as_deref().map(crate::api::workloads::listing::decode_cursor).transpose() {
+    let after = match q.cursor.as_deref().map(service::listing::decode_cursor).transpose() {
         Ok(a) => a,
-        Err(e) => return api_error_page(e),
+        Err(e) => return api_error_page(e.into()),
     };
     let query = WorkloadQuery {
         owner: owner.clone(),
@@ -57,7 +56,7 @@ pub async fn list(State(st): State<AppState>, viewer: Viewer, Query(q): Query<Li
         queue: None,
         after,
         limit: PAGE,
-        max_bytes: Some(crate::api::workloads::listing::PAGE_MAX_BYTES),
+        max_bytes: Some(service::listing::PAGE_MAX_BYTES),
     };
     let page = match st.store.list_workloads_page(&query).await {
         Ok(p) => p,
@@ -67,7 +66,7 @@ pub async fn list(State(st): State<AppState>, viewer: Viewer, Query(q): Query<Li
     let views: Vec<WorkloadView> = page.workloads.iter().map(|w| service::view(&st, w)).collect();
     let show_owner = owner.as_deref() != Some(me.username.as_str());
     let next = page.next.as_ref().map(|c| {
-        let mut url = format!("/workloads?cursor={}", crate::api::workloads::listing::encode_cursor(c));
+        let mut url = format!("/workloads?cursor={}", service::listing::encode_cursor(c));
         match (&owner, show_owner) {
             (Some(o), true) => url.push_str(&format!("&owner={o}")),
             (None, _) => url.push_str("&all=true"),
@@ -400,11 +399,21 @@ pub async fn logs(
     State(st): State<AppState>,
     viewer: Viewer,
     Path(name): Path<String>,
-    q: Result<Query<crate::api::workloads::LogsQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<service::logs::LogsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    match crate::api::workloads::workload_logs(State(st), Caller(viewer.user), Path(name), q).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return crate::error::query_error(&e.body_text()).into_response(),
+    };
+    match service::logs::open(&st, &viewer.user, &name, &q).await {
+        Ok(body) => {
+            let mut r = Response::new(axum::body::Body::from_stream(body));
+            let headers = r.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            r
+        }
+        Err(e) => crate::error::ApiError::from(e).into_response(),
     }
 }
 

@@ -226,7 +226,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         ));
     }
     let datasets = resolve_datasets(st, &req.datasets).await?;
-    let teams = crate::teams::resolve(st, caller, &req.teams).await?;
+    let teams = crate::service::teams::resolve(st, caller, &req.teams).await?;
     let now = st.clock.now();
     let w = Workload {
         id,

@@ -3,20 +3,15 @@
 
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::service::listing::{PAGE_MAX_BYTES, decode_cursor, encode_cursor};
 use axum::extract::rejection::QueryRejection;
 use axum::http::HeaderValue;
 use axum::response::Response;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gpuhub_core::api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_store::{WorkloadCursor, WorkloadQuery};
 use serde::Deserialize;
 use utoipa::IntoParams;
-
-/// A page stops growing once its workloads hold about this much text (long commands and environments),
-/// so that a response stays a few MiB whatever `limit` asks for; the cursor carries on.
-pub const PAGE_MAX_BYTES: usize = 4 << 20;
 
 /// Which workloads `GET /api/v1/workloads` lists, and which page of them.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -106,28 +101,6 @@ impl ListQuery {
     }
 }
 
-/// The opaque form of a cursor: `<created_at ms>.<id>` in URL-safe base64.
-pub fn encode_cursor(c: &WorkloadCursor) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}.{}", c.created_at_ms, c.id))
-}
-
-/// Reads a cursor made by [`encode_cursor`]; anything else is a 400 naming `cursor`.
-pub fn decode_cursor(s: &str) -> Result<WorkloadCursor, ApiError> {
-    let bad = || {
-        ApiError::bad_request(
-            "invalid cursor: not one this server made; pass the X-Next-Cursor of the previous page unchanged",
-        )
-    };
-    let bytes = URL_SAFE_NO_PAD.decode(s.trim()).map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let (at, id) = text.split_once('.').ok_or_else(bad)?;
-    let created_at_ms = at.parse::<i64>().map_err(|_| bad())?;
-    if id.is_empty() || id.len() > 128 {
-        return Err(bad());
-    }
-    Ok(WorkloadCursor { created_at_ms, id: id.to_owned() })
-}
-
 /// Points `resp` at the next page: `X-Next-Cursor` and a `Link` with `rel="next"` that repeats the
 /// request's own query (`raw`) with the new cursor.
 pub fn set_next(resp: &mut Response, raw: Option<&str>, next: &WorkloadCursor) {
@@ -150,6 +123,8 @@ pub fn set_next(resp: &mut Response, raw: Option<&str>, next: &WorkloadCursor) {
 mod tests {
     use super::*;
     use axum::http::StatusCode;
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
     #[test]
     fn cursors_round_trip_and_refuse_garbage() {
@@ -160,7 +135,7 @@ mod tests {
         let neg = WorkloadCursor { created_at_ms: -5, id: "x.y".into() };
         assert_eq!(decode_cursor(&encode_cursor(&neg)).unwrap(), neg);
         for bad in ["", "!!", "bm9kb3Q", &URL_SAFE_NO_PAD.encode("12."), &URL_SAFE_NO_PAD.encode("x.id")] {
-            let e = decode_cursor(bad).unwrap_err();
+            let e = ApiError::from(decode_cursor(bad).unwrap_err());
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
             assert!(e.detail.starts_with("invalid cursor"), "{bad}: {}", e.detail);
         }

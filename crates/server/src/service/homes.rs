@@ -1,7 +1,7 @@
-//! Homes in the account API: usage shown with the account, quotas changed by admins, homes released
+//! Homes of accounts: usage shown with the account, quotas changed by admins, homes released
 //! when an account is deleted.
 
-use crate::error::ApiError;
+use super::ServiceError;
 use crate::state::AppState;
 use gpuhub_core::api::{HomeView, UserView};
 use gpuhub_core::quantity::Bytes;
@@ -11,7 +11,7 @@ use gpuhub_homes::HomeError;
 use gpuhub_store::WorkloadFilter;
 
 /// `u` as the API shows it, with how full their home is (left out when it cannot be read).
-pub(crate) async fn user_view(st: &AppState, u: &User) -> UserView {
+pub async fn user_view(st: &AppState, u: &User) -> UserView {
     let mut v = UserView::from(u);
     match st.homes.usage(&u.username).await {
         Ok(h) => v.home = h.map(|h| HomeView { used_bytes: h.used, quota_bytes: h.quota }),
@@ -26,7 +26,7 @@ fn in_force(st: &AppState, user: &User, own: Option<u64>) -> Option<u64> {
 }
 
 /// Whether `owner` has work starting or running (a loop-mounted home then cannot shrink).
-async fn busy(st: &AppState, owner: &str) -> Result<bool, ApiError> {
+async fn busy(st: &AppState, owner: &str) -> Result<bool, ServiceError> {
     let f = WorkloadFilter {
         owner: Some(owner.to_owned()),
         states: Some(vec![WorkloadState::Starting, WorkloadState::Running]),
@@ -34,13 +34,13 @@ async fn busy(st: &AppState, owner: &str) -> Result<bool, ApiError> {
     Ok(!st.store.list_workloads(&f).await?.is_empty())
 }
 
-/// The checked quota `text` asks for `user`: what the store keeps (`None`: the default), refused with
-/// a 422 naming `home_quota` when it is malformed, too small or cannot be enforced here, and with a 409
-/// when the home already holds more.
-pub(crate) async fn check_quota(st: &AppState, user: &User, text: &str) -> Result<Option<u64>, ApiError> {
+/// The checked quota `text` asks for `user`: what the store keeps (`None`: the default), refused as
+/// [`Kind::Invalid`](super::Kind::Invalid) naming `home_quota` when it is malformed, too small or cannot
+/// be enforced here, and as [`Kind::Conflict`](super::Kind::Conflict) when the home already holds more.
+pub async fn check_quota(st: &AppState, user: &User, text: &str) -> Result<Option<u64>, ServiceError> {
     let own = gpuhub_core::user::parse_home_quota(text)?;
     let Some(q) = in_force(st, user, own) else { return Ok(own) };
-    let invalid = |reason: String| ApiError::unprocessable(format!("invalid home_quota: {reason}")).at("home_quota");
+    let invalid = |reason: String| ServiceError::invalid_at("home_quota", format!("invalid home_quota: {reason}"));
     if !st.homes.enforces_quotas() {
         return Err(invalid("this server enforces no home quotas (home_backend = \"dir\")".into()));
     }
@@ -50,7 +50,7 @@ pub(crate) async fn check_quota(st: &AppState, user: &User, text: &str) -> Resul
     if let Ok(Some(h)) = st.homes.usage(&user.username).await
         && h.used > q
     {
-        return Err(ApiError::conflict(format!(
+        return Err(ServiceError::conflict(format!(
             "home_quota: the home of {} holds {}, more than the quota of {} asked for",
             user.username,
             Bytes(h.used),
@@ -64,7 +64,7 @@ pub(crate) async fn check_quota(st: &AppState, user: &User, text: &str) -> Resul
 /// Stores `user`'s new quota and applies it to their home now when it exists. A loop-mounted home that
 /// must be unmounted to change size while its owner's work runs gets it at their next start with
 /// nothing else running.
-pub(crate) async fn set_quota(st: &AppState, user: &User, own: Option<u64>) -> Result<(), ApiError> {
+pub async fn set_quota(st: &AppState, user: &User, own: Option<u64>) -> Result<(), ServiceError> {
     st.store.set_home_quota(&user.username, own).await?;
     if st.homes.usage(&user.username).await.ok().flatten().is_none() {
         return Ok(());
@@ -73,28 +73,30 @@ pub(crate) async fn set_quota(st: &AppState, user: &User, own: Option<u64>) -> R
     let busy = busy(st, &user.username).await?;
     match st.homes.ensure(&user.username, user.uid, quota, busy).await {
         Ok(_) | Err(HomeError::Busy { .. }) => Ok(()),
-        Err(e @ HomeError::BelowUsage { .. }) => Err(ApiError::conflict(format!("home_quota: {e}")).at("home_quota")),
-        Err(e) => Err(ApiError::internal(e)),
+        Err(e @ HomeError::BelowUsage { .. }) => {
+            Err(ServiceError::conflict(format!("home_quota: {e}")).at("home_quota"))
+        }
+        Err(e) => Err(ServiceError::internal(e)),
     }
 }
 
 /// Detaches `name`'s home and moves it into `<data_dir>/archive/` (`archive`) or deletes it.
-pub(crate) async fn dispose(st: &AppState, name: &str, archive: bool) -> Result<(), ApiError> {
-    let paths = st.homes.release(name).await.map_err(ApiError::internal)?;
+pub async fn dispose(st: &AppState, name: &str, archive: bool) -> Result<(), ServiceError> {
+    let paths = st.homes.release(name).await.map_err(ServiceError::internal)?;
     let at = st.clock.now().timestamp_millis();
     for p in paths {
         if !archive {
             let gone = if p.is_dir() { tokio::fs::remove_dir_all(&p).await } else { tokio::fs::remove_file(&p).await };
-            gone.map_err(ApiError::internal)?;
+            gone.map_err(ServiceError::internal)?;
             continue;
         }
         let dir = st.data_dir.join("archive");
-        tokio::fs::create_dir_all(&dir).await.map_err(ApiError::internal)?;
+        tokio::fs::create_dir_all(&dir).await.map_err(ServiceError::internal)?;
         // the directory, and beside it the image that holds its files where there is one
         let ext =
             p.extension().filter(|_| p.is_file()).map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
         let to = dir.join(format!("home-{name}-{at}{ext}"));
-        tokio::fs::rename(&p, &to).await.map_err(ApiError::internal)?;
+        tokio::fs::rename(&p, &to).await.map_err(ServiceError::internal)?;
     }
     Ok(())
 }

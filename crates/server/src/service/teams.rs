@@ -2,7 +2,7 @@
 //! its group the queue's, mode 2770: members' files keep the group), made when the queue gets one and
 //! again before work mounts it; and the checks a workload's `teams` must pass.
 
-use crate::service::ServiceError;
+use super::ServiceError;
 use crate::state::AppState;
 use gpuhub_core::queue::QueueDef;
 use gpuhub_core::team::TeamMount;
@@ -33,24 +33,24 @@ pub fn ensure_folder(path: &Path, gid: u32) -> std::io::Result<()> {
 
 /// Claims `q`'s `team_gid` for it: refused when another queue's folder has that group (its members would
 /// share that folder) or it is an account's own group; otherwise its folder is made.
-pub async fn claim_gid(st: &AppState, q: &QueueDef) -> Result<(), crate::error::ApiError> {
+pub async fn claim_gid(st: &AppState, q: &QueueDef) -> Result<(), ServiceError> {
     let Some(gid) = q.team_gid else { return Ok(()) };
     let queues = st.store.list_queues().await?;
     if let Some(other) = queues.iter().find(|o| o.name != q.name && o.team_gid == Some(gid)) {
-        return Err(crate::error::ApiError::conflict(format!(
+        return Err(ServiceError::conflict(format!(
             "invalid team_gid: {gid} is the team group of queue {}",
             other.name
         ))
         .at("team_gid"));
     }
     if let Some(user) = st.store.user_with_gid(gid).await? {
-        return Err(crate::error::ApiError::conflict(format!(
+        return Err(ServiceError::conflict(format!(
             "invalid team_gid: {gid} is the group of account {user}: a team group must be no account's own \
              (its folder would open to all of that account's work)"
         ))
         .at("team_gid"));
     }
-    ensure_folder(&folder(st, &q.name), gid).map_err(crate::error::ApiError::internal)
+    ensure_folder(&folder(st, &q.name), gid).map_err(ServiceError::internal)
 }
 
 /// The team folders `names` asks for on behalf of `caller`: each a queue with a team folder whose
@@ -88,8 +88,7 @@ pub async fn resolve(st: &AppState, caller: &User, names: &[String]) -> Result<V
             return refuse(format!("{} is not a member of team {n} (your teams: {yours})", caller.username));
         }
         let path = folder(st, n);
-        ensure_folder(&path, gid)
-            .map_err(|e| ServiceError::new(crate::service::Kind::Internal, format!("team folder {n}: {e}")))?;
+        ensure_folder(&path, gid).map_err(|e| ServiceError::internal(format!("team folder {n}: {e}")))?;
         out.push(TeamMount { queue: n.clone(), path: path.display().to_string(), gid });
     }
     Ok(out)

@@ -2,7 +2,7 @@
 //! app's output into `<data>/logs/<id>.<app>.log` (cut at `log_max_bytes`); this serves that file with
 //! the same `tail`, `limit_bytes` and `follow` as the main log.
 
-use crate::error::ApiError;
+use crate::service::ServiceError;
 use crate::state::AppState;
 use bytes::Bytes;
 use futures::Stream;
@@ -16,15 +16,15 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 /// grows).
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
-/// The file of `app`'s output, or a 404 naming the apps `w` has.
-pub fn path(st: &AppState, w: &Workload, app: &str) -> Result<PathBuf, ApiError> {
+/// The file of `app`'s output, or [`Kind::NotFound`](crate::service::Kind::NotFound) naming the apps `w` has.
+pub fn path(st: &AppState, w: &Workload, app: &str) -> Result<PathBuf, ServiceError> {
     let Some(a) = w.apps.iter().find(|a| a.name == app) else {
         let names: Vec<&str> = w.apps.iter().map(|a| a.name.as_str()).collect();
         let known = if names.is_empty() { "it has none".to_owned() } else { format!("apps: {}", names.join(", ")) };
-        return Err(ApiError::not_found(format!("workload {} has no app named {app:?} ({known})", w.name)));
+        return Err(ServiceError::not_found(format!("workload {} has no app named {app:?} ({known})", w.name)));
     };
     if a.command.is_empty() {
-        return Err(ApiError::not_found(format!(
+        return Err(ServiceError::not_found(format!(
             "app {app} of {} has no start command of gpuhub's, so gpuhub holds no output of it",
             w.name
         )));
@@ -41,18 +41,18 @@ pub async fn stream(
     tail: Option<u64>,
     limit: u64,
     follow: bool,
-) -> Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static, ApiError> {
+) -> Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static, ServiceError> {
     let path = path(st, w, app)?;
     let start = match tokio::fs::File::open(&path).await {
         Ok(mut f) => {
-            let len = f.metadata().await.map_err(ApiError::internal)?.len();
+            let len = f.metadata().await.map_err(ServiceError::internal)?.len();
             match tail {
-                Some(n) => logfile::tail_offset(&mut f, len, n).await.map_err(ApiError::internal)?,
+                Some(n) => logfile::tail_offset(&mut f, len, n).await.map_err(ServiceError::internal)?,
                 None => 0,
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(ApiError::internal(e)),
+        Err(e) => return Err(ServiceError::internal(e)),
     };
     let (store, id) = (st.store.clone(), w.id.clone());
     // state: where to read next, what may still be sent, whether to look again once at the end
