@@ -42,7 +42,8 @@ async fn at_start_lost_runs_and_runs_without_a_workload_are_set_right() -> Resul
     let hub = site.start().await?;
     let lost = hub.until_state("w1", WorkloadState::Lost).await?;
     assert_eq!(lost.message.as_deref(), Some("its run disappeared from the engine"));
-    assert!(lost.gpus.is_empty() || lost.finished_at.is_some(), "{lost:?}");
+    assert_eq!(lost.finished_at, Some(site.clock.now()), "ended at the clock's time");
+    assert!(matches!(lost.interruption, Some(gpuhub_core::stop::StopReason::EngineFailure { .. })), "{lost:?}");
     // the ghost's run is removed, the ended workload's is stopped
     let mut seen = BTreeSet::new();
     while seen.len() < 2 {
