@@ -17,11 +17,7 @@ pub const SECURE_SESSION_COOKIE: &str = "__Host-gpuhub_session";
 
 /// The session cookie's name under `config`.
 pub fn session_cookie_name(config: &crate::config::Config) -> &'static str {
-    if config.secure_cookies {
-        SECURE_SESSION_COOKIE
-    } else {
-        SESSION_COOKIE
-    }
+    if config.secure_cookies { SECURE_SESSION_COOKIE } else { SESSION_COOKIE }
 }
 
 /// The `Set-Cookie` that clears the session cookie.
@@ -34,28 +30,19 @@ pub fn clear_session_cookie(config: &crate::config::Config) -> header::HeaderVal
 }
 
 /// The `Set-Cookie` of a new browser session `session` that lasts `lasts`.
-pub fn session_set_cookie(
-    config: &crate::config::Config,
-    session: &str,
-    lasts: chrono::Duration,
-) -> String {
+pub fn session_set_cookie(config: &crate::config::Config, session: &str, lasts: chrono::Duration) -> String {
     format!(
         "{}={session}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{}",
         session_cookie_name(config),
         lasts.num_seconds(),
-        if config.secure_cookies {
-            "; Secure"
-        } else {
-            ""
-        }
+        if config.secure_cookies { "; Secure" } else { "" }
     )
 }
 
 // the credentials themselves (passwords, tokens) are the service layer's; the HTTP side reads them here
 pub use crate::service::credentials::{
-    API_TOKEN_PREFIX, SESSION_TOKEN_PREFIX, check_password, hash_password, hash_password_bounded,
-    needs_rehash, new_token, random_password, token_hash, token_id, verify_password,
-    verify_password_bounded,
+    API_TOKEN_PREFIX, SESSION_TOKEN_PREFIX, check_password, hash_password, hash_password_bounded, needs_rehash,
+    new_token, random_password, token_hash, token_id, verify_password, verify_password_bounded,
 };
 
 /// An address or a CIDR block (`10.0.0.0/8`, `::1`), for `trusted_proxies` and the `/metrics`
@@ -72,15 +59,11 @@ impl std::str::FromStr for IpNet {
             Some((a, p)) => (a.trim(), Some(p.trim())),
             None => (s.trim(), None),
         };
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("{s:?} is not an IP address or CIDR block"))?;
+        let addr: IpAddr = a.parse().map_err(|_| format!("{s:?} is not an IP address or CIDR block"))?;
         let net = match p {
             None => ipnet::IpNet::from(addr),
             Some(p) => {
-                let prefix = p
-                    .parse::<u8>()
-                    .map_err(|_| format!("{s:?}: bad prefix length"))?;
+                let prefix = p.parse::<u8>().map_err(|_| format!("{s:?}: bad prefix length"))?;
                 ipnet::IpNet::new(addr, prefix).map_err(|_| format!("{s:?}: bad prefix length"))?
             }
         };
@@ -114,12 +97,7 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
         .flat_map(|v| v.split(','))
         .filter_map(|h| h.trim().parse().ok())
         .collect();
-    hops.iter()
-        .rev()
-        .copied()
-        .find(|ip| !is_trusted(*ip))
-        .or_else(|| hops.first().copied())
-        .unwrap_or(peer)
+    hops.iter().rev().copied().find(|ip| !is_trusted(*ip)).or_else(|| hops.first().copied()).unwrap_or(peer)
 }
 
 pub use crate::state::limiter::{LoginLimiter, MAX_LOGIN_DELAY};
@@ -135,9 +113,7 @@ pub struct Caller(pub User);
 /// The bearer token of a request, if any.
 pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    v.strip_prefix("Bearer ")
-        .or_else(|| v.strip_prefix("bearer "))
-        .map(|t| t.trim().to_owned())
+    v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")).map(|t| t.trim().to_owned())
 }
 
 /// The token of a browser page request: the bearer header, else the session cookie.
@@ -178,13 +154,8 @@ pub async fn one_session_cookie(
             "more than one session cookie: another site may have set one; the cookie is cleared, log in again",
         )
         .into_response();
-        resp.headers_mut()
-            .insert(header::SET_COOKIE, clear_session_cookie(&st.config));
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or_default();
+        resp.headers_mut().insert(header::SET_COOKIE, clear_session_cookie(&st.config));
+        let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
         for clear in foreign_clears(session_cookie_name(&st.config), host, req.uri().path()) {
             if let Ok(v) = header::HeaderValue::from_str(&clear) {
                 resp.headers_mut().append(header::SET_COOKIE, v);
@@ -211,24 +182,13 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 /// host (`host[:port]`, a name, not an address) and each of its parent domains, for each prefix of
 /// `path` (with and without its trailing slash), at most 8 segments deep.
 fn foreign_clears(name: &str, host: &str, path: &str) -> Vec<String> {
-    let host = host.rsplit_once(':').map_or(host, |(h, p)| {
-        if p.bytes().all(|b| b.is_ascii_digit()) {
-            h
-        } else {
-            host
-        }
-    });
-    if host.is_empty()
-        || host.parse::<IpAddr>().is_ok()
-        || host.starts_with('[')
-        || name.starts_with("__Host-")
-    {
+    let host =
+        host.rsplit_once(':').map_or(host, |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { host });
+    if host.is_empty() || host.parse::<IpAddr>().is_ok() || host.starts_with('[') || name.starts_with("__Host-") {
         return Vec::new();
     }
     let labels: Vec<&str> = host.split('.').collect();
-    let domains: Vec<String> = (0..labels.len().saturating_sub(1))
-        .map(|i| labels[i..].join("."))
-        .collect();
+    let domains: Vec<String> = (0..labels.len().saturating_sub(1)).map(|i| labels[i..].join(".")).collect();
     let mut paths = vec!["/".to_owned()];
     let mut at = String::new();
     for seg in path.split('/').filter(|s| !s.is_empty()).take(8) {
@@ -249,16 +209,11 @@ fn foreign_clears(name: &str, host: &str, path: &str) -> Vec<String> {
 
 /// Resolves a token to its enabled user.
 pub async fn user_for_token(state: &AppState, token: &str) -> Result<User, ApiError> {
-    let found = state
-        .store
-        .token_user(&token_hash(token), state.clock.now())
-        .await?;
+    let found = state.store.token_user(&token_hash(token), state.clock.now()).await?;
     match found {
         Some((user, _)) if !user.disabled => Ok(user),
         Some(_) => Err(ApiError::forbidden("account is disabled")),
-        None => Err(ApiError::unauthorized(
-            "invalid or expired token; log in again",
-        )),
+        None => Err(ApiError::unauthorized("invalid or expired token; log in again")),
     }
 }
 
@@ -266,9 +221,8 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(&parts.headers).ok_or_else(|| {
-            ApiError::unauthorized("authentication required: send Authorization: Bearer <token>")
-        })?;
+        let token = bearer_token(&parts.headers)
+            .ok_or_else(|| ApiError::unauthorized("authentication required: send Authorization: Bearer <token>"))?;
         user_for_token(state, &token).await.map(Caller)
     }
 }
@@ -276,11 +230,7 @@ impl FromRequestParts<AppState> for Caller {
 impl Caller {
     /// Refuses non-admins with 403.
     pub fn require_admin(&self) -> Result<(), ApiError> {
-        if self.0.is_admin() {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden("this needs an admin account"))
-        }
+        if self.0.is_admin() { Ok(()) } else { Err(ApiError::forbidden("this needs an admin account")) }
     }
 }
 
@@ -290,11 +240,7 @@ mod tests {
 
     #[test]
     fn foreign_session_cookies_are_cleared_on_every_parent_domain_and_path_prefix() {
-        let c = foreign_clears(
-            "gpuhub_session",
-            "hub.example.org:8080",
-            "/terminal/alice/nb/",
-        );
+        let c = foreign_clears("gpuhub_session", "hub.example.org:8080", "/terminal/alice/nb/");
         for want in [
             "gpuhub_session=; Domain=example.org; Path=/terminal; Max-Age=0",
             "gpuhub_session=; Domain=hub.example.org; Path=/terminal/alice/nb/; Max-Age=0",
@@ -314,68 +260,34 @@ mod tests {
     fn forwarded_for_is_believed_only_from_trusted_proxies() {
         let trusted: Vec<IpNet> = vec!["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()];
         let mut h = HeaderMap::new();
-        h.insert(
-            "x-forwarded-for",
-            "1.1.1.1, 203.0.113.9, 10.1.2.3".parse().unwrap(),
-        );
+        h.insert("x-forwarded-for", "1.1.1.1, 203.0.113.9, 10.1.2.3".parse().unwrap());
         let proxy: IpAddr = "127.0.0.1".parse().unwrap();
         let stranger: IpAddr = "198.51.100.1".parse().unwrap();
-        assert_eq!(
-            client_ip(proxy, &h, &trusted),
-            "203.0.113.9".parse::<IpAddr>().unwrap()
-        );
+        assert_eq!(client_ip(proxy, &h, &trusted), "203.0.113.9".parse::<IpAddr>().unwrap());
         assert_eq!(client_ip(stranger, &h, &trusted), stranger);
         assert_eq!(client_ip(proxy, &HeaderMap::new(), &trusted), proxy);
         assert_eq!(client_ip(proxy, &h, &[]), proxy);
         let v6: IpNet = "::ffff:127.0.0.1".parse().unwrap();
-        assert!(
-            !v6.contains("127.0.0.2".parse().unwrap()) || v6.contains("127.0.0.1".parse().unwrap())
-        );
-        assert!(
-            "127.0.0.0/8"
-                .parse::<IpNet>()
-                .unwrap()
-                .contains("::ffff:127.0.0.5".parse().unwrap())
-        );
-        assert!(
-            "0.0.0.0/0"
-                .parse::<IpNet>()
-                .unwrap()
-                .contains("8.8.8.8".parse().unwrap())
-        );
+        assert!(!v6.contains("127.0.0.2".parse().unwrap()) || v6.contains("127.0.0.1".parse().unwrap()));
+        assert!("127.0.0.0/8".parse::<IpNet>().unwrap().contains("::ffff:127.0.0.5".parse().unwrap()));
+        assert!("0.0.0.0/0".parse::<IpNet>().unwrap().contains("8.8.8.8".parse().unwrap()));
         assert!("10.0.0.0/33".parse::<IpNet>().is_err() && "x".parse::<IpNet>().is_err());
         // a block given with host bits set is the block (ipnet keeps the address, contains masks it)
         let odd: IpNet = " 10.1.2.3/8 ".parse().unwrap();
-        assert!(
-            odd.contains("10.200.0.1".parse().unwrap())
-                && !odd.contains("11.0.0.1".parse().unwrap())
-        );
+        assert!(odd.contains("10.200.0.1".parse().unwrap()) && !odd.contains("11.0.0.1".parse().unwrap()));
         let v6: IpNet = "fd00::/8".parse().unwrap();
-        assert!(
-            v6.contains("fd12::1".parse().unwrap()) && !v6.contains("10.0.0.1".parse().unwrap())
-        );
+        assert!(v6.contains("fd12::1".parse().unwrap()) && !v6.contains("10.0.0.1".parse().unwrap()));
         assert!("::1/129".parse::<IpNet>().is_err() && "10.0.0.0/x".parse::<IpNet>().is_err());
     }
 
     #[test]
     fn cookies_are_read_by_name_from_every_cookie_header() {
         let mut h = HeaderMap::new();
-        h.append(
-            header::COOKIE,
-            "a=1; gpuhub_session=s1;junk;; c=x=y".parse().unwrap(),
-        );
+        h.append(header::COOKIE, "a=1; gpuhub_session=s1;junk;; c=x=y".parse().unwrap());
         h.append(header::COOKIE, "gpuhub_session=s2".parse().unwrap());
         assert_eq!(cookie(&h, "a").as_deref(), Some("1"));
-        assert_eq!(
-            cookie(&h, "c").as_deref(),
-            Some("x=y"),
-            "a value may hold '='"
-        );
-        assert_eq!(
-            cookie(&h, "gpuhub_session").as_deref(),
-            Some("s1"),
-            "the first one sent"
-        );
+        assert_eq!(cookie(&h, "c").as_deref(), Some("x=y"), "a value may hold '='");
+        assert_eq!(cookie(&h, "gpuhub_session").as_deref(), Some("s1"), "the first one sent");
         assert_eq!(cookie_count(&h, "gpuhub_session"), 2);
         assert_eq!((cookie(&h, "junk"), cookie(&h, "gpuhub")), (None, None));
         assert_eq!(cookie_count(&h, "missing"), 0);
