@@ -19,7 +19,7 @@ mod events;
 mod exec;
 mod firewall;
 mod info;
-mod network;
+pub mod network;
 
 use bollard::Docker;
 use bollard::container::{
@@ -46,6 +46,8 @@ pub struct DockerRuntime {
     network_lock: Arc<tokio::sync::Mutex<()>>,
     /// Whether gpuhub's bridges are kept off the host's own services (see `firewall`).
     isolate_host: bool,
+    /// Where user networks' subnets come from (`None`: the engine's default address pools).
+    network_pool: Option<network::NetworkPool>,
 }
 
 impl DockerRuntime {
@@ -62,7 +64,13 @@ impl DockerRuntime {
         if let Some(path) = std::env::var("DOCKER_HOST").ok().as_deref().and_then(|h| h.strip_prefix("unix://")) {
             protected.push(PathBuf::from(path));
         }
-        Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default(), isolate_host: true })
+        Ok(Self {
+            docker,
+            protected: Arc::new(protected),
+            network_lock: Arc::default(),
+            isolate_host: true,
+            network_pool: None,
+        })
     }
 
     /// Connects to the engine listening on the unix socket `socket` (another engine than the default
@@ -76,7 +84,13 @@ impl DockerRuntime {
             .await
             .map_err(|e| EngineError::Engine(format!("cannot reach the docker engine at {path}: {e}")))?;
         let protected = vec![socket.to_path_buf()];
-        Ok(Self { docker, protected: Arc::new(protected), network_lock: Arc::default(), isolate_host: true })
+        Ok(Self {
+            docker,
+            protected: Arc::new(protected),
+            network_lock: Arc::default(),
+            isolate_host: true,
+            network_pool: None,
+        })
     }
 
     /// Whether containers on gpuhub's networks may reach the host's own services (by default they may
@@ -84,6 +98,12 @@ impl DockerRuntime {
     /// aside, and the link-local range). `false` makes no rules (hosts without iptables).
     pub fn with_host_isolation(mut self, on: bool) -> Self {
         self.isolate_host = on;
+        self
+    }
+
+    /// Carves each user's network from `pool` rather than from the engine's default address pools.
+    pub fn with_network_pool(mut self, pool: Option<network::NetworkPool>) -> Self {
+        self.network_pool = pool;
         self
     }
 

@@ -1,10 +1,59 @@
 //! Per-user bridge networks.
 
 use crate::{DockerRuntime, config, error};
-use bollard::models::Network;
-use bollard::network::{CreateNetworkOptions, InspectNetworkOptions};
+use bollard::models::{Ipam, IpamConfig, Network};
+use bollard::network::{CreateNetworkOptions, InspectNetworkOptions, ListNetworksOptions};
 use gpuhub_driver::{EngineError, LABEL_OWNER};
+use ipnet::{IpNet, Ipv4Net};
 use std::collections::{BTreeMap, HashMap};
+
+/// Where user networks' subnets come from when the admin names a pool (`network_pool`): each network
+/// gets the first `prefix`-long block of the pool that no network of the engine overlaps, so users are
+/// not limited by Docker's default address pools (about 30 bridges of /16 or /20 each), and a deleted
+/// user's block is used again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetworkPool {
+    pool: Ipv4Net,
+    prefix: u8,
+}
+
+impl NetworkPool {
+    /// Blocks of `/prefix` carved from `pool`; `prefix` must lie between the pool's own length and 29
+    /// (a /30 leaves two addresses: the gateway and one container).
+    pub fn new(pool: Ipv4Net, prefix: u8) -> Result<Self, EngineError> {
+        if prefix < pool.prefix_len() || prefix > 29 {
+            return Err(EngineError::Rejected(format!(
+                "network_prefix {prefix} does not fit network_pool {pool}: it must be between {} and 29",
+                pool.prefix_len()
+            )));
+        }
+        Ok(Self { pool: pool.trunc(), prefix })
+    }
+
+    /// The first block of the pool that overlaps none of `used`.
+    pub fn free_block(&self, used: &[IpNet]) -> Option<Ipv4Net> {
+        let overlaps = |b: &Ipv4Net, u: &IpNet| match u {
+            IpNet::V4(u) => b.contains(&u.network()) || u.contains(&b.network()),
+            IpNet::V6(_) => false,
+        };
+        self.pool.subnets(self.prefix).ok()?.find(|b| !used.iter().any(|u| overlaps(b, u)))
+    }
+}
+
+impl std::fmt::Display for NetworkPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "/{} blocks of {}", self.prefix, self.pool)
+    }
+}
+
+/// The subnets the engine's networks hold.
+fn subnets(nets: &[Network]) -> Vec<IpNet> {
+    nets.iter()
+        .filter_map(|n| n.ipam.as_ref()?.config.as_ref())
+        .flatten()
+        .filter_map(|c| c.subnet.as_deref()?.parse().ok())
+        .collect()
+}
 
 /// The create request for a user's network: its own bridge (Docker's isolation rules drop traffic
 /// between bridges, while containers on the same bridge reach each other), labelled with its owner and
@@ -20,6 +69,22 @@ pub(crate) fn create_options(name: &str, labels: &BTreeMap<String, String>) -> C
         options: HashMap::from([("com.docker.network.bridge.name".to_owned(), crate::firewall::bridge_name(name))]),
         ..Default::default()
     }
+}
+
+/// [`create_options`] with the subnet `block`.
+fn create_options_in(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    block: Option<Ipv4Net>,
+) -> CreateNetworkOptions<String> {
+    let mut options = create_options(name, labels);
+    if let Some(block) = block {
+        options.ipam = Ipam {
+            config: Some(vec![IpamConfig { subnet: Some(block.to_string()), ..Default::default() }]),
+            ..Default::default()
+        };
+    }
+    options
 }
 
 /// Whether an existing network is one gpuhub made for these labels: a bridge of that exact name with the
@@ -122,8 +187,8 @@ impl DockerRuntime {
             check_existing(name, &net, labels)?;
             return self.isolate(name, &net).await;
         }
-        match self.docker.create_network(create_options(name, labels)).await {
-            Ok(_) => match self.find_network(name).await? {
+        match self.create_network(name, labels).await? {
+            Ok(()) => match self.find_network(name).await? {
                 Some(net) => {
                     if self.isolate_host {
                         crate::firewall::sweep().await;
@@ -137,6 +202,37 @@ impl DockerRuntime {
                 None => Err(error::map(e, name)),
             },
             Err(e) => Err(pool_exhausted(&e).unwrap_or_else(|| error::map(e, name))),
+        }
+    }
+
+    /// Creates the network: in the first free block of the admin's pool where there is one (again in
+    /// the next, a few times, when another process took that block meanwhile), else wherever the
+    /// engine's own pools say. The outer error is gpuhub's refusal (the pool is full), the inner the
+    /// engine's answer.
+    async fn create_network(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Result<(), bollard::errors::Error>, EngineError> {
+        let Some(pool) = self.network_pool else {
+            return Ok(self.docker.create_network(create_options_in(name, labels, None)).await.map(drop));
+        };
+        let mut tries = 0;
+        loop {
+            let nets = match self.docker.list_networks(None::<ListNetworksOptions<String>>).await {
+                Ok(nets) => nets,
+                Err(e) => return Ok(Err(e)),
+            };
+            let block = pool.free_block(&subnets(&nets)).ok_or_else(|| {
+                EngineError::Rejected(format!(
+                    "the network pool ({pool}) has no free block for another user network: widen network_pool, \
+                     lengthen network_prefix, or remove unused gpuhub networks"
+                ))
+            })?;
+            match self.docker.create_network(create_options_in(name, labels, Some(block))).await {
+                Err(e) if tries < 3 && e.to_string().contains("overlaps") => tries += 1,
+                r => return Ok(r.map(drop)),
+            }
         }
     }
 }
@@ -157,6 +253,40 @@ mod tests {
         assert!(!o.internal);
         assert_eq!(o.options.len(), 1, "inter-container traffic stays Docker's default (allowed): {:?}", o.options);
         assert!(o.options["com.docker.network.bridge.name"].starts_with("gh-"));
+    }
+
+    /// Security review N11: one user network a Docker address pool ran out at about 30 users; carved from
+    /// the admin's pool, a /16 holds 1,024 networks of /26, and a freed block is used again.
+    #[test]
+    fn user_networks_are_carved_from_the_pool() {
+        let pool = NetworkPool::new("10.200.0.0/16".parse().unwrap(), 26).unwrap();
+        let net = |s: &str| -> IpNet { s.parse().unwrap() };
+        assert_eq!(pool.free_block(&[]).unwrap().to_string(), "10.200.0.0/26");
+        let used = [net("10.200.0.0/26"), net("10.200.0.64/26"), net("172.17.0.0/16"), net("fd00::/64")];
+        assert_eq!(pool.free_block(&used).unwrap().to_string(), "10.200.0.128/26");
+        // a freed block is taken first; a larger network overlapping the pool's start is stepped over
+        assert_eq!(pool.free_block(&[net("10.200.0.64/26")]).unwrap().to_string(), "10.200.0.0/26");
+        assert_eq!(pool.free_block(&[net("10.200.0.0/24")]).unwrap().to_string(), "10.200.1.0/26");
+        assert_eq!(pool.free_block(&[net("10.0.0.0/8")]), None, "a network over the whole pool");
+        assert_eq!(pool.pool.subnets(26).unwrap().count(), 1024);
+        // full: every block taken
+        let small = NetworkPool::new("10.9.0.0/28".parse().unwrap(), 29).unwrap();
+        assert_eq!(small.free_block(&[net("10.9.0.0/29"), net("10.9.0.8/29")]), None);
+        // the prefix must fit the pool and leave room for containers
+        assert!(NetworkPool::new("10.9.0.0/16".parse().unwrap(), 15).is_err());
+        assert!(NetworkPool::new("10.9.0.0/16".parse().unwrap(), 30).is_err());
+        assert_eq!(NetworkPool::new("10.9.3.7/16".parse().unwrap(), 24).unwrap().pool.to_string(), "10.9.0.0/16");
+        // the engine's networks' subnets, whatever else they hold
+        let nets: Vec<Network> = serde_json::from_value(serde_json::json!([
+            {"Name": "a", "IPAM": {"Config": [{"Subnet": "10.200.0.0/26", "Gateway": "10.200.0.1"}]}},
+            {"Name": "host", "IPAM": {"Config": []}},
+            {"Name": "b", "IPAM": {"Config": [{"Subnet": "not a subnet"}]}}
+        ]))
+        .unwrap();
+        assert_eq!(subnets(&nets), [net("10.200.0.0/26")]);
+        let o = create_options_in("n", &BTreeMap::new(), Some("10.200.0.64/26".parse().unwrap()));
+        assert_eq!(o.ipam.config.unwrap()[0].subnet.as_deref(), Some("10.200.0.64/26"));
+        assert!(create_options_in("n", &BTreeMap::new(), None).ipam.config.is_none());
     }
 
     #[test]

@@ -170,7 +170,13 @@ async fn docker_engine(config: &Config) -> anyhow::Result<gpuhub_docker::DockerE
     let runtime = gpuhub_docker::DockerRuntime::connect()
         .await
         .context("container engine")?
-        .with_host_isolation(config.isolate_host);
+        .with_host_isolation(config.isolate_host)
+        .with_network_pool(
+            config
+                .network_block()?
+                .map(|(pool, prefix)| gpuhub_docker::network::NetworkPool::new(pool, prefix))
+                .transpose()?,
+        );
     tracing::info!(api = %runtime.api_version(), "docker engine");
     match runtime.live_restore().await {
         Ok(true) => tracing::info!("docker engine: live restore enabled"),

@@ -259,6 +259,13 @@ pub struct Config {
     /// Keep containers off the host's own services (the API, the SSH gateway, databases) and the
     /// link-local range, with `iptables` rules per user bridge; `false` on hosts without iptables.
     pub isolate_host: bool,
+    /// Where users' bridge networks get their subnets (Docker engine): an IPv4 pool such as
+    /// `10.200.0.0/16`, carved into blocks of `network_prefix`, a deleted user's block used again. Unset:
+    /// Docker's default address pools, which hold about 30 such networks.
+    pub network_pool: Option<String>,
+    /// The prefix length of each user's block of `network_pool` (26: 62 addresses a user, 1,024 users
+    /// in a /16).
+    pub network_prefix: u8,
     /// Seconds between SIGTERM and SIGKILL when stopping a workload.
     pub stop_grace_secs: u64,
     /// What becomes of a run the engine's own shutdown or restart killed (a `dockerd` upgraded or
@@ -383,6 +390,8 @@ impl Default for Config {
             pids_limit: 4096,
             pid_max: None,
             isolate_host: true,
+            network_pool: None,
+            network_prefix: 26,
             stop_grace_secs: 10,
             on_engine_restart: Default::default(),
             reconcile_secs: 30,
@@ -449,6 +458,8 @@ impl fmt::Debug for Config {
             .field("allow_any_image", &self.allow_any_image)
             .field("pids_limit", &self.pids_limit)
             .field("pid_max", &self.pid_max)
+            .field("network_pool", &self.network_pool)
+            .field("network_prefix", &self.network_prefix)
             .field("stop_grace_secs", &self.stop_grace_secs)
             .field("on_engine_restart", &self.on_engine_restart)
             .field("reconcile_secs", &self.reconcile_secs)
@@ -557,6 +568,8 @@ impl Config {
                 "PIDS_LIMIT" => self.pids_limit = parse(&key, &v)?,
                 "PID_MAX" => self.pid_max = (!v.is_empty()).then(|| parse(&key, &v)).transpose()?,
                 "ISOLATE_HOST" => self.isolate_host = parse(&key, &v)?,
+                "NETWORK_POOL" => self.network_pool = (!v.is_empty()).then_some(v),
+                "NETWORK_PREFIX" => self.network_prefix = parse(&key, &v)?,
                 "STOP_GRACE_SECS" => self.stop_grace_secs = parse(&key, &v)?,
                 "ON_ENGINE_RESTART" => self.on_engine_restart = parse(&key, &v)?,
                 "RECONCILE_SECS" => self.reconcile_secs = parse(&key, &v)?,
@@ -621,6 +634,7 @@ impl Config {
         monitor::check(&self.monitor, &self.idle)?;
         sharing::check(self)?;
         datasets::check(self)?;
+        self.network_block()?;
         if self.log_max_bytes.0 < MIN_LOG_MAX_BYTES {
             return Err(ConfigError::Invalid {
                 key: "log_max_bytes".into(),
@@ -647,6 +661,27 @@ impl Config {
         self.trusted_proxy_nets()
             .map(|_| ())
             .map_err(|reason| ConfigError::Invalid { key: "trusted_proxies".into(), reason })
+    }
+
+    /// `network_pool` and `network_prefix`, checked: the pool (IPv4) and the length of each user's block
+    /// of it, from the pool's own to 29; `None` without a pool.
+    pub fn network_block(&self) -> Result<Option<(ipnet::Ipv4Net, u8)>, ConfigError> {
+        let Some(pool) = self.network_pool.as_deref() else { return Ok(None) };
+        let net: ipnet::Ipv4Net = pool.parse().map_err(|_| ConfigError::Invalid {
+            key: "network_pool".into(),
+            reason: format!("{pool:?} is not an IPv4 network such as 10.200.0.0/16"),
+        })?;
+        if self.network_prefix < net.prefix_len() || self.network_prefix > 29 {
+            return Err(ConfigError::Invalid {
+                key: "network_prefix".into(),
+                reason: format!(
+                    "{} does not fit network_pool {net}: it must be from {} to 29",
+                    self.network_prefix,
+                    net.prefix_len()
+                ),
+            });
+        }
+        Ok(Some((net.trunc(), self.network_prefix)))
     }
 
     /// `trusted_proxies`, parsed.

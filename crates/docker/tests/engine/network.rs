@@ -255,3 +255,53 @@ async fn n11_a_users_network_goes_with_the_user() {
     assert!(network_exists(&network(theirs)), "labels of another installation remove nothing");
     engine.remove(&runs[1]).await.unwrap();
 }
+
+/// The subnet Docker gave `network`.
+fn subnet_of(network: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", network])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Security review N11 (its larger ask): users' networks come from one pool the admin names, block by
+/// block, a freed block is used again, a full pool is refused in words that say what to change, and a
+/// container on such a network has an address in its block.
+#[tokio::test]
+async fn user_networks_are_carved_from_the_admins_pool() {
+    let pool = gpuhub_docker::network::NetworkPool::new("10.213.77.0/26".parse().unwrap(), 28).unwrap();
+    let rt = runtime().await.with_network_pool(Some(pool));
+    let mut cleanup = Cleanup::default();
+    let names: Vec<String> = (0..5).map(|i| unique(&format!("pool{i}"))).collect();
+    for n in &names {
+        cleanup.network(n);
+    }
+    for n in &names[..3] {
+        rt.ensure_network(n, &BTreeMap::new()).await.unwrap();
+    }
+    let subnets: Vec<String> = names[..3].iter().map(|n| subnet_of(n)).collect();
+    assert_eq!(subnets, ["10.213.77.0/28", "10.213.77.16/28", "10.213.77.32/28"]);
+    // a deleted user's block is the next one given
+    rt.remove_user_network(&names[1], &BTreeMap::new()).await.unwrap();
+    rt.ensure_network(&names[3], &BTreeMap::new()).await.unwrap();
+    assert_eq!(subnet_of(&names[3]), "10.213.77.16/28");
+    rt.ensure_network(&names[4], &BTreeMap::new()).await.unwrap();
+    assert_eq!(subnet_of(&names[4]), "10.213.77.48/28");
+    // full
+    let more = unique("pool-full");
+    cleanup.network(&more);
+    match rt.ensure_network(&more, &BTreeMap::new()).await {
+        Err(EngineError::Rejected(m)) => assert!(m.contains("no free block") && m.contains("network_pool"), "{m}"),
+        other => panic!("a full pool: {other:?}"),
+    }
+    // a container on one of them gets an address in its block
+    let mut s = spec(&unique("pooled"), "sleep 30");
+    s.network = Some(names[4].clone());
+    let id = run(&rt, &mut cleanup, &s).await;
+    let ip = rt.inspect(&id).await.unwrap().ip.expect("an address");
+    assert!(
+        ip.starts_with("10.213.77.") && (49..63).contains(&ip.rsplit('.').next().unwrap().parse::<u8>().unwrap()),
+        "{ip}"
+    );
+}

@@ -278,3 +278,26 @@ fn the_kubernetes_engine_and_its_section_from_the_file_or_the_environment() {
     let c = Config::from_toml(&section[start..start + section[start..].find("```").unwrap()]).unwrap();
     assert_eq!((c.engine, c.kubernetes.namespace.as_str()), (EngineKind::Kubernetes, "gpuhub"));
 }
+
+/// Security review N11: users' networks from a pool the admin names; a bad pool or a block that does
+/// not fit it stops the server at start, naming the key.
+#[test]
+fn network_pool_and_prefix() {
+    let c = Config::load(None, env(&[])).unwrap();
+    assert_eq!((c.network_block().unwrap(), c.network_prefix), (None, 26));
+    let c =
+        Config::load(None, env(&[("GPUHUB_NETWORK_POOL", "10.200.3.0/16"), ("GPUHUB_NETWORK_PREFIX", "24")])).unwrap();
+    assert_eq!(c.network_block().unwrap(), Some(("10.200.0.0/16".parse().unwrap(), 24)));
+    let c = Config::load(None, env(&[("GPUHUB_NETWORK_POOL", "")])).unwrap();
+    assert_eq!(c.network_pool, None, "an empty variable unsets it");
+    for (pool, prefix, key) in [
+        ("10.200.0.0", "26", "network_pool"),
+        ("fd00::/64", "26", "network_pool"),
+        ("10.200.0.0/16", "12", "network_prefix"),
+        ("10.200.0.0/16", "30", "network_prefix"),
+    ] {
+        let e =
+            Config::load(None, env(&[("GPUHUB_NETWORK_POOL", pool), ("GPUHUB_NETWORK_PREFIX", prefix)])).unwrap_err();
+        assert!(matches!(&e, ConfigError::Invalid { key: k, .. } if k == key), "{pool} /{prefix}: {e}");
+    }
+}
