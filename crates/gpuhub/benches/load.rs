@@ -1,7 +1,8 @@
 //! Load and soak benchmark (issues 12 and 27): 1,000 concurrent clients against one server on loopback,
 //! with the recording fake runtime (the `gpuhub` binary drives real engines only, so the server runs in
 //! a child process of this benchmark: `load --serve-fake DIR`, which is `gpuhub_server::start` with
-//! `FakeEngine`; its memory is the server's alone). It prints figures and asserts no times.
+//! `FakeEngine`, on mimalloc as `gpuhub serve` is; its memory is the server's and the fake engine's, whose
+//! runs it prints at each phase's end). It prints figures and asserts no times.
 //!
 //! 1. submit: 1,000 clients (tokio tasks, one HTTP client each) of 100 users submit `FIRST` jobs each.
 //!    The fake's containers print a line and exit soon after they start.
@@ -28,14 +29,21 @@
 use anyhow::{Context as _, Result, bail};
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::{Bytes, CpuMilli};
+use gpuhub_driver::Engine as _;
 use gpuhub_driver::fake::FakeEngine;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The allocator `gpuhub serve` runs on, so that the server measured here is the one people run (on
+/// glibc's malloc, the default here, it kept growing one arena per thread).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const CLIENTS: usize = 1000;
 const USERS: usize = 100;
@@ -114,6 +122,7 @@ async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
     config.limits.max_queued_per_user = 1_000_000;
     let server = gpuhub_server::start(config, runtime.clone()).await?;
     println!("listening {}", server.addr);
+    let engine = runtime.clone();
     let finisher = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -125,9 +134,16 @@ async fn serve_fake(dir: std::path::PathBuf) -> Result<()> {
             runtime.forget_calls();
         }
     });
-    tokio::task::spawn_blocking(|| {
+    // each line asks how many runs the fake engine holds (its memory is counted in this process's
+    // RSS: the server's own is that less what the fake keeps, about a run's spec and output each)
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
         let mut s = String::new();
-        while std::io::stdin().read_line(&mut s).is_ok_and(|n| n > 0) {}
+        while std::io::stdin().read_line(&mut s).is_ok_and(|n| n > 0) {
+            let runs = handle.block_on(engine.list_runs()).map(|r| r.len()).unwrap_or(0);
+            println!("runs {runs}");
+            s.clear();
+        }
     })
     .await?;
     finisher.abort();
@@ -298,6 +314,29 @@ struct Account {
     cookie: String,
 }
 
+/// The server child's stdin and stdout: it answers each line with how many runs its fake engine holds.
+struct Server {
+    stdin: ChildStdin,
+    out: BufReader<ChildStdout>,
+}
+
+impl Server {
+    /// How many runs the fake engine holds now (0 when the server does not answer).
+    fn runs(&mut self) -> u64 {
+        let mut line = String::new();
+        if writeln!(self.stdin, "runs").is_err() || self.out.read_line(&mut line).is_err() {
+            return 0;
+        }
+        line.trim().strip_prefix("runs ").and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+}
+
+/// The RSS line printed at a phase's end: the server's size and the runs its fake engine holds then.
+fn memory(pid: u32, server: &Mutex<Server>) -> String {
+    let runs = server.lock().unwrap().runs();
+    format!("server VmRSS {} MiB (the fake engine in it holds {runs} runs)", rss_kib(pid) / 1024)
+}
+
 async fn bench(soak: usize) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let mut child: Child = Command::new(std::env::current_exe()?)
@@ -307,7 +346,6 @@ async fn bench(soak: usize) -> Result<()> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    let pid = child.id();
     let mut out = BufReader::new(child.stdout.take().context("stdout")?);
     let mut line = String::new();
     while !line.starts_with("listening ") {
@@ -317,6 +355,8 @@ async fn bench(soak: usize) -> Result<()> {
         }
     }
     let base = format!("http://{}", line.trim_start_matches("listening ").trim());
+    let pid = child.id();
+    let server = Arc::new(Mutex::new(Server { stdin: child.stdin.take().context("stdin")?, out }));
     println!("gpuhub load benchmark: server pid {pid} at {base} (fake runtime), {CLIENTS} clients, {USERS} users");
     let rss_before = rss_kib(pid);
 
@@ -362,17 +402,18 @@ async fn bench(soak: usize) -> Result<()> {
     );
     rec.print(false);
     println!(
-        "  server VmRSS: before {} MiB, peak {} MiB, after {} MiB",
+        "  server VmRSS: before {} MiB, peak {} MiB, after {} MiB; now {}",
         rss_before / 1024,
         peak / 1024,
-        rss_after / 1024
+        rss_after / 1024,
+        memory(pid, &server)
     );
     println!("  workloads by state: {}", states(&http, &base).await);
     let mut failures = rec.failures(false);
     if soak > 0 {
-        failures += soak_phase(pid, &base, &accounts, soak).await?;
+        failures += soak_phase(pid, &server, &base, &accounts, soak).await?;
     }
-    drop(child.stdin.take());
+    drop(server);
     child.wait()?;
     if failures > 0 {
         bail!("{failures} failures");
@@ -525,7 +566,13 @@ async fn client(c: usize, base: &str, a: &Account) -> (Record, usize) {
 
 /// The soak: `total` varied requests from [`SOAK_CLIENTS`] clients, RSS reported as it goes; the number
 /// of failures (5xx, transport errors, hangs).
-async fn soak_phase(pid: u32, base: &str, accounts: &[Arc<Account>], total: usize) -> Result<usize> {
+async fn soak_phase(
+    pid: u32,
+    server: &Arc<Mutex<Server>>,
+    base: &str,
+    accounts: &[Arc<Account>],
+    total: usize,
+) -> Result<usize> {
     println!("soak: {total} varied requests from {SOAK_CLIENTS} clients");
     let started = Instant::now();
     let rss = Rss::start(pid, true, started);
@@ -533,8 +580,8 @@ async fn soak_phase(pid: u32, base: &str, accounts: &[Arc<Account>], total: usiz
     let warm = Arc::new(Mutex::new(None::<u64>));
     let mut tasks = Vec::new();
     for c in 0..SOAK_CLIENTS {
-        let (base, account, next, warm) =
-            (base.to_owned(), accounts[c % accounts.len()].clone(), next.clone(), warm.clone());
+        let (base, account, next, warm, server) =
+            (base.to_owned(), accounts[c % accounts.len()].clone(), next.clone(), warm.clone(), server.clone());
         tasks.push(tokio::spawn(async move {
             let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().expect("client");
             let mut r = Record::default();
@@ -549,8 +596,9 @@ async fn soak_phase(pid: u32, base: &str, accounts: &[Arc<Account>], total: usiz
                     if i == 10_000 {
                         *warm.lock().unwrap() = Some(now);
                     }
+                    let runs = server.lock().unwrap().runs();
                     println!(
-                        "  soak: {i} requests, {:.0} s: server VmRSS {} MiB",
+                        "  soak: {i} requests, {:.0} s: server VmRSS {} MiB (the fake engine holds {runs} runs)",
                         started.elapsed().as_secs_f64(),
                         now / 1024
                     );
@@ -568,6 +616,7 @@ async fn soak_phase(pid: u32, base: &str, accounts: &[Arc<Account>], total: usiz
     let end = rss_kib(pid);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let idle = rss_kib(pid);
+    let runs = server.lock().unwrap().runs();
     println!(
         "  {} requests in {:.1} s ({:.0}/s)",
         rec.requests(),
@@ -579,7 +628,7 @@ async fn soak_phase(pid: u32, base: &str, accounts: &[Arc<Account>], total: usiz
     let warm = warm.lock().unwrap().unwrap_or(end);
     println!(
         "  soak: server VmRSS warmed up (after 10,000) {} MiB, peak {} MiB ({:.2}x), at the end {} MiB, \
-         10 s after {} MiB ({:.2}x)",
+         10 s after {} MiB ({:.2}x; the fake engine holds {runs} runs)",
         warm / 1024,
         peak / 1024,
         peak as f64 / warm as f64,
