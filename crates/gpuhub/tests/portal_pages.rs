@@ -177,6 +177,12 @@ async fn cards_images_terminal_and_the_dashboard_in_a_browser() -> Result<()> {
     let took = t0.elapsed();
     println!("login to a running JupyterLab with one click on its card: {took:.1?}");
     browser::screenshot(c, "pages-card-lab").await;
+    // and on to a notebook's first cell, run (the newcomer's measure: login to the first cell's output)
+    c.find(Locator::Css(".jp-LauncherCard[data-category=Notebook]")).await?.click().await?;
+    let out = browser::run_cell(c, "6*7").await;
+    browser::screenshot(c, "pages-card-cell").await;
+    ensure!(out?.trim() == "42", "the first cell's output");
+    println!("login to a notebook's first cell run, through the card: {:.1?}", t0.elapsed());
 
     // alice's pages: the cards, her images, the terminal's way back; no dashboard for her
     c.goto(&format!("{hub_url}/new")).await?;

@@ -135,14 +135,33 @@ pub async fn run_cell(c: &Client, code: &str) -> Result<String> {
         Ok(None)
     })
     .await?;
-    c.find(Locator::Css(cell)).await?.send_keys("\u{E008}\u{E007}").await?; // Shift+Enter
-    super::eventually("the cell's output", WAIT, Duration::from_millis(200), || async {
-        match c.find(Locator::Css(".jp-OutputArea-output")).await {
-            Ok(e) => Ok(Some(e.text().await?)),
-            Err(_) => Ok(None),
+    // run (Shift+Enter), and again while nothing came of it: under load the kernel's WebSocket may
+    // still be connecting when the first run is sent, and JupyterLab then drops it without a word (the
+    // cell shows no execution count)
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let editor = c.find(Locator::Css(cell)).await?;
+        editor.click().await?;
+        editor.send_keys("\u{E008}\u{E007}").await?; // Shift+Enter
+        let output =
+            super::eventually("the cell's output", Duration::from_secs(20), Duration::from_millis(200), || async {
+                match c.find(Locator::Css(".jp-OutputArea-output")).await {
+                    Ok(e) => Ok(Some(e.text().await?)),
+                    Err(_) => Ok(None),
+                }
+            })
+            .await;
+        let started = c.find(Locator::Css(".jp-Cell .jp-InputPrompt")).await?.text().await?;
+        match output {
+            Ok(text) => return Ok(text),
+            // running (an execution count or `*`): a slow kernel, not a lost request; wait on
+            Err(_)
+                if started.contains(|ch: char| ch.is_ascii_digit() || ch == '*')
+                    && std::time::Instant::now() < deadline => {}
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => eprintln!("the cell did not run (prompt {started:?}): running it again"),
         }
-    })
-    .await
+    }
 }
 
 /// Saves what the browser shows as `target/screenshots/<name>.png` (kept by CI), so that a
