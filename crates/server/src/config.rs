@@ -15,6 +15,7 @@ pub mod env;
 pub mod homes;
 pub mod identity;
 pub mod monitor;
+pub mod net;
 pub mod sharing;
 
 /// How GPUs reach containers.
@@ -685,7 +686,7 @@ impl Config {
     }
 
     /// `trusted_proxies`, parsed.
-    pub fn trusted_proxy_nets(&self) -> Result<Vec<crate::auth::IpNet>, String> {
+    pub fn trusted_proxy_nets(&self) -> Result<Vec<net::IpNet>, String> {
         self.trusted_proxies.iter().map(|s| s.parse()).collect()
     }
 

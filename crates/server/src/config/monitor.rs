@@ -196,7 +196,7 @@ pub(super) fn check(monitor: &MonitorConfig, idle: &IdleConfig) -> Result<(), Co
         return invalid("monitor.metrics_token", "is empty; leave it out for no token".into());
     }
     for a in &monitor.metrics_allow {
-        if let Err(e) = a.parse::<crate::auth::IpNet>() {
+        if let Err(e) = a.parse::<super::net::IpNet>() {
             return invalid("monitor.metrics_allow", e);
         }
     }
