@@ -45,6 +45,11 @@ pub struct KubeConfig {
     /// Seconds between SIGTERM and SIGKILL when a member is stopped (the pods'
     /// `terminationGracePeriodSeconds`, fixed at submit; default 30).
     pub grace_seconds: u64,
+    /// Hub paths that are PersistentVolumeClaims in the cluster (`"/srv/gpuhub" = "gpuhub-storage"`):
+    /// a mount whose source lies under a key (homes, team folders, datasets) is that claim, at the
+    /// rest of the path as its `subPath`, so the storage needs no path on every node. The claim is
+    /// the cluster's (ReadWriteMany, in `namespace`), mounted on the hub at the key's path.
+    pub claims: BTreeMap<String, String>,
 }
 
 impl Default for KubeConfig {
@@ -60,6 +65,7 @@ impl Default for KubeConfig {
             share_resource: "nvidia.com/gpu.shared".into(),
             volcano: false,
             grace_seconds: 30,
+            claims: BTreeMap::new(),
         }
     }
 }
@@ -84,6 +90,16 @@ impl KubeConfig {
                 "kubernetes.share_resource {:?} is not an extended resource (domain/name)",
                 self.share_resource
             ));
+        }
+        for (path, claim) in &self.claims {
+            if !path.starts_with('/') || path == "/" || path.ends_with('/') || path.split('/').any(|p| p == "..") {
+                return Err(format!(
+                    "kubernetes.claims: {path:?} is not an absolute path below / without a trailing '/'"
+                ));
+            }
+            if !claim.split('.').all(is_dns_label) || claim.len() > 253 {
+                return Err(format!("kubernetes.claims: {claim:?} (for {path}) is not a claim's name (a DNS name)"));
+            }
         }
         if let Some(p) = &self.kubeconfig
             && p.as_os_str().is_empty()
@@ -125,5 +141,12 @@ mod tests {
         assert!(bad.check().unwrap_err().contains("DNS label"));
         let bad = KubeConfig { gpu_resource: "gpu".into(), ..Default::default() };
         assert!(bad.check().unwrap_err().contains("extended resource"));
+        let c: KubeConfig = toml::from_str("[claims]\n\"/srv/gpuhub\" = \"gpuhub-storage\"").unwrap();
+        assert_eq!(c.claims["/srv/gpuhub"], "gpuhub-storage");
+        assert!(c.check().is_ok());
+        for (path, claim) in [("srv", "c"), ("/", "c"), ("/srv/", "c"), ("/srv/../etc", "c"), ("/srv", "Homes_1")] {
+            let bad = KubeConfig { claims: BTreeMap::from([(path.into(), claim.into())]), ..Default::default() };
+            assert!(bad.check().unwrap_err().contains("kubernetes.claims"), "{path} {claim}");
+        }
     }
 }

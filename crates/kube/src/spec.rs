@@ -9,9 +9,9 @@ use gpuhub_driver::{
 };
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, HostPathVolumeSource, NFSVolumeSource, Pod, PodSecurityContext,
-    PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EnvVar, HostPathVolumeSource, NFSVolumeSource,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -129,7 +129,7 @@ pub fn objects(spec: &RunSpec, config: &KubeConfig) -> Result<RunObjects, Engine
         if config.volcano && gang {
             pod_annotations.insert(VOLCANO_GROUP.to_owned(), run.clone());
         }
-        let (volumes, mounts) = volumes(spec.mounts.iter().chain(&m.mounts));
+        let (volumes, mounts) = volumes(spec.mounts.iter().chain(&m.mounts), &config.claims);
         let container = Container {
             name: CONTAINER.into(),
             image: Some(spec.image.clone()),
@@ -276,12 +276,31 @@ fn resources(m: &MemberSpec, config: &KubeConfig) -> Result<ResourceRequirements
     Ok(ResourceRequirements { limits: Some(r.clone()), requests: Some(r), claims: None })
 }
 
-/// The volumes and mounts of gpuhub's mounts: a node path (`hostPath`) or an NFS export.
-fn volumes<'a>(mounts: impl Iterator<Item = &'a gpuhub_driver::Mount>) -> (Vec<Volume>, Vec<VolumeMount>) {
+/// The claim of `claims` (hub path → claim) that holds `source`, the longest path first, and the rest
+/// of `source` below it (empty for the path itself).
+fn claim_of<'c>(claims: &'c BTreeMap<String, String>, source: &str) -> Option<(&'c str, String)> {
+    claims
+        .iter()
+        .filter_map(|(path, claim)| {
+            let rest = source.strip_prefix(path.as_str())?;
+            (rest.is_empty() || rest.starts_with('/'))
+                .then(|| (path.len(), claim.as_str(), rest.trim_start_matches('/')))
+        })
+        .max_by_key(|(len, ..)| *len)
+        .map(|(_, claim, rest)| (claim, rest.to_owned()))
+}
+
+/// The volumes and mounts of gpuhub's mounts: a claim's `subPath` where `claims` holds the source, else
+/// a node path (`hostPath`) or an NFS export.
+fn volumes<'a>(
+    mounts: impl Iterator<Item = &'a gpuhub_driver::Mount>,
+    claims: &BTreeMap<String, String>,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
     let (mut vols, mut mounts_out) = (Vec::new(), Vec::new());
     for (i, m) in mounts.enumerate() {
         let name = format!("m{i}");
         let mut v = Volume { name: name.clone(), ..Default::default() };
+        let mut sub_path = None;
         match &m.nfs {
             Some(server) => {
                 v.nfs = Some(NFSVolumeSource {
@@ -290,15 +309,25 @@ fn volumes<'a>(mounts: impl Iterator<Item = &'a gpuhub_driver::Mount>) -> (Vec<V
                     read_only: Some(m.read_only),
                 })
             }
-            None => {
-                v.host_path = Some(HostPathVolumeSource { path: m.source.clone(), type_: Some("Directory".into()) })
-            }
+            None => match claim_of(claims, &m.source) {
+                Some((claim, rest)) => {
+                    v.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: claim.to_owned(),
+                        read_only: Some(m.read_only),
+                    });
+                    sub_path = (!rest.is_empty()).then_some(rest);
+                }
+                None => {
+                    v.host_path = Some(HostPathVolumeSource { path: m.source.clone(), type_: Some("Directory".into()) })
+                }
+            },
         }
         vols.push(v);
         mounts_out.push(VolumeMount {
             name,
             mount_path: m.target.clone(),
             read_only: Some(m.read_only),
+            sub_path,
             ..Default::default()
         });
     }

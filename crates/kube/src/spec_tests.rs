@@ -160,3 +160,47 @@ fn names_and_label_values_are_what_kubernetes_takes() {
     assert_eq!(label_value("a b/c"), "a-b-c");
     assert_eq!(label_value(&"x".repeat(70)).len(), 63);
 }
+
+/// Issue 25: homes, team folders and datasets on a PersistentVolumeClaim rather than a path on every
+/// node: a mount under a claimed hub path is the claim at the rest of the path (`subPath`), the
+/// longest claimed path winning; other mounts stay node paths or NFS.
+#[test]
+fn mounts_under_a_claimed_path_are_the_claim_at_a_sub_path() {
+    let mut spec = run_spec("workspace", vec![member(0, GpuGrant::None)]);
+    spec.mounts.push(Mount {
+        source: "/srv/teams/vision".into(),
+        target: "/team/vision".into(),
+        read_only: false,
+        nfs: None,
+    });
+    spec.mounts.push(Mount { source: "/srv".into(), target: "/all".into(), read_only: true, nfs: None });
+    spec.mounts.push(Mount { source: "/srvx/other".into(), target: "/other".into(), read_only: false, nfs: None });
+    let config = KubeConfig {
+        claims: BTreeMap::from([
+            ("/srv".to_owned(), "gpuhub-storage".to_owned()),
+            ("/srv/teams".to_owned(), "teams".to_owned()),
+        ]),
+        ..Default::default()
+    };
+    let o = objects(&spec, &config).unwrap();
+    let ps = o.pods[0].spec.as_ref().unwrap();
+    let vols = ps.volumes.as_ref().unwrap();
+    let mounts = ps.containers[0].volume_mounts.as_ref().unwrap();
+    let claim = |i: usize| vols[i].persistent_volume_claim.as_ref().map(|c| (c.claim_name.as_str(), c.read_only));
+    // the home, under /srv
+    assert_eq!(claim(0), Some(("gpuhub-storage", Some(false))));
+    assert_eq!((mounts[0].mount_path.as_str(), mounts[0].sub_path.as_deref()), ("/home/alice", Some("homes/alice")));
+    assert!(vols[0].host_path.is_none());
+    // NFS stays NFS
+    assert_eq!(vols[1].nfs.as_ref().unwrap().server, "nfs1");
+    assert_eq!(mounts[1].sub_path, None);
+    // the longest claimed path wins
+    assert_eq!(claim(2), Some(("teams", Some(false))));
+    assert_eq!(mounts[2].sub_path.as_deref(), Some("vision"));
+    // the claimed path itself: the whole claim, read-only as asked
+    assert_eq!(claim(3), Some(("gpuhub-storage", Some(true))));
+    assert_eq!(mounts[3].sub_path, None);
+    // a path that only begins with the same letters is not under it
+    assert_eq!(vols[4].host_path.as_ref().unwrap().path, "/srvx/other");
+    assert!(vols[4].persistent_volume_claim.is_none());
+}
