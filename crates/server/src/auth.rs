@@ -3,6 +3,7 @@
 
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::state::password_change::PasswordChange;
 use axum::extract::FromRequestParts;
 use axum::http::{HeaderMap, header, request::Parts};
 use gpuhub_core::user::User;
@@ -188,7 +189,13 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer_token(&parts.headers)
             .ok_or_else(|| ApiError::unauthorized("authentication required: send Authorization: Bearer <token>"))?;
-        user_for_token(state, &token).await.map(Caller)
+        let user = user_for_token(state, &token).await?;
+        if state.password_change.required(&user.username)
+            && !PasswordChange::api_allows(&parts.method, parts.uri.path())
+        {
+            return Err(ApiError::forbidden(crate::state::password_change::REFUSAL));
+        }
+        Ok(Caller(user))
     }
 }
 

@@ -211,6 +211,8 @@ pub async fn bootstrap_admin(
             .open(&path)
             .map_err(|source| ServeError::DataDir { path: path.clone(), source })?;
         writeln!(f, "{password}").map_err(|source| ServeError::DataDir { path: path.clone(), source })?;
+        // printed and left in a file: it must be changed at the first sign-in
+        store.set_setting(state::password_change::SETTING, "admin").await?;
         println!("created the first admin account: user admin, password {password} (also in {})", path.display());
     } else {
         println!("created the first admin account: user admin, password from GPUHUB_ADMIN_PASSWORD");
@@ -324,6 +326,9 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let gateway_engine = engine.clone();
     let secrets = Arc::new(secrets::SecretBox::load(config.secret_key.as_deref(), &data_dir)?);
     let s3 = Arc::new(s3mounts::S3Mounts::new(&data_dir, config.dataset_cache.0));
+    let password_change = state::password_change::PasswordChange::from_setting(
+        store.get_setting(state::password_change::SETTING).await?.as_deref(),
+    );
     let state = AppState {
         store,
         engine,
@@ -353,6 +358,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         identities,
         secrets,
         s3,
+        password_change,
     };
     api::datasets::mount_all(&state).await;
     let gateway = gpuhub_ssh::SshGateway::on_listener(

@@ -6,6 +6,7 @@ pub mod http_metrics;
 pub mod idle;
 pub mod limiter;
 pub mod origins;
+pub mod password_change;
 
 use crate::config::Config;
 use gpuhub_controller::ControllerHandle;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub secrets: Arc<crate::secrets::SecretBox>,
     /// The object-storage datasets mounted on this host.
     pub s3: Arc<crate::s3mounts::S3Mounts>,
+    /// Accounts that must change their password before anything else (the first admin's generated one).
+    pub password_change: password_change::PasswordChange,
 }
 
 impl AppState {

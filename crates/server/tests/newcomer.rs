@@ -328,3 +328,64 @@ async fn a_followed_log_of_work_deleted_while_it_waits_ends_cleanly() {
     assert!(s.is_success(), "{v}");
     assert_eq!(whole_body(resp).await, "");
 }
+
+/// Issue 21 (newcomer-2, "the initial admin password changed at first login"): a password the server
+/// generated (printed at its first start and left in `initial-admin-password`) opens nothing but its
+/// own change: the API answers 403 saying how, the portal sends every page to the Account page saying
+/// why; once changed, everything opens, the file is gone and nothing is required after a restart.
+/// An admin password set by the operator (`GPUHUB_ADMIN_PASSWORD`, as every other test) needs no change.
+#[tokio::test]
+async fn a_generated_admin_password_must_be_changed_before_anything_else() {
+    let hub = Hub::start_with(|c| c.admin_password = None).await;
+    let file = hub.dir.path().join("data").join("initial-admin-password");
+    let first = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    let token = hub.login("admin", &first).await;
+    for (method, path) in
+        [(Method::GET, "/api/v1/workloads"), (Method::GET, "/api/v1/users"), (Method::GET, "/api/v1/nodes")]
+    {
+        let (s, v) = hub.call(method, path, Some(&token), None).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{path}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains("gpuhub passwd"), "{path}: {v}");
+    }
+    let body = serde_json::json!({"username": "bob", "password": "bob-password"});
+    let (s, _) = hub.call(Method::POST, "/api/v1/users", Some(&token), Some(body.clone())).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, me) = hub.call(Method::GET, "/api/v1/me", Some(&token), None).await;
+    assert_eq!((s, me["username"].as_str()), (StatusCode::OK, Some("admin")));
+    let state = &hub.server.as_ref().unwrap().state;
+    let kept = state.store.get_setting("password_change_required").await.unwrap();
+    assert_eq!(kept.as_deref(), Some("admin"), "kept in the store, so a restart asks again");
+
+    // the portal: every page leads to the Account page and its password form, which says why
+    let http = no_redirects();
+    let r = http
+        .post(format!("{}/login", hub.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", hub.url.as_str())
+        .body(format!("username=admin&password={first}&next=%2Fworkloads"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    for page in ["/workloads", "/admin/users", "/new", "/"] {
+        let r = http.get(format!("{}{page}", hub.url)).header("cookie", &cookie).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{page}");
+        let to = r.headers()["location"].to_str().unwrap().to_owned();
+        assert!(to.starts_with("/account?error="), "{page} → {to}");
+    }
+    let account = http.get(format!("{}/account?error=Choose", hub.url)).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(account.status(), StatusCode::OK);
+    assert!(account.text().await.unwrap().contains(r#"action="/account/password""#));
+
+    // changed: everything opens, the file with the old password is gone
+    let change = serde_json::json!({"current_password": first, "new_password": "a-new-admin-password"});
+    let (s, v) = hub.call(Method::POST, "/api/v1/me/password", Some(&token), Some(change)).await;
+    assert!(s.is_success(), "{v}");
+    let (s, _) = hub.call(Method::GET, "/api/v1/workloads", Some(&token), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = hub.call(Method::POST, "/api/v1/users", Some(&token), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert!(!file.exists(), "the generated password is not left in the data directory");
+    assert_eq!(state.store.get_setting("password_change_required").await.unwrap().as_deref(), Some(""));
+    assert!(!gpuhub_server::state::password_change::PasswordChange::from_setting(Some("")).required("admin"));
+}

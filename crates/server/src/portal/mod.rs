@@ -101,6 +101,14 @@ impl FromRequestParts<AppState> for Viewer {
             None => None,
         };
         match (user, session) {
+            (Some(user), Some(_))
+                if st.password_change.required(&user.username)
+                    && !crate::state::password_change::PasswordChange::portal_allows(parts.uri.path()) =>
+            {
+                let why = "Choose a new password first: the one the server generated at its first start was printed and \
+                           written to a file.";
+                Err(Redirect::to(&format!("/account?error={}", crate::access::encode(why))).into_response())
+            }
             (Some(user), Some(token)) => Ok(Viewer { user, csrf: csrf_token(&token) }),
             _ => {
                 let next = parts.uri.path_and_query().map_or("/", |p| p.as_str());

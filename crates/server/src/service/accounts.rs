@@ -223,6 +223,11 @@ pub async fn change_password(
     st.store.delete_user_tokens_except(user.id, keep).await?;
     // what was opened with the others (terminals, app WebSockets) closes now
     st.revocations.tokens_ended(&user.username);
+    if let Some(left) = st.password_change.done(&user.username) {
+        // the generated password is no longer the account's: neither required nor kept in a file
+        st.store.set_setting(crate::state::password_change::SETTING, &left).await?;
+        let _ = std::fs::remove_file(st.data_dir.join("initial-admin-password"));
+    }
     Ok(())
 }
 
