@@ -212,3 +212,30 @@ fn the_default_places_as_spread_on_whole_gpus_and_as_fgd_plus_with_shares() {
     assert_eq!(fgd("auto"), fgd("fgd+"));
     assert_ne!(fgd("auto"), fgd("spread"), "the fixture tells fragmentation descent from spreading");
 }
+
+/// Asked for with `spread`, `auto` is not replayed again: it gets `spread`'s figures under its own name,
+/// in its place in the list, marked as the default; the figures are those `auto` gives replayed alone.
+#[test]
+fn auto_with_spread_is_reported_from_one_replay() {
+    let run = |policy: &str| {
+        let mut a = replay_args("philly_small.csv");
+        a.policy = policy.into();
+        let mut v: serde_json::Value = serde_json::from_str(&gpuhub_sim::replay::report(&a).unwrap()).unwrap();
+        for o in v.as_array_mut().unwrap() {
+            o.as_object_mut().unwrap().remove("seconds");
+        }
+        v
+    };
+    let both = run("auto,bestfit,spread");
+    let names: Vec<&str> = both.as_array().unwrap().iter().map(|o| o["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["auto", "bestfit", "spread"]);
+    assert_eq!(both[0]["default"], true);
+    assert_eq!(both[2]["default"], false);
+    let alone = run("auto");
+    assert_eq!(both[0], alone[0]);
+    let mut spread = both[2].clone();
+    spread["policy"] = "auto".into();
+    spread["default"] = true.into();
+    assert_eq!(spread, alone[0]);
+    assert_eq!(run("all").as_array().unwrap().len(), 8);
+}
