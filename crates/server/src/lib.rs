@@ -427,6 +427,7 @@ pub fn router(state: AppState) -> axum::Router {
     .route("/metrics", axum::routing::get(metrics::scrape))
     .merge(portal::router())
     .route("/w/{owner}/{workload}/{app}", axum::routing::any(access::app_root))
+    .route(origins::MINT_PATH, axum::routing::get(origins::mint))
     .route("/w/{owner}/{workload}/{app}/", axum::routing::any(origins::app_proxy))
     .route("/w/{owner}/{workload}/{app}/{*rest}", axum::routing::any(origins::app_proxy))
     .route("/terminal/{owner}/{workload}", axum::routing::get(access::terminal))

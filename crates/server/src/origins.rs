@@ -4,12 +4,18 @@
 //! pages or call its API as the visitor.
 //!
 //! The way in is a handoff, as JupyterHub does for single-user servers: the hub's `/w/<owner>/<ws>/
-//! <app>/…`, opened with the hub's session, checks that the visitor may open the app and redirects to
-//! `<app origin>/_gpuhub/handoff?code=…` with a code that is single-use, lives a minute, and names that
-//! one origin. Redeemed there, the code becomes an app session: a cookie (`gpuhub_app`, `HttpOnly`,
-//! host-only) valid on that origin alone, and only while the hub session it came from is (logging out
-//! at the hub ends it). The cookie never reaches the app: the proxy strips it like the hub's own.
-//! An app origin serves its own app's prefix and the handoff, nothing else of the hub.
+//! <app>/…`, opened with the hub's session, checks that the visitor may open the app and mints a code
+//! that is single-use, lives a minute, and names that one origin. The code is bound to the browser that
+//! asked for it: the hub sends it to `<app origin>/_gpuhub/bind?code=…`, which sets a random bind
+//! cookie there (`gpuhub_bind`, `HttpOnly`, path `/_gpuhub/`) and sends its hash back to the hub's
+//! `/_gpuhub/mint`; the hub, seeing the same hub session the code was minted for, binds the code to that
+//! hash and sends the browser to `<app origin>/_gpuhub/handoff?code=…`, which takes it only with the
+//! bind cookie. A code sent to another browser (a link in a mail, another user's page) opens nothing:
+//! that browser has neither the hub session at the mint nor the cookie at the handoff. Redeemed, the code
+//! becomes an app session: a cookie (`gpuhub_app`, `HttpOnly`, host-only) valid on that origin alone,
+//! and only while the hub session it came from is (logging out at the hub ends it). The cookies never
+//! reach the app: the proxy strips them like the hub's own. An app origin serves its own app's prefix
+//! and the handoff, nothing else of the hub.
 
 use crate::auth;
 use crate::error::ApiError;
@@ -29,6 +35,12 @@ use std::sync::Mutex;
 pub const APP_COOKIE: &str = "gpuhub_app";
 /// Where an app origin redeems a handoff code.
 pub const HANDOFF_PATH: &str = "/_gpuhub/handoff";
+/// Where an app origin sets its bind cookie for a code and sends its hash back to the hub.
+pub const BIND_PATH: &str = "/_gpuhub/bind";
+/// Where the hub binds a code to the bind cookie's hash (the hub's origin, with its session).
+pub const MINT_PATH: &str = "/_gpuhub/mint";
+/// The cookie that binds a handoff code to the browser that asked for it, on an app origin only.
+pub const BIND_COOKIE: &str = "gpuhub_bind";
 /// How long a handoff code may wait to be redeemed.
 const HANDOFF_SECS: i64 = 60;
 /// Codes and sessions kept at most; the oldest go first beyond this (a flood cannot grow memory).
@@ -102,7 +114,7 @@ impl AppOrigins {
     }
 
     /// Mints a code for the hub session `session` (its hash) to enter app origin `label` at `next`, and
-    /// returns the redirect there.
+    /// returns the redirect to that origin's bind step.
     pub fn hand_off(&self, st: &AppState, session: String, label: &str, next: &str, headers: &HeaderMap) -> Response {
         let (code, key) = secret();
         let now = st.clock.now();
@@ -110,23 +122,69 @@ impl AppOrigins {
         {
             let mut map = self.handoffs.lock().unwrap();
             prune(&mut map, now, |h| h.expires);
-            map.insert(key, Handoff { session, label: label.to_owned(), next: next.to_owned(), expires });
+            map.insert(key, Handoff { session, label: label.to_owned(), next: next.to_owned(), bind: None, expires });
         }
-        let to = format!("{}{HANDOFF_PATH}?code={code}", self.origin(label, headers));
+        let to = format!("{}{BIND_PATH}?code={code}", self.origin(label, headers));
         private(Redirect::to(&to).into_response())
     }
 
-    /// `GET /_gpuhub/handoff?code=…` on app origin `label`: the code, once and in time, becomes an app
-    /// session cookie for this origin, and the visitor goes where the hub sent them.
+    /// `GET /_gpuhub/bind?code=…` on app origin `label`: sets a fresh bind cookie on this origin and sends
+    /// its hash, with the code, to the hub's mint (the code is not spent here).
+    fn bind(&self, st: &AppState, label: &str, req: &Request) -> Response {
+        let code = query_value(req, "code");
+        let now = st.clock.now();
+        let known = code.is_some_and(|c| {
+            self.handoffs.lock().unwrap().get(&hash(c)).is_some_and(|h| h.expires > now && h.label == label)
+        });
+        let (Some(code), true) = (code, known) else { return stale() };
+        let (nonce, bind) = secret();
+        let cookie = format!(
+            "{BIND_COOKIE}={nonce}; Path=/_gpuhub/; Max-Age={HANDOFF_SECS}; HttpOnly; SameSite=Lax{}",
+            if self.https { "; Secure" } else { "" }
+        );
+        let to = format!("{}{MINT_PATH}?code={code}&bind={bind}", self.hub(req.headers()));
+        let mut resp = private(Redirect::to(&to).into_response());
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            resp.headers_mut().append(header::SET_COOKIE, v);
+        }
+        resp
+    }
+
+    /// `GET /_gpuhub/mint?code=…&bind=…` at the hub, with the hub session the code was minted for: binds
+    /// the code to the bind cookie's hash and sends the browser to the app origin's handoff. Another
+    /// session (the code sent to someone else's browser) spends the code and opens nothing.
+    pub fn mint(&self, st: &AppState, req: &Request) -> Response {
+        let (Some(code), Some(bind)) = (query_value(req, "code"), query_value(req, "bind")) else { return stale() };
+        let session = auth::session_cookie(st, req.headers()).map(|s| auth::token_hash(&s));
+        let now = st.clock.now();
+        let mut map = self.handoffs.lock().unwrap();
+        let key = hash(code);
+        let label = match map.get_mut(&key) {
+            Some(h) if h.expires > now && h.bind.is_none() && session.as_deref() == Some(h.session.as_str()) => {
+                h.bind = Some(bind.to_owned());
+                h.label.clone()
+            }
+            _ => {
+                map.remove(&key);
+                return stale();
+            }
+        };
+        drop(map);
+        let to = format!("{}{HANDOFF_PATH}?code={code}", self.origin(&label, req.headers()));
+        private(Redirect::to(&to).into_response())
+    }
+
+    /// `GET /_gpuhub/handoff?code=…` on app origin `label`: the code, once, in time and with the bind
+    /// cookie it was bound to, becomes an app session cookie for this origin, and the visitor goes where
+    /// the hub sent them.
     fn redeem(&self, st: &AppState, label: &str, req: &Request) -> Response {
-        let code = req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("code=")));
+        let code = query_value(req, "code");
         let now = st.clock.now();
         let handoff = code.and_then(|c| self.handoffs.lock().unwrap().remove(&hash(c)));
-        let Some(h) = handoff.filter(|h| h.expires > now && h.label == label) else {
-            return ApiError::bad_request(
-                "this sign-in link is used, expired or for another app: open the app from the hub again",
-            )
-            .into_response();
+        let bound = auth::cookie(req.headers(), BIND_COOKIE).map(|n| hash(&n));
+        let Some(h) = handoff.filter(|h| h.expires > now && h.label == label && h.bind.is_some() && h.bind == bound)
+        else {
+            return stale();
         };
         let (token, key) = secret();
         let expires = now + chrono::Duration::hours(st.config.session_hours);
@@ -139,7 +197,11 @@ impl AppOrigins {
             format!("{APP_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax{}", if self.https { "; Secure" } else { "" });
         let mut resp = private(Redirect::to(&h.next).into_response());
         if let Ok(v) = HeaderValue::from_str(&cookie) {
-            resp.headers_mut().insert(header::SET_COOKIE, v);
+            resp.headers_mut().append(header::SET_COOKIE, v);
+        }
+        let spent = format!("{BIND_COOKIE}=; Path=/_gpuhub/; Max-Age=0; HttpOnly; SameSite=Lax");
+        if let Ok(v) = HeaderValue::from_str(&spent) {
+            resp.headers_mut().append(header::SET_COOKIE, v);
         }
         resp
     }
@@ -206,7 +268,32 @@ pub async fn app_proxy(State(st): State<AppState>, req: Request) -> Response {
 
 /// A proxy client that never forwards the hub's session cookie.
 pub fn http_client() -> gpuhub_proxy::HttpClient {
-    gpuhub_proxy::HttpClient::new(&[auth::SESSION_COOKIE, auth::SECURE_SESSION_COOKIE, APP_COOKIE])
+    gpuhub_proxy::HttpClient::new(&[auth::SESSION_COOKIE, auth::SECURE_SESSION_COOKIE, APP_COOKIE, BIND_COOKIE])
+}
+
+/// `GET /_gpuhub/mint` at the hub (see [`AppOrigins::mint`]); 404 without `apps_domain`.
+pub async fn mint(State(st): State<AppState>, req: Request) -> Response {
+    match st.origins.clone() {
+        Some(origins) => origins.mint(&st, &req),
+        None => ApiError::not_found("no app origins here: apps_domain is not set").into_response(),
+    }
+}
+
+/// The value of `name` in a request's query (codes and hashes: no escapes).
+fn query_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
+    req.uri().query()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// The answer to a code that is spent, stale, for another app, or in another browser than the one that
+/// asked for it.
+fn stale() -> Response {
+    private(
+        ApiError::bad_request(
+            "this sign-in link is used, expired, for another app or opened in another browser: open the app from \
+             the hub again",
+        )
+        .into_response(),
+    )
 }
 
 /// Sends every request whose `Host` is an app origin to [`serve`], the rest on into the hub.
@@ -230,6 +317,9 @@ pub async fn serve(st: AppState, origins: &AppOrigins, label: String, req: Reque
     let path = req.uri().path().to_owned();
     if path == HANDOFF_PATH {
         return origins.redeem(&st, &label, &req);
+    }
+    if path == BIND_PATH {
+        return origins.bind(&st, &label, &req);
     }
     let segments: Vec<&str> = path.split('/').collect();
     let triple = match segments.as_slice() {

@@ -66,13 +66,26 @@ async fn open(hub: &Hub, http: &reqwest::Client, path: &str, cookie: &str) -> re
     http.get(format!("{}{path}", hub.url)).header(COOKIE, cookie).header("accept", "text/html").send().await.unwrap()
 }
 
-/// The hub's handoff for `path`: the app origin's handoff URL.
-async fn handoff(hub: &Hub, http: &reqwest::Client, path: &str, cookie: &str) -> String {
+/// The hub's handoff for `path`, as a browser goes through it: the hub's redirect to the app origin's
+/// bind step, which sets the bind cookie there and sends its hash to the hub's mint, which sends the
+/// browser on to the handoff. The app origin's handoff URL and the bind cookie (`gpuhub_bind=…`).
+async fn handoff(hub: &Hub, http: &reqwest::Client, path: &str, cookie: &str) -> (String, String) {
     let r = open(hub, http, path, cookie).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{path}: {:?}", r.text().await);
     assert!(set_cookie(&r).is_none(), "the hub sets no cookie on a handoff");
     assert_eq!(r.headers()["cache-control"], "no-store");
-    location(&r)
+    let bind = location(&r);
+    assert!(bind.contains(".apps.localhost:") && bind.contains("/_gpuhub/bind?code="), "{bind}");
+    let r = http.get(&bind).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let set = set_cookie(&r).expect("a bind cookie");
+    assert!(set.starts_with("gpuhub_bind=") && set.contains("HttpOnly") && set.contains("Path=/_gpuhub/"), "{set}");
+    let bind_cookie = set.split(';').next().unwrap().to_owned();
+    let mint = location(&r);
+    assert!(mint.starts_with(&format!("{}/_gpuhub/mint?code=", hub.url.replace("127.0.0.1", "localhost"))), "{mint}");
+    let r = http.get(&mint).header(COOKIE, cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{mint}");
+    (location(&r), bind_cookie)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,11 +107,11 @@ async fn apps_live_on_their_own_origins_entered_by_a_single_use_handoff() {
     let hub_port = hub.server.as_ref().unwrap().addr.port();
 
     // the hub hands alice's browser off to the app's own origin, with a code and nothing else
-    let to = handoff(&hub, &http, "/w/alice/nb/web/tree?x=1", &alice_cookie).await;
+    let (to, bind) = handoff(&hub, &http, "/w/alice/nb/web/tree?x=1", &alice_cookie).await;
     let prefix = format!("http://{web}.{DOMAIN}:{hub_port}/_gpuhub/handoff?code=");
     assert!(to.starts_with(&prefix), "handoff to {to}");
     // the code opens that origin: a host-only, HttpOnly cookie, then back to where alice was going
-    let r = http.get(&to).send().await.unwrap();
+    let r = http.get(&to).header(COOKIE, &bind).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(location(&r), "/w/alice/nb/web/tree?x=1");
     let set = set_cookie(&r).expect("an app session cookie");
@@ -111,9 +124,28 @@ async fn apps_live_on_their_own_origins_entered_by_a_single_use_handoff() {
     let text = r.text().await.unwrap();
     assert!(text.starts_with("seen /w/alice/nb/web/tree?x=1 cookie= auth=false"), "{text}");
     // ... once: the same code again, or a stale one, is refused
-    let r = http.get(&to).send().await.unwrap();
+    let r = http.get(&to).header(COOKIE, &bind).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(set_cookie(&r).is_none());
+
+    // a code opens nothing in another browser than the one that asked for it (security review N2): not
+    // at the handoff without the bind cookie, not at the hub's mint with another hub session
+    let (to, _) = handoff(&hub, &http, "/w/alice/nb/web/", &alice_cookie).await;
+    let r = http.get(&to).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "no bind cookie");
+    assert!(set_cookie(&r).is_none());
+    let (_, other_bind) = handoff(&hub, &http, "/w/alice/nb/web/", &alice_cookie).await;
+    let (to, _) = handoff(&hub, &http, "/w/alice/nb/web/", &alice_cookie).await;
+    let r = http.get(&to).header(COOKIE, &other_bind).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "another handoff's bind cookie");
+    let r = open(&hub, &http, "/w/alice/nb/web/", &alice_cookie).await;
+    let r = http.get(location(&r)).send().await.unwrap();
+    let mint = location(&r);
+    let eve_cookie = session(&hub, "bob", "bob-password").await;
+    let r = http.get(&mint).header(COOKIE, &eve_cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "the mint with another hub session");
+    let r = http.get(&mint).header(COOKIE, &alice_cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "and the code is spent");
 
     // the app sees neither cookie, whatever else the browser sends along
     let both = format!("{app_cookie}; {alice_cookie}; mine=1");
@@ -123,9 +155,9 @@ async fn apps_live_on_their_own_origins_entered_by_a_single_use_handoff() {
     assert!(seen.lock().unwrap().iter().all(|c| !c.contains("gpuhub_")), "{:?}", seen.lock().unwrap());
 
     // a code for one app is no good on another app's origin, and one app's cookie opens no other app
-    let to = handoff(&hub, &http, "/w/alice/nb/web/", &alice_cookie).await;
+    let (to, bind) = handoff(&hub, &http, "/w/alice/nb/web/", &alice_cookie).await;
     let moved = to.replacen(web, other, 1);
-    let r = http.get(&moved).send().await.unwrap();
+    let r = http.get(&moved).header(COOKIE, &bind).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST, "a code on another origin");
     let r = http.get(on(other, "/w/alice/nb/other/")).header(COOKIE, &app_cookie).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "web's cookie on other's origin");

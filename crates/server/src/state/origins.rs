@@ -13,6 +13,9 @@ pub(crate) struct Handoff {
     pub(crate) label: String,
     /// Where on that origin the visitor goes (path and query).
     pub(crate) next: String,
+    /// The hash of the browser's bind cookie on that origin, once the hub bound the code to it (a
+    /// code is redeemed only by the browser that asked for it).
+    pub(crate) bind: Option<String>,
     pub(crate) expires: DateTime<Utc>,
 }
 
