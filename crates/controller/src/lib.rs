@@ -95,6 +95,7 @@ pub struct ControllerHandle {
     tx: mpsc::Sender<Command>,
     kick: Arc<Notify>,
     changes: broadcast::Sender<String>,
+    generation: Arc<AtomicU64>,
     explanations: Explanations,
     passes: Arc<AtomicU64>,
     pass_seconds: Arc<Histogram>,
@@ -131,6 +132,13 @@ impl ControllerHandle {
     /// Ids of workloads whose state changed, as they change.
     pub fn changes(&self) -> broadcast::Receiver<String> {
         self.changes.subscribe()
+    }
+
+    /// How many changes the controller has announced on [`Self::changes`], counted before each is sent:
+    /// what was read from the store while this stayed the same is still what the store holds (for
+    /// caches of what the controller writes).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// The engine's nodes as last seen.
@@ -193,6 +201,8 @@ pub struct Controller {
     tx: mpsc::Sender<Command>,
     kick: Arc<Notify>,
     changes: broadcast::Sender<String>,
+    /// Changes announced, shared with the handle.
+    generation: Arc<AtomicU64>,
     /// Workloads whose run is being cancelled, with the callers waiting for it.
     stopping: HashMap<String, Vec<Reply<Workload>>>,
     /// Why each queued workload waits, shared with the API.
@@ -234,10 +244,12 @@ impl Controller {
         let kick = Arc::new(Notify::new());
         let (changes, _) = broadcast::channel(1024);
         let explanations = Explanations::default();
+        let generation = Arc::new(AtomicU64::new(0));
         let handle = ControllerHandle {
             tx: tx.clone(),
             kick: kick.clone(),
             changes: changes.clone(),
+            generation: generation.clone(),
             explanations: explanations.clone(),
             passes: Arc::default(),
             pass_seconds: Arc::new(Histogram::new(PASS_BUCKETS)),
@@ -257,6 +269,7 @@ impl Controller {
             tx,
             kick,
             changes,
+            generation,
             stopping: HashMap::new(),
             explanations,
             engine_pending: HashMap::new(),
@@ -329,6 +342,7 @@ impl Controller {
     }
 
     fn changed(&self, id: &str) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let _ = self.changes.send(id.to_owned());
     }
 

@@ -72,6 +72,18 @@ pub struct AppState {
     pub s3: Arc<crate::s3mounts::S3Mounts>,
     /// Accounts that must change their password before anything else (the first admin's generated one).
     pub password_change: password_change::PasswordChange,
+    /// The nodes as `GET /api/v1/nodes` and the Nodes page show them, with the controller's
+    /// [`generation`](ControllerHandle::generation) and the inventory's time they were made at: made
+    /// again only once either moved (each view reads every running workload).
+    pub node_views: Arc<std::sync::Mutex<Option<NodeViewsCache>>>,
+}
+
+/// What [`AppState::node_views`] holds.
+#[derive(Debug, Clone)]
+pub struct NodeViewsCache {
+    pub generation: u64,
+    pub inventory_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub views: Vec<gpuhub_core::api::NodeView>,
 }
 
 impl AppState {

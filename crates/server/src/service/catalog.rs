@@ -22,9 +22,20 @@ pub async fn node_views(st: &AppState) -> Result<Vec<NodeView>, ServiceError> {
         err.retry_after = Some(super::RETRY_AFTER);
         return Err(err);
     }
+    // read before the store: a change announced meanwhile makes the next call read again
+    let generation = st.controller.generation();
+    if let Some(c) = st.node_views.lock().unwrap().as_ref()
+        && c.generation == generation
+        && c.inventory_at == snapshot.at
+    {
+        return Ok(c.views.clone());
+    }
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
     let active = st.store.list_workloads(&filter).await?;
-    Ok(snapshot.nodes.iter().map(|n| node_view(n, &active, snapshot.nodes.len())).collect())
+    let views: Vec<NodeView> = snapshot.nodes.iter().map(|n| node_view(n, &active, snapshot.nodes.len())).collect();
+    *st.node_views.lock().unwrap() =
+        Some(crate::state::NodeViewsCache { generation, inventory_at: snapshot.at, views: views.clone() });
+    Ok(views)
 }
 
 /// What runs on a node: each member placed there (a row from before members were kept runs on the only
