@@ -216,12 +216,8 @@ fn the_keep_alive_command_waits_and_ends_on_sigterm() {
     panic!("the shell's sleep (pid {sleep}) was left behind");
 }
 
-/// Issue 27 (load): a followed log of a workload that has not started answered nothing, not even its
-/// header, until the workload started, which a client cannot tell from a hang. The header comes at
-/// once; the body waits, and ends when the workload ends without having run.
-#[tokio::test]
-async fn a_followed_log_of_queued_work_answers_at_once() {
-    let hub = Hub::start().await;
+/// alice, whose workspace `hold` holds both GPUs, so that her job `waits` (one GPU) is queued.
+async fn alice_with_one_waiting(hub: &Hub) -> String {
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
     let mut hold = job("hold", 2);
@@ -231,6 +227,16 @@ async fn a_followed_log_of_queued_work_answers_at_once() {
     hub.wait_state(&alice, "hold", "running").await;
     hub.submit(&alice, job("waits", 1)).await;
     hub.wait_state(&alice, "waits", "queued").await;
+    alice
+}
+
+/// Issue 27 (load): a followed log of a workload that has not started answered nothing, not even its
+/// header, until the workload started, which a client cannot tell from a hang. The header comes at
+/// once; the body waits, and ends when the workload ends without having run.
+#[tokio::test]
+async fn a_followed_log_of_queued_work_answers_at_once() {
+    let hub = Hub::start().await;
+    let alice = alice_with_one_waiting(&hub).await;
 
     let send = hub.http.get(format!("{}/api/v1/workloads/waits/logs?follow=true", hub.url)).bearer_auth(&alice).send();
     let mut resp = tokio::time::timeout(std::time::Duration::from_secs(10), send)
@@ -306,15 +312,7 @@ async fn a_log_that_fails_part_way_ends_with_a_line_that_says_why() {
 #[tokio::test]
 async fn a_followed_log_of_work_deleted_while_it_waits_ends_cleanly() {
     let hub = Hub::start().await;
-    let admin = hub.admin().await;
-    let alice = hub.user(&admin, "alice").await;
-    let mut hold = job("hold", 2);
-    hold["kind"] = serde_json::json!("workspace");
-    hold["command"] = serde_json::json!(["sleep", "infinity"]);
-    hub.submit(&alice, hold).await;
-    hub.wait_state(&alice, "hold", "running").await;
-    hub.submit(&alice, job("waits", 1)).await;
-    hub.wait_state(&alice, "waits", "queued").await;
+    let alice = alice_with_one_waiting(&hub).await;
 
     let resp = hub
         .http
