@@ -84,11 +84,15 @@ impl LxdEngine {
         let (resize_tx, mut resize_rx) = mpsc::unbounded_channel::<String>();
         let (mut control_tx, mut control_rx) = control.split();
         tokio::spawn(async move {
+            let mut resizes = true;
             loop {
                 tokio::select! {
-                    m = resize_rx.recv() => match m {
+                    m = resize_rx.recv(), if resizes => match m {
                         Some(text) => { if control_tx.send(Message::text(text)).await.is_err() { return; } }
-                        None => { let _ = control_tx.close().await; return; }
+                        // the handle is gone: the control socket stays open until the exec ends, since
+                        // LXD ends an exec whose control socket closes (an app started and left to run
+                        // was killed with its handle)
+                        None => resizes = false,
                     },
                     m = control_rx.next() => if !matches!(m, Some(Ok(_))) { return; },
                 }

@@ -125,7 +125,8 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
     let mut h = engine.exec(&member, &ticking).await.unwrap();
     let first = tokio::time::timeout(PATIENCE, h.output.next()).await.expect("ticks").unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).starts_with("tick"), "{first:?}");
-    let process = h.process.clone();
+    // the whole handle goes, its process's control with it (LXD ended an exec whose control socket
+    // closed: the hub's apps on LXD died with their handle)
     drop(h);
     let ticks = || async {
         let read = ExecSpec {
@@ -146,7 +147,6 @@ async fn exec_runs_as_the_user_with_and_without_a_terminal() {
         assert!(start.elapsed() < PATIENCE, "the app stopped ticking once its client was gone");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(tokio::time::timeout(Duration::from_millis(200), process.wait()).await.is_err(), "it still runs");
 
     // a terminal, resized (LXD 5.0 may drop what a terminal's process writes just before it exits: about
     // one quick command in five here; so this one lingers a moment after its output)
