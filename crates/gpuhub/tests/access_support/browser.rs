@@ -139,10 +139,13 @@ pub async fn run_cell(c: &Client, code: &str) -> Result<String> {
     // still be connecting when the first run is sent, and JupyterLab then drops it without a word (the
     // cell shows no execution count)
     let deadline = std::time::Instant::now() + WAIT;
+    let mut send = true;
     loop {
-        let editor = c.find(Locator::Css(cell)).await?;
-        editor.click().await?;
-        editor.send_keys("\u{E008}\u{E007}").await?; // Shift+Enter
+        if send {
+            let editor = c.find(Locator::Css(cell)).await?;
+            editor.click().await?;
+            editor.send_keys("\u{E008}\u{E007}").await?; // Shift+Enter
+        }
         let output =
             super::eventually("the cell's output", Duration::from_secs(20), Duration::from_millis(200), || async {
                 match c.find(Locator::Css(".jp-OutputArea-output")).await {
@@ -151,15 +154,17 @@ pub async fn run_cell(c: &Client, code: &str) -> Result<String> {
                 }
             })
             .await;
-        let started = c.find(Locator::Css(".jp-Cell .jp-InputPrompt")).await?.text().await?;
         match output {
             Ok(text) => return Ok(text),
-            // running (an execution count or `*`): a slow kernel, not a lost request; wait on
-            Err(_)
-                if started.contains(|ch: char| ch.is_ascii_digit() || ch == '*')
-                    && std::time::Instant::now() < deadline => {}
             Err(e) if std::time::Instant::now() >= deadline => return Err(e),
-            Err(_) => eprintln!("the cell did not run (prompt {started:?}): running it again"),
+            Err(_) => {
+                // running (an execution count or `*`): a slow kernel, waited on; else the run was lost
+                let prompt = c.find(Locator::Css(".jp-Cell .jp-InputPrompt")).await?.text().await?;
+                send = !prompt.contains(|ch: char| ch.is_ascii_digit() || ch == '*');
+                if send {
+                    eprintln!("the cell did not run (prompt {prompt:?}): running it again");
+                }
+            }
         }
     }
 }
