@@ -19,6 +19,7 @@
 
 mod exec;
 pub mod fake;
+pub mod settings;
 
 pub use exec::{ExecControl, ExecHandle, ExecInput, ExecProcess, OutputEnd, watch_end};
 
