@@ -2,8 +2,10 @@
 //! Unix socket. Each run is one unprivileged system container made from the run's image (converted once
 //! from the hub's Docker daemon into an LXD image), with the user's UID and GID mapped 1:1 (`raw.idmap`)
 //! so that homes and datasets, bind-mounted as disk devices, are written as the user; CPU, memory and
-//! process limits (`limits.*`); whole GPUs as device nodes; apps reached through LXD proxy devices on
-//! 127.0.0.1 (containers need no network); workspaces saved as LXD images (`lxc publish` of a snapshot).
+//! process limits (`limits.*`); GPUs (whole, or a share's one GPU) as device nodes, a share's limits in
+//! its environment and an MPS share's daemon mounted as disk devices; apps reached through LXD proxy
+//! devices on 127.0.0.1 (containers need no network); workspaces saved as LXD images (`lxc publish` of a
+//! snapshot). Every process of a container (by its cgroup) is the member's, for the GPU memory guard.
 //!
 //! An application image has no init: the container's init is a start script (`/bin/sh`, so the image
 //! needs a shell) run as the member's user, which runs the command, keeps its output in the run's
@@ -17,6 +19,7 @@ mod events;
 mod exec;
 pub mod images;
 mod logs;
+mod procs;
 mod runs;
 pub mod spec;
 

@@ -283,7 +283,7 @@ impl Engine for LxdEngine {
             volumes: true,
             nfs: false,
             pull: false,
-            gpu_shares: false,
+            gpu_shares: true,
             shared_ports: false,
             usage: true,
         }
@@ -462,7 +462,12 @@ impl Engine for LxdEngine {
             cpu_seconds: num("/cpu/usage") as f64 / 1e9,
             memory_used: gpuhub_core::Bytes(num("/memory/usage")),
             memory_limit: limit,
-            pids: Some(num("/pid") as u32).filter(|p| *p > 0).into_iter().collect(),
+            // every process of the container, those of execs too (a lab's kernels), so that the monitor
+            // and the memory guard attribute GPU processes to the member
+            pids: match u32::try_from(num("/pid")) {
+                Ok(init) if init > 0 => crate::procs::container_pids(&c.name, init),
+                _ => Vec::new(),
+            },
         }])
     }
 }

@@ -22,6 +22,9 @@ pub const PROP_CWD: &str = "gpuhub.cwd";
 pub const PROP_SOURCE: &str = "gpuhub.source";
 /// The config key keeping a run's `log_max_bytes` (outside `user.gpuhub.*`, which are its labels).
 pub const LOG_MAX_KEY: &str = "user.gpuhub-engine.log_max_bytes";
+/// Where a container's POSIX shared memory is, and the size of the tmpfs it gets there (Docker's default).
+pub const SHM: &str = "/dev/shm";
+pub const SHM_BYTES: u64 = 64 << 20;
 /// The GPU control nodes a container with GPUs gets, where the host has them.
 pub const CONTROL_DEVICES: [&str; 3] = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"];
 
@@ -157,7 +160,8 @@ pub fn environment(
 /// A member's GPU devices and the variables that describe them.
 pub type GpuAttach = (Map<String, Value>, BTreeMap<String, String>);
 
-/// The devices and variables that give member `m` its GPUs: each granted GPU's device node and the
+/// The devices and variables that give member `m` its GPUs (whole, or the one GPU of a share): each
+/// granted GPU's device node and the
 /// control nodes `control` (those this host has) as `unix-char` devices, readable by the member's user
 /// (the image carries its own user-space driver, as in the Docker engine's `devices` mode). The devices
 /// are given by their numbers (`numbers`: a host node's major and minor), as LXD takes a `source` only
@@ -176,10 +180,9 @@ pub fn gpus(
             env.insert("CUDA_VISIBLE_DEVICES".into(), String::new());
             return Ok((devices, env));
         }
-        GpuGrant::Share { .. } => {
-            return Err(EngineError::Unsupported { engine: "lxd", what: "a share of a GPU".into() });
-        }
-        GpuGrant::Whole { .. } => {}
+        // a share is its GPU's device node too, as on Docker: its limits are in the member's
+        // environment (and its MPS daemon's pipe directory and shared memory in its mounts)
+        GpuGrant::Share { .. } | GpuGrant::Whole { .. } => {}
     }
     let uuids = grant.uuids();
     if uuids.is_empty() {
@@ -266,6 +269,14 @@ pub fn instance(
     ];
     if !groups.is_empty() {
         lxc.push(format!("lxc.init.groups = {}", groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
+    }
+    // an application image's container has no /dev/shm (nothing mounts one); Docker gives each container
+    // a 64 MiB tmpfs there, which POSIX shared memory (Python's multiprocessing, PyTorch's DataLoader)
+    // needs. A mount onto /dev/shm (an MPS share's daemon's shared memory) takes its place.
+    if !spec.mounts.iter().chain(&m.mounts).any(|x| x.target.trim_end_matches('/') == SHM) {
+        lxc.push(format!(
+            "lxc.mount.entry = tmpfs dev/shm tmpfs rw,nosuid,nodev,create=dir,mode=1777,size={SHM_BYTES} 0 0"
+        ));
     }
     config.insert("raw.lxc".into(), (lxc.join("\n") + "\n").into());
     config.insert("boot.autostart".into(), "false".into());

@@ -126,7 +126,7 @@ fn the_instance_maps_the_user_and_sets_limits_mounts_labels_and_ports() {
 }
 
 #[test]
-fn root_nfs_and_gpu_shares_are_refused() {
+fn root_and_nfs_are_refused() {
     let image = ImageSettings::default();
     let mut spec = run();
     spec.identity.uid = 0;
@@ -137,9 +137,69 @@ fn root_nfs_and_gpu_shares_are_refused() {
     spec.mounts[0].nfs = Some("nfs.example".into());
     let e = instance(&spec, &spec.members[0], "c", "i", "p", None, p, &[], gpu(), &image).unwrap_err();
     assert!(matches!(e, EngineError::Unsupported { .. }), "{e:?}");
-    let share = GpuGrant::Share { milli: 500, memory: None, uuid: Some("GPU-0".into()) };
-    assert!(matches!(gpus(&node(), &share, &[], numbers), Err(EngineError::Unsupported { .. })));
     assert!(command(&run(), &image).is_err(), "no command anywhere");
+}
+
+#[test]
+fn a_share_is_its_gpus_device_node_with_its_limits_and_its_mps_mounts() {
+    let share = GpuGrant::Share { milli: 250, memory: Some(10 << 30), uuid: Some("GPU-1".into()) };
+    let (devices, env) = gpus(&node(), &share, &["/dev/nvidiactl".to_owned()], numbers).unwrap();
+    assert_eq!(
+        (devices["gpu1"]["path"].as_str(), devices["gpu1"]["minor"].as_str()),
+        (Some("/dev/nvidia1"), Some("1"))
+    );
+    assert_eq!(devices["gpuctl0"]["path"], "/dev/nvidiactl");
+    assert!(devices.get("gpu0").is_none(), "only the share's GPU");
+    assert_eq!(env["CUDA_VISIBLE_DEVICES"], "GPU-1");
+    let unplaced = GpuGrant::Share { milli: 250, memory: None, uuid: None };
+    assert!(matches!(gpus(&node(), &unplaced, &[], numbers), Err(EngineError::Rejected(_))));
+    // the controller's share variables and an MPS daemon's pipe directory and shared memory
+    let mut spec = run();
+    let m = &mut spec.members[0];
+    m.gpus = share.clone();
+    m.env = BTreeMap::from([
+        ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".to_owned(), "0=10240M".to_owned()),
+        ("CUDA_MPS_PIPE_DIRECTORY".to_owned(), "/run/gpuhub/mps".to_owned()),
+    ]);
+    let bind = |source: &str, target: &str| Mount {
+        source: source.into(),
+        target: target.into(),
+        read_only: false,
+        nfs: None,
+    };
+    m.mounts =
+        vec![bind("/run/gpuhub/mps/GPU-1/pipe", "/run/gpuhub/mps"), bind("/run/gpuhub/mps/GPU-1/shm", "/dev/shm")];
+    let gpu = gpus(&node(), &share, &[], numbers).unwrap();
+    let v =
+        instance(&spec, &spec.members[0], "c", "i", "p", None, Path::new("/r"), &[], gpu, &ImageSettings::default())
+            .unwrap();
+    let (c, d) = (&v["config"], &v["devices"]);
+    assert_eq!(c["environment.CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=10240M");
+    assert_eq!(c["environment.CUDA_VISIBLE_DEVICES"], "GPU-1");
+    assert_eq!(c["user.gpuhub.gpus"], "GPU-1");
+    assert_eq!(d["gpu1"]["type"], "unix-char");
+    let disk = |target: &str| d.as_object().unwrap().values().find(|x| x["path"] == target).cloned();
+    let pipe = disk("/run/gpuhub/mps").expect("the pipe directory is a disk device");
+    assert_eq!((pipe["type"].as_str(), pipe["source"].as_str()), (Some("disk"), Some("/run/gpuhub/mps/GPU-1/pipe")));
+    assert_eq!(pipe["readonly"], "false");
+    let shm = disk("/dev/shm").expect("the daemon's shared memory is a disk device");
+    assert_eq!(shm["source"], "/run/gpuhub/mps/GPU-1/shm");
+    let lxc = c["raw.lxc"].as_str().unwrap();
+    assert!(!lxc.contains("dev/shm"), "no tmpfs of its own under the daemon's: {lxc}");
+}
+
+#[test]
+fn every_container_gets_a_dev_shm_tmpfs_as_on_docker() {
+    let spec = run();
+    let gpu = gpus(&node(), &GpuGrant::None, &[], numbers).unwrap();
+    let v =
+        instance(&spec, &spec.members[0], "c", "i", "p", None, Path::new("/r"), &[], gpu, &ImageSettings::default())
+            .unwrap();
+    let lxc = v["config"]["raw.lxc"].as_str().unwrap();
+    assert!(
+        lxc.contains("lxc.mount.entry = tmpfs dev/shm tmpfs rw,nosuid,nodev,create=dir,mode=1777,size=67108864 0 0\n"),
+        "{lxc}"
+    );
 }
 
 #[test]

@@ -36,6 +36,12 @@ pub fn skipped() -> bool {
 /// in the Docker daemon. Fails naming what is missing: the daemon is part of the test setup
 /// (scripts/setup-debian.sh starts it).
 pub async fn engine(state: &std::path::Path) -> LxdEngine {
+    let node = NodeCapacity::uniform("lxd-test", CpuMilli(2000), Bytes(4 << 30), 0, "none", Bytes(0), "GPU-");
+    engine_on(state, node).await
+}
+
+/// [`engine`] on a host offering `node` (its GPUs).
+pub async fn engine_on(state: &std::path::Path, node: NodeCapacity) -> LxdEngine {
     IMAGE_BUILT.call_once(|| {
         let present = Command::new("docker").args(["image", "inspect", IMAGE]).output().unwrap().status.success();
         if !present {
@@ -45,7 +51,6 @@ pub async fn engine(state: &std::path::Path) -> LxdEngine {
         }
     });
     let config = LxdConfig { state_dir: state.to_owned(), poll_ms: 200, ..Default::default() };
-    let node = NodeCapacity::uniform("lxd-test", CpuMilli(2000), Bytes(4 << 30), 0, "none", Bytes(0), "GPU-");
     match LxdEngine::connect(config, node).await {
         Ok(e) => e,
         Err(e) => panic!(

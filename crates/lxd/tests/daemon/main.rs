@@ -1,8 +1,10 @@
 //! The LXD engine against this machine's LXD daemon (installed and started by scripts/setup-debian.sh):
 //! jobs, logs, exec, workspaces reached through `endpoint`, homes written as the user, cancel and remove,
-//! and saving a workspace as an image. `GPUHUB_LXD_TESTS=skip` skips them; otherwise a missing daemon fails.
+//! saving a workspace as an image, and shares of a (fake) GPU (`shares`). `GPUHUB_LXD_TESTS=skip` skips
+//! them; otherwise a missing daemon fails.
 
 mod common;
+mod shares;
 
 use common::*;
 use futures::StreamExt;
