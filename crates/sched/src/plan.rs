@@ -104,6 +104,9 @@ pub(crate) struct Pass<'a> {
     /// The free summary of the cluster once stopping workloads and victims are gone and reserved starts
     /// placed, for (starts, reserved starts, victims) so far.
     pub(crate) soon_summary: Option<(Progress, Summary)>,
+    /// The cluster once stopping workloads and victims are gone and reserved starts placed, with how
+    /// many workloads are going, for (starts, reserved starts, victims) so far.
+    pub(crate) soon_state: Option<(Progress, usize, State)>,
     /// The cluster with the reserved starts placed: for the generation, and how many reserved starts.
     pub(crate) reserved_base: Option<(u64, usize, State)>,
 }
@@ -220,6 +223,7 @@ impl<'a> Pass<'a> {
             no_preempt: FastSet::default(),
             releases: None,
             soon_summary: None,
+            soon_state: None,
             reserved_base: None,
         }
     }

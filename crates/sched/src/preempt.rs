@@ -169,22 +169,10 @@ impl<'a> Pass<'a> {
         if !reclaim && !lower && !self.any_stopping && self.victim_count == 0 {
             return None;
         }
-        let mut soon = self.st.clone();
-        let mut stopping = 0;
-        for (i, r) in running.iter().enumerate() {
-            if r.stopping || self.victims[i] {
-                for h in self.live[i].holds.iter() {
-                    soon.unhold(h);
-                }
-                stopping += 1;
-            }
-        }
-        // what earlier workloads of this pass already claimed (reserved starts) is not ours
-        for r in &self.reserved {
-            for h in &r.holds {
-                soon.hold(h);
-            }
-        }
+        // without what is already going; what earlier workloads of this pass already claimed (reserved
+        // starts) is not ours
+        let (stopping, soon) = self.soon_state();
+        let mut soon = soon.clone();
         let cached = self.placer.set_cache(false);
         if stopping > 0 {
             if let Some(holds) = place_gang(&mut self.placer, &soon, s, members) {
@@ -458,17 +446,32 @@ impl<'a> Pass<'a> {
         gone: &mut [Quota],
         chosen: &mut Vec<usize>,
     ) -> Option<Vec<Hold>> {
+        // how many members each node could take (an upper bound: a gang fits only where they add up to
+        // its members), kept up to date where victims leave, so that the placer runs only where it may
+        // succeed; not for gangs under the random policy, whose failed placements still draw
+        let mut copies = (members <= 1 || self.config.policy != crate::policy::Policy::Random).then(|| {
+            let per: Vec<u64> = (0..soon.nodes.len()).map(|n| soon.copies(n, s)).collect();
+            let total: u64 = per.iter().sum();
+            (per, total)
+        });
         for i in self.victim_order() {
             if !self.eligible(i, p, want, gone) {
                 continue;
             }
             for h in self.live[i].holds.iter() {
                 soon.unhold(h);
+                if let Some((per, total)) = &mut copies {
+                    let n = h.node as usize;
+                    *total -= per[n];
+                    per[n] = soon.copies(n, s);
+                    *total += per[n];
+                }
             }
             let g = &mut gone[self.run_queue[i]];
             *g = g.plus(self.live[i].quota);
             chosen.push(i);
-            if let Some(h) = place_gang(&mut self.placer, soon, s, members) {
+            let may_fit = copies.as_ref().is_none_or(|(_, total)| *total >= u64::from(members.max(1)));
+            if may_fit && let Some(h) = place_gang(&mut self.placer, soon, s, members) {
                 return Some(h);
             }
             if chosen.len() >= 256 {

@@ -25,6 +25,7 @@ use crate::config::Backfill;
 use crate::model::{Pending, WHOLE};
 use crate::plan::{Pass, quick_fail, summary_of};
 use crate::queue::Quota;
+use crate::state::State;
 
 /// What one lane's workloads need at least, for [`Pass::lane_dead`].
 #[derive(Debug, Clone, PartialEq)]
@@ -107,22 +108,36 @@ impl<'a> Pass<'a> {
         {
             return s;
         }
-        let mut soon = self.st.clone();
-        for (i, r) in self.running.iter().enumerate() {
-            if r.stopping || self.victims[i] {
-                for h in self.live[i].holds.iter() {
-                    soon.unhold(h);
-                }
-            }
-        }
-        for r in &self.reserved {
-            for h in &r.holds {
-                soon.hold(h);
-            }
-        }
-        let s = summary_of(&soon);
+        let s = summary_of(self.soon_state().1);
         self.soon_summary = Some((at, s));
         s
+    }
+
+    /// The cluster once the workloads already going (stopping, or chosen as victims in this pass) are
+    /// gone, with the reserved starts placed, and how many workloads are going: kept until something
+    /// starts, takes a reserved start or is chosen as a victim.
+    pub(crate) fn soon_state(&mut self) -> (usize, &State) {
+        let at = (self.generation, self.reserved.len(), self.victim_count);
+        if self.soon_state.as_ref().is_none_or(|(k, _, _)| *k != at) {
+            let mut soon = self.st.clone();
+            let mut going = 0;
+            for (i, r) in self.running.iter().enumerate() {
+                if r.stopping || self.victims[i] {
+                    for h in self.live[i].holds.iter() {
+                        soon.unhold(h);
+                    }
+                    going += 1;
+                }
+            }
+            for r in &self.reserved {
+                for h in &r.holds {
+                    soon.hold(h);
+                }
+            }
+            self.soon_state = Some((at, going, soon));
+        }
+        let (_, going, soon) = self.soon_state.as_ref().expect("kept just above");
+        (*going, soon)
     }
 
     /// Whether considering `p` (of queue number `queue`) now would change nothing (see the module
