@@ -3,8 +3,65 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The first UID/GID handed to a user; users' containers run as their own UID, never as root.
-pub const FIRST_UID: u32 = 10_000;
+/// The first UID/GID handed to a local account by default; users' containers run as their own UID,
+/// never as root. Above Debian's `UID_MAX` (60000, `/etc/login.defs`), the IDs Debian allocates itself
+/// (60000–64999) and `nobody` (65534), so that no user of gpuhub shares an ID with a host account.
+pub const FIRST_UID: u32 = 70_000;
+/// The last UID handed out by default: below `useradd`'s first subordinate ID (`SUB_UID_MIN`, 100000),
+/// which a host account's rootless containers map their root to.
+pub const LAST_UID: u32 = 99_999;
+
+/// The UIDs (and GIDs) local accounts are given, `first` to `last` inclusive (`uid_range`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UidRange {
+    /// The first ID handed out.
+    pub first: u32,
+    /// The last ID handed out.
+    pub last: u32,
+}
+
+impl Default for UidRange {
+    fn default() -> Self {
+        Self { first: FIRST_UID, last: LAST_UID }
+    }
+}
+
+impl UidRange {
+    /// Whether `id` is in the range.
+    pub fn contains(&self, id: u32) -> bool {
+        (self.first..=self.last).contains(&id)
+    }
+}
+
+impl std::fmt::Display for UidRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+/// `"70000-99999"`: two IDs, the first at least 1000 and not above the last.
+impl std::str::FromStr for UidRange {
+    type Err = crate::CoreError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: String| crate::CoreError::Invalid { field: "uid_range".into(), reason };
+        let (a, b) = s.split_once('-').ok_or_else(|| bad(format!("{s:?} is not FIRST-LAST (\"70000-99999\")")))?;
+        let id = |t: &str| t.trim().parse::<u32>().map_err(|_| bad(format!("{t:?} in {s:?} is no uid")));
+        let (first, last) = (id(a)?, id(b)?);
+        if first < 1000 {
+            return Err(bad(format!("{s:?} starts below 1000, among the host's system accounts")));
+        }
+        if first > last || last == u32::MAX {
+            return Err(bad(format!("{s:?} is empty or ends at the invalid uid {}", u32::MAX)));
+        }
+        Ok(Self { first, last })
+    }
+}
+
+impl<'de> Deserialize<'de> for UidRange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 /// What an account may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -109,6 +166,17 @@ pub fn home_quota_text(q: Option<u64>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uid_ranges_read_and_refuse_nonsense() {
+        assert_eq!("70000-99999".parse::<UidRange>().unwrap(), UidRange::default());
+        assert_eq!(UidRange::default().to_string(), "70000-99999");
+        assert!(UidRange { first: 5, last: 6 }.contains(6) && !UidRange { first: 5, last: 6 }.contains(7));
+        for bad in ["70000", "a-b", "99999-70000", "0-99", "70000-4294967295", ""] {
+            let e = bad.parse::<UidRange>().unwrap_err().to_string();
+            assert!(e.contains("uid_range"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn home_quotas_read_and_fall_back() {

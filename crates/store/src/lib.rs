@@ -36,6 +36,7 @@ pub use history::StateChange;
 pub use keys::SshKeyRecord;
 pub use samples::Downsampled;
 pub use tokens::{TOKEN_ID_LEN, TokenKind, TokenRecord};
+pub use users::TakenIds;
 pub use workload_counts::ActiveCount;
 pub use workload_pages::{CapReached, OwnerCaps, OwnerCounts, WorkloadCursor, WorkloadPage, WorkloadQuery};
 pub use workloads::WorkloadFilter;
@@ -100,6 +101,8 @@ impl std::fmt::Display for Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// Where local accounts' UIDs come from ([`Store::with_uids`]).
+    uids: users::UidPolicy,
 }
 
 impl Store {
@@ -147,7 +150,7 @@ impl Store {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrator.run(&pool).await?;
-        let store = Store { pool, backend };
+        let store = Store { pool, backend, uids: users::UidPolicy::default() };
         store.seed().await?;
         Ok(store)
     }

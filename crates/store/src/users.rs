@@ -4,7 +4,7 @@ use crate::codec::{get_bool, get_int, get_time, ms};
 use crate::error::conflict;
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
-use gpuhub_core::user::{Role, User, UserSource};
+use gpuhub_core::user::{Role, UidRange, User, UserSource};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -58,26 +58,56 @@ pub(crate) fn user_from_row(row: &AnyRow) -> Result<User> {
     })
 }
 
-/// One more than the highest UID ever handed out, counted: one statement, so that the counter row's
-/// lock serializes concurrent creations; it also stays above any UID already in the table, however it
-/// got there.
-async fn next_uid(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<i64> {
+/// IDs that local accounts must not be given although no account here has them (the host's own
+/// accounts and groups), asked at each creation.
+pub type TakenIds = std::sync::Arc<dyn Fn() -> std::collections::BTreeSet<u32> + Send + Sync>;
+
+/// Where local accounts' UIDs come from: the range, and the IDs passed over.
+#[derive(Clone, Default)]
+pub(crate) struct UidPolicy {
+    range: UidRange,
+    taken: Option<TakenIds>,
+}
+
+impl std::fmt::Debug for UidPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UidPolicy").field("range", &self.range).field("taken", &self.taken.is_some()).finish()
+    }
+}
+
+/// One more than the highest UID handed out from `range`, counted: one statement, so that the counter
+/// row's lock serializes concurrent creations. A counter outside the range (one left by an earlier
+/// range) starts again at the range's first; the result also stays above any UID of the range already
+/// in the table, however it got there (an outside account's).
+async fn next_uid(tx: &mut sqlx::Transaction<'_, sqlx::Any>, range: UidRange) -> Result<i64> {
     Ok(sqlx::query_scalar(
         "UPDATE counters SET value = 1 + CASE \
-             WHEN value >= (SELECT COALESCE(MAX(uid), 0) FROM users) THEN value \
-             ELSE (SELECT COALESCE(MAX(uid), 0) FROM users) END \
+             WHEN (CASE WHEN value BETWEEN $2 AND $3 THEN value ELSE $2 END) \
+                  >= (SELECT COALESCE(MAX(uid), $2) FROM users WHERE uid BETWEEN $2 AND $3) \
+             THEN (CASE WHEN value BETWEEN $2 AND $3 THEN value ELSE $2 END) \
+             ELSE (SELECT COALESCE(MAX(uid), $2) FROM users WHERE uid BETWEEN $2 AND $3) END \
          WHERE name = $1 RETURNING value",
     )
     .bind(LAST_UID)
+    .bind(i64::from(range.first) - 1)
+    .bind(i64::from(range.last))
     .fetch_one(&mut **tx)
     .await?)
 }
 
 impl Store {
-    /// Creates an account. Its UID (and GID) is one more than the highest UID ever handed out (the first
-    /// is [`gpuhub_core::user::FIRST_UID`]), passing over every team queue's group and every account's
-    /// GID; UIDs of deleted users are never reused, so a new user cannot inherit files a former one left
-    /// on shared storage. [`StoreError::Conflict`] if the username is taken.
+    /// This store, handing local accounts UIDs from `range` and passing over the IDs `taken` names
+    /// (asked at each creation); by default [`UidRange::default`] and nothing taken.
+    pub fn with_uids(mut self, range: UidRange, taken: Option<TakenIds>) -> Store {
+        self.uids = UidPolicy { range, taken };
+        self
+    }
+
+    /// Creates an account. Its UID (and GID) is one more than the highest UID ever handed out from the
+    /// store's range ([`Store::with_uids`]; the first is the range's first), passing over every team
+    /// queue's group, every account's GID and the IDs the store is told are taken (the host's); UIDs of
+    /// deleted users are never reused, so a new user cannot inherit files a former one left on shared
+    /// storage. [`StoreError::Conflict`] if the username is taken or the range is used up.
     pub async fn create_user(
         &self,
         username: &str,
@@ -88,16 +118,25 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         // the counter's update comes first: its lock serializes concurrent creations (SQLite cannot
         // turn a transaction that has read into one that writes while another writes)
-        let mut uid = next_uid(&mut tx).await?;
-        // a local account's GID is its UID: never a team's group nor another account's group
+        let range = self.uids.range;
+        let mut uid = next_uid(&mut tx, range).await?;
+        // a local account's GID is its UID: never a team's group nor another account's group, nor an
+        // ID of the host's accounts
         let mut groups: Vec<i64> =
             sqlx::query_scalar("SELECT gid FROM users WHERE gid IS NOT NULL").fetch_all(&mut *tx).await?;
         for row in sqlx::query("SELECT settings FROM queues").fetch_all(&mut *tx).await? {
             let q: gpuhub_core::queue::QueueDef = crate::codec::get_json(&row, "settings")?;
             groups.extend(q.team_gid.map(i64::from));
         }
-        while groups.contains(&uid) {
-            uid = next_uid(&mut tx).await?;
+        groups.extend(self.uids.taken.as_ref().map(|t| t()).unwrap_or_default().into_iter().map(i64::from));
+        while groups.contains(&uid) && uid <= i64::from(range.last) {
+            uid = next_uid(&mut tx, range).await?;
+        }
+        if uid > i64::from(range.last) {
+            return Err(StoreError::Conflict(format!(
+                "no uid left for {username}: every uid of uid_range {range} has been handed out or is the \
+                 host's; widen uid_range"
+            )));
         }
         let uid = u32::try_from(uid).map_err(|_| StoreError::Corrupt(format!("uid: next uid {uid} out of range")))?;
         let id: i64 = sqlx::query_scalar(

@@ -2,11 +2,12 @@
 
 use crate::common::t;
 use chrono::{Duration, SubsecRound};
-use gpuhub_core::user::{FIRST_UID, Role};
+use gpuhub_core::user::{FIRST_UID, Role, UidRange, UserSource};
 use gpuhub_store::{SshKeyRecord, Store, StoreError, TokenKind};
 
 both!(uids_start_at_first_uid_and_are_never_reused, username_conflict, lookups, changes, delete_cascades);
 both!(concurrent_creations_get_distinct_uids, concurrent_account_churn);
+both!(uids_come_from_the_range_passing_over_the_hosts_ids, a_new_range_starts_at_its_first);
 
 async fn uids_start_at_first_uid_and_are_never_reused(s: Store) {
     assert_eq!(s.count_users().await.unwrap(), 0);
@@ -206,4 +207,33 @@ async fn concurrent_account_churn(s: Store) {
     }
     // 16 users x 4 creations each: exactly 64 UIDs were handed out
     assert_eq!(s.create_user("last", "h", Role::User, t(0)).await.unwrap().uid, FIRST_UID + 64);
+}
+
+/// Security review N15: a range of the admin's choosing, the host's accounts' IDs passed over (asked at
+/// each creation, so an account the host made after the start counts), and a used-up range refused.
+async fn uids_come_from_the_range_passing_over_the_hosts_ids(s: Store) {
+    let host = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::from([80_001])));
+    let seen = host.clone();
+    let taken: gpuhub_store::TakenIds = std::sync::Arc::new(move || seen.lock().unwrap().clone());
+    let s = s.with_uids(UidRange { first: 80_000, last: 80_004 }, Some(taken));
+    assert_eq!(s.create_user("alice", "h", Role::User, t(0)).await.unwrap().uid, 80_000);
+    assert_eq!(s.create_user("bob", "h", Role::User, t(0)).await.unwrap().uid, 80_002, "the host's 80001");
+    host.lock().unwrap().insert(80_003);
+    assert_eq!(s.create_user("carol", "h", Role::User, t(0)).await.unwrap().uid, 80_004, "made after the start");
+    let e = s.create_user("dave", "h", Role::User, t(0)).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Conflict(m) if m.contains("uid_range 80000-80004")), "{e:?}");
+    assert!(s.get_user("dave").await.is_err(), "nothing made");
+}
+
+/// A database whose accounts came from another range (10000 up, before N15) hands out the new range
+/// from its first, above any account of the range an outside source brought.
+async fn a_new_range_starts_at_its_first(s: Store) {
+    let old = s.clone().with_uids(UidRange { first: 10_000, last: 10_999 }, None);
+    assert_eq!(old.create_user("alice", "h", Role::User, t(0)).await.unwrap().uid, 10_000);
+    assert_eq!(old.create_user("bob", "h", Role::User, t(0)).await.unwrap().uid, 10_001);
+    assert_eq!(s.create_user("carol", "h", Role::User, t(0)).await.unwrap().uid, FIRST_UID);
+    s.create_external_user("dan", Role::User, (FIRST_UID + 5, 100), UserSource::Ldap, t(0)).await.unwrap();
+    assert_eq!(s.create_user("erin", "h", Role::User, t(0)).await.unwrap().uid, FIRST_UID + 6);
+    // and back: the old range goes on where it was, above bob
+    assert_eq!(old.create_user("fay", "h", Role::User, t(0)).await.unwrap().uid, 10_002);
 }
