@@ -3,7 +3,9 @@
 //! proxy, the same scenarios as on Docker.
 //!
 //! Checks: a job runs as its owner's UID in its home, writes the home as that UID, and ends with its exit
-//! code and output; a job granted a GPU sees exactly that GPU's device node and `CUDA_VISIBLE_DEVICES`; a
+//! code and output; a job granted a GPU sees exactly that GPU's device node and `CUDA_VISIBLE_DEVICES`;
+//! two users' shares of one GPU run at once, each with the GPU's node and its limits; a share of an `mps`
+//! GPU reaches gpuhub's MPS daemon (a stand-in program) through its pipe directory and shared memory; a
 //! JupyterLab workspace answers through `/w/<user>/<name>/lab/` (started by the hub with exec in the
 //! container, reached through an LXD proxy device) and writes a notebook into the home; `gpuhub save` makes
 //! a personal image of the workspace that a new job runs with the workspace's files; stopping the
@@ -56,10 +58,20 @@ impl Drop for LxdCleanup {
         };
         for name in list(&["list", "--format", "csv", "-c", "n"]) {
             if self.0.iter().any(|u| name.contains(u.as_str())) {
-                match Command::new("lxc").args(["delete", "-f", &name]).output() {
-                    Ok(o) if o.status.success() => {}
-                    Ok(o) => eprintln!("cannot delete the container {name}: {}", describe(&o)),
-                    Err(e) => eprintln!("cannot run lxc delete: {e}"),
+                // a container the hub just stopped is busy stopping for a moment
+                let deadline = std::time::Instant::now() + WAIT;
+                loop {
+                    match Command::new("lxc").args(["delete", "-f", &name]).output() {
+                        Ok(o) if o.status.success() => break,
+                        Ok(o)
+                            if String::from_utf8_lossy(&o.stderr).contains("busy")
+                                && std::time::Instant::now() < deadline =>
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(200))
+                        }
+                        Ok(o) => break eprintln!("cannot delete the container {name}: {}", describe(&o)),
+                        Err(e) => break eprintln!("cannot run lxc delete: {e}"),
+                    }
                 }
             }
         }
@@ -203,6 +215,157 @@ async fn jobs_a_jupyterlab_workspace_and_save_as_image_on_lxd() -> Result<()> {
     ensure!(!info.status.success(), "the image {alias} is still in lxd");
     let (status, _) = alice.api(Method::GET, "/api/v1/workloads/again", None).await?;
     ensure!(status == StatusCode::NOT_FOUND, "the removed job: {status}");
+    hub.quiet();
+    Ok(())
+}
+
+/// What a share's job prints about itself: its GPU's nodes, its limits and its `/dev/shm`; then `ready`,
+/// and it holds its share until stopped.
+const SHARE_REPORT: &str = "ls /dev | grep nvidia; echo cvd=$CUDA_VISIBLE_DEVICES milli=$GPUHUB_GPU_MILLI \
+     mem=$GPUHUB_GPU_MEMORY limit=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT threads=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \
+     pipe=$CUDA_MPS_PIPE_DIRECTORY; echo shm=$(grep ' /dev/shm ' /proc/mounts | cut -d' ' -f3); \
+     ls /run/gpuhub/mps 2>/dev/null; echo from-$(id -u) > /dev/shm/client-$(id -u) && echo ready; exec sleep 600";
+
+/// `--gpus 0.5 --gpu-memory 4GiB` job `name` of `user` running [`SHARE_REPORT`]; its output once ready.
+async fn share_job(user: &User, name: &str) -> Result<String> {
+    let args = [
+        "run",
+        "--name",
+        name,
+        "--image",
+        IMAGE,
+        "--gpus",
+        "0.5",
+        "--gpu-memory",
+        "4GiB",
+        "--",
+        "sh",
+        "-c",
+        SHARE_REPORT,
+    ];
+    user.ok(&args).await?;
+    user.wait_state(name, "running").await?;
+    access_support::eventually(&format!("{name} ready"), WAIT, std::time::Duration::from_millis(200), || async {
+        let out = user.ok(&["logs", name]).await?;
+        Ok(out.contains("ready").then_some(out))
+    })
+    .await
+}
+
+/// The limits every share job here is told: half of the fake GPU, with 4 GiB.
+fn share_limits() -> String {
+    format!("cvd=GPU-fake-0 milli=500 mem={} limit=0=4096M threads=50", 4u64 << 30)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_users_shares_of_one_gpu_run_at_once_on_lxd() -> Result<()> {
+    let _serial = access_support::serial().await;
+    if lxd_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let state = tempfile::Builder::new().prefix("gpuhub-lxd-shares-").tempdir()?;
+    let mut hub = Hub::start_with(&lxd_config(state.path())?).await?;
+    let alice = hub.user("alice").await?;
+    let bob = hub.user("bob").await?;
+    let _cleanup = LxdCleanup(vec![alice.name.clone(), bob.name.clone()]);
+    // each user's half of the one GPU (not in the mps mode: any users may share it), at the same time
+    let a = share_job(&alice, "half").await?;
+    let b = share_job(&bob, "half").await?;
+    for (who, out) in [(&alice, &a), (&bob, &b)] {
+        ensure!(out.starts_with("nvidia0\n") && out.contains(&share_limits()), "{}'s share: {out}", who.name);
+        ensure!(out.contains("pipe=\nshm=tmpfs\nready"), "{}'s share has a /dev/shm of its own: {out}", who.name);
+        let w = who.workload("half").await?;
+        ensure!(w["state"] == "running" && w["gpus"] == json!(["GPU-fake-0"]), "{}'s share: {w}", who.name);
+    }
+    let nodes = alice.ok(&["nodes"]).await?;
+    ensure!(
+        nodes.contains(&format!("{}/half 0.5", alice.name)) && nodes.contains(&format!("{}/half 0.5", bob.name)),
+        "gpuhub nodes shows both shares: {nodes}"
+    );
+    for who in [&alice, &bob] {
+        who.ok(&["stop", "half"]).await?;
+    }
+    hub.quiet();
+    Ok(())
+}
+
+/// A stand-in for `nvidia-cuda-mps-control` (as the server's guard tests use): `-f` is the daemon (it
+/// makes the pipe directory's `control` and ends at `quit`), anything else a client command.
+const FAKE_MPS_CONTROL: &str = r#"#!/bin/sh
+rec=__RECORD__
+pipe="$CUDA_MPS_PIPE_DIRECTORY"
+if [ "$1" = "-f" ]; then
+  echo "daemon gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
+  echo $$ > "$pipe/nvidia-cuda-mps-control.pid"
+  : > "$pipe/control"
+  trap 'rm -f "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"; exit 0' TERM
+  while [ ! -e "$pipe/quit" ]; do sleep 0.05; done
+  rm -f "$pipe/quit" "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"
+  echo "quit gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
+  exit 0
+fi
+read -r cmd
+if [ ! -e "$pipe/control" ]; then echo "Cannot find MPS control daemon process" >&2; exit 1; fi
+[ "$cmd" = quit ] && : > "$pipe/quit"
+exit 0
+"#;
+
+/// Ends a stand-in MPS daemon the test left running and unmounts its shared memory, whatever happened.
+struct MpsCleanup(std::path::PathBuf);
+
+impl Drop for MpsCleanup {
+    fn drop(&mut self) {
+        let gpu = self.0.join("GPU-fake-0");
+        if let Ok(pid) = std::fs::read_to_string(gpu.join("pipe/nvidia-cuda-mps-control.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).output();
+        }
+        let _ = Command::new("umount").arg(gpu.join("shm")).output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mps_share_reaches_its_daemon_on_lxd() -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = access_support::serial().await;
+    if lxd_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let state = tempfile::Builder::new().prefix("gpuhub-lxd-mps-").tempdir()?;
+    // MPS starts each user's server as that user: the daemons' directory must be one every user enters
+    std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o755))?;
+    let record = state.path().join("mps.log");
+    let program = state.path().join("nvidia-cuda-mps-control");
+    std::fs::write(&program, FAKE_MPS_CONTROL.replace("__RECORD__", &record.display().to_string()))?;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))?;
+    let mps = state.path().join("mps");
+    let _daemon = MpsCleanup(mps.clone());
+    let config = format!(
+        "{}sharing = \"mps\"\n[mps]\ncontrol = \"{}\"\ndir = \"{}\"\nexclusive_process = false\n",
+        lxd_config(state.path())?,
+        program.display(),
+        mps.display()
+    );
+    let mut hub = Hub::start_with(&config).await?;
+    let alice = hub.user("alice").await?;
+    let _cleanup = LxdCleanup(vec![alice.name.clone()]);
+    let out = share_job(&alice, "mps").await?;
+    ensure!(out.starts_with("nvidia0\n") && out.contains(&share_limits()), "the MPS share: {out}");
+    ensure!(out.contains("pipe=/run/gpuhub/mps\n"), "the MPS share's pipe directory variable: {out}");
+    // the daemon's pipe directory (its `control` pipe) and its tmpfs as the share's /dev/shm, written as
+    // the user through LXD's 1:1 map
+    ensure!(out.contains("shm=tmpfs\ncontrol\n"), "the MPS share's mounts: {out}");
+    let client = mps.join("GPU-fake-0/shm").join(format!("client-{}", alice.uid));
+    let meta = std::fs::metadata(&client).with_context(|| format!("{}", client.display()))?;
+    ensure!(u64::from(meta.uid()) == alice.uid, "{} belongs to {}", client.display(), meta.uid());
+    ensure!(std::fs::read_to_string(&record)?.contains("daemon gpu=GPU-fake-0"), "the daemon's record");
+    // the share ends; the daemon, holding no share, is told to quit
+    alice.ok(&["stop", "mps"]).await?;
+    access_support::eventually("the daemon quits", WAIT, std::time::Duration::from_millis(200), || async {
+        Ok(std::fs::read_to_string(&record)?.contains("quit gpu=GPU-fake-0").then_some(()))
+    })
+    .await?;
     hub.quiet();
     Ok(())
 }

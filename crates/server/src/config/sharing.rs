@@ -76,7 +76,7 @@ pub(super) fn apply_env(cfg: &mut Config, key: &str, name: &str, v: &str) -> Opt
     })
 }
 
-/// The settings that cannot work: a grace beyond a day, `mps` where gpuhub does not place.
+/// The settings that cannot work: a grace beyond a day, `mps` where gpuhub does not place on this host.
 pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
     if cfg.guard.grace_secs > MAX_GRACE_SECS {
         return Err(ConfigError::Invalid {
@@ -85,11 +85,11 @@ pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
         });
     }
     let mps = cfg.gpu_sharing == Some(GpuSharing::Mps) || cfg.gpus.iter().any(|g| g.sharing == Some(GpuSharing::Mps));
-    if mps && cfg.engine != super::EngineKind::Docker {
+    if mps && !matches!(cfg.engine, super::EngineKind::Docker | super::EngineKind::Lxd) {
         return Err(ConfigError::Invalid {
             key: "gpu_sharing".into(),
-            reason: "mps is run by gpuhub only where it places work (engine = \"docker\"); on Slurm, share GPUs \
-                     through Slurm's own gres (shard or mps)"
+            reason: "mps is run by gpuhub only where it places work on this host (engine = \"docker\" or \"lxd\"); \
+                     on Slurm, share GPUs through Slurm's own gres (shard or mps)"
                 .into(),
         });
     }
@@ -197,6 +197,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("only where it places work"), "{e}");
+        let c = Config::from_toml("gpu_sharing = \"mps\"\nengine = \"lxd\"\n").map(|mut c| c.apply_env(Vec::new()));
+        assert!(matches!(c, Ok(Ok(()))), "lxd runs shares on this host, as docker: {c:?}");
         assert!(Config::from_toml("[guard]\ngrace = 5\n").is_err(), "unknown keys are refused");
     }
 }
