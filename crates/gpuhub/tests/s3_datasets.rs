@@ -4,8 +4,9 @@
 //! reads a file of it at `/datasets/<name>` and cannot write there; a read-write one takes a job's file
 //! into the bucket; the secret key never shows in answers, in the CLI's output, in the data directory (the
 //! database among it) or on any process's command line; the mount comes back when rclone is killed and
-//! after a restart, and goes with the dataset. Needs root, Docker, FUSE, rclone and `moto_server` (`pip install 'moto[server]'`);
-//! `GPUHUB_SKIP_S3_TESTS=1` skips it, saying so, where those cannot be had.
+//! after a restart, and goes with the dataset; on the LXD engine, a job reads and writes them too. Needs
+//! root, Docker, FUSE, rclone and `moto_server` (`pip install 'moto[server]'`), and LXD for the LXD test;
+//! `GPUHUB_SKIP_S3_TESTS=1` skips them, saying so, where those cannot be had.
 
 mod common;
 
@@ -360,5 +361,78 @@ fn a_job_reads_an_s3_dataset_and_cannot_write_a_read_only_one() -> Result<()> {
     hub.admin.ok(&["datasets", "rm", &name])?;
     hub.admin.ok(&["datasets", "rm", &rw])?;
     ensure!(!mounted(&mount_point), "{mount_point} is still mounted after the dataset's removal");
+    Ok(())
+}
+
+/// Removes the LXD containers whose names hold one of these (users' names), whatever happened.
+struct LxdCleanup(Vec<String>);
+
+impl Drop for LxdCleanup {
+    fn drop(&mut self) {
+        let Ok(out) = Command::new("lxc").args(["list", "--format", "csv", "-c", "n"]).output() else { return };
+        for name in String::from_utf8_lossy(&out.stdout).lines() {
+            if self.0.iter().any(|u| name.contains(u.as_str())) {
+                let _ = Command::new("lxc").args(["delete", "-f", name]).output();
+            }
+        }
+    }
+}
+
+/// The same datasets on the LXD engine (`engine = "lxd"`): its containers run on the hub's host too, so
+/// the hub's rclone mount is a disk device of the job's container, read as the job's user through the
+/// 1:1 map; a read-only one cannot be written, a read-write one takes the job's file into the bucket.
+/// Needs LXD as well (`GPUHUB_LXD_TESTS=skip` skips it, saying so).
+#[test]
+fn a_job_on_lxd_reads_an_s3_dataset_and_writes_only_a_read_write_one() -> Result<()> {
+    let _serial = common::serial();
+    if !Command::new("lxc").arg("info").output().is_ok_and(|o| o.status.success()) {
+        if std::env::var("GPUHUB_LXD_TESTS").is_ok_and(|v| v == "skip") {
+            eprintln!("skipped: LXD does not answer (GPUHUB_LXD_TESTS=skip)");
+            return Ok(());
+        }
+        bail!("LXD does not answer (`lxc info`): scripts/setup-debian.sh starts it, or set GPUHUB_LXD_TESTS=skip");
+    }
+    let Some(moto) = Moto::start()? else { return Ok(()) };
+    moto.rclone(&["rcat", "t:lxd-corpora/text/hello.txt"], Some("words from the bucket\n"))?;
+    moto.rclone(&["mkdir", "t:lxd-outputs"], None)?;
+    let state = tempfile::Builder::new().prefix("gpuhub-s3-lxd-").tempdir()?;
+    let lxd = format!("[lxd]\nstate_dir = \"{}\"\npoll_ms = 300\n", state.path().display());
+    let mut hub = Hub::start_configured("engine = \"lxd\"", &lxd)?;
+    let alice = hub.user("alice")?;
+    let _cleanup = LxdCleanup(vec![alice.name.clone()]);
+    let add = |name: &str, url: &str, extra: &[&str]| -> Result<()> {
+        let mut args = vec!["datasets", "add", name, url, "--endpoint", &moto.endpoint, "--access-key", ACCESS_KEY];
+        args.extend(["--secret-key-stdin"].iter().chain(extra));
+        let out = hub.admin.output_with_stdin(&args, &format!("{SECRET}\n"))?;
+        ensure!(out.status.success(), "datasets add {name}: {}", String::from_utf8_lossy(&out.stderr));
+        Ok(())
+    };
+    let (ro, rw) = (format!("corpus-{}", common::suffix()), format!("out-{}", common::suffix()));
+    add(&ro, "s3://lxd-corpora/text", &[])?;
+    add(&rw, "s3://lxd-outputs", &["--read-write"])?;
+    let script = format!(
+        "cat /datasets/{ro}/hello.txt; if touch /datasets/{ro}/x 2>/dev/null; then echo WROTE-RO; else echo read-only; \
+         fi; echo written on lxd > /datasets/{rw}/result.txt && echo WROTE-RW"
+    );
+    let args = ["run", "--name", "reader", "--image", IMAGE, "--dataset", &ro, "--dataset", &rw, "--follow"];
+    let out = alice.ok(&[&args[..], &["--", "sh", "-c", &script]].concat())?;
+    ensure!(out.contains("words from the bucket"), "the job read: {out:?}");
+    ensure!(out.contains("read-only") && !out.contains("WROTE-RO"), "the job could write a read-only dataset: {out:?}");
+    ensure!(out.contains("WROTE-RW"), "the job could not write a read-write dataset: {out:?}");
+    let listed = Command::new("lxc").args(["list", "--format", "csv", "-c", "n"]).output()?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    ensure!(listed.lines().any(|l| l.contains(&alice.name)), "the job ran in no LXD container: {listed}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        // rclone uploads a closed file after its write-back delay (5s)
+        match moto.rclone(&["cat", "t:lxd-outputs/result.txt"], None) {
+            Ok(text) if text.contains("written on lxd") => break,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(500)),
+            other => bail!("the job's file never reached the bucket: {other:?}"),
+        }
+    }
+    for name in [&ro, &rw] {
+        hub.admin.ok(&["datasets", "rm", name])?;
+    }
     Ok(())
 }

@@ -21,6 +21,12 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+/// Whether the containers of `engine` run on this host, where the server mounts S3 datasets and sees
+/// registered directories: Docker's and LXD's do; Slurm's and Kubernetes' run on other nodes.
+pub fn reached_by(engine: crate::config::EngineKind) -> bool {
+    matches!(engine, crate::config::EngineKind::Docker | crate::config::EngineKind::Lxd)
+}
+
 /// The rclone remote the environment defines.
 const REMOTE: &str = "GPUHUB_S3";
 /// How long a mount may take to appear.

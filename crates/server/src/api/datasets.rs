@@ -41,7 +41,7 @@ fn plain(st: &AppState, d: &Dataset) -> Option<Result<crate::s3mounts::Plain, cr
 
 /// Mounts every S3 dataset (at start; each in its own task, a slow S3 server delays nothing else).
 pub async fn mount_all(st: &AppState) {
-    if st.config.engine != crate::config::EngineKind::Docker {
+    if !crate::s3mounts::reached_by(st.config.engine) {
         return;
     }
     st.s3.sweep().await;
@@ -81,7 +81,7 @@ pub async fn create_dataset(
     caller.require_admin()?;
     d.status = None;
     d.validate()?;
-    let local = st.config.engine == crate::config::EngineKind::Docker;
+    let local = crate::s3mounts::reached_by(st.config.engine);
     if d.s3.is_some() {
         return create_s3(st, caller, d).await;
     }
@@ -115,7 +115,7 @@ async fn create_s3(
     caller: Caller,
     mut d: Dataset,
 ) -> Result<(StatusCode, axum::Json<Dataset>), ApiError> {
-    if st.config.engine != crate::config::EngineKind::Docker {
+    if !crate::s3mounts::reached_by(st.config.engine) {
         return Err(ApiError::unprocessable(format!(
             "invalid s3: the {} engine mounts no object storage itself; mount the bucket on every node \
              (e.g. rclone mount) and register that directory as path",

@@ -348,7 +348,7 @@ async fn resolve_datasets(st: &AppState, names: &[String]) -> Result<Vec<Dataset
 /// An S3 dataset's mount: the directory where the server mounts it on this host, which must be
 /// mounted now (else the job would see an empty directory, or none).
 fn s3_mount(st: &AppState, d: &gpuhub_core::dataset::Dataset) -> Result<DatasetMount, ServiceError> {
-    if st.config.engine != crate::config::EngineKind::Docker {
+    if !crate::s3mounts::reached_by(st.config.engine) {
         let detail = format!(
             "invalid datasets: {} is object storage, which the {} engine does not mount",
             d.name,
