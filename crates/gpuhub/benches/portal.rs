@@ -94,6 +94,7 @@ async fn bench(n: usize) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    reads(&store).await?;
     let first = page(&http, &format!("{base}/workloads"), &cookie).await?;
     let next = first
         .split("href=\"/workloads?cursor=")
@@ -157,6 +158,43 @@ async fn bench(n: usize) -> Result<()> {
         println!("portal: the slowest page at the 99th percentile: {what}, {:.2} ms", p99.as_secs_f64() * 1e3);
     }
     server.shutdown().await;
+    Ok(())
+}
+
+/// What the slow pages read from the store, each timed alone (the median of 20): the profile behind
+/// the pages' figures.
+async fn reads(store: &gpuhub_store::Store) -> Result<()> {
+    use gpuhub_core::workload::WorkloadState as S;
+    use gpuhub_store::WorkloadFilter;
+    let now = chrono::Utc::now();
+    let (day, week) = (now - chrono::TimeDelta::days(1), now - chrono::TimeDelta::days(7));
+    let filter = |states: &[S]| WorkloadFilter { owner: None, states: Some(states.to_vec()) };
+    let active = filter(&[S::Pulling, S::Queued, S::Starting, S::Running]);
+    let (running, ended) = (filter(&[S::Running]), filter(&[S::Stopped, S::Failed, S::Queued]));
+    macro_rules! time {
+        ($what:expr, $read:expr) => {{
+            let mut times = Vec::new();
+            let mut n = 0;
+            for _ in 0..20 {
+                let t = Instant::now();
+                n = $read.await?.len();
+                times.push(t.elapsed());
+            }
+            times.sort();
+            println!("   read {:<44} {:>7.2} ms  {n} rows", $what, percentile(&times, 0.5).as_secs_f64() * 1e3);
+        }};
+    }
+    time!("list_workloads (pulling, queued, starting, running)", store.list_workloads(&active));
+    time!("list_workloads (running)", store.list_workloads(&running));
+    time!("list_workloads (stopped, failed, queued)", store.list_workloads(&ended));
+    time!("holdings (the last week, one user)", store.holdings(week, now, Some("bench")));
+    time!("holdings (the last day, everyone)", store.holdings(day, now, None));
+    time!("measured (the last week)", store.measured(week, now, None));
+    time!("state_changes (the last day)", store.state_changes(day, now));
+    time!("list_queues", store.list_queues());
+    time!("list_images", store.list_images());
+    time!("list_datasets", store.list_datasets());
+    time!("list_reservations", store.list_reservations(now));
     Ok(())
 }
 

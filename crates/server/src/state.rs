@@ -1,6 +1,7 @@
 //! What every handler shares. The parts of it that other modules drive (the idle rule's and the guard's
 //! memories, the request metrics) are defined here, below everything that uses the state.
 
+pub mod active;
 pub mod guard;
 pub mod http_metrics;
 pub mod idle;
@@ -72,16 +73,19 @@ pub struct AppState {
     pub s3: Arc<crate::s3mounts::S3Mounts>,
     /// Accounts that must change their password before anything else (the first admin's generated one).
     pub password_change: password_change::PasswordChange,
-    /// The nodes as `GET /api/v1/nodes` and the Nodes page show them, with the controller's
-    /// [`generation`](ControllerHandle::generation) and the inventory's time they were made at: made
-    /// again only once either moved (each view reads every running workload).
+    /// The workloads not over yet, kept between requests and followed through the controller's change
+    /// feed and every submission ([`active::ActiveWorkloads`]); read with [`AppState::active`].
+    pub active: Arc<active::ActiveWorkloads>,
+    /// The nodes as `GET /api/v1/nodes` and the Nodes page show them, with the snapshot of
+    /// [`AppState::active`] and the inventory's time they were made from: made again only once either
+    /// moved.
     pub node_views: Arc<std::sync::Mutex<Option<NodeViewsCache>>>,
 }
 
 /// What [`AppState::node_views`] holds.
 #[derive(Debug, Clone)]
 pub struct NodeViewsCache {
-    pub generation: u64,
+    pub active: active::Snapshot,
     pub inventory_at: Option<chrono::DateTime<chrono::Utc>>,
     pub views: Vec<gpuhub_core::api::NodeView>,
 }
@@ -91,6 +95,12 @@ impl AppState {
     /// GPUs from NVML, the configuration or the engine).
     pub fn nodes(&self) -> Vec<NodeCapacity> {
         self.controller.inventory().capacities()
+    }
+
+    /// The workloads not over yet (pulling, queued, starting, running), oldest first, as the store
+    /// holds them after every change announced so far.
+    pub async fn active(&self) -> Result<active::Snapshot, gpuhub_store::StoreError> {
+        self.active.get(&self.store, || self.controller.changes()).await
     }
 }
 

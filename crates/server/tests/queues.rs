@@ -195,3 +195,58 @@ fn with_queue(name: &str, q: &str) -> Value {
     j["queue"] = json!(q);
     j
 }
+
+/// The queues' figures and the nodes' holders come from the active workloads kept between requests
+/// (`AppState::active`): a submission, a start, a stop, a start again and a deletion are each seen on
+/// the next request.
+#[tokio::test]
+async fn the_kept_workloads_follow_every_submission_start_stop_and_deletion() {
+    let hub = Hub::start_with(team).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let counts = |q: Value| (q["running"].as_u64().unwrap(), q["queued"].as_u64().unwrap());
+    let holders = |nodes: Value| -> Vec<Value> {
+        nodes[0]["gpus"].as_array().unwrap().iter().map(|g| g["holder"]["workload"].clone()).collect()
+    };
+    let nodes = || async { hub.call(Method::GET, "/api/v1/nodes", Some(&alice), None).await.1 };
+    let act = |name: &'static str, what: &'static str| {
+        let (hub, alice) = (&hub, &alice);
+        async move {
+            let (method, path) = match what {
+                "delete" => (Method::DELETE, format!("/api/v1/workloads/{name}")),
+                _ => (Method::POST, format!("/api/v1/workloads/{name}/{what}")),
+            };
+            let (s, v) = hub.call(method, &path, Some(alice), None).await;
+            assert!(s.is_success(), "{what} {name}: {s} {v}");
+        }
+    };
+    // read once before anything is submitted: what follows changes what is kept
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (0, 0));
+    assert!(holders(nodes().await).iter().all(Value::is_null));
+    let mut a1 = in_team("a1");
+    a1["command"] = json!(["sleep", "infinity"]);
+    hub.submit(&alice, a1).await;
+    let (running, queued) = counts(queue(&hub, &alice, "team").await);
+    assert_eq!(running + queued, 1, "the submission is counted at once");
+    hub.wait_state(&alice, "a1", "running").await;
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (1, 0));
+    assert!(holders(nodes().await).contains(&json!("a1")));
+    // alice's limit in the queue is one GPU: a2 waits
+    let mut a2 = in_team("a2");
+    a2["command"] = json!(["sleep", "infinity"]);
+    hub.submit(&alice, a2).await;
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (1, 1), "a second submission");
+    act("a2", "stop").await;
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (1, 0), "a stop");
+    act("a2", "start").await;
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (1, 1), "a start again");
+    act("a1", "delete").await;
+    let (running, queued) = counts(queue(&hub, &alice, "team").await);
+    assert_eq!(running + queued, 1, "a deletion");
+    assert!(!holders(nodes().await).contains(&json!("a1")));
+    hub.wait_state(&alice, "a2", "running").await;
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (1, 0));
+    act("a2", "stop").await;
+    assert_eq!(counts(queue(&hub, &alice, "team").await), (0, 0), "the last stop");
+    assert!(holders(nodes().await).iter().all(Value::is_null));
+}

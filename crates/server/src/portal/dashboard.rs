@@ -135,23 +135,29 @@ pub async fn page(
     let now = st.clock.now();
     let buckets = buckets(range, now);
     let window = (buckets[0].0, buckets[buckets.len() - 1].1);
-    // GPU-hours held and used per bucket: the usage API's
-    let mut held = vec![(0.0, 0.0); buckets.len()];
+    // GPU-hours held and used per bucket: the usage API's, from one read of the holdings of the window
+    // and of the last seven days (the top users)
+    let week = (now - TimeDelta::days(7), now);
+    let held = match super::usage::held(&st, &viewer, (window.0.min(week.0), window.1.max(week.1)), None).await {
+        Ok(h) => h,
+        Err(e) => return api_error_page(e),
+    };
+    let mut sums = vec![(0.0, 0.0); buckets.len()];
     if range == "day" {
         for (i, b) in buckets.iter().enumerate() {
-            match report(&st, &viewer, "user", *b, None).await {
-                Ok(r) => held[i] = r.rows.iter().fold((0.0, 0.0), |(h, u), r| (h + r.gpu_hours, u + r.gpu_used_hours)),
+            match report(&st, &held, "user", *b).await {
+                Ok(r) => sums[i] = r.rows.iter().fold((0.0, 0.0), |(h, u), r| (h + r.gpu_hours, u + r.gpu_used_hours)),
                 Err(e) => return api_error_page(e),
             }
         }
     } else {
-        match report(&st, &viewer, "day", window, None).await {
+        match report(&st, &held, "day", window).await {
             Ok(r) => {
                 for row in &r.rows {
                     let Some(day) = row.day.and_then(|d| d.and_hms_opt(0, 0, 0)).map(|d| d.and_utc()) else { continue };
                     if let Some(i) = buckets.iter().position(|b| b.0 == day) {
-                        held[i].0 += row.gpu_hours;
-                        held[i].1 += row.gpu_used_hours;
+                        sums[i].0 += row.gpu_hours;
+                        sums[i].1 += row.gpu_used_hours;
                     }
                 }
             }
@@ -165,8 +171,7 @@ pub async fn page(
     };
     let waits = waiting(&changes, &buckets, now);
     // the top users of the last seven days
-    let week = (now - TimeDelta::days(7), now);
-    let mut top = match report(&st, &viewer, "user", week, None).await {
+    let mut top = match report(&st, &held, "user", week).await {
         Ok(r) => r.rows,
         Err(e) => return api_error_page(e),
     };
@@ -176,7 +181,7 @@ pub async fn page(
         Ok(r) => r,
         Err(e) => return api_error_page(e),
     };
-    let body = render(range, &buckets, &held, capacity, &waits, &top, &reclaims, now);
+    let body = render(range, &buckets, &sums, capacity, &waits, &top, &reclaims, now);
     layout(&st, &viewer, "Dashboard", body).into_response()
 }
 
@@ -185,22 +190,23 @@ async fn reclaims(
     st: &AppState,
     window: (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<Vec<Reclaim>, crate::error::ApiError> {
-    let filter = WorkloadFilter {
-        owner: None,
-        states: Some(vec![WorkloadState::Stopped, WorkloadState::Failed, WorkloadState::Queued]),
-    };
-    let mut out: Vec<Reclaim> = st
-        .store
-        .list_workloads(&filter)
-        .await?
-        .into_iter()
+    // the ended from the store, the queued (a reclaimed service waits again) from the active workloads
+    // kept between requests
+    let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Stopped, WorkloadState::Failed]) };
+    let ended = st.store.list_workloads(&filter).await?;
+    let active = st.active().await?;
+    let queued = active.iter().map(|w| &**w).filter(|w| w.state == WorkloadState::Queued);
+    let mut out: Vec<Reclaim> = ended
+        .iter()
+        .chain(queued)
         .filter_map(|w| {
-            let (at, rule, detail) = match w.interruption? {
+            let (at, rule, detail) = match w.interruption.clone()? {
                 StopReason::Idle { at, detail, .. } => (at, "idle", detail),
                 StopReason::GpuMemoryExceeded { at, detail, .. } => (at, "guard", detail),
                 _ => return None,
             };
-            (at >= window.0 && at < window.1).then_some(Reclaim { at, owner: w.owner, name: w.name, rule, detail })
+            let (owner, name) = (w.owner.clone(), w.name.clone());
+            (at >= window.0 && at < window.1).then_some(Reclaim { at, owner, name, rule, detail })
         })
         .collect();
     out.sort_by_key(|r| std::cmp::Reverse(r.at));

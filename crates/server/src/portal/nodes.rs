@@ -18,7 +18,6 @@ use gpuhub_core::api::{GpuView, NodeView};
 use gpuhub_core::metrics::{GpuMetrics, GpuPoint};
 use gpuhub_core::node::GpuSharing;
 use gpuhub_core::workload::WorkloadState;
-use gpuhub_store::WorkloadFilter;
 use maud::{Markup, html};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
@@ -57,8 +56,7 @@ pub async fn page(
         Err(e) => return api_error_page(e),
     };
     let snapshot = st.metrics.get();
-    let running = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Running]) };
-    let active = match st.store.list_workloads(&running).await {
+    let active = match st.active().await {
         Ok(a) => a,
         Err(e) => return api_error_page(e.into()),
     };
@@ -76,7 +74,7 @@ pub async fn page(
             }),
         idle: active
             .iter()
-            .filter(|w| st.idle.view(&w.id, now).is_some())
+            .filter(|w| w.state == WorkloadState::Running && st.idle.view(&w.id, now).is_some())
             .map(|w| format!("{}/{}", w.owner, w.name))
             .collect(),
     };

@@ -7,13 +7,13 @@
 use super::charts::{self, BarChart};
 use super::{Viewer, api_error_page, layout, only_navigation};
 use crate::error::ApiError;
-use crate::service::usage::UsageQuery;
+use crate::service::usage::Held;
 use crate::state::AppState;
 use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use gpuhub_core::usage::{UsageReport, UsageRow};
+use gpuhub_core::usage::{UsageKey, UsageReport, UsageRow};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -70,21 +70,27 @@ fn group_of(by: &str, row: &UsageRow) -> String {
     v.unwrap_or("—").to_owned()
 }
 
-/// The API's report for `by` over `from`–`to`, as `viewer` may see it.
-pub(super) async fn report(
+/// The holdings of `window` as `viewer` may see them (`user`'s, else theirs or, for an admin,
+/// everyone's), for [`report`]s within it.
+pub(super) async fn held(
     st: &AppState,
     viewer: &Viewer,
-    by: &str,
-    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    window: (DateTime<Utc>, DateTime<Utc>),
     user: Option<&str>,
+) -> Result<Held, ApiError> {
+    Ok(Held::read(st, &viewer.user, user.map(str::to_owned), window).await?)
+}
+
+/// The API's report for `by` over `from`–`to` (within what `held` read): what `GET /api/v1/usage`
+/// answers for the same window.
+pub(super) async fn report(
+    st: &AppState,
+    held: &Held,
+    by: &str,
+    window: (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<UsageReport, ApiError> {
-    let q = UsageQuery {
-        by: Some(by.to_owned()),
-        from: Some(from.to_rfc3339()),
-        to: Some(to.to_rfc3339()),
-        user: user.map(str::to_owned),
-    };
-    Ok(crate::service::usage::report(st, &viewer.user, q).await?)
+    let by = UsageKey::parse_list(by).map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+    Ok(held.report(st, by, window).await?)
 }
 
 /// One row of the chart's table and CSV: a bucket, a group, a GPU model.
@@ -126,8 +132,13 @@ pub async fn page(
     let user = q.user.as_deref().map(str::trim).filter(|u| !u.is_empty());
     let buckets = range.buckets(st.clock.now());
     let window = (buckets[0].0, buckets[buckets.len() - 1].1);
-    // the window's figures per group, then each bucket's per group and GPU model
-    let summary = match report(&st, &viewer, by, window, user).await {
+    // the window's figures per group, then each bucket's per group and GPU model, from one read of
+    // the window's holdings
+    let held = match held(&st, &viewer, window, user).await {
+        Ok(h) => h,
+        Err(e) => return api_error_page(e),
+    };
+    let summary = match report(&st, &held, by, window).await {
         Ok(r) => r,
         Err(e) => return api_error_page(e),
     };
@@ -143,14 +154,14 @@ pub async fn page(
     if range == Range::Day {
         // hours: the API's figures for each
         for b in &buckets {
-            match report(&st, &viewer, &format!("{by},model"), *b, user).await {
+            match report(&st, &held, &format!("{by},model"), *b).await {
                 Ok(r) => rows.extend(r.rows.iter().map(|r| row(*b, r))),
                 Err(e) => return api_error_page(e),
             }
         }
     } else {
         // UTC days: the API's figures by day, in one report
-        match report(&st, &viewer, &format!("{by},model,day"), window, user).await {
+        match report(&st, &held, &format!("{by},model,day"), window).await {
             Ok(r) => rows.extend(r.rows.iter().filter_map(|r| {
                 let day = r.day?.and_hms_opt(0, 0, 0)?.and_utc();
                 Some(row((day, day + TimeDelta::days(1)), r))

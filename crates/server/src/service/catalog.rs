@@ -4,9 +4,8 @@ use super::{Kind, ServiceError};
 use crate::state::AppState;
 use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView, ImageEntry, NodeView};
 use gpuhub_core::user::User;
-use gpuhub_core::workload::{Workload, WorkloadState};
+use gpuhub_core::workload::Workload;
 use gpuhub_core::{Bytes, CpuMilli, names};
-use gpuhub_store::WorkloadFilter;
 
 /// Every node of the engine, with who holds each GPU, or the engine's error ([`Kind::Unavailable`]).
 pub async fn node_views(st: &AppState) -> Result<Vec<NodeView>, ServiceError> {
@@ -22,19 +21,19 @@ pub async fn node_views(st: &AppState) -> Result<Vec<NodeView>, ServiceError> {
         err.retry_after = Some(super::RETRY_AFTER);
         return Err(err);
     }
-    // read before the store: a change announced meanwhile makes the next call read again
-    let generation = st.controller.generation();
+    // every active workload as kept between requests (followed through the controller's changes and
+    // every submission): the views are made again only once that moved or the inventory did
+    let active = st.active().await?;
     if let Some(c) = st.node_views.lock().unwrap().as_ref()
-        && c.generation == generation
+        && std::sync::Arc::ptr_eq(&c.active, &active)
         && c.inventory_at == snapshot.at
     {
         return Ok(c.views.clone());
     }
-    let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Starting, WorkloadState::Running]) };
-    let active = st.store.list_workloads(&filter).await?;
-    let views: Vec<NodeView> = snapshot.nodes.iter().map(|n| node_view(n, &active, snapshot.nodes.len())).collect();
+    let holding: Vec<&Workload> = active.iter().map(|w| &**w).filter(|w| w.state.holds_resources()).collect();
+    let views: Vec<NodeView> = snapshot.nodes.iter().map(|n| node_view(n, &holding, snapshot.nodes.len())).collect();
     *st.node_views.lock().unwrap() =
-        Some(crate::state::NodeViewsCache { generation, inventory_at: snapshot.at, views: views.clone() });
+        Some(crate::state::NodeViewsCache { active, inventory_at: snapshot.at, views: views.clone() });
     Ok(views)
 }
 
@@ -46,12 +45,12 @@ fn on_node<'a>(node: &'a str, w: &'a Workload, single: bool) -> impl Iterator<It
     legacy.into_iter().chain(members)
 }
 
-fn node_view(n: &gpuhub_driver::EngineNode, active: &[Workload], count: usize) -> NodeView {
+fn node_view(n: &gpuhub_driver::EngineNode, active: &[&Workload], count: usize) -> NodeView {
     let c = &n.capacity;
     let single = count == 1;
     let (mut cpu_used, mut mem_used) = (0u64, 0u64);
     let mut held: Vec<(&Workload, &str)> = Vec::new();
-    for w in active {
+    for &w in active {
         for gpus in on_node(&c.name, w, single) {
             cpu_used += w.resources.cpu_milli.0;
             mem_used += w.resources.memory.0;

@@ -9,14 +9,13 @@ use gpuhub_core::queue::{CreateQueueRequest, QueueDef, QueuePatch, limit_view};
 use gpuhub_core::user::User;
 use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_sched::Quota;
-use gpuhub_store::WorkloadFilter;
 
 fn quota_view(q: Quota) -> QuotaView {
     QuotaView { gpus: q.gpu_milli as f64 / 1000.0, cpus: q.cpu_milli as f64 / 1000.0, memory: Bytes(q.memory) }
 }
 
 /// How `q` looks to `caller`, with what `active` workloads of it hold and wait.
-fn view(q: &QueueDef, active: &[Workload], caller: &User) -> QueueView {
+fn view(q: &QueueDef, active: &[&Workload], caller: &User) -> QueueView {
     let mut used = Quota::default();
     let (mut running, mut queued) = (0, 0);
     for w in active.iter().filter(|w| w.queue == q.name) {
@@ -46,20 +45,18 @@ fn view(q: &QueueDef, active: &[Workload], caller: &User) -> QueueView {
     }
 }
 
-/// Every team queue as `caller` sees it, by name.
+/// Every team queue as `caller` sees it, by name (from the active workloads kept between requests).
 pub async fn views(st: &AppState, caller: &User) -> Result<Vec<QueueView>, ServiceError> {
-    let active = active(st, None).await?;
+    let kept = st.active().await?;
+    let active = counted(&kept);
     let queues = st.store.list_queues().await?;
     Ok(queues.iter().map(|q| view(q, &active, caller)).collect())
 }
 
-async fn active(st: &AppState, queue: Option<&str>) -> Result<Vec<Workload>, ServiceError> {
-    let states = vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running];
-    let mut list = st.store.list_workloads(&WorkloadFilter { owner: None, states: Some(states) }).await?;
-    if let Some(q) = queue {
-        list.retain(|w| w.queue == q);
-    }
-    Ok(list)
+/// What a queue counts of the active workloads: the queued, starting and running (an image's pull
+/// waits outside the queues).
+fn counted(kept: &crate::state::active::Snapshot) -> Vec<&Workload> {
+    kept.iter().map(|w| &**w).filter(|w| w.state != WorkloadState::Pulling).collect()
 }
 
 /// `q` with `patch` applied, refused ([`super::Kind::Invalid`], naming the field) when the rules or the configured priority
@@ -108,7 +105,7 @@ pub async fn patch(st: &AppState, caller: &User, name: &str, patch: &QueuePatch)
     };
     tracing::info!(queue = %q.name, by = %caller.username, "queue changed");
     st.controller.kick();
-    Ok(view(&q, &active(st, Some(name)).await?, caller))
+    Ok(view(&q, &counted(&st.active().await?), caller))
 }
 
 /// Removes queue `name` for admin `caller`; refused ([`super::Kind::Conflict`]) while a workload in it is

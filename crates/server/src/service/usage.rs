@@ -54,25 +54,68 @@ pub async fn report(st: &AppState, caller: &User, q: UsageQuery) -> Result<Usage
     let (month, _) = usage::this_month(now);
     let from = q.from.as_deref().map(|s| parse_time("from", s)).transpose()?.unwrap_or(month);
     let to = q.to.as_deref().map(|s| parse_time("to", s)).transpose()?.unwrap_or(now);
-    if from >= to {
-        return Err(ServiceError::new(
-            Kind::Malformed,
-            format!("invalid query: from ({from}) must be before to ({to})"),
-        ));
-    }
-    let user = match (q.user, caller.is_admin()) {
-        (Some(u), true) => Some(u),
-        (Some(u), false) if u != caller.username => {
-            return Err(ServiceError::forbidden("you can see only your own usage; ask an admin for others'"));
+    let held = Held::read(st, caller, q.user, (from, to)).await?;
+    held.report(st, by, (from, to)).await
+}
+
+/// The holdings of a window as a caller may see them, read once for several reports within it (a page's
+/// buckets): each report is the one [`report`] gives for its window.
+#[derive(Debug)]
+pub struct Held {
+    /// Whose (`None`: everyone's).
+    user: Option<String>,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    holdings: Vec<usage::Holding>,
+    models: std::collections::HashMap<String, String>,
+    now: DateTime<Utc>,
+}
+
+impl Held {
+    /// The holdings overlapping `window` of `user` (default: the caller's own, or everyone's for an
+    /// admin), as `caller` may see them.
+    pub async fn read(
+        st: &AppState,
+        caller: &User,
+        user: Option<String>,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+    ) -> Result<Held, ServiceError> {
+        if from >= to {
+            return Err(ServiceError::new(
+                Kind::Malformed,
+                format!("invalid query: from ({from}) must be before to ({to})"),
+            ));
         }
-        (_, false) => Some(caller.username.clone()),
-        (None, true) => None,
-    };
-    let holdings = st.store.holdings(from, to, user.as_deref()).await?;
-    let models = if by.contains(&UsageKey::Model) { st.store.gpu_models().await? } else { Default::default() };
-    let measured = st.store.measured(from, to, user.as_deref()).await?;
-    let rows =
-        usage::aggregate(&holdings, from, to, now, &by, &|g| models.get(g).cloned(), &|id| measured.get(id).copied());
-    let total = usage::total(&rows);
-    Ok(UsageReport { from, to, by, rows, total })
+        let user = match (user, caller.is_admin()) {
+            (Some(u), true) => Some(u),
+            (Some(u), false) if u != caller.username => {
+                return Err(ServiceError::forbidden("you can see only your own usage; ask an admin for others'"));
+            }
+            (_, false) => Some(caller.username.clone()),
+            (None, true) => None,
+        };
+        let holdings = st.store.holdings(from, to, user.as_deref()).await?;
+        let models = st.store.gpu_models().await?;
+        Ok(Held { user, window: (from, to), holdings, models, now: st.clock.now() })
+    }
+
+    /// The report by `by` over `from`–`to`, which must lie within the window read.
+    pub async fn report(
+        &self,
+        st: &AppState,
+        by: Vec<UsageKey>,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+    ) -> Result<UsageReport, ServiceError> {
+        if from < self.window.0 || to > self.window.1 || from >= to {
+            return Err(ServiceError::new(
+                Kind::Malformed,
+                format!("invalid query: {from}–{to} is not within {}–{}", self.window.0, self.window.1),
+            ));
+        }
+        let measured = st.store.measured(from, to, self.user.as_deref()).await?;
+        let rows = usage::aggregate(&self.holdings, from, to, self.now, &by, &|g| self.models.get(g).cloned(), &|id| {
+            measured.get(id).copied()
+        });
+        let total = usage::total(&rows);
+        Ok(UsageReport { from, to, by, rows, total })
+    }
 }
