@@ -44,6 +44,7 @@ LAYERS = {
     "driver": 1,
     "gpu": 1,
     "client": 1,
+    "config": 2,
     "docker": 2,
     "slurm": 2,
     "lxd": 2,

@@ -21,6 +21,7 @@ pub mod queues;
 pub mod s3mounts;
 pub mod secrets;
 pub mod service;
+pub mod setup;
 pub mod state;
 
 use crate::config::Config;
@@ -279,7 +280,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         ServeError::Ssh(gpuhub_ssh::SshError::Bind { addr: config.ssh_listen.to_string(), source })
     })?;
     // a cap the engine cannot enforce stops the server before it has made anything
-    config::disk::enforced(&config, engine.as_ref()).map_err(ServeError::Disk)?;
+    setup::disk_enforced(&config, engine.as_ref()).map_err(ServeError::Disk)?;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {
@@ -304,17 +305,17 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let config = Arc::new(config);
     let homes = match homes {
         Some(h) => h,
-        None => config::homes::build(&config).await.map_err(ServeError::Homes)?,
+        None => setup::homes(&config).await.map_err(ServeError::Homes)?,
     };
     let hub_places = engine.capabilities().placement == gpuhub_driver::Placement::Hub;
     let mps = mps::build(&config, &inventory.capacities(), hub_places);
-    let mut settings = config.controller_settings(homes.clone());
+    let mut settings = setup::controller(&config, homes.clone());
     settings.mps = mps.clone().map(|s| Arc::new(mps::Daemons(s)) as Arc<dyn gpuhub_controller::mps::MpsDaemons>);
     let settings = Arc::new(settings);
     let identities = Arc::new(identity::Identities::new(&config, directory).map_err(ServeError::Identity)?);
     let (controller, handle) =
         Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
-    let monitor_settings = config.monitor.settings();
+    let monitor_settings = setup::monitor(&config.monitor);
     let (monitor, metrics) =
         gpuhub_monitor::Monitor::new(store.clone(), engine.clone(), gpus, clock.clone(), inventory, monitor_settings);
     let limiter = Arc::new(LoginLimiter::new(config.login_failures, Duration::from_secs(config.login_window_secs)));

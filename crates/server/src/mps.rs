@@ -9,6 +9,16 @@ use gpuhub_controller::mps::{MpsDaemons, MpsEndpoint};
 use gpuhub_core::node::{GpuSharing, NodeCapacity};
 use std::collections::BTreeSet;
 
+/// The supervisor's settings for the configuration's `[mps]`.
+pub fn supervisor_config(config: &Config) -> gpuhub_mps::MpsConfig {
+    let mut c = gpuhub_mps::MpsConfig::new(config.mps_dir());
+    if let Some(p) = &config.mps.control {
+        c.program = p.clone();
+    }
+    c.exclusive_process = config.mps.exclusive_process.then(|| std::path::PathBuf::from("nvidia-smi"));
+    c
+}
+
 /// The supervisor as the controller's [`MpsDaemons`].
 #[derive(Debug, Clone)]
 pub struct Daemons(pub gpuhub_mps::Supervisor);
@@ -37,7 +47,7 @@ pub fn build(config: &Config, nodes: &[NodeCapacity], placement_by_hub: bool) ->
         tracing::warn!("gpu_sharing = \"mps\" is ignored where the engine places work: its GPUs share as it decides");
         return None;
     }
-    let cfg = config.mps_supervisor();
+    let cfg = supervisor_config(config);
     tracing::info!(dir = %cfg.dirs.gpu_dir("").display(), program = %cfg.program.display(), "mps daemons");
     Some(gpuhub_mps::Supervisor::new(cfg))
 }

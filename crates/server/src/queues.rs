@@ -2,6 +2,8 @@
 //! on first start; from then on the store's queues are in force (admins edit them through the API), and
 //! every reader (the controller on each pass, submissions, `GET /api/v1/queues`) reads them there.
 
+pub mod policy;
+
 use crate::config::Config;
 use crate::state::AppState;
 use gpuhub_core::queue::{Amounts, Limit, QueueDef};
@@ -90,9 +92,9 @@ pub async fn seed(
 }
 
 impl AppState {
-    /// The configuration with the queues in force now (read from the store).
-    pub async fn live_config(&self) -> Result<Config, gpuhub_store::StoreError> {
-        Ok(with_queues(&self.config, &self.store.list_queues().await?))
+    /// The configuration with the queues in force now (read from the store), and the policy over them.
+    pub async fn live_config(&self) -> Result<policy::QueuesInForce, gpuhub_store::StoreError> {
+        Ok(policy::QueuesInForce(with_queues(&self.config, &self.store.list_queues().await?)))
     }
 }
 

@@ -4,7 +4,6 @@ use super::ConfigError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
 
 /// Sampling, the history kept of it, and who may scrape `/metrics`.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -52,22 +51,6 @@ impl fmt::Debug for MonitorConfig {
     }
 }
 
-impl MonitorConfig {
-    /// The monitor's settings: the interval, and the history's retention (`raw_hours`, `minute_days`,
-    /// `hour_days`).
-    pub fn settings(&self) -> gpuhub_monitor::MonitorSettings {
-        let hours = |h: u64| Duration::from_secs(h.saturating_mul(3600));
-        gpuhub_monitor::MonitorSettings {
-            interval: Duration::from_secs(self.interval_secs),
-            history: gpuhub_monitor::HistoryRetention {
-                raw: hours(self.raw_hours),
-                minute: hours(self.minute_days.saturating_mul(24)),
-                hour: hours(self.hour_days.saturating_mul(24)),
-            },
-        }
-    }
-}
-
 /// When a workload holding GPUs counts as idle, and what happens then.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -110,53 +93,6 @@ impl Default for IdleConfig {
             webhook: None,
         }
     }
-}
-
-/// The `GPUHUB_MONITOR_*` and `GPUHUB_IDLE_*` variables; `None` when `name` is none of them.
-pub(super) fn apply_env(
-    monitor: &mut MonitorConfig,
-    idle: &mut IdleConfig,
-    key: &str,
-    name: &str,
-    v: &str,
-) -> Option<Result<(), ConfigError>> {
-    fn parse<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError>
-    where
-        T::Err: fmt::Display,
-    {
-        v.parse().map_err(|e: T::Err| ConfigError::Invalid { key: key.to_owned(), reason: e.to_string() })
-    }
-    let list = |v: &str| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-    let done = match name {
-        "MONITOR_INTERVAL_SECS" => parse(key, v).map(|x| monitor.interval_secs = x),
-        "MONITOR_RAW_HOURS" => parse(key, v).map(|x| monitor.raw_hours = x),
-        "MONITOR_MINUTE_DAYS" => parse(key, v).map(|x| monitor.minute_days = x),
-        "MONITOR_HOUR_DAYS" => parse(key, v).map(|x| monitor.hour_days = x),
-        "MONITOR_METRICS_TOKEN" => {
-            monitor.metrics_token = (!v.is_empty()).then(|| v.to_owned());
-            Ok(())
-        }
-        "MONITOR_METRICS_ALLOW" => {
-            monitor.metrics_allow = list(v);
-            Ok(())
-        }
-        "IDLE_ENABLED" => parse(key, v).map(|x| idle.enabled = x),
-        "IDLE_THRESHOLD_PCT" => parse(key, v).map(|x| idle.threshold_pct = x),
-        "IDLE_AFTER_SECS" => parse(key, v).map(|x| idle.after_secs = x),
-        "IDLE_GRACE_SECS" => parse(key, v).map(|x| idle.grace_secs = x),
-        "IDLE_KEEP_MAX_HOURS" => parse(key, v).map(|x| idle.keep_max_hours = x),
-        "IDLE_JOBS" => parse(key, v).map(|x| idle.jobs = x),
-        "IDLE_EXEMPT_QUEUES" => {
-            idle.exempt_queues = list(v);
-            Ok(())
-        }
-        "IDLE_WEBHOOK" => {
-            idle.webhook = (!v.is_empty()).then(|| v.to_owned());
-            Ok(())
-        }
-        _ => return None,
-    };
-    Some(done)
 }
 
 /// The longest any retention or interval may be, in days.
@@ -217,7 +153,7 @@ pub(super) fn check(monitor: &MonitorConfig, idle: &IdleConfig) -> Result<(), Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::Config;
 
     #[test]
     fn huge_values_are_refused_not_overflowed() {

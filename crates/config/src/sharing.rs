@@ -49,33 +49,6 @@ pub const DEFAULT_MPS_DIR: &str = "/run/gpuhub/mps";
 /// The largest grace accepted: a day.
 const MAX_GRACE_SECS: u64 = 86_400;
 
-/// Applies one `GPUHUB_` variable of this module (`name` without the prefix); `None` if it is not one.
-pub(super) fn apply_env(cfg: &mut Config, key: &str, name: &str, v: &str) -> Option<Result<(), ConfigError>> {
-    let invalid = |reason: String| ConfigError::Invalid { key: key.to_owned(), reason };
-    Some(match name {
-        "GPU_SHARING" => match v {
-            "" | "auto" => {
-                cfg.gpu_sharing = None;
-                Ok(())
-            }
-            _ => v.parse().map(|m| cfg.gpu_sharing = Some(m)).map_err(invalid),
-        },
-        "GUARD_GRACE_SECS" => v.parse().map(|s| cfg.guard.grace_secs = s).map_err(|e| invalid(format!("{e}"))),
-        "MPS_CONTROL" => {
-            cfg.mps.control = (!v.is_empty()).then(|| PathBuf::from(v));
-            Ok(())
-        }
-        "MPS_DIR" => {
-            cfg.mps.dir = (!v.is_empty()).then(|| PathBuf::from(v));
-            Ok(())
-        }
-        "MPS_EXCLUSIVE_PROCESS" => {
-            v.parse().map(|b| cfg.mps.exclusive_process = b).map_err(|e| invalid(format!("{e}")))
-        }
-        _ => return None,
-    })
-}
-
 /// The settings that cannot work: a grace beyond a day, `mps` where gpuhub does not place on this host.
 pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
     if cfg.guard.grace_secs > MAX_GRACE_SECS {
@@ -116,16 +89,6 @@ impl Config {
     /// Where gpuhub's MPS daemons keep their directories: `[mps] dir`, or `/run/gpuhub/mps`.
     pub fn mps_dir(&self) -> PathBuf {
         self.mps.dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_MPS_DIR))
-    }
-
-    /// The supervisor's settings for this configuration's `[mps]`.
-    pub fn mps_supervisor(&self) -> gpuhub_mps::MpsConfig {
-        let mut c = gpuhub_mps::MpsConfig::new(self.mps_dir());
-        if let Some(p) = &self.mps.control {
-            c.program = p.clone();
-        }
-        c.exclusive_process = self.mps.exclusive_process.then(|| PathBuf::from("nvidia-smi"));
-        c
     }
 }
 
@@ -190,14 +153,14 @@ mod tests {
         assert_eq!(c.mps_dir(), std::path::Path::new("/run/gpuhub/mps"));
         assert!(c.mps.exclusive_process);
         let c = Config::load(None, env("GPUHUB_MPS_EXCLUSIVE_PROCESS", "false")).unwrap();
-        assert_eq!(c.mps_supervisor().exclusive_process, None);
+        assert!(!c.mps.exclusive_process);
         let e = Config::from_toml("gpu_sharing = \"mps\"\nengine = \"slurm\"\n")
-            .map(|mut c| c.apply_env(Vec::new()))
+            .map(|c| c.check())
             .unwrap()
             .unwrap_err()
             .to_string();
         assert!(e.contains("only where it places work"), "{e}");
-        let c = Config::from_toml("gpu_sharing = \"mps\"\nengine = \"lxd\"\n").map(|mut c| c.apply_env(Vec::new()));
+        let c = Config::from_toml("gpu_sharing = \"mps\"\nengine = \"lxd\"\n").map(|c| c.check());
         assert!(matches!(c, Ok(Ok(()))), "lxd runs shares on this host, as docker: {c:?}");
         assert!(Config::from_toml("[guard]\ngrace = 5\n").is_err(), "unknown keys are refused");
     }

@@ -6,20 +6,6 @@ use super::{Config, ConfigError};
 /// The read cache of each object-storage dataset unless `dataset_cache` says otherwise: 20GiB.
 pub const DEFAULT_CACHE: u64 = 20 << 30;
 
-pub(super) fn apply_env(cfg: &mut Config, key: &str, name: &str, v: &str) -> Option<Result<(), ConfigError>> {
-    let invalid = |reason: String| ConfigError::Invalid { key: key.to_owned(), reason };
-    Some(match name {
-        "SECRET_KEY" => {
-            cfg.secret_key = (!v.is_empty()).then(|| v.to_owned());
-            Ok(())
-        }
-        "DATASET_CACHE" => {
-            gpuhub_core::Bytes::parse(v).map(|b| cfg.dataset_cache = b).map_err(|e| invalid(e.to_string()))
-        }
-        _ => return None,
-    })
-}
-
 /// A secret key is 64 hex digits (32 bytes); a cache holds at least 64MiB.
 pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
     if let Some(k) = &cfg.secret_key {
@@ -54,9 +40,9 @@ mod tests {
         }
         cfg.secret_key = Some("ab".repeat(32));
         assert!(check(&cfg).is_ok());
-        assert!(apply_env(&mut cfg, "GPUHUB_DATASET_CACHE", "DATASET_CACHE", "1MiB").unwrap().is_ok());
-        assert!(check(&cfg).unwrap_err().to_string().contains("dataset_cache"));
-        assert!(apply_env(&mut cfg, "GPUHUB_DATASET_CACHE", "DATASET_CACHE", "lots").unwrap().is_err());
-        assert!(apply_env(&mut cfg, "GPUHUB_X", "X", "1").is_none());
+        let var = |v: &str| Config::load(None, [("GPUHUB_DATASET_CACHE".to_owned(), v.to_owned())]);
+        assert!(var("1MiB").unwrap_err().to_string().contains("dataset_cache"));
+        assert!(var("lots").unwrap_err().to_string().contains("GPUHUB_DATASET_CACHE"));
+        assert_eq!(var("1GiB").unwrap().dataset_cache, gpuhub_core::Bytes(1 << 30));
     }
 }

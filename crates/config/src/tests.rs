@@ -43,8 +43,8 @@ fn unknown_variables_are_refused_and_every_setting_is_read_and_documented() {
     // the client's, the containers' and the scripts' variables are not the server's business
     let others: Vec<_> = env::NOT_SERVER_SETTINGS.iter().map(|v| (format!("GPUHUB_{v}"), "x".to_owned())).collect();
     Config::load(None, others).unwrap();
-    let readme = include_str!("../../../../README.md");
-    for v in env::SERVER_VARIABLES {
+    let readme = include_str!("../../../README.md");
+    for v in env::SERVER_VARIABLES.iter() {
         let var = format!("GPUHUB_{v}");
         // a value no setting takes: the error, if any, is about the value, never "no such setting"
         if let Err(e) = Config::load(None, [(var.clone(), "\u{1}not-a-value".to_owned())]) {
@@ -56,17 +56,19 @@ fn unknown_variables_are_refused_and_every_setting_is_read_and_documented() {
 
 #[test]
 fn the_readme_example_is_a_valid_config() {
-    let readme = include_str!("../../../../README.md");
+    let readme = include_str!("../../../README.md");
     let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
     let text = &readme[start..start + readme[start..].find("```").unwrap()];
     let c = Config::from_toml(text).unwrap();
     assert_eq!(c.scheduler.queues[0].name, "vision");
     assert!(c.scheduler.preemption.enabled);
     assert_eq!(c.scheduler.reservations[0].gpus, 2);
-    assert_eq!(c.queue_for("alice", false, None).unwrap(), "vision");
+    assert_eq!(c.queue_members["vision"], ["alice", "bob"], "alice's only queue (the server charges her to it)");
     c.check_queues().unwrap();
 }
 
+/// Which queue a request is charged to is the server's (`gpuhub_server::policy`); the configuration
+/// refuses members of a queue it does not have, and a queue twice.
 #[test]
 fn queues_and_members() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,16 +81,8 @@ fn queues_and_members() {
     )
     .unwrap();
     let c = Config::load(Some(&f), env(&[])).unwrap();
-    // named, defaulted to the only queue of a member, open queues for all, members-only queues refused
-    assert_eq!(c.queue_for("alice", false, Some("vision")).unwrap(), "vision");
-    assert_eq!(c.queue_for("alice", false, None).unwrap(), "vision");
-    assert_eq!(c.queue_for("carol", false, None).unwrap(), "");
-    assert_eq!(c.queue_for("carol", false, Some("nlp")).unwrap(), "nlp");
-    let e = c.queue_for("carol", false, Some("vision")).unwrap_err();
-    assert!(e.contains("alice, bob"), "{e}");
-    assert_eq!(c.queue_for("root", true, Some("vision")).unwrap(), "vision");
-    let e = c.queue_for("alice", false, Some("cv")).unwrap_err();
-    assert!(e.contains("\"cv\"") && e.contains("nlp, vision"), "{e}");
+    assert_eq!(c.queue_members["vision"], ["alice", "bob"]);
+    assert_eq!(c.scheduler.queues[0].guarantee.gpu_milli, 2000);
     // members of a queue that is not configured, and duplicate queues, are refused at load
     std::fs::write(&f, "[queue_members]\ncv = [\"alice\"]\n[[scheduler.queues]]\nname = \"nlp\"\n").unwrap();
     let e = Config::load(Some(&f), env(&[])).unwrap_err().to_string();
@@ -98,31 +92,26 @@ fn queues_and_members() {
     assert!(e.contains("twice"), "{e}");
 }
 
+/// What a request may ask for is the server's (`gpuhub_server::policy`); the configuration refuses
+/// classes out of range and queues or classes it does not have.
 #[test]
-fn priority_comes_from_the_queue_policy() {
+fn priority_classes_are_checked_at_load() {
     let c = Config::from_toml(
         "[priority_classes]\nhigh = 100\nlow = -50\n[queue_priority_classes]\nvision = [\"high\"]\n\"*\" = [\"low\"]\n\
          [[scheduler.queues]]\nname = \"vision\"\n[[scheduler.queues]]\nname = \"nlp\"\n",
     )
     .unwrap();
     c.check_queues().unwrap();
-    assert_eq!(c.priority_for("vision", false, None, Some("high")), Ok(100));
-    assert_eq!(c.priority_for("nlp", false, None, Some("low")), Ok(-50));
-    let e = c.priority_for("nlp", false, None, Some("high")).unwrap_err();
-    assert!(e.contains("queue nlp does not allow high") && e.contains("allowed: low"), "{e}");
-    assert!(c.priority_for("", false, None, Some("nope")).unwrap_err().contains("classes: high, low"));
-    // a number: down freely, up only as far as an allowed class, anything for admins
-    assert_eq!(c.priority_for("nlp", false, Some(-5), None), Ok(-5));
-    assert!(c.priority_for("nlp", false, Some(100), None).unwrap_err().contains("at most 0"));
-    assert_eq!(c.priority_for("vision", false, Some(100), None), Ok(100));
-    assert!(c.priority_for("vision", false, Some(101), None).is_err());
-    assert_eq!(c.priority_for("nlp", true, Some(500), None), Ok(500));
-    assert_eq!(c.priority_for("nlp", true, None, Some("high")), Ok(100));
-    assert!(c.priority_for("nlp", false, Some(1), Some("low")).is_err());
-    assert_eq!(c.priority_for("nlp", false, None, None), Ok(0));
     // classes and queues named must exist
     let e = Config::from_toml("[queue_priority_classes]\n\"*\" = [\"urgent\"]\n").unwrap().check_queues().unwrap_err();
     assert!(e.to_string().contains("no priority class urgent"), "{e}");
+    let e = Config::from_toml("[queue_priority_classes]\ncv = [\"high\"]\n[priority_classes]\nhigh = 1\n")
+        .unwrap()
+        .check_queues()
+        .unwrap_err();
+    assert!(e.to_string().contains("no queue cv"), "{e}");
+    let e = Config::from_toml("[priority_classes]\nhigh = 1001\n").unwrap().check_queues().unwrap_err();
+    assert!(e.to_string().contains("priority_classes.high") && e.to_string().contains("-1000 to 1000"), "{e}");
 }
 
 #[test]
@@ -262,7 +251,7 @@ fn the_kubernetes_engine_and_its_section_from_the_file_or_the_environment() {
         ("GPUHUB_KUBERNETES_GRACE_SECONDS", "5"),
     ];
     let c = Config::load(None, env(&vars)).unwrap();
-    assert_eq!(c.kubernetes.sharing, gpuhub_kube::Sharing::Hami);
+    assert_eq!(c.kubernetes.sharing, gpuhub_driver::settings::kube::Sharing::Hami);
     assert!(c.kubernetes.volcano);
     assert_eq!((c.kubernetes.kubeconfig, c.kubernetes.grace_seconds), (None, 5), "in-cluster by default");
     let e = Config::load(None, env(&[("GPUHUB_KUBERNETES_SHARING", "time-slicing")])).unwrap_err().to_string();
@@ -272,7 +261,7 @@ fn the_kubernetes_engine_and_its_section_from_the_file_or_the_environment() {
     let e = Config::from_toml("[kubernetes]\nnamespaces = \"x\"\n").unwrap_err();
     assert!(e.contains("namespaces"), "{e}");
     // the README's example of the section is a valid config
-    let readme = include_str!("../../../../README.md");
+    let readme = include_str!("../../../README.md");
     let section = &readme[readme.find("## Kubernetes").expect("a Kubernetes section")..];
     let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
     let c = Config::from_toml(&section[start..start + section[start..].find("```").unwrap()]).unwrap();
@@ -300,4 +289,114 @@ fn network_pool_and_prefix() {
             Config::load(None, env(&[("GPUHUB_NETWORK_POOL", pool), ("GPUHUB_NETWORK_PREFIX", prefix)])).unwrap_err();
         assert!(matches!(&e, ConfigError::Invalid { key: k, .. } if k == key), "{pool} /{prefix}: {e}");
     }
+}
+
+/// The variables' names are made from the keys they set; these are exactly the names of before.
+#[test]
+fn the_variable_names_are_those_of_before() {
+    let before = "LISTEN SSH_LISTEN DATA_DIR HOMES_DIR HOME_QUOTA TEAMS_DIR HOME_BACKEND CONTAINER_DISK \
+        DATABASE_URL GPU_MODE GPUS ALLOW_ANY_IMAGE IMAGE_ALLOW PIDS_LIMIT PID_MAX ISOLATE_HOST NETWORK_POOL \
+        NETWORK_PREFIX STOP_GRACE_SECS ON_ENGINE_RESTART RECONCILE_SECS SESSION_HOURS SECURE_COOKIES APPS_DOMAIN \
+        PUBLIC_URL LOGIN_FAILURES LOGIN_WINDOW_SECS TOKEN_DAYS TRUSTED_PROXIES SCHEDULER_POLICY \
+        ADMINS_ENTER_WORKSPACES ADMINS_OPEN_APPS ADMIN_PASSWORD SECRET_KEY DATASET_CACHE MAX_WORKLOADS_PER_USER \
+        MAX_QUEUED_PER_USER MAX_COMMAND_BYTES MAX_ENV_BYTES MAX_APPS MAX_PERSONAL_IMAGES MAX_PERSONAL_IMAGE_BYTES \
+        MAX_IN_FLIGHT GPU_SHARE_LIBRARY GPU_SHARING GUARD_GRACE_SECS MPS_CONTROL MPS_DIR MPS_EXCLUSIVE_PROCESS \
+        LOG_MAX_BYTES ENGINE MONITOR_INTERVAL_SECS MONITOR_RAW_HOURS MONITOR_MINUTE_DAYS MONITOR_HOUR_DAYS \
+        MONITOR_METRICS_TOKEN MONITOR_METRICS_ALLOW IDLE_ENABLED IDLE_THRESHOLD_PCT IDLE_AFTER_SECS IDLE_GRACE_SECS \
+        IDLE_KEEP_MAX_HOURS IDLE_JOBS IDLE_EXEMPT_QUEUES IDLE_WEBHOOK SLURM_CONF SLURM_BIN_DIR SLURM_PARTITION \
+        SLURM_ACCOUNT SLURM_QOS SLURM_MAP_USERNAMES SLURM_BUNDLE_DIR SLURM_LOG_DIR SLURM_OCI_RUNTIME SLURM_OCI_ROOT \
+        SLURM_INIT SLURM_SHARDS_PER_GPU SLURM_ACCOUNTING SLURM_POLL_MS LXD_SOCKET LXD_PROJECT LXD_STORAGE_POOL \
+        LXD_STATE_DIR LXD_NETWORK LXD_POLL_MS KUBERNETES_KUBECONFIG KUBERNETES_CONTEXT KUBERNETES_NAMESPACE \
+        KUBERNETES_RUNTIME_CLASS KUBERNETES_GPU_RESOURCE KUBERNETES_SHARING KUBERNETES_SHARE_RESOURCE \
+        KUBERNETES_VOLCANO KUBERNETES_GRACE_SECONDS LDAP_URL LDAP_STARTTLS LDAP_CA_FILE LDAP_BIND_DN \
+        LDAP_BIND_PASSWORD LDAP_USER_BASE LDAP_USER_FILTER LDAP_GROUP_BASE LDAP_GROUP_FILTER LDAP_ADMIN_GROUP \
+        OIDC_ISSUER_URL OIDC_CLIENT_ID OIDC_CLIENT_SECRET OIDC_REDIRECT_URL OIDC_USERNAME_CLAIM OIDC_GROUPS_CLAIM \
+        OIDC_ADMIN_GROUP OIDC_SESSION_HOURS IDENTITY_RECHECK_SECS";
+    let mut before: Vec<&str> = before.split_whitespace().collect();
+    let mut now = env::SERVER_VARIABLES.clone();
+    before.sort_unstable();
+    now.sort_unstable();
+    assert_eq!(now, before);
+}
+
+/// Every key of the table is a key of the typed configuration: a value of the wrong type there is an
+/// error about the value at that key, never an unknown field.
+#[test]
+fn every_variable_sets_a_key_of_the_typed_config() {
+    use figment::providers::Serialized;
+    for (key, _) in env::SETTINGS {
+        let r = figment::Figment::new().merge(Serialized::default(key, vec![[1u8]])).extract::<Config>();
+        if let Err(e) = r {
+            assert!(!matches!(e.kind, figment::error::Kind::UnknownField(..)), "{key}: {e}");
+            assert!(e.path.join(".").starts_with(key), "{key}: {e}");
+        }
+    }
+}
+
+/// The file through the layers is the file as `from_toml` reads it (the README's example: every section).
+#[test]
+fn the_layered_file_is_the_file() {
+    let readme = include_str!("../../../README.md");
+    let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let text = &readme[start..start + readme[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("g.toml");
+    std::fs::write(&f, text).unwrap();
+    let layered = Config::load(Some(&f), env(&[])).unwrap();
+    let parsed = Config::from_toml(text).unwrap();
+    assert_eq!(format!("{layered:?}"), format!("{parsed:?}"));
+    assert_eq!(
+        (layered.priority_classes, layered.queue_priority_classes),
+        (parsed.priority_classes, parsed.queue_priority_classes)
+    );
+}
+
+/// A variable wins over the file, an empty one unsets what the file set, and a file's section that a
+/// variable adds to keeps its other keys.
+#[test]
+fn variables_win_over_the_file_and_empty_ones_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("g.toml");
+    std::fs::write(
+        &f,
+        "homes_dir = \"/srv/homes\"\nhome_quota = \"1GiB\"\n[limits]\nmax_apps = 3\nmax_env_bytes = 100\n\
+         [slurm]\npartition = \"gpu\"\naccount = \"lab\"\n",
+    )
+    .unwrap();
+    let vars = [
+        ("GPUHUB_HOMES_DIR", ""),
+        ("GPUHUB_HOME_QUOTA", "none"),
+        ("GPUHUB_MAX_APPS", "4"),
+        ("GPUHUB_SLURM_PARTITION", "debug"),
+    ];
+    let c = Config::load(Some(&f), env(&vars)).unwrap();
+    assert_eq!((c.homes_dir, c.home_quota), (None, None));
+    assert_eq!((c.limits.max_apps, c.limits.max_env_bytes), (4, 100));
+    assert_eq!((c.slurm.partition.as_deref(), c.slurm.account.as_deref()), (Some("debug"), Some("lab")));
+}
+
+/// Variables alone make an `[ldap]` section, whose check then says what is missing; with the file's
+/// section they change only their keys.
+#[test]
+fn identity_sections_from_variables() {
+    let e = Config::load(None, env(&[("GPUHUB_LDAP_URL", "ldaps://ldap.example.org")])).unwrap_err().to_string();
+    assert!(e.starts_with("config ldap:"), "{e}");
+    let c = Config::load(
+        None,
+        env(&[
+            ("GPUHUB_LDAP_URL", "ldaps://ldap.example.org"),
+            ("GPUHUB_LDAP_USER_BASE", "ou=people,dc=example,dc=org"),
+            ("GPUHUB_LDAP_GROUP_BASE", "ou=groups,dc=example,dc=org"),
+            ("GPUHUB_LDAP_BIND_PASSWORD", "hunter4"),
+            ("GPUHUB_LDAP_BIND_DN", "cn=hub,dc=example,dc=org"),
+        ]),
+    )
+    .unwrap();
+    let l = c.ldap.as_ref().unwrap();
+    assert_eq!((l.url.as_str(), l.user_base.as_str()), ("ldaps://ldap.example.org", "ou=people,dc=example,dc=org"));
+    assert!(!format!("{c:?}").contains("hunter4"), "the bind password is redacted");
+    let e = Config::load(None, env(&[("GPUHUB_LDAP_STARTTLS", "yes")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_LDAP_STARTTLS") && e.contains("is not true or false"), "{e}");
+    let e = Config::load(None, env(&[("GPUHUB_OIDC_SESION_HOURS", "2")])).unwrap_err().to_string();
+    assert!(e.contains("did you mean GPUHUB_OIDC_SESSION_HOURS?"), "{e}");
 }
