@@ -7,16 +7,17 @@
 //! two users' shares of one GPU run at once, each with the GPU's node and its limits; a share of an `mps`
 //! GPU reaches gpuhub's MPS daemon (a stand-in program) through its pipe directory and shared memory; a
 //! JupyterLab workspace answers through `/w/<user>/<name>/lab/` (started by the hub with exec in the
-//! container, reached through an LXD proxy device) and writes a notebook into the home; `gpuhub save` makes
-//! a personal image of the workspace that a new job runs with the workspace's files; stopping the
-//! workspace ends it; removing the image removes it from LXD. `gpuhub serve` without a daemon stops
-//! at start naming the socket.
+//! container, reached through an LXD proxy device) and writes a notebook into the home; SSH and the browser
+//! terminal reach it; `gpuhub save` makes a personal image of the workspace that a new job runs with the
+//! workspace's files; stopping the workspace ends it; removing the image removes it from LXD. `gpuhub
+//! serve` without a daemon stops at start naming the socket.
 //!
 //! Needs root, Docker (the images come from it) and LXD. When LXD does not answer, the test fails saying
 //! how to start it, unless `GPUHUB_LXD_TESTS=skip`.
 
 mod access_support;
 
+use access_support::channels;
 use access_support::ssh as sshc;
 use access_support::{Hub, User, WAIT, describe};
 use anyhow::{Context as _, Result, bail, ensure};
@@ -180,6 +181,13 @@ async fn jobs_a_jupyterlab_workspace_and_save_as_image_on_lxd() -> Result<()> {
     ensure!(uid.trim() == alice.uid.to_string(), "ssh id -u: {uid}");
     let out = sshc::run(sshc::ssh(port, &key, "nb@127.0.0.1", &["exit 7"]), WAIT).await?;
     ensure!(out.status.code() == Some(7), "ssh exit 7: {}", describe(&out));
+    // the browser terminal: a shell with a terminal (LXD exec), through the hub's WebSocket
+    let term = channels::terminal_url(&hub.url, &alice.name, "nb");
+    let mut ws = channels::connect(&term, &channels::Auth::Bearer(alice.token.clone()))
+        .await
+        .map_err(|e| anyhow::anyhow!("the terminal: {e:?}"))?;
+    channels::terminal_roundtrip(&mut ws, "echo $((6*7))", "42").await?;
+    drop(ws);
 
     // gpuhub killed and started again finds the workspace running, its lab still served
     hub.kill()?;
