@@ -23,6 +23,10 @@ impl Controller {
             }
             Command::Stopped { id, result } => self.stopped(id, result).await,
             Command::Pulled { id, result } => self.pulled(id, result).await,
+            Command::Update { id, terms, reply } => {
+                let _ = reply.send(self.update(&id, terms).await);
+            }
+            Command::RolloutEnded { id, run, outcome } => self.rollout_ended(id, run, outcome).await,
         }
     }
 
@@ -34,6 +38,10 @@ impl Controller {
         let live = w.has_live_run().then(|| w.run_id.clone()).flatten();
         if let Err(e) = w.apply(Event::StopRequested { reason }, self.clock.now()) {
             return drop(reply.send(Err(e.into())));
+        }
+        // an update under way ends with the service: its new run is stopped
+        if let Err(e) = self.end_rollout_if_left(&mut w).await {
+            return drop(reply.send(Err(e)));
         }
         if let Err(e) = self.save(&w).await {
             return drop(reply.send(Err(e.into())));
@@ -105,6 +113,7 @@ impl Controller {
             }
         }
         self.save(w).await?;
+        self.end_rollout_if_left(w).await?;
         if w.state.is_terminal() || w.state == WorkloadState::Queued {
             self.archive_logs(w);
         }
@@ -124,7 +133,11 @@ impl Controller {
 
     async fn delete(&mut self, id: &str) -> Result<(), ControlError> {
         let w = self.store.get_workload_by_id(id).await?;
-        if let Some(run) = &w.run_id {
+        let rollout = w.service.as_ref().and_then(|s| s.rollout.as_ref()).and_then(|r| r.run.clone());
+        if let Some(task) = self.rollouts.remove(id) {
+            task.abort();
+        }
+        for run in w.run_id.iter().chain(rollout.iter()) {
             match self.engine.remove(run).await {
                 Ok(()) | Err(EngineError::NotFound(_)) => {}
                 Err(e) => return Err(e.into()),

@@ -33,6 +33,22 @@ impl Controller {
             Err(StoreError::NotFound { .. }) => return,
             Err(e) => return tracing::error!(error = %e, "event for {workload}"),
         };
+        // a rolling update's new run: its end fails the update (its start is seen by the readiness watch)
+        let rollout = w.service.as_ref().and_then(|s| s.rollout.as_ref()).and_then(|r| r.run.as_deref());
+        if rollout == Some(run) {
+            let why = match &ev {
+                EngineEvent::Exited { exit_code, .. } => Some(format!("exited with code {exit_code}")),
+                EngineEvent::Removed { .. } => Some("was removed outside gpuhub".to_owned()),
+                EngineEvent::Started { .. } => None,
+            };
+            if let Some(why) = why {
+                let why = format!("the new run {why} before it was ready");
+                if let Err(e) = self.fail_rollout(w, why).await {
+                    tracing::error!(error = %e, "cannot record a failed update");
+                }
+            }
+            return;
+        }
         if w.run_id.as_deref() != Some(run) || !w.has_live_run() {
             return; // an earlier run's, or one that ended already
         }
@@ -86,6 +102,9 @@ impl Controller {
     /// starts its apps (before it is saved), a gang whose member failed has the others stopped, a run that
     /// ended is archived.
     pub(crate) async fn after_change(&mut self, w: &mut Workload, before: WorkloadState) -> Result<(), StoreError> {
+        if let Err(e) = self.end_rollout_if_left(w).await {
+            tracing::error!(workload = %w.id, error = %e, "cannot end an update under way");
+        }
         if w.state == WorkloadState::Running && before != WorkloadState::Running {
             // its apps are up (or starting) by the time anyone sees it running
             self.engine_pending.remove(&w.id);

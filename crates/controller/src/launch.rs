@@ -113,7 +113,7 @@ impl Controller {
         Ok(())
     }
 
-    async fn make_run(&self, w: &Workload, ports: &BTreeMap<String, u16>) -> Result<RunStatus, StartError> {
+    pub(crate) async fn make_run(&self, w: &Workload, ports: &BTreeMap<String, u16>) -> Result<RunStatus, StartError> {
         let user = self.store.get_user(&w.owner).await?;
         let data_dir = &self.settings.data_dir;
         // a loop-mounted home changes size only while none of its owner's other work runs

@@ -14,6 +14,8 @@ pub mod estimate;
 pub mod inventory;
 pub mod logfile;
 pub mod mps;
+pub mod ready;
+pub mod rollout;
 pub mod scheduling;
 pub mod settings;
 pub mod spec;
@@ -36,6 +38,7 @@ mod testutil;
 pub use archive::{archive_path, member_log_paths};
 pub use error::ControlError;
 pub use inventory::Inventory;
+pub use rollout::{Terms, Update};
 pub use settings::Settings;
 
 use burst::{next_event, until};
@@ -86,6 +89,18 @@ enum Command {
     Pulled {
         id: String,
         result: Result<(), EngineError>,
+    },
+    /// A service's update to new terms (`rollout.rs`).
+    Update {
+        id: String,
+        terms: rollout::Terms,
+        reply: Reply<rollout::Update>,
+    },
+    /// The watch of a rolling update's new run `run` ended: ready (`Ok`) or not (why).
+    RolloutEnded {
+        id: String,
+        run: String,
+        outcome: Result<(), String>,
     },
 }
 
@@ -172,6 +187,12 @@ impl ControllerHandle {
         self.ask(|reply| Command::Delete { id: id.to_owned(), reply }).await
     }
 
+    /// Updates service `id` to new terms: a rolling update where the engine and the nodes allow one,
+    /// else [`Update::NotRolled`] with the reason (the caller stops and starts it).
+    pub async fn update(&self, id: &str, terms: Terms) -> Result<Update, ControlError> {
+        self.ask(|reply| Command::Update { id: id.to_owned(), terms, reply }).await
+    }
+
     /// Edits a workload's terms for `by` (see [`Workload::amend`]); returns it as edited.
     pub async fn edit(
         &self,
@@ -227,6 +248,8 @@ pub struct Controller {
     restarts: restart::Restarts,
     /// When the earliest held exit is recorded as its run's own.
     next_release: Option<DateTime<Utc>>,
+    /// The readiness watch of each service's rolling update under way.
+    rollouts: HashMap<String, tokio::task::AbortHandle>,
 }
 
 impl Controller {
@@ -282,6 +305,7 @@ impl Controller {
             pulls: handle.pulls.clone(),
             restarts: Default::default(),
             next_release: None,
+            rollouts: HashMap::new(),
         };
         (c, handle)
     }

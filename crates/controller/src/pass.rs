@@ -51,6 +51,8 @@ impl Controller {
             .iter()
             .filter(|w| w.state.holds_resources())
             .map(|w| crate::scheduling::running(&default_node, w, self.stopping.contains_key(&w.id)))
+            // a service's rolling update holds its new run's resources beside the serving run's
+            .chain(active.iter().filter_map(|w| crate::scheduling::rollout(&default_node, w)))
             .collect();
         let half_life = (self.settings.fair_share_half_life_hours * 3_600_000.0) as i64;
         self.usage.advance(&running, now.timestamp_millis(), half_life.max(1));

@@ -92,6 +92,7 @@ impl Controller {
         }
         let states = vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running];
         let active = self.store.list_workloads(&WorkloadFilter { owner: None, states: Some(states) }).await?;
+        self.reconcile_rollouts(&active, &by_workload).await?;
         for w in active.into_iter().filter(|w| w.state.holds_resources() || w.waits_in_engine()) {
             // a stop under way decides, and so does the outcome of a held exit (restart.rs)
             if self.stopping.contains_key(&w.id) || self.restarts.holds(&w.id) {
@@ -124,6 +125,32 @@ impl Controller {
                 }
                 Ok(_) => {}
                 Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Each rolling update under way goes on being watched (after a restart of the hub, its watch is
+    /// made again while its new run lives), or fails: the service left `running`, or its new run is gone.
+    async fn reconcile_rollouts(
+        &mut self,
+        active: &[Workload],
+        runs: &BTreeMap<String, Vec<RunStatus>>,
+    ) -> Result<(), ControlError> {
+        for w in active {
+            let Some(r) = w.service.as_ref().and_then(|s| s.rollout.as_ref()) else { continue };
+            if self.rollouts.contains_key(&w.id) || self.stopping.contains_key(&w.id) {
+                continue;
+            }
+            let mut w = w.clone();
+            if w.state != WorkloadState::Running {
+                self.end_rollout_if_left(&mut w).await?;
+                continue;
+            }
+            let seen = r.run.as_ref().and_then(|run| runs.get(&w.id)?.iter().find(|s| &s.id == run));
+            match seen {
+                Some(s) if !s.ended() => self.watch_rollout(&w),
+                _ => drop(self.fail_rollout(w, "its new run is gone from the engine".into()).await?),
             }
         }
         Ok(())
@@ -175,6 +202,14 @@ impl Controller {
                         if w.has_live_run() {
                             w.apply(e, now)?;
                         }
+                    }
+                    // restarts the engine made itself (a Kubernetes Deployment's pod)
+                    let restarts = run.labels.get(gpuhub_core::service::LABEL_RESTARTS).and_then(|n| n.parse().ok());
+                    if let (Some(count), Some(s)) = (restarts, &w.service)
+                        && count != s.engine_restarts
+                        && w.has_live_run()
+                    {
+                        w.apply(Event::EngineRestarts { count }, now)?;
                     }
                     match (&run.pending, w.waits_in_engine()) {
                         (Some(p), true) => {

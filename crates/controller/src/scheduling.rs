@@ -115,6 +115,18 @@ pub fn running(default_node: &str, w: &Workload, stopping: bool) -> Running {
     }
 }
 
+/// The new run of a service's rolling update, holding its own resources beside the serving run's (it
+/// is never a preemption's victim: the update ends by itself within its deadline).
+pub fn rollout(default_node: &str, w: &Workload) -> Option<Running> {
+    let r = w.service.as_ref()?.rollout.as_ref()?;
+    let beside = Workload { members: r.members.clone(), gpus: Vec::new(), ..w.clone() };
+    let mut run = running(default_node, &beside, false);
+    run.id = format!("{}#update", w.id);
+    run.started_ms = r.since.timestamp_millis();
+    run.preemptible = false;
+    Some(run)
+}
+
 /// The running workloads past their run-time limit at `now`, and the next time another one will be.
 pub fn over_limit<'a>(
     active: impl IntoIterator<Item = &'a Workload>,

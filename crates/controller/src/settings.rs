@@ -47,6 +47,11 @@ pub struct Settings {
     /// killed counts as killed by its restart. A stopping `dockerd` gives each container its stop
     /// timeout (10s by default) before SIGKILL, and only then ends its event stream.
     pub engine_restart_margin: Duration,
+    /// How often a rolling update's new run is checked for readiness.
+    pub rollout_poll: Duration,
+    /// How long a service's old run goes on after its URL switched to the new run (requests sent to it
+    /// before the switch are answered), before it is stopped.
+    pub rollout_drain: Duration,
 }
 
 /// The default [`Settings::engine_restart_margin`].
@@ -72,6 +77,8 @@ impl Default for Settings {
             mps: None,
             on_engine_restart: Default::default(),
             engine_restart_margin: ENGINE_RESTART_MARGIN,
+            rollout_poll: Duration::from_millis(500),
+            rollout_drain: Duration::from_secs(2),
         }
     }
 }

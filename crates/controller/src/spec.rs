@@ -233,6 +233,20 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
         read_only: false,
         nfs: None,
     }));
+    let mut labels = BTreeMap::from([
+        (LABEL_OWNER.to_owned(), w.owner.clone()),
+        (LABEL_WORKLOAD.to_owned(), w.id.clone()),
+        ("gpuhub.kind".to_owned(), w.kind.as_str().to_owned()),
+        ("gpuhub.name".to_owned(), w.name.clone()),
+        (LABEL_INSTANCE.to_owned(), cx.instance.to_owned()),
+    ]);
+    // a service's port and readiness check, for engines that check it themselves (Kubernetes)
+    if let Some(s) = &w.service {
+        use gpuhub_core::service::{LABEL_PORT, LABEL_READY};
+        let port = w.members.first().and_then(|m| m.ports.get("service")).copied().unwrap_or(s.spec.port);
+        labels.insert(LABEL_PORT.to_owned(), port.to_string());
+        labels.insert(LABEL_READY.to_owned(), s.spec.ready_check().to_label());
+    }
     let mut groups: Vec<u32> = w.teams.iter().map(|t| t.gid).collect();
     groups.sort_unstable();
     groups.dedup();
@@ -241,13 +255,7 @@ pub fn run_spec(w: &Workload, cx: &SpecContext<'_>) -> RunSpec {
         image: w.image.clone(),
         command: w.command.clone(),
         env,
-        labels: BTreeMap::from([
-            (LABEL_OWNER.to_owned(), w.owner.clone()),
-            (LABEL_WORKLOAD.to_owned(), w.id.clone()),
-            ("gpuhub.kind".to_owned(), w.kind.as_str().to_owned()),
-            ("gpuhub.name".to_owned(), w.name.clone()),
-            (LABEL_INSTANCE.to_owned(), cx.instance.to_owned()),
-        ]),
+        labels,
         identity: Identity {
             username: w.owner.clone(),
             account: w.owner.clone(),

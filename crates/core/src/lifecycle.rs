@@ -112,6 +112,41 @@ pub enum Event {
         /// Queue it again (`on_engine_restart = "requeue"`), or fail it.
         requeue: bool,
     },
+    /// A running service's rolling update begins: a run of the new terms is placed beside the serving
+    /// one (its own holding opens).
+    RolloutBegun {
+        /// The new terms and where the new run is placed.
+        rollout: crate::service::Rollout,
+    },
+    /// The engine took the rolling update's new run.
+    RolloutSubmitted {
+        /// The engine's id of the new run.
+        run: String,
+        /// Its members as the engine reports them.
+        members: Vec<Member>,
+    },
+    /// The rolling update's new run passed its readiness check: it serves from now on, with the new
+    /// terms; the old run is to be stopped (its holding closes).
+    RolloutReady,
+    /// The rolling update failed: the new run is to be stopped (its holding closes), the serving one
+    /// goes on with the old terms.
+    RolloutFailed {
+        /// Why, for people.
+        why: String,
+    },
+    /// An engine that rolls a service itself (a Kubernetes Deployment) took the new terms for its run:
+    /// the run stays, its terms are the new ones.
+    RolledByEngine {
+        /// The new terms and what changed.
+        rollout: crate::service::Rollout,
+        /// What the engine does, for people.
+        how: String,
+    },
+    /// The engine restarted a service's member itself `count` times in all (its own restart policy).
+    EngineRestarts {
+        /// The engine's count for the run's member.
+        count: u32,
+    },
 }
 
 impl Event {
@@ -132,6 +167,12 @@ impl Event {
             Event::Lost { .. } => "be lost",
             Event::Orphaned => "be queued again after a restart",
             Event::EngineRestarted { .. } => "be killed by an engine restart",
+            Event::RolloutBegun { .. } => "begin a rolling update",
+            Event::RolloutSubmitted { .. } => "submit a rolling update's run",
+            Event::RolloutReady => "switch to its updated run",
+            Event::RolloutFailed { .. } => "fail its rolling update",
+            Event::RolledByEngine { .. } => "be rolled out by its engine",
+            Event::EngineRestarts { .. } => "count the engine's restarts",
         }
     }
 }
@@ -344,9 +385,102 @@ impl Workload {
                 self.run_id = None;
                 self.message = Some("queued again after a restart".into());
             }
+            (
+                Event::RolloutBegun { .. }
+                | Event::RolloutSubmitted { .. }
+                | Event::RolloutReady
+                | Event::RolloutFailed { .. }
+                | Event::RolledByEngine { .. }
+                | Event::EngineRestarts { .. },
+                _,
+            ) => {
+                if !self.roll(&event, now) {
+                    return refuse(self, &event);
+                }
+            }
             (e, _) => return refuse(self, e),
         }
         Ok(())
+    }
+
+    /// A rolling update's events (see [`crate::service::Rollout`]); `false` when `event` cannot happen
+    /// now: a rollout begins only for a running service without one, and the others need one under way
+    /// (its run submitted, for the switch).
+    fn roll(&mut self, event: &Event, now: DateTime<Utc>) -> bool {
+        use crate::service::{UpdateReport, UpdateState};
+        let live = self.has_live_run();
+        let running = self.state == WorkloadState::Running && live;
+        let Some(service) = self.service.as_mut().filter(|_| self.kind == WorkloadKind::Service) else {
+            return false;
+        };
+        match (event, service.rollout.as_mut()) {
+            (Event::RolloutBegun { rollout }, None) if running => {
+                service.update = Some(UpdateReport {
+                    state: UpdateState::Rolling,
+                    at: now,
+                    message: format!(
+                        "updating: {}; a new run starts beside the serving one, which serves until the new \
+                         one is ready",
+                        rollout.change
+                    ),
+                });
+                service.rollout = Some(rollout.clone());
+            }
+            (Event::RolloutSubmitted { run, members }, Some(r)) if r.run.is_none() => {
+                r.run = Some(run.clone());
+                for seen in members {
+                    if let Some(m) = r.members.iter_mut().find(|m| m.index == seen.index) {
+                        m.engine_id = seen.engine_id.clone().or(m.engine_id.take());
+                        if seen.node.is_some() {
+                            m.node = seen.node.clone();
+                        }
+                        if !seen.gpus.is_empty() {
+                            m.gpus = seen.gpus.clone();
+                        }
+                    }
+                }
+            }
+            (Event::RolloutReady, Some(r)) if running && r.run.is_some() => {
+                let r = service.rollout.take().unwrap_or_else(|| unreachable!("matched above"));
+                service.update = Some(UpdateReport {
+                    state: UpdateState::Done,
+                    at: now,
+                    message: format!("updated: {}; the new run serves, the old one is stopped", r.change),
+                });
+                self.run_id = r.run;
+                self.members = r.members;
+                for m in &mut self.members {
+                    m.state = MemberPhase::Running;
+                }
+                self.gpus = self.members.iter().flat_map(|m| m.gpus.iter().cloned()).collect();
+                (self.image, self.command, self.env) = (r.image, r.command, r.env);
+                // the new run's holding, open since it started beside the old one, is the workload's now
+                self.held_since = Some(r.since);
+                self.held_until = None;
+                self.started_at = Some(now);
+                self.exit_code = None;
+                self.message = None;
+            }
+            (Event::RolledByEngine { rollout: r, how }, None) if live => {
+                service.update = Some(UpdateReport {
+                    state: UpdateState::Done,
+                    at: now,
+                    message: format!("updated: {}; {how}", r.change),
+                });
+                (self.image, self.command, self.env) = (r.image.clone(), r.command.clone(), r.env.clone());
+            }
+            (Event::EngineRestarts { count }, _) => service.engine_restarted(*count),
+            (Event::RolloutFailed { why }, Some(_)) => {
+                service.rollout = None;
+                service.update = Some(UpdateReport {
+                    state: UpdateState::Failed,
+                    at: now,
+                    message: format!("update failed: {why}; the old run kept serving, with the old terms"),
+                });
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// Whether a member failed and the others are still being stopped.

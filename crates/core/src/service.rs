@@ -10,6 +10,15 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// The run label naming a service's port (for engines that check its readiness themselves: a
+/// Kubernetes Deployment's readiness probe).
+pub const LABEL_PORT: &str = "gpuhub.service.port";
+/// The run label holding a service's readiness check as JSON (`{"http": "/"}`).
+pub const LABEL_READY: &str = "gpuhub.service.ready";
+/// The label an engine that restarts a service's container itself (Kubernetes) reports the restarts
+/// of the run's member with, in a run's status.
+pub const LABEL_RESTARTS: &str = "gpuhub.restarts";
+
 /// The first wait before a failed service is started again.
 pub const BACKOFF_FIRST: TimeDelta = TimeDelta::seconds(10);
 /// The longest wait between tries.
@@ -33,6 +42,13 @@ pub enum ReadyCheck {
     Http(String),
     /// This command, run in it, exits 0.
     Command(Vec<String>),
+}
+
+impl ReadyCheck {
+    /// As the run label [`LABEL_READY`] holds it: JSON (`{"http":"/"}`).
+    pub fn to_label(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// Who may reach a service's URL.
@@ -102,12 +118,35 @@ pub struct Service {
     /// Whether it failed [`CRASH_LOOP_AFTER`] times in a row (and is tried at the longest backoff).
     #[serde(default)]
     pub crash_loop: bool,
+    /// A rolling update under way: the new terms' run beside the serving one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+    /// How its last update went (or goes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateReport>,
+    /// The restarts the engine last reported of its run's member, where the engine restarts it itself
+    /// (counted into `restarts` as they grow).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub engine_restarts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Service {
     /// A new service of `spec`: no restarts yet.
     pub fn new(spec: ServiceSpec) -> Self {
-        Self { spec, restarts: 0, failures: 0, restart_at: None, crash_loop: false }
+        Self {
+            spec,
+            restarts: 0,
+            failures: 0,
+            restart_at: None,
+            crash_loop: false,
+            rollout: None,
+            update: None,
+            engine_restarts: 0,
+        }
     }
 
     /// Its run ended by itself with `code` at `now` after running since `started` (if it ran): counts
@@ -130,6 +169,14 @@ impl Service {
     /// Whether it waits out its backoff at `now`.
     pub fn backing_off(&self, now: DateTime<Utc>) -> bool {
         self.restart_at.is_some_and(|t| t > now)
+    }
+
+    /// The engine reports `count` restarts of the run's member (it restarts it itself): the new ones
+    /// are counted. A count below the last one is a new member's (a rollout's new pod).
+    pub fn engine_restarted(&mut self, count: u32) {
+        let new = if count >= self.engine_restarts { count - self.engine_restarts } else { count };
+        self.restarts = self.restarts.saturating_add(new);
+        self.engine_restarts = count;
     }
 
     /// Started again by a person: the failures and the backoff are forgotten (the restarts stay).
@@ -160,6 +207,9 @@ pub struct ServiceView {
     /// Its URL through the hub's proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// How its last update went, or goes while its new run starts beside the serving one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateReport>,
 }
 
 impl From<&Service> for ServiceView {
@@ -172,8 +222,61 @@ impl From<&Service> for ServiceView {
             restart_at: s.restart_at,
             ready: None,
             url: None,
+            update: s.update.clone(),
         }
     }
+}
+
+/// The longest a rolling update's new run may take to pass its readiness check; past it the update
+/// fails and the serving run goes on.
+pub const ROLLOUT_DEADLINE: TimeDelta = TimeDelta::seconds(300);
+
+/// A rolling update under way: a run of the new terms started beside the serving one, which the URL
+/// keeps going to until the new run passes its readiness check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Rollout {
+    /// The new image.
+    pub image: String,
+    /// The new command.
+    pub command: Vec<String>,
+    /// The new environment.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// What changes, and by whom (`image a → b, command (by alice)`).
+    pub change: String,
+    /// The new run, once the engine took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Its member (node and GPUs) as placed.
+    pub members: Vec<crate::workload::Member>,
+    /// When it began to hold resources (its own holding, beside the serving run's).
+    pub since: DateTime<Utc>,
+    /// It fails unless ready by then.
+    pub deadline: DateTime<Utc>,
+}
+
+/// Where a service's update stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpdateState {
+    /// The new run starts beside the serving one.
+    Rolling,
+    /// The new run serves; the old one was stopped.
+    Done,
+    /// The new run was not ready in time or ended: the old one kept serving, with the old terms.
+    Failed,
+    /// Both runs could not be held at once: the old run was stopped, then the new one started.
+    StopThenStart,
+}
+
+/// How a service's last update went, as its view and history show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UpdateReport {
+    /// Where it stands.
+    pub state: UpdateState,
+    /// When it got there.
+    pub at: DateTime<Utc>,
+    /// One line for people.
+    pub message: String,
 }
 
 #[cfg(test)]

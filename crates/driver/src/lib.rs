@@ -504,6 +504,13 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         let _ = (run, limit);
         Ok(())
     }
+    /// Rolls service run `run` over to `spec`'s terms itself, keeping the run (a Kubernetes
+    /// Deployment's rollout: the new member starts beside the old one, which serves until the new one
+    /// is ready); `false` where the engine does not (the default: the hub rolls, or stops and starts).
+    async fn roll(&self, run: &str, spec: &RunSpec) -> Result<bool, EngineError> {
+        let _ = (run, spec);
+        Ok(false)
+    }
 }
 
 /// The rank variables of member `index` of a run of `size`, with `master` the address of member 0

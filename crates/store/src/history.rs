@@ -84,6 +84,8 @@ pub struct StateChange {
     pub owner: String,
     /// Its name.
     pub name: String,
+    /// The team queue it is charged to now (empty: the default queue).
+    pub queue: String,
     /// When it entered the state.
     pub at: DateTime<Utc>,
     /// The state.
@@ -123,6 +125,30 @@ impl Store {
         note_change(tx, done.rows_affected(), w, note, at).await
     }
 
+    /// Writes `w` as [`Store::update_workload`] does (its state, its holdings) and, with `spec`, its
+    /// image, command and environment too (a service switched to its updated run), and records `note`
+    /// in its history at `at`, in one transaction. [`crate::StoreError::NotFound`] if the workload is
+    /// gone.
+    pub async fn update_workload_noted(&self, w: &Workload, spec: bool, note: &str, at: DateTime<Utc>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let done = crate::workloads::bind_update(crate::workloads::UPDATE, w)?.execute(&mut *tx).await?;
+        if done.rows_affected() == 0 {
+            return Err(crate::StoreError::not_found("workload", &w.id));
+        }
+        if spec {
+            sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
+                .bind(&w.id)
+                .bind(&w.image)
+                .bind(crate::codec::to_json("command", &w.command)?)
+                .bind(crate::codec::to_json("env", &w.env)?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        crate::holdings::record(&mut tx, w).await?;
+        record(&mut tx, w).await?;
+        note_change(tx, 1, w, note, at).await
+    }
+
     /// The states workload `id` went through, oldest first (at most the last 200).
     pub async fn workload_history(&self, id: &str) -> Result<Vec<StateEvent>> {
         let rows = sqlx::query("SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq")
@@ -146,7 +172,7 @@ impl Store {
     /// was in (its note the message).
     pub async fn state_changes(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<StateChange>> {
         let rows = sqlx::query(
-            "SELECT s.workload_id, w.owner, w.name, s.at, s.state, s.message FROM workload_states s \
+            "SELECT s.workload_id, w.owner, w.name, w.queue, s.at, s.state, s.message FROM workload_states s \
              JOIN workloads w ON w.id = s.workload_id \
              WHERE s.at < $2 AND w.created_at < $2 AND (w.finished_at IS NULL OR w.finished_at >= $1) \
              ORDER BY s.workload_id, s.seq",
@@ -161,6 +187,7 @@ impl Store {
                     workload_id: r.try_get("workload_id")?,
                     owner: r.try_get("owner")?,
                     name: r.try_get("name")?,
+                    queue: r.try_get("queue")?,
                     at: get_time(r, "at")?,
                     state: crate::codec::get_parsed(r, "state")?,
                     message: r.try_get("message")?,

@@ -13,9 +13,44 @@ use sqlx::{Any, Row, Transaction};
 /// has let go. Idempotent: the holding is keyed by workload and start, so writing the same workload
 /// again changes nothing. The GPUs named stay those the run held (a preempted run forgets its GPUs
 /// when it lets go; the holding keeps them).
+///
+/// A service's rolling update holds its own: the new run's holding is open from the rollout's start
+/// beside the serving run's; once the update ends, whichever of the two let go (the old run's after the
+/// switch, the new run's after a failure) is closed at the update's end.
 pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> Result<()> {
+    if let Some(r) = w.service.as_ref().and_then(|s| s.rollout.as_ref()) {
+        let gpus: Vec<String> = r.members.iter().flat_map(|m| m.gpus.iter().cloned()).collect();
+        upsert(tx, w, r.since, None, &gpus).await?;
+    }
+    if let Some(report) = w.service.as_ref().and_then(|s| s.update.as_ref()) {
+        let keep = [
+            w.held_since.filter(|_| w.state.holds_resources()),
+            w.service.as_ref().and_then(|s| s.rollout.as_ref()).map(|r| r.since),
+        ];
+        let [a, b] = keep.map(|t| t.map_or(-1, ms));
+        sqlx::query(
+            "UPDATE holdings SET until = $2 WHERE workload_id = $1 AND until IS NULL AND since <> $3 AND since <> $4 AND since < $2",
+        )
+        .bind(&w.id)
+        .bind(ms(report.at))
+        .bind(a)
+        .bind(b)
+        .execute(&mut **tx)
+        .await?;
+    }
     let Some(since) = w.held_since else { return Ok(()) };
     let until = if w.state.holds_resources() { None } else { w.held_until.or(Some(since)) };
+    upsert(tx, w, since, until, &w.gpus).await
+}
+
+/// Writes `w`'s holding from `since` (open while `until` is empty), naming `gpus`.
+async fn upsert(
+    tx: &mut Transaction<'static, Any>,
+    w: &Workload,
+    since: DateTime<Utc>,
+    until: Option<DateTime<Utc>>,
+    gpus: &[String],
+) -> Result<()> {
     let size = u64::from(w.size.max(1));
     sqlx::query(
         "INSERT INTO holdings (workload_id, since, until, owner, workload, queue, gpus, gpu_milli, cpu_milli, memory) \
@@ -29,7 +64,7 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
     .bind(&w.owner)
     .bind(&w.name)
     .bind(&w.queue)
-    .bind(to_json("gpus", &w.gpus)?)
+    .bind(to_json("gpus", &gpus)?)
     .bind(u64_to_db(w.resources.gpu_milli_total() * size))
     .bind(u64_to_db(w.resources.cpu_milli.0 * size))
     .bind(u64_to_db(w.resources.memory.0 * size))

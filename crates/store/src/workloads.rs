@@ -28,7 +28,7 @@ pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cp
 pub(crate) const COLUMN_COUNT: usize = 34;
 
 /// Sets every mutable column from `$2`…`$15`; `$1` is the id.
-const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
+pub(crate) const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
                       priority = $7, queued_at = $8, started_at = $9, finished_at = $10, interruption = $11, \
                       members = $12, held_since = $13, held_until = $14, service = $15 WHERE id = $1";
 
@@ -80,7 +80,7 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
 }
 
 /// Binds `w`'s id and mutable fields as `$1`…`$15` of [`UPDATE`].
-fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
+pub(crate) fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
         .bind(w.state.as_str())

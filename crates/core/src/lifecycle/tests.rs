@@ -390,3 +390,51 @@ fn a_service_run_that_never_ran_is_a_quick_failure_even_after_a_long_one() {
     let s = w.service.as_ref().unwrap();
     assert_eq!((w.state, s.failures, s.restarts), (WorkloadState::Queued, 2, 2), "{w:?}");
 }
+
+#[test]
+fn a_rolling_update_switches_to_its_ready_run_or_fails_keeping_the_old_one() {
+    use crate::service::{Rollout, Service, ServiceAccess, ServiceSpec, UpdateState};
+    let mut w = started(WorkloadKind::Service, 1);
+    w.service = Some(Service::new(ServiceSpec { port: 8080, ready: None, access: ServiceAccess::Owner }));
+    let rollout = |s: i64| Rollout {
+        image: "x:2".into(),
+        command: vec!["v2".into()],
+        env: Default::default(),
+        change: "image x → x:2 (by o)".into(),
+        run: None,
+        members: placed(1),
+        since: at(s),
+        deadline: at(s + 300),
+    };
+    // only a running service begins one, and only one at a time; the switch needs its run
+    let mut job = started(WorkloadKind::Job, 1);
+    assert!(job.apply(Event::RolloutBegun { rollout: rollout(10) }, at(10)).is_err());
+    w.apply(Event::RolloutBegun { rollout: rollout(10) }, at(10)).unwrap();
+    assert!(w.apply(Event::RolloutBegun { rollout: rollout(11) }, at(11)).is_err());
+    assert!(w.apply(Event::RolloutReady, at(11)).is_err());
+    assert_eq!(w.service.as_ref().unwrap().update.as_ref().unwrap().state, UpdateState::Rolling);
+    w.apply(Event::RolloutSubmitted { run: "r2".into(), members: running(&placed(1)) }, at(11)).unwrap();
+    assert_eq!((w.run_id.as_deref(), w.image.as_str()), (Some("r"), "x"), "the old run serves meanwhile");
+    w.apply(Event::RolloutReady, at(20)).unwrap();
+    assert_eq!((w.run_id.as_deref(), w.image.as_str(), w.state), (Some("r2"), "x:2", WorkloadState::Running));
+    assert_eq!((w.held_since, w.started_at, w.command.clone()), (Some(at(10)), Some(at(20)), vec!["v2".into()]));
+    assert_eq!(w.members[0].engine_id.as_deref(), Some("c0"));
+    let s = w.service.clone().unwrap();
+    assert!(s.rollout.is_none() && s.update.unwrap().state == UpdateState::Done);
+    assert_eq!(s.restarts, 0, "an update is no restart");
+    // a failed one keeps the serving run and its terms
+    w.apply(Event::RolloutBegun { rollout: rollout(30) }, at(30)).unwrap();
+    w.apply(Event::RolloutFailed { why: "not ready".into() }, at(40)).unwrap();
+    let update = w.service.as_ref().unwrap().update.clone().unwrap();
+    assert_eq!(
+        (update.state, update.message.as_str()),
+        (UpdateState::Failed, "update failed: not ready; the old run kept serving, with the old terms")
+    );
+    assert_eq!((w.run_id.as_deref(), w.held_since), (Some("r2"), Some(at(10))));
+    assert!(w.apply(Event::RolloutFailed { why: "again".into() }, at(41)).is_err(), "none under way");
+    // restarts an engine makes itself are counted as they grow; a new member's count starts again
+    for (count, want) in [(2, 2), (2, 2), (5, 5), (1, 6)] {
+        w.apply(Event::EngineRestarts { count }, at(50)).unwrap();
+        assert_eq!(w.service.as_ref().unwrap().restarts, want, "after a count of {count}");
+    }
+}

@@ -136,6 +136,9 @@ fn full() -> Workload {
             failures: 5,
             restart_at: Some(t(86_400_133)),
             crash_loop: true,
+            rollout: None,
+            update: None,
+            engine_restarts: 3,
         }),
     }
 }
