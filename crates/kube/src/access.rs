@@ -78,7 +78,8 @@ pub fn exec_command(spec: &ExecSpec) -> Vec<String> {
 }
 
 impl KubeEngine {
-    /// The pod of member `m`, found by its labels (a job's pod has a generated name).
+    /// The pod of member `m`, found by its labels (a job's or a service's pod has a generated name):
+    /// during a service's rollout the ready one (the one its Deployment serves from), else the newest.
     pub(crate) async fn member_pod(&self, m: &MemberRef) -> Result<Pod, EngineError> {
         let selector = format!(
             "{}={},{}={}",
@@ -91,7 +92,7 @@ impl KubeEngine {
             self.pods().list(&ListParams::default().labels(&selector)).await.map_err(|e| api_err("listing pods", e))?;
         pods.items
             .into_iter()
-            .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
+            .max_by_key(|p| (status::ready(p), p.metadata.creation_timestamp.clone().map(|t| t.0)))
             .ok_or_else(|| EngineError::NotFound(format!("member {} of run {}", m.member, m.run)))
     }
 

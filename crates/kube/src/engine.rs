@@ -132,6 +132,10 @@ impl KubeEngine {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 
+    pub(crate) fn deployments(&self) -> Api<k8s_openapi::api::apps::v1::Deployment> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
     pub(crate) fn pod_groups(&self) -> Api<DynamicObject> {
         let gvk = GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", "PodGroup");
         let ar = ApiResource::from_gvk_with_plural(&gvk, "podgroups");
@@ -158,7 +162,9 @@ impl KubeEngine {
                     .await
                     .map_err(|e| api_err("creating the run's volcano podgroup", e))?;
             }
-            if objs.jobs.is_empty() {
+            if let Some(d) = &objs.deployment {
+                self.deployments().create(&pp, d).await.map_err(|e| api_err("creating the service's deployment", e))?;
+            } else if objs.jobs.is_empty() {
                 for p in &objs.pods {
                     self.pods().create(&pp, p).await.map_err(|e| api_err("creating a member's pod", e))?;
                 }
@@ -261,13 +267,37 @@ impl KubeEngine {
         self.runs(LABEL_WORKLOAD).await
     }
 
-    /// Ends every live member of `run`: a pod on a node gets `activeDeadlineSeconds: 1` (the kubelet
+    /// Rolls service run `run` over to `spec`'s terms: its Deployment's pod template is replaced, and
+    /// Kubernetes starts the new pod beside the old one and stops the old one once the new one is ready.
+    pub(crate) async fn roll_out(&self, run: &str, spec: &RunSpec) -> Result<(), EngineError> {
+        let objs = spec::objects_named(spec, run, &self.config)?;
+        let Some(template) = objs.deployment.and_then(|d| d.spec).map(|s| s.template) else {
+            return Err(EngineError::Rejected("only a service's run is rolled out".into()));
+        };
+        let patch = serde_json::json!({ "spec": { "template": template } });
+        self.deployments()
+            .patch(run, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| api_err("rolling out the service's deployment", e))?;
+        Ok(())
+    }
+
+    /// Ends every live member of `run` (a service's Deployment is scaled to nothing first, so that no
+    /// pod replaces the one stopped): a pod on a node gets `activeDeadlineSeconds: 1` (the kubelet
     /// stops it with its grace and keeps its status, so the exit codes stay readable) and
     /// [`ANNOTATION_CANCELLED`]; a pod no node took is deleted. Waits until each has ended or is gone.
     pub(crate) async fn end(&self, run: &str, grace: Duration) -> Result<(), EngineError> {
         let selector = format!("{LABEL_RUN}={}", spec::label_value(run));
         let pods =
             self.pods().list(&ListParams::default().labels(&selector)).await.map_err(|e| api_err("listing pods", e))?;
+        if pods.items.iter().any(status::restarts_itself) {
+            let none = serde_json::json!({ "spec": { "replicas": 0 } });
+            match self.deployments().patch(run, &PatchParams::default(), &Patch::Merge(&none)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(api_err("scaling the service's deployment to nothing", e)),
+            }
+        }
         let jobs =
             self.jobs().list(&ListParams::default().labels(&selector)).await.map_err(|e| api_err("listing jobs", e))?;
         if pods.items.is_empty() && jobs.items.is_empty() {
@@ -342,6 +372,12 @@ impl KubeEngine {
             Ok(_) => found = true,
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(api_err("deleting the run's service", e)),
+        }
+        // a service's: its replica set and pods go with it (a pod it made meanwhile too)
+        match self.deployments().delete(run, &background).await {
+            Ok(_) => found = true,
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(api_err("deleting the service's deployment", e)),
         }
         if self.config.volcano {
             match self.pod_groups().delete(run, &DeleteParams::default()).await {

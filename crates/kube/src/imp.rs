@@ -158,4 +158,9 @@ impl Engine for KubeEngine {
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         self.endpoint_of(member, port).await
     }
+
+    /// A service's run is a Deployment: its rollout is Kubernetes'.
+    async fn roll(&self, run: &str, spec: &RunSpec) -> Result<bool, EngineError> {
+        self.roll_out(run, spec).await.map(|()| true)
+    }
 }

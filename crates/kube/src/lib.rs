@@ -18,6 +18,7 @@
 
 mod access;
 pub mod config;
+pub mod deploy;
 mod engine;
 mod imp;
 pub mod rbac;

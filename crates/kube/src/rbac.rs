@@ -21,7 +21,9 @@ const fn ns(group: &'static str, resource: &'static str, verbs: &'static [&'stat
     Rule { group, resource, verbs, cluster: false, volcano_only: false }
 }
 
-/// Every call of the engine, by resource: submit creates pods, jobs and services (and podgroups);
+/// Every call of the engine, by resource: submit creates pods, jobs and services (and podgroups), and a
+/// service's Deployment, which its update patches (a rollout), its stop scales to nothing and remove
+/// deletes;
 /// observe, list_runs and the event watch list and watch pods and list jobs; cancel patches pods
 /// (their deadline), deletes unscheduled ones, suspends jobs and watches the pods end; remove deletes
 /// collections of jobs and pods and the service (and podgroup); logs get `pods/log`; exec creates
@@ -33,6 +35,7 @@ pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "pods/exec", &["create"]),
     ns("", "services", &["create", "delete"]),
     ns("batch", "jobs", &["create", "deletecollection", "list", "patch"]),
+    ns("apps", "deployments", &["create", "delete", "patch"]),
     Rule {
         group: "scheduling.volcano.sh",
         resource: "podgroups",

@@ -1,6 +1,7 @@
-//! A [`RunSpec`] as Kubernetes objects: one pod per member (bare for workspaces and services, the
-//! template of a `Job` for jobs), a headless `Service` giving a gang's members their names, and a
-//! Volcano `PodGroup` for a gang where Volcano schedules. Pure: nothing here talks to the cluster.
+//! A [`RunSpec`] as Kubernetes objects: one pod per member (bare for workspaces, the template of a
+//! `Job` for jobs, of a `Deployment` for a service: [`crate::deploy`]), a headless `Service` giving a
+//! gang's members their names, and a Volcano `PodGroup` for a gang where Volcano schedules. Pure:
+//! nothing here talks to the cluster.
 
 use crate::config::{KubeConfig, Sharing};
 use gpuhub_driver::{
@@ -33,8 +34,11 @@ pub const VOLCANO_GROUP: &str = "scheduling.k8s.io/group-name";
 pub struct RunObjects {
     /// The run's id: its object names' stem and the `gpuhub.run` label.
     pub run: String,
-    /// One pod per member, in member order (for a job, each is a `Job`'s template).
+    /// One pod per member, in member order (for a job, each is a `Job`'s template; for a service, its
+    /// `Deployment`'s).
     pub pods: Vec<Pod>,
+    /// A service's `Deployment` of one replica, made in place of its pod.
+    pub deployment: Option<k8s_openapi::api::apps::v1::Deployment>,
     /// One `Job` per member for a job (empty otherwise), each holding its member's pod as template.
     pub jobs: Vec<Job>,
     /// The headless service naming the members of a gang (`None` for one member).
@@ -79,7 +83,7 @@ pub fn member_name(run: &str, i: u32) -> String {
 }
 
 /// The labels selecting a run's objects: the installation, workload, run and (for a pod) member.
-fn selector_labels(spec: &RunSpec, run: &str, member: Option<u32>) -> BTreeMap<String, String> {
+pub(crate) fn selector_labels(spec: &RunSpec, run: &str, member: Option<u32>) -> BTreeMap<String, String> {
     let mut l = BTreeMap::new();
     for key in [LABEL_INSTANCE, LABEL_WORKLOAD] {
         if let Some(v) = spec.labels.get(key) {
@@ -102,13 +106,18 @@ pub fn is_job(spec: &RunSpec) -> bool {
 /// Every object of `spec` under `config`; an error for what the cluster cannot be asked (root, a
 /// share without a sharing layer).
 pub fn objects(spec: &RunSpec, config: &KubeConfig) -> Result<RunObjects, EngineError> {
+    objects_named(spec, &run_id(&spec.name), config)
+}
+
+/// [`objects`] under the run id `run` (a service's rollout keeps its run's name).
+pub fn objects_named(spec: &RunSpec, run: &str, config: &KubeConfig) -> Result<RunObjects, EngineError> {
     if spec.identity.uid == 0 || spec.identity.gid == 0 {
         return Err(EngineError::Rejected("members never run as root (uid or gid 0)".into()));
     }
     if spec.members.is_empty() {
         return Err(EngineError::Rejected("a run needs at least one member".into()));
     }
-    let run = run_id(&spec.name);
+    let run = run.to_owned();
     let size = spec.members.len() as u32;
     let gang = size > 1;
     let host = |m: &MemberSpec| dns_label(&m.hostname, 63);
@@ -240,7 +249,11 @@ pub fn objects(spec: &RunSpec, config: &KubeConfig) -> Result<RunObjects, Engine
             "spec": { "minMember": size },
         })
     });
-    Ok(RunObjects { run, pods, jobs, service, pod_group })
+    let deployment = (crate::deploy::is_service(spec) && pods.len() == 1).then(|| {
+        let labels = selector_labels(spec, &run, None);
+        crate::deploy::deployment(spec, &run, &mut pods[0], labels, annotations.clone())
+    });
+    Ok(RunObjects { run, pods, deployment, jobs, service, pod_group })
 }
 
 /// Requests and limits (equal: the member gets exactly its grant) of member `m`.
@@ -336,4 +349,4 @@ fn volumes<'a>(
 
 #[cfg(test)]
 #[path = "spec_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -38,10 +38,33 @@ pub fn gpuhub_labels(pod: &Pod) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// Whether the kubelet restarts the pod's container when it ends (`restartPolicy: Always`: a service's
+/// pod, made by its Deployment): its container's end is no end of the member.
+pub fn restarts_itself(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("Always")
+}
+
+/// Whether the pod's readiness probe passes (its `Ready` condition).
+pub fn ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// How many times the kubelet restarted the pod's container.
+pub fn restart_count(pod: &Pod) -> u32 {
+    let status = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let container = status.and_then(|cs| cs.iter().find(|c| c.name == CONTAINER));
+    container.map_or(0, |c| u32::try_from(c.restart_count).unwrap_or(0))
+}
+
 /// The state of one member's pod.
 pub fn member_state(pod: &Pod) -> MemberState {
     let status = pod.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    if restarts_itself(pod) && matches!(phase, "Running" | "Pending") {
+        // between a container's end and its restart the pod runs on: only its phase ends it
+        return if phase == "Running" { MemberState::Running } else { MemberState::Pending };
+    }
     let container =
         status.and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.iter().find(|c| c.name == CONTAINER));
     let terminated = container.and_then(|c| c.state.as_ref()).and_then(|s| s.terminated.as_ref());
@@ -144,6 +167,23 @@ pub fn run_status(run: &str, pods: &[&Pod], gpu_resource: &str) -> RunStatus {
         .iter()
         .find_map(|p| p.metadata.labels.as_ref()?.get(LABEL_MEMBERS)?.parse().ok())
         .unwrap_or(pods.len() as u32);
+    // a service's rollout has two pods for its member for a while: the ready one serves (else the
+    // running one, else the newest)
+    let mut chosen: BTreeMap<u32, &Pod> = BTreeMap::new();
+    for p in pods {
+        let Some((_, index)) = member_of(p) else { continue };
+        let key = |p: &Pod| {
+            let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            (ready(p), member_state(p) == MemberState::Running, created)
+        };
+        if chosen.get(&index).is_none_or(|c| key(p) > key(c)) {
+            chosen.insert(index, p);
+        }
+    }
+    let pods: Vec<&Pod> = chosen.into_values().collect();
+    if let Some(p) = pods.iter().find(|p| restarts_itself(p)) {
+        labels.insert(gpuhub_core::service::LABEL_RESTARTS.to_owned(), restart_count(p).to_string());
+    }
     let mut members: Vec<MemberStatus> = pods
         .iter()
         .filter_map(|p| {

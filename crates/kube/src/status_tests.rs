@@ -125,3 +125,17 @@ fn a_run_of_pods_with_why_it_waits() {
     assert!(r.ended());
     assert!(r.pending.is_none());
 }
+
+#[test]
+fn a_services_pod_runs_on_between_its_containers_restarts() {
+    // the kubelet restarts it (restartPolicy Always): its container's end is no end of the member
+    let mut p = pod(0, terminated("Running", 1, "Error"), json!({}));
+    assert_eq!(member_state(&p), MemberState::Exited(1), "a pod nobody restarts ended");
+    p.spec.as_mut().unwrap().restart_policy = Some("Always".into());
+    assert!(restarts_itself(&p) && !ready(&p));
+    assert_eq!(member_state(&p), MemberState::Running);
+    // its phase still ends it (a scale to nothing, an eviction)
+    let mut failed = pod(0, terminated("Failed", 137, "Error"), json!({}));
+    failed.spec.as_mut().unwrap().restart_policy = Some("Always".into());
+    assert_eq!(member_state(&failed), MemberState::Exited(137));
+}

@@ -374,3 +374,91 @@ async fn inventory_lists_nodes_with_their_gpus() {
     assert!(caps.exec && caps.ingress && !caps.usage && !caps.gpu_shares);
     assert!(matches!(e.usage("r").await.unwrap_err(), EngineError::Unsupported { .. }));
 }
+
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/gpuhub/deployments";
+
+/// The Deployment named `r` as the API server answers a patch of it.
+fn deployment_r() -> Reply {
+    Reply::Json(
+        200,
+        json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "r" },
+            "spec": { "selector": { "matchLabels": { "gpuhub.run": "r" } }, "template": {} } }),
+    )
+}
+
+/// A service's run is a Deployment of one replica (its pod restarted by the kubelet, its readiness
+/// check a probe, rolled out by a rolling update that keeps the old pod until the new one is ready):
+/// an update patches its template (a rollout), its status comes from the ready pod while two run and
+/// counts the kubelet's restarts, a stop scales it to nothing, remove deletes it.
+#[tokio::test]
+async fn a_service_is_a_deployment_rolled_out_scaled_to_nothing_and_removed() {
+    let served = || {
+        let mut p = pod(0, running());
+        p["spec"]["restartPolicy"] = json!("Always");
+        p["status"]["conditions"] = json!([{ "type": "Ready", "status": "True" }]);
+        p["status"]["containerStatuses"][0]["restartCount"] = json!(2);
+        p
+    };
+    let (e, seen) = engine(KubeConfig::default(), move |s| match (s.method.as_str(), s.path.as_str()) {
+        ("POST", DEPLOYMENTS) => created(s),
+        ("PATCH", p) if p == format!("{DEPLOYMENTS}/r") => deployment_r(),
+        ("GET", PODS) if s.query.contains("fieldSelector") => list("PodList", vec![]),
+        ("GET", PODS) => {
+            // the rollout's new pod, created later, not ready yet, beside the serving one
+            let mut new = pod(0, container("Running", json!({ "running": {} })));
+            new["metadata"]["name"] = json!("r-7f9c-new");
+            new["metadata"]["creationTimestamp"] = json!("2026-11-26T07:00:00Z");
+            new["spec"]["restartPolicy"] = json!("Always");
+            list("PodList", vec![served(), new])
+        }
+        ("GET", JOBS) => list("JobList", vec![]),
+        ("PATCH", p) if p == format!("{PODS}/r-0") || p == format!("{PODS}/r-7f9c-new") => Reply::Json(200, served()),
+        ("DELETE", JOBS | PODS) => list(if s.path == JOBS { "JobList" } else { "PodList" }, vec![]),
+        ("DELETE", p) if p == format!("{DEPLOYMENTS}/r") => {
+            Reply::Json(200, json!({ "kind": "Status", "apiVersion": "v1", "status": "Success" }))
+        }
+        _ => status(404, "NotFound", "unexpected"),
+    });
+    let mut service = spec("service", 1);
+    service.labels.insert("gpuhub.service.port".into(), "8080".into());
+    service.labels.insert("gpuhub.service.ready".into(), r#"{"http":"/healthz"}"#.into());
+    let run = e.submit(&service).await.unwrap();
+    assert_eq!((run.id.as_str(), run.members.len()), ("r", 1));
+    let mut update = service.clone();
+    update.name = "r-with-another-attempt".into();
+    update.image = "busybox:2".into();
+    assert!(e.roll("r", &update).await.unwrap());
+    let seen_run = e.observe("r").await.unwrap();
+    e.cancel("r", Duration::from_secs(1)).await.unwrap();
+    e.remove("r").await.unwrap();
+
+    let seen = seen.lock().unwrap();
+    let lines: Vec<_> = seen.iter().map(mock::Seen::line).collect();
+    assert_eq!(lines[0], format!("POST {DEPLOYMENTS}"), "no bare pod: {lines:?}");
+    assert!(!lines.contains(&format!("POST {PODS}")), "{lines:?}");
+    let d = &seen[0].body;
+    assert_eq!((d["metadata"]["name"].clone(), d["spec"]["replicas"].clone()), (json!("r"), json!(1)));
+    assert_eq!(d["spec"]["selector"]["matchLabels"], json!({ "gpuhub.run": "r" }));
+    assert_eq!(
+        d["spec"]["strategy"],
+        json!({ "type": "RollingUpdate", "rollingUpdate": { "maxSurge": 1, "maxUnavailable": 0 } })
+    );
+    let tpl = &d["spec"]["template"];
+    assert_eq!(tpl["metadata"]["labels"]["gpuhub.member"], "0");
+    assert_eq!(tpl["spec"]["restartPolicy"], "Always");
+    assert_eq!(tpl["spec"]["securityContext"]["runAsUser"], 1001, "run as the owner, as a workspace");
+    let probe = &tpl["spec"]["containers"][0]["readinessProbe"];
+    assert_eq!(probe["httpGet"], json!({ "path": "/healthz", "port": 8080 }));
+    // the update: the template of the same Deployment, with the new terms
+    let roll = seen.iter().find(|s| s.method == "PATCH" && s.path == format!("{DEPLOYMENTS}/r")).unwrap();
+    assert_eq!(roll.body["spec"]["template"]["spec"]["containers"][0]["image"], "busybox:2");
+    assert_eq!(roll.body["spec"]["template"]["metadata"]["labels"]["gpuhub.run"], "r");
+    // while both pods run, the ready one is the member; the kubelet's restarts are reported
+    assert_eq!(seen_run.members.len(), 1, "{seen_run:?}");
+    assert_eq!(seen_run.members[0].engine_id, "r-0");
+    assert_eq!(seen_run.labels.get("gpuhub.restarts").map(String::as_str), Some("2"));
+    // a stop scales it to nothing first, so no pod replaces the stopped one
+    let scale = seen.iter().filter(|s| s.method == "PATCH" && s.path == format!("{DEPLOYMENTS}/r")).nth(1);
+    assert_eq!(scale.unwrap().body, json!({ "spec": { "replicas": 0 } }));
+    assert!(lines.contains(&format!("DELETE {DEPLOYMENTS}/r")), "{lines:?}");
+}

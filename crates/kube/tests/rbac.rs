@@ -104,6 +104,11 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
                 })],
             ),
             "GET" if s.query.contains("fieldSelector") => list("PodList", vec![pod(0, exited(143, "Error"))]),
+            "GET" if s.query.contains("gpuhub.run=rs") => {
+                let mut served = pod(0, running());
+                served["spec"]["restartPolicy"] = json!("Always");
+                list("PodList", vec![served])
+            }
             "GET" if s.query.contains("gpuhub.member=0") => list("PodList", vec![pod(0, running())]),
             "GET" => {
                 let mut waiting = pod(1, json!({ "phase": "Pending" }));
@@ -115,6 +120,11 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
                 o["metadata"]["uid"] = json!("u");
                 Reply::Json(201, o)
             }
+            "PATCH" if s.path.contains("/deployments/") => Reply::Json(
+                200,
+                json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "rs" }, "spec": {
+                    "selector": { "matchLabels": { "gpuhub.run": "rs" } }, "template": {} } }),
+            ),
             "PATCH" => Reply::Json(200, pod(0, running())),
             "DELETE" if named => Reply::Json(200, json!({ "kind": "Status", "apiVersion": "v1", "status": "Success" })),
             "DELETE" if s.path.ends_with("/jobs") => list("JobList", vec![]),
@@ -127,6 +137,14 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
     workspace.labels.insert("gpuhub.kind".into(), "workspace".into());
     workspace.members.truncate(1);
     e.submit(&workspace).await.unwrap();
+    // a service: its Deployment made, rolled out, scaled to nothing by a stop
+    let mut service = workspace.clone();
+    service.name = "rs".into();
+    service.labels.insert("gpuhub.kind".into(), "service".into());
+    service.labels.insert("gpuhub.service.port".into(), "8080".into());
+    e.submit(&service).await.unwrap();
+    assert!(e.roll("rs", &service).await.unwrap());
+    e.cancel("rs", Duration::from_secs(1)).await.unwrap();
     e.observe("r").await.unwrap();
     e.list_runs().await.unwrap();
     e.inventory().await.unwrap();
