@@ -369,6 +369,22 @@ async fn the_portal_guards_its_forms_and_shows_errors_beside_their_field() {
     assert_eq!((v["kind"].as_str(), v["image"].as_str()), (Some("workspace"), Some("busybox:latest")), "{v}");
     assert!(v["apps"].to_string().contains("8888"), "the catalog's app: {v}");
 
+    // no PyTorch image in the catalog (its build is about 3 GiB): its card says so and how an admin adds
+    // it, and starts nothing; once the catalog has it, the card starts it
+    let card = page.split("data-image=\"pytorch\"").nth(1).expect("the PyTorch card").split("</li>").next().unwrap();
+    assert!(card.contains("Not installed") && card.contains("scripts/build-pytorch-image.sh"), "{card}");
+    assert!(card.contains("disabled") && !card.contains("/new/launch"), "{card}");
+    let entry = json!({"name": "pytorch", "image": "busybox:latest", "description": "PyTorch job"});
+    assert_eq!(hub.call(Method::POST, "/api/v1/images", Some(&admin), Some(entry)).await.0, StatusCode::CREATED);
+    let page = get(&hub, Some(&s.cookie), "/new").await.1;
+    let card = page.split("data-image=\"pytorch\"").nth(1).expect("the PyTorch card").split("</li>").next().unwrap();
+    assert!(card.contains("PyTorch job") && card.contains("action=\"/new/launch\""), "{card}");
+    assert!(!card.contains("Not installed") && !card.contains("disabled"), "{card}");
+    let (status, _, location) = post(&hub, Some(&s), "/new/launch", &[("image", "pytorch")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let v = hub.get(&alice, location.strip_prefix("/workloads/").expect("on to the workspace's page")).await;
+    assert_eq!((v["kind"].as_str(), v["image"].as_str()), (Some("workspace"), Some("busybox:latest")), "{v}");
+
     // the login page has the portal's headers too (its script is a file of the portal's)
     let r = browser().get(url("/login")).send().await.unwrap();
     assert!(r.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));

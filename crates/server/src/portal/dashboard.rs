@@ -20,6 +20,8 @@ use gpuhub_core::workload::WorkloadState;
 use gpuhub_store::{StateChange, WorkloadFilter};
 use maud::{Markup, html};
 use serde::Deserialize;
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
 
 /// `?range=day|week`
 #[derive(Debug, Default, Deserialize)]
@@ -57,8 +59,8 @@ fn overlap(a: DateTime<Utc>, b: DateTime<Utc>, c: DateTime<Utc>, d: DateTime<Utc
 /// Per bucket, from the workloads' states (each workload's in order, as `state_changes` gives them):
 /// a spell of waiting begins when a workload is queued (or pulls its image) and ends when it starts
 /// or ends; spells still open end now.
-pub fn waiting(
-    changes: &[StateChange],
+pub fn waiting<C: Borrow<StateChange>>(
+    changes: &[C],
     buckets: &[(DateTime<Utc>, DateTime<Utc>)],
     now: DateTime<Utc>,
 ) -> Vec<Waiting> {
@@ -66,10 +68,10 @@ pub fn waiting(
     let mut starts: Vec<(DateTime<Utc>, f64)> = Vec::new();
     let mut i = 0;
     while i < changes.len() {
-        let id = &changes[i].workload_id;
+        let id = &changes[i].borrow().workload_id;
         let mut since: Option<DateTime<Utc>> = None;
-        while i < changes.len() && &changes[i].workload_id == id {
-            let c = &changes[i];
+        while i < changes.len() && &changes[i].borrow().workload_id == id {
+            let c = changes[i].borrow();
             match c.state {
                 WorkloadState::Queued | WorkloadState::Pulling => {
                     since.get_or_insert(c.at);
@@ -104,6 +106,20 @@ pub fn waiting(
             }
         })
         .collect()
+}
+
+/// [`waiting`] per team queue (the default queue as `default`), by name: each workload counts in the
+/// queue it is charged to now.
+pub fn waiting_by_queue(
+    changes: &[StateChange],
+    buckets: &[(DateTime<Utc>, DateTime<Utc>)],
+    now: DateTime<Utc>,
+) -> Vec<(String, Vec<Waiting>)> {
+    let mut by: BTreeMap<&str, Vec<&StateChange>> = BTreeMap::new();
+    for c in changes {
+        by.entry(if c.queue.is_empty() { "default" } else { c.queue.as_str() }).or_default().push(c);
+    }
+    by.into_iter().map(|(q, changes)| (q.to_owned(), waiting(&changes, buckets, now))).collect()
 }
 
 /// A reclaim: a workload the idle rule or the guard stopped.
@@ -170,6 +186,7 @@ pub async fn page(
         Err(e) => return api_error_page(e.into()),
     };
     let waits = waiting(&changes, &buckets, now);
+    let queues = waiting_by_queue(&changes, &buckets, now);
     // the top users of the last seven days
     let mut top = match report(&st, &held, "user", week).await {
         Ok(r) => r.rows,
@@ -181,7 +198,7 @@ pub async fn page(
         Ok(r) => r,
         Err(e) => return api_error_page(e),
     };
-    let body = render(range, &buckets, &sums, capacity, &waits, &top, &reclaims, now);
+    let body = render(range, &buckets, &sums, capacity, (&waits, &queues), &top, &reclaims, now);
     layout(&st, &viewer, "Dashboard", body).into_response()
 }
 
@@ -213,6 +230,48 @@ async fn reclaims(
     Ok(out)
 }
 
+/// Per team queue: what waited over the window (the mean of its buckets' means up to now), how many
+/// started, their mean and longest wait; each bucket's figures under it, for the charts.
+fn queue_table(queues: &[(String, Vec<Waiting>)], buckets: &[(DateTime<Utc>, DateTime<Utc>)], fmt: &str) -> Markup {
+    let opt = |x: Option<f64>| x.map_or_else(|| "—".to_owned(), charts::num);
+    let summary = |w: &[Waiting]| {
+        let starts: u32 = w.iter().map(|b| b.starts).sum();
+        let waited: f64 = w.iter().filter_map(|b| Some(b.mean_wait_s? * f64::from(b.starts))).sum();
+        let mean = (starts > 0).then(|| waited / f64::from(starts));
+        let longest = w.iter().filter_map(|b| b.max_wait_s).reduce(f64::max);
+        let waiting = w.iter().map(|b| b.mean_waiting).sum::<f64>() / w.len().max(1) as f64;
+        (waiting, starts, mean, longest)
+    };
+    html! {
+        table.queue-waits {
+            thead { tr { th { "Queue" } th { "Waiting (mean)" } th { "Started" } th { "Mean wait, s" } th { "Longest wait, s" } } }
+            tbody { @for (q, w) in queues {
+                @let (waiting, starts, mean, longest) = summary(w);
+                tr data-queue=(q) {
+                    td { (q) } td data-waiting=(waiting) { (charts::num(waiting)) } td data-starts=(starts) { (starts) }
+                    td data-mean-wait=[mean] { (opt(mean)) } td data-max-wait=[longest] { (opt(longest)) }
+                }
+            } }
+        }
+        details.numbers {
+            summary { "The queue charts' numbers" }
+            table.queue-buckets {
+                thead { tr { th { "Queue" } th { "From" } th { "Waiting (mean)" } th { "Started" } th { "Mean wait, s" }
+                    th { "Longest wait, s" } } }
+                tbody { @for (q, w) in queues { @for (i, b) in buckets.iter().enumerate() {
+                    tr data-queue=(q) data-from=(b.0.to_rfc3339()) {
+                        td { (q) } td { (b.0.format(fmt)) }
+                        td data-waiting=(w[i].mean_waiting) { (charts::num(w[i].mean_waiting)) }
+                        td data-starts=(w[i].starts) { (w[i].starts) }
+                        td data-mean-wait=[w[i].mean_wait_s] { (opt(w[i].mean_wait_s)) }
+                        td data-max-wait=[w[i].max_wait_s] { (opt(w[i].max_wait_s)) }
+                    }
+                } } }
+            }
+        }
+    }
+}
+
 /// Hours of `from`–`to` up to now.
 fn hours(from: DateTime<Utc>, to: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
     (to.min(now) - from).num_milliseconds().max(0) as f64 / 3_600_000.0
@@ -224,7 +283,7 @@ fn render(
     buckets: &[(DateTime<Utc>, DateTime<Utc>)],
     held: &[(f64, f64)],
     capacity: usize,
-    waits: &[Waiting],
+    (waits, queues): (&[Waiting], &[(String, Vec<Waiting>)]),
     top: &[gpuhub_core::usage::UsageRow],
     reclaims: &[Reclaim],
     now: DateTime<Utc>,
@@ -278,6 +337,18 @@ fn render(
         marks: vec![],
         y_max: None,
     };
+    let per_queue = |title: &str, unit: &str, f: &dyn Fn(&Waiting) -> Option<f64>| TimeChart {
+        title: title.to_owned(),
+        unit: unit.to_owned(),
+        from,
+        to,
+        lines: queues.iter().map(|(q, w)| line(q, false, &|i| f(&w[i]))).collect(),
+        marks: vec![],
+        y_max: None,
+    };
+    let queue_lengths = per_queue("Waiting per team queue (mean per bucket)", "workloads", &|w| Some(w.mean_waiting));
+    let queue_waits =
+        per_queue("Mean wait before starting per team queue", "minutes", &|w| w.mean_wait_s.map(|s| s / 60.0));
     let opt = |x: Option<f64>| x.map_or_else(|| "—".to_owned(), charts::num);
     let fmt = if range == "week" { "%Y-%m-%d" } else { "%m-%d %H:%M" };
     html! {
@@ -307,6 +378,11 @@ fn render(
                     }
                 } }
             }
+        }
+        h2 { "Team queues" }
+        @if queues.is_empty() { p { "Nothing waited in this window." } } @else {
+            div.figures #queue-charts { (charts::time_chart(&queue_lengths)) (charts::time_chart(&queue_waits)) }
+            (queue_table(queues, buckets, fmt))
         }
         h2 { "Top users, last seven days" }
         @if top.is_empty() { p { "Nobody held a GPU, CPU or memory in the last seven days." } } @else {
@@ -347,7 +423,16 @@ mod tests {
     }
 
     fn change(id: &str, min: i64, state: WorkloadState) -> StateChange {
-        StateChange { workload_id: id.into(), owner: "alice".into(), name: id.into(), at: t(min), state, message: None }
+        let queue = if id.starts_with('t') { "team".into() } else { String::new() };
+        StateChange {
+            workload_id: id.into(),
+            owner: "alice".into(),
+            name: id.into(),
+            queue,
+            at: t(min),
+            state,
+            message: None,
+        }
     }
 
     #[test]
@@ -372,5 +457,30 @@ mod tests {
         // bucket 1 up to now (30 min): b 30 min + c 10 min → 40/30; c started after 10 min
         assert!((w[1].mean_waiting - 40.0 / 30.0).abs() < 1e-9, "{w:?}");
         assert_eq!((w[1].starts, w[1].mean_wait_s), (1, Some(600.0)));
+    }
+
+    #[test]
+    fn each_team_queue_waits_apart() {
+        use WorkloadState::*;
+        // a waits 0–30 in the default queue; t1 10–40 and t2 20–… (now 60) in team
+        let changes = [
+            change("a", 0, Queued),
+            change("a", 30, Running),
+            change("t1", 10, Queued),
+            change("t1", 40, Running),
+            change("t2", 20, Queued),
+        ];
+        let buckets = [(t(0), t(60))];
+        let by = waiting_by_queue(&changes, &buckets, t(60));
+        assert_eq!(by.iter().map(|(q, _)| q.as_str()).collect::<Vec<_>>(), ["default", "team"]);
+        let (default, team) = (&by[0].1[0], &by[1].1[0]);
+        assert!((default.mean_waiting - 0.5).abs() < 1e-9, "{default:?}");
+        assert_eq!((default.starts, default.mean_wait_s), (1, Some(1800.0)));
+        // t1 30 min + t2 40 min over 60
+        assert!((team.mean_waiting - 70.0 / 60.0).abs() < 1e-9, "{team:?}");
+        assert_eq!((team.starts, team.max_wait_s), (1, Some(1800.0)));
+        // the queues' figures add up to everyone's
+        let all = &waiting(&changes, &buckets, t(60))[0];
+        assert!((all.mean_waiting - default.mean_waiting - team.mean_waiting).abs() < 1e-9);
     }
 }
