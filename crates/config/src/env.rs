@@ -257,8 +257,9 @@ fn optional_number(v: &str) -> Result<Value, String> {
 
 /// A JSON list of GPUs, as `[[gpus]]` in the file.
 fn gpus(v: &str) -> Result<Value, String> {
-    let json: serde_json::Value = serde_json::from_str(v).map_err(|e| format!("expected a JSON list of GPUs: {e}"))?;
-    serde_json::from_value::<Vec<GpuDevice>>(json.clone()).map_err(|e| format!("expected a JSON list of GPUs: {e}"))?;
+    // read as the GPUs first, for the message of before (with its line and column)
+    serde_json::from_str::<Vec<GpuDevice>>(v).map_err(|e| format!("expected a JSON list of GPUs: {e}"))?;
+    let json: serde_json::Value = serde_json::from_str(v).map_err(|e| e.to_string())?;
     Value::serialize(json).map_err(|e| e.to_string())
 }
 

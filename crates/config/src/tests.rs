@@ -345,10 +345,22 @@ fn the_layered_file_is_the_file() {
     let layered = Config::load(Some(&f), env(&[])).unwrap();
     let parsed = Config::from_toml(text).unwrap();
     assert_eq!(format!("{layered:?}"), format!("{parsed:?}"));
-    assert_eq!(
-        (layered.priority_classes, layered.queue_priority_classes),
-        (parsed.priority_classes, parsed.queue_priority_classes)
-    );
+    // and what Debug leaves out
+    let rest = |c: &Config| {
+        format!(
+            "{:?}",
+            (
+                &c.priority_classes,
+                &c.queue_priority_classes,
+                c.fair_share_half_life_hours,
+                c.reserved_memory,
+                c.reserved_cpu_milli,
+                (c.isolate_host, c.login_failures, c.login_window_secs, c.token_days, &c.trusted_proxies),
+                (c.admins_enter_workspaces, c.admins_open_apps, c.oidc_session_hours, c.identity_recheck_secs),
+            )
+        )
+    };
+    assert_eq!(rest(&layered), rest(&parsed));
 }
 
 /// A variable wins over the file, an empty one unsets what the file set, and a file's section that a
