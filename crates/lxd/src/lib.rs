@@ -20,6 +20,7 @@ mod exec;
 pub mod images;
 mod logs;
 mod procs;
+mod pull;
 mod runs;
 pub mod spec;
 

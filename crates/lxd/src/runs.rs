@@ -282,7 +282,7 @@ impl Engine for LxdEngine {
             ingress: true,
             volumes: true,
             nfs: false,
-            pull: false,
+            pull: true,
             gpu_shares: true,
             shared_ports: false,
             usage: true,
@@ -339,6 +339,16 @@ impl Engine for LxdEngine {
         }
         let image = api.get(&format!("/1.0/images/{fp}")).await.map_err(api_err)?;
         Ok(image.get("size").and_then(Value::as_u64).unwrap_or_default())
+    }
+
+    /// Pulls into the hub's Docker daemon, which the engine takes every image from.
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&gpuhub_driver::RegistryAuth>,
+        progress: &(dyn Fn(gpuhub_driver::PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        crate::pull::pull(&self.inner.config.images_dir(), image, auth, progress).await
     }
 
     async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {

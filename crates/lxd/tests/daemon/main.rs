@@ -1,9 +1,10 @@
 //! The LXD engine against this machine's LXD daemon (installed and started by scripts/setup-debian.sh):
 //! jobs, logs, exec, workspaces reached through `endpoint`, homes written as the user, cancel and remove,
-//! saving a workspace as an image, and shares of a (fake) GPU (`shares`). `GPUHUB_LXD_TESTS=skip` skips
+//! saving a workspace as an image, shares of a (fake) GPU (`shares`) and pulls from a registry (`pull`). `GPUHUB_LXD_TESTS=skip` skips
 //! them; otherwise a missing daemon fails.
 
 mod common;
+mod pull;
 mod shares;
 
 use common::*;
