@@ -363,21 +363,24 @@ async fn a_service_that_ended_while_the_hub_was_down_is_restarted_after_reconcil
     assert!(v["message"].as_str().unwrap().starts_with("exited with code 2; restarting in 10s"), "{v}");
 }
 
-/// A service's update (`PATCH` with `image`, `command` or `env`): its run is stopped and a new one
-/// started with the new terms, not counted as a restart; anything else is refused naming why.
-#[tokio::test]
+/// A service's update (`PATCH` with `image`, `command` or `env`): a new run with the new terms, which
+/// serves once ready (a rolling update: `service_updates.rs`), not counted as a restart; anything else
+/// is refused naming why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_is_updated_by_a_new_run_with_its_new_terms() {
+    let port = echo().await;
     let hub = Hub::start().await;
+    hub.runtime.set_endpoint("127.0.0.1".parse().unwrap());
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
-    hub.submit(&alice, service("web", &["httpd", "-f"], json!({}))).await;
+    hub.submit(&alice, service("web", &["httpd", "-f"], json!({"service": {"port": port}}))).await;
     hub.wait_state(&alice, "web", "running").await;
     let old = hub.run(&alice, "web").await;
     let body = json!({"command": ["httpd", "-f", "-p", "9090"], "env": {"MODE": "v2"}});
     let (s, v) = hub.call(Method::PATCH, "/api/v1/workloads/web", Some(&alice), Some(body)).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    assert_eq!(v["command"], json!(["httpd", "-f", "-p", "9090"]), "{v}");
-    let v = hub.wait_state(&alice, "web", "running").await;
+    let v = hub.wait_for(&alice, "web", 20, |v| v["service"]["update"]["state"] == "done").await;
+    assert_eq!((v["state"].as_str(), v["command"].clone()), (Some("running"), json!(["httpd", "-f", "-p", "9090"])));
     let new = hub.run(&alice, "web").await;
     assert_ne!(new, old, "a new run: {v}");
     let spec = hub.runtime.spec(&new).expect("the new run's spec");
@@ -387,7 +390,10 @@ async fn a_service_is_updated_by_a_new_run_with_its_new_terms() {
     );
     assert_eq!(v["restarts"], 0, "an update is no restart: {v}");
     let notes: Vec<&str> = v["history"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect();
-    assert!(notes.contains(&"updated: command, environment (by alice)"), "{notes:?}");
+    assert!(
+        notes.contains(&"updated: command, environment (by alice); the new run serves, the old one is stopped"),
+        "{notes:?}"
+    );
     // refused: another kind, other terms beside, reserved variables
     hub.submit(&alice, common::job("j", 0)).await;
     let cases = [

@@ -56,9 +56,11 @@ pub async fn edit(
     Ok(w)
 }
 
-/// A service's update: its image, command or environment, checked as at submission; a live service is
-/// stopped, changed and queued again (its old run ends before the new one starts: a service has one
-/// member), an ended one only changed. Recorded in its history.
+/// A service's update: its image, command or environment, checked as at submission. A running service
+/// is updated by a rolling update where the engine and its nodes allow one (the controller starts the
+/// new run beside the serving one and switches once it is ready: `gpuhub_controller::rollout`); else a
+/// live service is stopped, changed and queued again, and its history says why; an ended one is only
+/// changed. Recorded in its history.
 async fn update(
     st: &AppState,
     caller: &User,
@@ -134,11 +136,24 @@ async fn update(
         return Ok(w.clone());
     }
     let live = !w.state.is_terminal();
+    let change = format!("{} (by {})", changed.join(", "), caller.username);
+    let mut note = format!("updated: {change}");
+    if live {
+        let terms = gpuhub_controller::Terms {
+            image: new.image.clone(),
+            command: new.command.clone(),
+            env: new.env.clone(),
+            change: change.clone(),
+        };
+        match st.controller.update(&w.id, terms).await? {
+            gpuhub_controller::Update::Rolling(updated) => return Ok(*updated),
+            gpuhub_controller::Update::NotRolled(why) => note = format!("{note}; stop-then-start: {why}"),
+        }
+    }
     let mut updated = if live { super::stop(st, caller, w).await? } else { w.clone() };
     updated.image = new.image;
     updated.command = new.command;
     updated.env = new.env;
-    let note = format!("updated: {} (by {})", changed.join(", "), caller.username);
     st.store.update_workload_spec(&updated, &note, st.clock.now()).await?;
     tracing::info!(workload = %w.id, by = %caller.username, change = %note, "service updated");
     if !live {
