@@ -342,6 +342,14 @@ pub fn decide_backlog(
     let mut pass = Pass::with_cache(cluster, running, config, now_ms, Some(&mut backlog.holds));
     pass.quiet = true;
     backlog.observe(&mut pass);
+    let wants: Vec<(usize, u32)> = backlog
+        .lanes
+        .iter()
+        .filter_map(|(q, lane)| {
+            Some((pass.queues.index(q)?, u32::try_from(*lane.whole_count.0.keys().next_back()?).ok()?))
+        })
+        .collect();
+    pass.keep_whole_for(wants);
     let mut lanes = Vec::with_capacity(backlog.lanes.len());
     for (q, lane) in &backlog.lanes {
         let q = pass.queue(q);

@@ -149,6 +149,14 @@ pub fn pass(
     let shapes: Vec<(Shape, u64)> =
         pending.iter().map(|p| (pass.st.shape(&p.request), u64::from(p.members.min(64)))).collect();
     pass.observe(shapes.into_iter().chain(pass.running_shapes()));
+    let wants: Vec<(usize, u32)> = pending
+        .iter()
+        .filter_map(|p| match p.request.gpu {
+            crate::model::GpuRequest::Whole { count } => Some((pass.queues.index(&p.queue)?, count)),
+            _ => None,
+        })
+        .collect();
+    pass.keep_whole_for(wants);
     pass.run(pending)
 }
 
@@ -267,6 +275,21 @@ impl<'a> Pass<'a> {
             node_ok: None,
             user: 0,
         })
+    }
+
+    /// Tells the placer to keep whole nodes free ([`Placer::set_keep_whole`]) when some queue below its
+    /// GPU guarantee waits with a whole-GPU member larger than any node's wholly free GPUs: `wants` gives,
+    /// per waiting workload or per queue, the queue's number and the GPUs of its largest such member.
+    pub(crate) fn keep_whole_for(&mut self, wants: impl IntoIterator<Item = (usize, u32)>) {
+        if self.config.policy != crate::policy::Policy::Auto {
+            return;
+        }
+        let (most_whole, _, _) = self.free_summary();
+        let on = wants.into_iter().any(|(q, count)| {
+            let q = self.queues.at(q);
+            count > most_whole && q.used.gpu_milli < q.spec.guarantee.gpu_milli
+        });
+        self.placer.set_keep_whole(on);
     }
 
     /// The number of queue `name`, added (open) if the pass has none of that name.

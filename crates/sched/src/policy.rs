@@ -129,6 +129,9 @@ pub struct Placer {
     view: NodeView,
     /// Weight of the model-contention term (0: off).
     pressure: f64,
+    /// `auto` on whole GPUs packs (best fit) instead of spreading: a queue below its guarantee waits with
+    /// a member larger than any node's free GPUs ([`Placer::set_keep_whole`]).
+    keep_whole: bool,
 }
 
 const EPS: f64 = 1e-7;
@@ -149,6 +152,7 @@ impl Placer {
             cache_on: true,
             view: NodeView::default(),
             pressure: if policy.mixture() { 1.0 } else { 0.0 },
+            keep_whole: false,
         }
     }
 
@@ -169,9 +173,18 @@ impl Placer {
     pub fn acting(&self) -> Policy {
         match self.policy {
             Policy::Auto if self.dist.is_empty() || self.dist.fragmenting() => Policy::FgdPlus,
+            Policy::Auto if self.keep_whole => Policy::BestFit,
             Policy::Auto => Policy::Spread,
             p => p,
         }
+    }
+
+    /// For `auto` on whole GPUs: pack (best fit, keeping whole nodes free) instead of spreading while a
+    /// queue below its guarantee waits with a member larger than any node's free GPUs, so that spread
+    /// small work of queues within their guarantees (which preemption never takes) does not hold a piece
+    /// of every node it needs. The pass sets it ([`crate::plan::Pass::keep_whole_for`]).
+    pub fn set_keep_whole(&mut self, on: bool) {
+        self.keep_whole = on;
     }
 
     /// Counts a task in the size distribution (fragmentation-aware policies).

@@ -244,7 +244,7 @@ pub fn report(a: &ReplayArgs) -> Result<String, SimError> {
     for j in &mut jobs {
         j.submit_s = t0 + ((j.submit_s - t0) as f64 / a.rate).round() as i64;
     }
-    let reports = replay_all(&jobs, a, &disciplines);
+    let reports = replay_each(&jobs, a, &disciplines);
     if let Some(path) = &a.plot {
         let lines: Vec<(String, Vec<[f64; 2]>)> =
             reports.iter().map(|r| (r.policy.clone(), r.alloc_curve.clone())).collect();
@@ -331,35 +331,6 @@ fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
         }
     }
     s
-}
-
-/// Replays each discipline, up to `--threads` at once, and returns the reports in the order given.
-///
-/// `auto` places as `spread` on whole GPUs of one model, which is all a replay asks for (a test replays
-/// both alone and checks the figures are the same), so when both are asked for, `spread` is replayed
-/// once and its report given under both names.
-fn replay_all(jobs: &[Job], a: &ReplayArgs, disciplines: &[Discipline]) -> Vec<ReplayReport> {
-    let spread = Discipline::Full(Policy::Spread);
-    let auto = Discipline::Full(Policy::Auto);
-    let twin = |d: Discipline| d == auto && disciplines.contains(&spread);
-    let replayed: Vec<Discipline> = disciplines.iter().copied().filter(|&d| !twin(d)).collect();
-    let mut reports = replay_each(jobs, a, &replayed).into_iter();
-    let mut out: Vec<ReplayReport> = Vec::with_capacity(disciplines.len());
-    for &d in disciplines {
-        if !twin(d) {
-            out.push(reports.next().expect("one report per discipline replayed"));
-        }
-    }
-    let of_spread = out.iter().find(|r| r.policy == spread.name()).cloned();
-    for (i, &d) in disciplines.iter().enumerate() {
-        if let (true, Some(r)) = (twin(d), &of_spread) {
-            let mut r = r.clone();
-            r.policy = d.name();
-            r.default = d == Discipline::Full(Policy::default());
-            out.insert(i, r);
-        }
-    }
-    out
 }
 
 /// Replays each discipline, up to `--threads` at once, and returns the reports in the order given.

@@ -68,6 +68,27 @@ fn the_default_spreads_whole_gpus_and_descends_fragmentation_with_shares() {
     }
 }
 
+/// Told to keep whole nodes (a queue below its guarantee waits for more GPUs than any node has free),
+/// the default packs whole GPUs as best fit; with shares it stays `fgd+`, and other policies ignore it.
+#[test]
+fn keeping_whole_nodes_packs_whole_gpus_under_the_default_only() {
+    let (st, one) = half_used();
+    let mut auto = Placer::new(Policy::Auto, 0);
+    auto.observe_n(&one, 30);
+    auto.set_keep_whole(true);
+    assert_eq!(auto.acting(), Policy::BestFit);
+    assert_eq!(auto.choose(&st, &one).map(|c| c.node), Some(0), "beside the GPU already held");
+    auto.set_keep_whole(false);
+    assert_eq!(auto.choose(&st, &one).map(|c| c.node), Some(1), "spread again");
+    let mut spread = Placer::new(Policy::Spread, 0);
+    spread.set_keep_whole(true);
+    assert_eq!(spread.acting(), Policy::Spread);
+    auto.set_keep_whole(true);
+    auto.observe_n(&st.shape(&share(500)), 40);
+    auto.dist.rebuild();
+    assert_eq!(auto.acting(), Policy::FgdPlus);
+}
+
 /// A few shares on a whole-GPU cluster (under [`crate::frag::SHARE_FLOOR`] of the demand) do not make
 /// it pack; a task restricted to GPU models does (model contention is `fgd+`'s).
 #[test]
