@@ -6,9 +6,9 @@
 //! code and output; a job granted a GPU sees exactly that GPU's device node and `CUDA_VISIBLE_DEVICES`;
 //! two users' shares of one GPU run at once, each with the GPU's node and its limits; a share of an `mps`
 //! GPU reaches gpuhub's MPS daemon (a stand-in program) through its pipe directory and shared memory; a
-//! JupyterLab workspace answers through `/w/<user>/<name>/lab/` (started by the hub with exec in the
-//! container, reached through an LXD proxy device) and writes a notebook into the home; SSH and the browser
-//! terminal reach it; `gpuhub save` makes a personal image of the workspace that a new job runs with the
+//! registry's image that Docker lacks is pulled on first use and runs; a JupyterLab workspace answers
+//! through `/w/<user>/<name>/lab/` (started by the hub with exec in the container, reached through an LXD
+//! proxy device) and writes a notebook into the home; SSH and the browser terminal reach it; `gpuhub save` makes a personal image of the workspace that a new job runs with the
 //! workspace's files; stopping the workspace ends it; removing the image removes it from LXD. `gpuhub
 //! serve` without a daemon stops at start naming the socket.
 //!
@@ -16,6 +16,8 @@
 //! how to start it, unless `GPUHUB_LXD_TESTS=skip`.
 
 mod access_support;
+#[allow(dead_code)]
+mod registry_support;
 
 use access_support::channels;
 use access_support::ssh as sshc;
@@ -374,6 +376,49 @@ async fn an_mps_share_reaches_its_daemon_on_lxd() -> Result<()> {
         Ok(std::fs::read_to_string(&record)?.contains("quit gpu=GPU-fake-0").then_some(()))
     })
     .await?;
+    hub.quiet();
+    Ok(())
+}
+
+/// Removes a pulled image from Docker and its conversion from LXD, whatever happened.
+struct ImageCleanup(String);
+
+impl Drop for ImageCleanup {
+    fn drop(&mut self) {
+        let inspect = Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &self.0]).output();
+        if let Some(o) = inspect.ok().filter(|o| o.status.success()) {
+            let alias = gpuhub_lxd::images::docker_alias(String::from_utf8_lossy(&o.stdout).trim());
+            let _ = Command::new("lxc").args(["image", "delete", &alias]).output();
+        }
+        let _ = Command::new("docker").args(["rmi", &self.0]).output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_image_is_pulled_on_first_use_on_lxd() -> Result<()> {
+    let _serial = access_support::serial().await;
+    if lxd_up()?.is_none() {
+        return Ok(());
+    }
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    // an image only the registry has (pushed, then removed from Docker)
+    let registry = registry_support::Registry::start()?;
+    let path = registry_support::push_test_image(&registry.addr, IMAGE, &access_support::suffix())?;
+    let image = format!("{}/{path}", registry.addr);
+    let _image = ImageCleanup(image.clone());
+    let state = tempfile::Builder::new().prefix("gpuhub-lxd-pull-").tempdir()?;
+    let config = format!("image_allow = [\"{}/*\"]\n{}", registry.addr, lxd_config(state.path())?);
+    let mut hub = Hub::start_with(&config).await?;
+    let alice = hub.user("alice").await?;
+    let _cleanup = LxdCleanup(vec![alice.name.clone()]);
+    let script = "ls /blob && echo pulled-ok";
+    let args = ["run", "--name", "pulled", "--image", &image, "--follow", "--", "sh", "-c", script];
+    let (code, out) = run(&alice, &args).await?;
+    ensure!(code == Some(0) && out.contains("/blob\npulled-ok"), "the pulled image's job: {code:?} {out}");
+    let w = alice.workload("pulled").await?;
+    let states: Vec<&str> =
+        w["history"].as_array().context("history")?.iter().filter_map(|s| s["state"].as_str()).collect();
+    ensure!(w["state"] == "succeeded" && states.starts_with(&["pulling", "queued"]), "the pulled job: {w}");
     hub.quiet();
     Ok(())
 }
