@@ -197,8 +197,9 @@ fi
 # root disk in it. No LXD network: `lxd init --minimal` wants a bridge on a free subnet, and gpuhub's
 # containers need none (the hub reaches their apps through LXD proxy devices), so Docker's networks and
 # iptables rules are left alone. root is allowed the user IDs gpuhub's members run as (raw.idmap maps
-# each member's UID and GID 1:1): /etc/subuid and /etc/subgid ranges from 1000 up to Debian lxd's own
-# range (231072), each under 65536 IDs so that LXD never takes one for its containers' base map.
+# each member's UID and GID 1:1; gpuhub's uid_range, 70000-99999 by default, and directory accounts' own
+# IDs): /etc/subuid and /etc/subgid ranges from 1000 up to Debian lxd's own range (231072), each under
+# 65536 IDs so that LXD never takes one for its containers' base map.
 lxd_delegate() {
     local f start size
     for f in /etc/subuid /etc/subgid; do

@@ -838,6 +838,8 @@ engine = "slurm"
 reconcile_secs = 10                   # Slurm's pending reasons refreshed this often
 homes_dir = "$DIR/homes"              # users' homes, where the nodes reach them (give each cluster account
                                       # the UID gpuhub shows in \`gpuhub whoami\`, or map_usernames below)
+# uid_range = "70000-99999"           # gpuhub's users' UIDs; this machine is the nodes, so their accounts
+                                      # are host accounts in it: each named as its gpuhub user (see README)
 [slurm]
 conf = "$DIR/slurm.conf"          # SLURM_CONF for sbatch/squeue/scontrol/sacct/scancel/srun
 partition = "$PARTITION"

@@ -75,6 +75,7 @@ type Read = fn(&str) -> Result<Value, String>;
 pub const SETTINGS: &[(&str, Read)] = &[
     ("listen", parsed::<SocketAddr>),
     ("ssh_listen", parsed::<SocketAddr>),
+    ("uid_range", parsed::<gpuhub_core::user::UidRange>),
     ("engine", parsed::<EngineKind>),
     ("data_dir", text),
     ("homes_dir", optional),

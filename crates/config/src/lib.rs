@@ -238,6 +238,9 @@ pub struct Config {
     /// The most each container may write outside its mounts (its writable layer: `/tmp`, `/`),
     /// `"20GiB"`; absent: no cap. Set, an engine that cannot enforce it stops the server at start.
     pub container_disk: Option<gpuhub_core::Bytes>,
+    /// The UIDs (and GIDs) local accounts get, `"70000-99999"` (`GPUHUB_UID_RANGE`): above the host's
+    /// `UID_MAX` and clear of its accounts and groups, checked at start (the server's `hostids`).
+    pub uid_range: gpuhub_core::user::UidRange,
     /// Address of the SSH gateway.
     pub ssh_listen: SocketAddr,
     /// Where the SQLite database, homes and archived logs live.
@@ -387,6 +390,7 @@ impl Default for Config {
             home_quota: None,
             home_backend: homes::HomeBackend::Auto,
             container_disk: None,
+            uid_range: gpuhub_core::user::UidRange::default(),
             ssh_listen: SocketAddr::from(([127, 0, 0, 1], 2222)),
             data_dir: PathBuf::from("./gpuhub-data"),
             database_url: None,
@@ -445,6 +449,7 @@ impl fmt::Debug for Config {
             .field("slurm", &self.slurm)
             .field("lxd", &self.lxd)
             .field("kubernetes", &self.kubernetes)
+            .field("uid_range", &self.uid_range)
             .field("ssh_listen", &self.ssh_listen)
             .field("data_dir", &self.data_dir)
             .field("homes_dir", &self.homes_dir)

@@ -294,7 +294,7 @@ fn network_pool_and_prefix() {
 /// The variables' names are made from the keys they set; these are exactly the names of before.
 #[test]
 fn the_variable_names_are_those_of_before() {
-    let before = "LISTEN SSH_LISTEN DATA_DIR HOMES_DIR HOME_QUOTA TEAMS_DIR HOME_BACKEND CONTAINER_DISK \
+    let before = "LISTEN SSH_LISTEN UID_RANGE DATA_DIR HOMES_DIR HOME_QUOTA TEAMS_DIR HOME_BACKEND CONTAINER_DISK \
         DATABASE_URL GPU_MODE GPUS ALLOW_ANY_IMAGE IMAGE_ALLOW PIDS_LIMIT PID_MAX ISOLATE_HOST NETWORK_POOL \
         NETWORK_PREFIX STOP_GRACE_SECS ON_ENGINE_RESTART RECONCILE_SECS SESSION_HOURS SECURE_COOKIES APPS_DOMAIN \
         PUBLIC_URL LOGIN_FAILURES LOGIN_WINDOW_SECS TOKEN_DAYS TRUSTED_PROXIES SCHEDULER_POLICY \
@@ -411,4 +411,17 @@ fn identity_sections_from_variables() {
     assert!(e.contains("GPUHUB_LDAP_STARTTLS") && e.contains("is not true or false"), "{e}");
     let e = Config::load(None, env(&[("GPUHUB_OIDC_SESION_HOURS", "2")])).unwrap_err().to_string();
     assert!(e.contains("did you mean GPUHUB_OIDC_SESSION_HOURS?"), "{e}");
+}
+
+/// `uid_range` from the file or `GPUHUB_UID_RANGE`; a bad one names the variable.
+#[test]
+fn uid_range_from_the_file_or_the_environment() {
+    assert_eq!(Config::default().uid_range, gpuhub_core::user::UidRange::default());
+    let c = Config::from_toml("uid_range = \"80000-80999\"\n").unwrap();
+    assert_eq!((c.uid_range.first, c.uid_range.last), (80000, 80999));
+    let c = Config::load(None, env(&[("GPUHUB_UID_RANGE", "90000-90009")])).unwrap();
+    assert_eq!((c.uid_range.first, c.uid_range.last), (90000, 90009));
+    let e = Config::load(None, env(&[("GPUHUB_UID_RANGE", "10-20")])).unwrap_err().to_string();
+    assert!(e.contains("GPUHUB_UID_RANGE") && e.contains("below 1000"), "{e}");
+    assert!(Config::from_toml("uid_range = \"99999-70000\"\n").is_err());
 }

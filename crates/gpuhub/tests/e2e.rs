@@ -45,7 +45,8 @@ fn gpu_devices_of(hub: &Hub, container: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A one-GPU job sees exactly one GPU node, runs as the user's UID (≥ 10000), and its container has the
+/// A one-GPU job sees exactly one GPU node, runs as the user's UID (from `uid_range`, 70000–99999 by
+/// default, above the host's `UID_MAX`), and its container has the
 /// requested limits and none of the ways out: no privileges, no capabilities, no engine socket.
 #[test]
 fn job_sees_one_gpu_and_runs_confined() -> Result<()> {
@@ -53,7 +54,7 @@ fn job_sees_one_gpu_and_runs_confined() -> Result<()> {
     let mut hub = Hub::start()?;
     let alice = hub.user("alice")?;
     let uid = alice.json(&["whoami"])?["uid"].as_u64().context("whoami has no uid")?;
-    ensure!(uid >= 10_000, "alice got uid {uid}, want ≥ 10000");
+    ensure!((70_000..=99_999).contains(&uid), "alice got uid {uid}, want one of uid_range 70000-99999");
 
     let out = run(
         &alice,

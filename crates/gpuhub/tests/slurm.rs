@@ -44,14 +44,46 @@ fn cluster_up() -> Result<Option<()>> {
     bail!("the Slurm dev cluster is not up: run `bash {SCRIPT} start` as root (or set GPUHUB_SLURM_TESTS=skip)")
 }
 
+/// The UIDs of these tests' hubs. The dev cluster's nodes are this machine, so each test makes host
+/// accounts with its gpuhub users' UIDs (a cluster's accounts must have them): outside the default
+/// `uid_range` (70000-99999), so that other hubs on this machine, which refuse a range holding a host
+/// account (security review N15), never see them; above `UID_MAX` as any range must be.
+const UID_RANGE: (u32, u32) = (120_000, 120_999);
+
+/// Removes the host accounts and groups in [`UID_RANGE`] that an earlier run of these tests left
+/// behind (killed before its accounts' drop): the hub would refuse a range holding them.
+fn remove_stale_accounts() -> Result<()> {
+    let stale = |file: &str| -> Result<Vec<String>> {
+        Ok(std::fs::read_to_string(file)?
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                let id: u32 = f.get(2)?.parse().ok()?;
+                (UID_RANGE.0..=UID_RANGE.1).contains(&id).then(|| f[0].to_owned())
+            })
+            .collect())
+    };
+    for name in stale("/etc/passwd")? {
+        let out = Command::new("userdel").arg(&name).output()?;
+        ensure!(out.status.success(), "userdel {name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for name in stale("/etc/group")? {
+        let _ = Command::new("groupdel").arg(&name).output()?;
+    }
+    Ok(())
+}
+
 /// The gpuhub configuration for the dev cluster, with homes and team folders on directories the nodes
 /// (this machine) can reach as the users.
 fn slurm_config(homes: &Path, teams: &Path) -> String {
     let dir = cluster_dir();
+    remove_stale_accounts().expect("removing stale test accounts");
     format!(
-        "engine = \"slurm\"\nreconcile_secs = 2\nhomes_dir = \"{}\"\nteams_dir = \"{}\"\n[slurm]\nconf = \"{dir}/slurm.conf\"\n\
+        "engine = \"slurm\"\nuid_range = \"{}-{}\"\nreconcile_secs = 2\nhomes_dir = \"{}\"\nteams_dir = \"{}\"\n[slurm]\nconf = \"{dir}/slurm.conf\"\n\
          partition = \"gpu\"\nbundle_dir = \"{dir}/bundles\"\nlog_dir = \"{dir}/gpuhub-logs\"\noci_root = \"{dir}/run/oci\"\n\
          init = \"/usr/bin/tini-static\"\nmap_usernames = true\npoll_ms = 500\n",
+        UID_RANGE.0,
+        UID_RANGE.1,
         homes.display(),
         teams.display()
     )

@@ -39,6 +39,8 @@ pub struct Identities {
     oidc: tokio::sync::OnceCell<OidcClient>,
     /// Sign-ins sent to the provider, by `state`: what `finish` needs, when, and where to go after.
     pending: Mutex<HashMap<String, (PendingLogin, Instant, String)>>,
+    /// The host's accounts, which a directory's `uidNumber` must not be another's of.
+    host: crate::hostids::HostAccounts,
 }
 
 impl fmt::Debug for Identities {
@@ -63,7 +65,18 @@ impl Identities {
             oidc_config: config.oidc.clone(),
             oidc: tokio::sync::OnceCell::new(),
             pending: Mutex::default(),
+            host: crate::hostids::HostAccounts::default(),
         })
+    }
+
+    /// These sources, with the host's accounts read from `host`.
+    pub fn with_host(self, host: crate::hostids::HostAccounts) -> Self {
+        Self { host, ..self }
+    }
+
+    /// The host's accounts.
+    pub fn host(&self) -> &crate::hostids::HostAccounts {
+        &self.host
     }
 
     /// The LDAP directory, when there is one.

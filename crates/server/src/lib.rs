@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod guard;
+pub mod hostids;
 pub mod identity;
 pub mod idle;
 pub mod metrics;
@@ -79,6 +80,9 @@ pub enum ServeError {
     /// The key that seals secrets cannot be read or made.
     #[error("{0}")]
     Secrets(#[from] secrets::SecretError),
+    /// `uid_range` would share IDs with the host's accounts (security review N15).
+    #[error("{0}")]
+    HostIds(#[from] hostids::HostIdsError),
 }
 
 /// A running server.
@@ -221,6 +225,20 @@ pub async fn bootstrap_admin(
     Ok(())
 }
 
+/// `store` handing out `uid_range`, passing over the host's IDs, once the range is checked against the
+/// host's accounts (`host`); gpuhub users who share a host account's UID already are warned about.
+pub async fn uids_checked(store: Store, config: &Config, host: &hostids::HostAccounts) -> Result<Store, ServeError> {
+    let users = store.list_users().await?;
+    let teams: Vec<u32> = store.list_queues().await?.iter().filter_map(|q| q.team_gid).collect();
+    host.check(config.uid_range, &users, &teams)?;
+    for line in host.shared_uids(&users)? {
+        tracing::warn!("{line}: its containers can reach that account's files; give one of them another uid");
+        eprintln!("gpuhub: warning: {line}");
+    }
+    let reader = host.clone();
+    Ok(store.with_uids(config.uid_range, Some(Arc::new(move || reader.taken()))))
+}
+
 /// This installation's id, made on first start and kept in the store: it labels every container, so
 /// that servers sharing an engine never touch each other's.
 pub async fn instance_id(store: &Store) -> Result<String, ServeError> {
@@ -260,17 +278,20 @@ pub struct Seams {
     pub homes: Option<Arc<dyn gpuhub_homes::Homes>>,
     /// The LDAP directory users sign in with; `None`: the one `[ldap]` configures, if any.
     pub directory: Option<Arc<dyn gpuhub_identity::Directory>>,
+    /// Where the host's `passwd`, `group` and `login.defs` are read (`uid_range`'s checks); `None`:
+    /// `/etc`.
+    pub etc: Option<PathBuf>,
 }
 
 impl Default for Seams {
     fn default() -> Self {
-        Self { clock: Arc::new(SystemClock), gpus: None, homes: None, directory: None }
+        Self { clock: Arc::new(SystemClock), gpus: None, homes: None, directory: None, etc: None }
     }
 }
 
 /// [`start`] with the clock and GPU sampler given.
 pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -> Result<Server, ServeError> {
-    let Seams { clock, gpus, homes, directory } = seams;
+    let Seams { clock, gpus, homes, directory, etc } = seams;
     // both ports first: one in use stops the server before it has made anything (the first admin and
     // its password among them)
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -288,6 +309,9 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     }
     prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
+    // the range clear of the host's accounts before the first account is made from it
+    let host = hostids::HostAccounts::new(etc.unwrap_or_else(|| PathBuf::from(hostids::ETC)));
+    let store = uids_checked(store, &config, &host).await?;
     bootstrap_admin(&store, &config, &data_dir, clock.now()).await?;
     queues::seed(&store, &config, clock.now()).await?;
     let instance = instance_id(&store).await?;
@@ -312,7 +336,8 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     let mut settings = setup::controller(&config, homes.clone());
     settings.mps = mps.clone().map(|s| Arc::new(mps::Daemons(s)) as Arc<dyn gpuhub_controller::mps::MpsDaemons>);
     let settings = Arc::new(settings);
-    let identities = Arc::new(identity::Identities::new(&config, directory).map_err(ServeError::Identity)?);
+    let identities =
+        Arc::new(identity::Identities::new(&config, directory).map_err(ServeError::Identity)?.with_host(host));
     let (controller, handle) =
         Controller::new(store.clone(), engine.clone(), settings, instance, clock.clone(), inventory.clone());
     let monitor_settings = setup::monitor(&config.monitor);

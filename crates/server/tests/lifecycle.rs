@@ -73,7 +73,7 @@ async fn container_spec_carries_limits_user_and_labels() {
             _ => None,
         })
         .unwrap();
-    assert_eq!(spec.identity.user(), "10001:10001");
+    assert_eq!(spec.identity.user(), "70001:70001", "alice, after the admin, from uid_range 70000-99999");
     let [member] = spec.members.as_slice() else { panic!("one member: {:?}", spec.members) };
     assert_eq!(member.cpu_milli, 1500);
     assert_eq!(member.memory_bytes, 512 << 20);
@@ -85,7 +85,7 @@ async fn container_spec_carries_limits_user_and_labels() {
     let home = hub.dir.path().join("data/homes/alice");
     let meta = std::fs::metadata(&home).unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    assert_eq!((meta.uid(), meta.mode() & 0o777), (10001, 0o700));
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (70001, 0o700));
     assert!(meta.permissions().mode() & 0o077 == 0);
 }
 
@@ -375,7 +375,7 @@ async fn apps_get_their_base_url() {
     let spec = execs().pop().expect("the app was started");
     assert_eq!(spec.env["GPUHUB_BASE_URL"], "/w/alice/nb/lab/");
     assert_eq!(spec.env["GPUHUB_PORT"], "8888");
-    assert_eq!(spec.user, "10001:10001");
+    assert_eq!(spec.user, "70001:70001");
 }
 
 /// A burst of engine events is handled before one scheduling pass, not with a pass after each: 60

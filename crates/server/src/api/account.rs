@@ -144,7 +144,7 @@ pub async fn list_users(
     Ok(paging::respond(views, next, "/api/v1/users", &page))
 }
 
-/// Creates an account (admin); it gets the next free UID from 10000 up.
+/// Creates an account (admin); it gets the next free UID of `uid_range` (70000-99999 by default).
 #[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = CreateUserRequest,
     responses((status = 201, body = UserView), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 pub async fn create_user(

@@ -231,7 +231,7 @@ pub async fn change_password(
     Ok(())
 }
 
-/// Creates account `req` for admin `caller`; it gets the next free UID from 10000 up.
+/// Creates account `req` for admin `caller`; it gets the next free UID of `uid_range`.
 pub async fn create_user(st: &AppState, caller: &User, req: &CreateUserRequest) -> Result<User, ServiceError> {
     super::require_admin(caller)?;
     names::validate("user", &req.username)?;

@@ -59,6 +59,19 @@ pub async fn outside_account(st: &AppState, o: &Outside) -> Result<User, Service
             o.username, q.name, o.username
         )));
     }
+    // a directory's uidNumber that is another host account's would share that account's files
+    if let Some((uid, _)) = o.ids {
+        let owner = st.identities.host().uid_owner(uid, &o.username).map_err(ServiceError::internal)?;
+        if let Some(owner) = owner {
+            return Err(ServiceError::conflict(format!(
+                "{}'s uid {uid} in the directory is the host's account {owner} ({}): an admin must give one of \
+                 them another uid before {} can sign in",
+                o.username,
+                st.identities.host().passwd_path().display(),
+                o.username
+            )));
+        }
+    }
     let user = match st.store.get_user(&o.username).await {
         Ok(u) if u.source != o.source => {
             return Err(ServiceError::forbidden(format!(
