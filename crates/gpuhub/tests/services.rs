@@ -45,8 +45,9 @@ fn runs_of(seen: &[(u16, String)]) -> Vec<(u16, String)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rolling_update_keeps_the_url_answering_and_then_answers_from_the_new_version() -> Result<()> {
+#[test]
+fn a_rolling_update_keeps_the_url_answering_and_then_answers_from_the_new_version() -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
     let _serial = common::serial();
     let mut hub = Hub::start()?;
     let alice = hub.user("alice")?;
@@ -57,36 +58,31 @@ async fn a_rolling_update_keeps_the_url_answering_and_then_answers_from_the_new_
     args.extend(small);
     let v1 = server("v1", 0);
     args.extend(["--", "sh", "-c", &v1]);
-    tokio::task::block_in_place(|| alice.ok(&args))?;
-    tokio::task::block_in_place(|| alice.wait_until("web", "ready", |w| w["service"]["ready"] == json!(true)))?;
-    let login: Value = reqwest::Client::new()
-        .post(format!("{base}/api/v1/login"))
-        .json(&json!({"username": alice.name, "password": PASSWORD}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    alice.ok(&args)?;
+    alice.wait_until("web", "ready", |w| w["service"]["ready"] == json!(true))?;
+    let login: Value = rt.block_on(async {
+        let http = reqwest::Client::new();
+        let body = json!({"username": alice.name, "password": PASSWORD});
+        http.post(format!("{base}/api/v1/login")).json(&body).send().await?.error_for_status()?.json().await
+    })?;
     let token = login["token"].as_str().context("login gave no token")?.to_owned();
     let url = format!("{base}/w/{}/web/service/index.html", alice.name);
 
     // the update's new run is ready 3 s after it starts: all that time the old one answers
     let stop = Arc::new(AtomicBool::new(false));
-    let asking = tokio::spawn(keep_asking(url.clone(), token.clone(), stop.clone()));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asking = rt.spawn(keep_asking(url.clone(), token.clone(), stop.clone()));
+    std::thread::sleep(Duration::from_millis(500));
     let v2 = server("v2", 3);
     let edit = ["edit", "web", "--env", "MODE=v2", "--", "sh", "-c", &v2];
-    let out = tokio::task::block_in_place(|| alice.output(&edit))?;
+    let out = alice.output(&edit)?;
     ensure!(out.status.success(), "gpuhub edit: {}", common::describe(&out));
-    let w = tokio::task::block_in_place(|| {
-        alice.wait_until("web", "updated", |w| w["service"]["update"]["state"] != json!("rolling"))
-    })?;
+    let w = alice.wait_until("web", "updated", |w| w["service"]["update"]["state"] != json!("rolling"))?;
     ensure!(w["service"]["update"]["state"] == "done", "the update did not end done: {w:#}");
     ensure!(w["env"]["MODE"] == "v2", "the new terms are the service's: {w:#}");
     // past the old run's drain and stop
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    std::thread::sleep(Duration::from_secs(4));
     stop.store(true, Ordering::SeqCst);
-    let seen = asking.await?;
+    let seen = rt.block_on(asking)?;
     let runs = runs_of(&seen);
     let want = [(200, "v1".to_owned()), (200, "v2".to_owned())];
     ensure!(runs == want, "answers during the update, as runs of the same answer: {runs:?} (want {want:?})");
@@ -102,14 +98,15 @@ async fn a_rolling_update_keeps_the_url_answering_and_then_answers_from_the_new_
     ensure!(running.lines().count() == 1, "one container runs after the update: {running:?} of {containers:?}");
 
     // an update whose new run exits: it fails, and v2 goes on answering
-    tokio::task::block_in_place(|| alice.ok(&["edit", "web", "--", "sh", "-c", "exit 4"]))?;
-    let w = tokio::task::block_in_place(|| {
-        alice.wait_until("web", "failed update", |w| w["service"]["update"]["state"] == json!("failed"))
-    })?;
+    alice.ok(&["edit", "web", "--", "sh", "-c", "exit 4"])?;
+    let w = alice.wait_until("web", "failed update", |w| w["service"]["update"]["state"] == json!("failed"))?;
     let message = w["service"]["update"]["message"].as_str().unwrap_or_default();
     ensure!(message.contains("the new run exited with code 4 before it was ready"), "{w:#}");
-    let r = reqwest::Client::new().get(&url).bearer_auth(&token).send().await?;
-    ensure!(r.status() == 200 && r.text().await?.trim() == "v2", "after the failed update v2 answers");
-    tokio::task::block_in_place(|| alice.ok(&["rm", "web"]))?;
+    let (status, text) = rt.block_on(async {
+        let r = reqwest::Client::new().get(&url).bearer_auth(&token).send().await?;
+        Ok::<_, reqwest::Error>((r.status(), r.text().await?))
+    })?;
+    ensure!(status == 200 && text.trim() == "v2", "after the failed update v2 answers: {status} {text}");
+    alice.ok(&["rm", "web"])?;
     Ok(())
 }

@@ -104,7 +104,7 @@ async fn an_update_rolls_switching_once_the_new_run_is_ready_and_fails_keeping_t
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(engine.running(), [new.clone()], "the old run is stopped after the drain");
+    assert_eq!(engine.running(), std::slice::from_ref(&new), "the old run is stopped after the drain");
     // each run held its own: the old one until the switch, the new one from its start beside it
     let store = &hub.server.as_ref().unwrap().state.store;
     let held: Vec<_> = (store.holdings(t0 - TimeDelta::hours(1), t2 + TimeDelta::hours(1), Some("alice")).await)
@@ -133,7 +133,7 @@ async fn an_update_rolls_switching_once_the_new_run_is_ready_and_fails_keeping_t
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(engine.running(), [new.clone()], "the failed update's run is stopped");
+    assert_eq!(engine.running(), std::slice::from_ref(&new), "the failed update's run is stopped");
 
     // a new run that exits fails it at once
     let _ = patch(&hub, &alice, json!({"command": ["httpd", "v4"]})).await;
