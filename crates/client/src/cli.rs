@@ -84,7 +84,8 @@ pub enum ClientCommand {
     Rm(NameArgs),
     /// Lengthen a workload's time limit (`--extend 2h`), or change a queued one's priority or queue (admin).
     Edit(crate::cli::edit::EditArgs),
-    /// Show a workload as JSON.
+    /// Show every field of a workload (its explanation while it waits, its history, apps and URLs); `--json`
+    /// for the API's JSON.
     Inspect(NameArgs),
     /// Show nodes, their free resources and who holds each GPU.
     Nodes,

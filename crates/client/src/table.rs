@@ -54,6 +54,70 @@ impl Table {
 }
 
 /// How long ago `then` was, in its largest whole unit: `5s`, `3m`, `2h`, `4d`.
+/// A JSON value as indented `key: value` lines for people (`gpuhub inspect` without `--json`): nested
+/// objects indented under their key, lists of plain values on one line, lists of objects as `-` items;
+/// absent (`null`) and empty values left out.
+pub fn outline(v: &serde_json::Value) -> String {
+    let mut s = String::new();
+    outline_into(&mut s, v, 0);
+    s
+}
+
+fn plain(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(t) => Some(t.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn empty(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.values().all(empty),
+        _ => false,
+    }
+}
+
+fn outline_into(s: &mut String, v: &serde_json::Value, indent: usize) {
+    use serde_json::Value;
+    let pad = " ".repeat(indent);
+    let Value::Object(fields) = v else {
+        s.push_str(&format!("{pad}{}\n", plain(v).unwrap_or_default()));
+        return;
+    };
+    // who and what first, then the rest by name
+    const FIRST: [&str; 6] = ["name", "owner", "kind", "state", "message", "explanation"];
+    let rank = |k: &str| FIRST.iter().position(|f| *f == k).unwrap_or(FIRST.len());
+    let mut fields: Vec<(&String, &Value)> = fields.iter().filter(|(_, v)| !empty(v)).collect();
+    fields.sort_by_key(|(k, _)| rank(k));
+    for (k, v) in fields {
+        match v {
+            Value::Object(_) => {
+                s.push_str(&format!("{pad}{k}:\n"));
+                outline_into(s, v, indent + 2);
+            }
+            Value::Array(items) if items.iter().all(|i| plain(i).is_some()) => {
+                let list: Vec<String> = items.iter().filter_map(plain).collect();
+                s.push_str(&format!("{pad}{k}: {}\n", list.join(", ")));
+            }
+            Value::Array(items) => {
+                s.push_str(&format!("{pad}{k}:\n"));
+                for item in items {
+                    let mut inner = String::new();
+                    outline_into(&mut inner, item, indent + 4);
+                    // the item's first line carries its dash
+                    let body = inner.get(indent + 4..).unwrap_or("");
+                    s.push_str(&format!("{pad}  - {body}"));
+                }
+            }
+            _ => s.push_str(&format!("{pad}{k}: {}\n", plain(v).unwrap_or_default())),
+        }
+    }
+}
+
 pub fn age(then: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let secs = (now - then).num_seconds().max(0);
     match secs {
@@ -98,6 +162,21 @@ pub fn cores(c: f64) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    /// Newcomer review: `inspect` printed only JSON; people get indented lines, nothing absent shown.
+    #[test]
+    fn a_workload_outlines_as_indented_lines() {
+        let v = serde_json::json!({
+            "name": "train", "state": "queued", "exit_code": null, "command": ["python", "t.py"], "env": {},
+            "explanation": {"reason": "Resources", "position": 2},
+            "history": [{"state": "queued", "at": "2026-11-26T10:00:00Z"}, {"state": "running"}],
+        });
+        assert_eq!(
+            outline(&v),
+            "name: train\nstate: queued\nexplanation:\n  position: 2\n  reason: Resources\ncommand: python, t.py\n\
+             history:\n  - state: queued\n    at: 2026-11-26T10:00:00Z\n  - state: running\n"
+        );
+    }
 
     #[test]
     fn renders_aligned_columns() {

@@ -400,9 +400,13 @@ async fn other_commands() {
     assert_eq!((r.unwrap(), out.as_str()), (0, "removed train\n"));
     assert_eq!(server.last().method, Method::DELETE);
 
-    let (r, out) = cli(&ctx, &["inspect", "train"]).await;
+    let (r, out) = cli(&ctx, &["--json", "inspect", "train"]).await;
     assert_eq!(r.unwrap(), 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["exit_code"], 3);
+    // without --json, for people: a line a field (the newcomer found inspect JSON-only)
+    let (r, out) = cli(&ctx, &["inspect", "train"]).await;
+    assert_eq!(r.unwrap(), 0);
+    assert!(out.lines().any(|l| l == "exit_code: 3") && out.lines().any(|l| l == "name: train"), "{out}");
 
     let (r, out) = cli(&ctx, &["nodes"]).await;
     assert_eq!(r.unwrap(), 0);

@@ -55,7 +55,7 @@ pub(crate) async fn dispatch(
         ClientCommand::Stop(n) => workloads::action(&api, json, &n.name, n.owner.as_deref(), "stop", out).await?,
         ClientCommand::Start(n) => workloads::action(&api, json, &n.name, n.owner.as_deref(), "start", out).await?,
         ClientCommand::Rm(n) => workloads::rm(&api, json, &n.name, n.owner.as_deref(), out).await?,
-        ClientCommand::Inspect(n) => workloads::inspect(&api, &n.name, n.owner.as_deref(), out).await?,
+        ClientCommand::Inspect(n) => workloads::inspect(&api, json, &n.name, n.owner.as_deref(), out).await?,
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
         ClientCommand::Queues => sched::queues(&api, json, out).await?,
         ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,

@@ -435,9 +435,20 @@ pub(crate) async fn rm(
 }
 
 /// `gpuhub inspect`: the workload as pretty JSON.
-pub(crate) async fn inspect(api: &Api, name: &str, owner: Option<&str>, out: Out<'_>) -> Result<(), ClientError> {
+/// `gpuhub inspect NAME`: every field of the workload, as indented lines, or with `--json` the API's JSON.
+pub(crate) async fn inspect(
+    api: &Api,
+    json: bool,
+    name: &str,
+    owner: Option<&str>,
+    out: Out<'_>,
+) -> Result<(), ClientError> {
     let v = api.get(&["workloads", name], &owner_query(owner)).await?;
-    print_json(out, &v)
+    if json {
+        return print_json(out, &v);
+    }
+    write!(out, "{}", crate::table::outline(&v))?;
+    Ok(())
 }
 
 #[cfg(test)]
