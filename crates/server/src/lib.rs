@@ -386,6 +386,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         s3,
         password_change,
         active: Arc::default(),
+        recent: Arc::default(),
         node_views: Arc::default(),
     };
     api::datasets::mount_all(&state).await;

@@ -8,6 +8,7 @@ pub mod idle;
 pub mod limiter;
 pub mod origins;
 pub mod password_change;
+pub mod recent;
 
 use crate::config::Config;
 use gpuhub_controller::ControllerHandle;
@@ -76,6 +77,9 @@ pub struct AppState {
     /// The workloads not over yet, kept between requests and followed through the controller's change
     /// feed and every submission ([`active::ActiveWorkloads`]); read with [`AppState::active`].
     pub active: Arc<active::ActiveWorkloads>,
+    /// The holdings of the last weeks, kept between requests and followed through the controller's change
+    /// feed ([`recent::RecentHoldings`]); read with [`AppState::holdings`].
+    pub recent: Arc<recent::RecentHoldings>,
     /// The nodes as `GET /api/v1/nodes` and the Nodes page show them, with the snapshot of
     /// [`AppState::active`] and the inventory's time they were made from: made again only once either
     /// moved.
@@ -101,6 +105,20 @@ impl AppState {
     /// holds them after every change announced so far.
     pub async fn active(&self) -> Result<active::Snapshot, gpuhub_store::StoreError> {
         self.active.get(&self.store, || self.controller.changes()).await
+    }
+
+    /// The holdings overlapping `from`–`to` (of `owner` only, when given), oldest first: what
+    /// `Store::holdings` answers, from those kept between requests where the window is recent.
+    pub async fn holdings(
+        &self,
+        window: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        owner: Option<&str>,
+    ) -> Result<Vec<gpuhub_core::usage::Holding>, gpuhub_store::StoreError> {
+        let now = self.clock.now();
+        match self.recent.holdings(&self.store, || self.controller.changes(), now, window, owner).await? {
+            Some(h) => Ok(h),
+            None => self.store.holdings(window.0, window.1, owner).await,
+        }
     }
 }
 

@@ -192,3 +192,54 @@ async fn a_day_of_holdings_with_a_preemption_and_a_kill_sums_exactly() {
 fn urlencode(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true).replace(':', "%3A")
 }
+
+/// Usage comes from the holdings kept between requests (`AppState::holdings`): read once before
+/// anything runs, then a start, a stop, a start again and a deletion are each in the next report, to
+/// the hour the clock says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kept_holdings_follow_every_start_stop_and_deletion() {
+    let t0: DateTime<Utc> = Utc::now().with_minute(0).unwrap().with_second(0).unwrap().with_nanosecond(0).unwrap();
+    let at = |h: i64| t0 + TimeDelta::hours(h);
+    let clock = Arc::new(ManualClock::new(t0));
+    let seams = gpuhub_server::Seams { clock: clock.clone(), ..Default::default() };
+    let hub = Hub::start_seams(seams, |_| {}).await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let window = format!("from={}&to={}", t0.date_naive(), t0.date_naive() + TimeDelta::days(2));
+    let gpu_hours = || async {
+        let (s, v) = usage(&hub, &alice, &window).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["total"]["gpu_hours"].as_f64().unwrap()
+    };
+    let act = |what: &'static str| {
+        let (hub, alice) = (&hub, &alice);
+        async move {
+            let (method, path) = match what {
+                "delete" => (Method::DELETE, "/api/v1/workloads/a1".to_owned()),
+                _ => (Method::POST, format!("/api/v1/workloads/a1/{what}")),
+            };
+            let (s, v) = hub.call(method, &path, Some(alice), None).await;
+            assert!(s.is_success(), "{what}: {s} {v}");
+        }
+    };
+    assert_eq!(gpu_hours().await, 0.0, "nothing held yet");
+    hub.submit(&alice, job("a1", 1)).await;
+    hub.wait_state(&alice, "a1", "running").await;
+    clock.set(at(1));
+    assert_eq!(gpu_hours().await, 1.0, "a start: held up to now");
+    act("stop").await;
+    clock.set(at(2));
+    assert_eq!(gpu_hours().await, 1.0, "a stop");
+    act("start").await;
+    hub.wait_state(&alice, "a1", "running").await;
+    clock.set(at(4));
+    assert_eq!(gpu_hours().await, 3.0, "a start again");
+    act("delete").await;
+    clock.set(at(5));
+    assert_eq!(gpu_hours().await, 3.0, "a deletion ends the holding");
+    // the same as the store holds
+    let server = hub.server.as_ref().unwrap();
+    let held = server.state.store.holdings(t0, at(48), Some("alice")).await.unwrap();
+    assert_eq!(server.state.holdings((t0, at(48)), Some("alice")).await.unwrap(), held);
+    assert_eq!(held.len(), 2);
+}

@@ -117,6 +117,20 @@ impl Store {
         q.fetch_all(&self.pool).await?.iter().map(holding_from_row).collect()
     }
 
+    /// Every holding of workload `id`, oldest first (what changed with one of its writes).
+    pub async fn holdings_of(&self, id: &str) -> Result<Vec<Holding>> {
+        sqlx::query(
+            "SELECT workload_id, since, until, owner, workload, queue, gpus, gpu_milli, cpu_milli, memory \
+             FROM holdings WHERE workload_id = $1 ORDER BY since",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(holding_from_row)
+        .collect()
+    }
+
     /// Remembers the model of each GPU (`(gpu, model)`), replacing what was known.
     pub async fn remember_gpu_models(&self, gpus: &[(String, String)]) -> Result<()> {
         let mut tx = self.pool.begin().await?;

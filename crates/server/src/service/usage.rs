@@ -93,7 +93,7 @@ impl Held {
             (_, false) => Some(caller.username.clone()),
             (None, true) => None,
         };
-        let holdings = st.store.holdings(from, to, user.as_deref()).await?;
+        let holdings = st.holdings((from, to), user.as_deref()).await?;
         let models = st.store.gpu_models().await?;
         Ok(Held { user, window: (from, to), holdings, models, now: st.clock.now() })
     }
