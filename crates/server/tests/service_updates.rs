@@ -194,3 +194,32 @@ async fn an_update_that_does_not_fit_beside_is_stop_then_start() {
         "{n:?}"
     );
 }
+
+/// A rolling update under way when the hub restarts goes on: reconciliation finds its new run and
+/// watches it again, and the service switches once it is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_goes_on_after_the_hub_restarts() {
+    let ready = Arc::new(AtomicBool::new(true));
+    let port = readiness(ready.clone()).await;
+    let mut hub = Hub::start().await;
+    hub.runtime.set_endpoint("127.0.0.1".parse().unwrap());
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let body = json!({"name": "web", "kind": "service", "image": "busybox:latest", "command": ["httpd", "v1"],
+        "resources": {"cpus": 1, "memory": "1GiB"}, "service": {"port": port, "ready": {"http": "/ready"}}});
+    hub.submit(&alice, body).await;
+    hub.wait_state(&alice, "web", "running").await;
+    let old = hub.run(&alice, "web").await;
+    ready.store(false, Ordering::SeqCst);
+    let v = patch(&hub, &alice, json!({"command": ["httpd", "v2"]})).await;
+    assert_eq!(v["service"]["update"]["state"], "rolling", "{v}");
+    hub.restart().await;
+    let alice = hub.login("alice", "alice-password").await;
+    let v = hub.get(&alice, "web").await;
+    assert_eq!((v["service"]["update"]["state"].as_str(), v["state"].as_str()), (Some("rolling"), Some("running")));
+    assert_eq!(hub.run(&alice, "web").await, old, "the old run serves on");
+    ready.store(true, Ordering::SeqCst);
+    let v = hub.wait_for(&alice, "web", 20, |v| v["service"]["update"]["state"] == "done").await;
+    assert_eq!(v["command"], json!(["httpd", "v2"]), "{v}");
+    assert_ne!(hub.run(&alice, "web").await, old);
+}
