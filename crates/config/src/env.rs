@@ -168,6 +168,7 @@ pub const SETTINGS: &[(&str, Read)] = &[
     ("kubernetes.share_resource", text),
     ("kubernetes.volcano", true_or_false),
     ("kubernetes.grace_seconds", parsed::<u64>),
+    ("kubernetes.app_access", |v| word::<kube::AppAccess>(v, "auto, pod-ip or port-forward")),
     ("ldap.url", text),
     ("ldap.starttls", true_or_false),
     ("ldap.ca_file", optional),

@@ -1,5 +1,5 @@
 //! Reaching members through the API server: logs (follow), exec (the API server's exec stream over a
-//! websocket), endpoints (the pod's IP), and the event feed (a watch on gpuhub's pods).
+//! websocket), endpoints (the pod's IP, or a local end of the API server's port-forward), and the event feed (a watch on gpuhub's pods).
 
 use crate::engine::{KubeEngine, api_err};
 use crate::status;
@@ -166,6 +166,10 @@ impl KubeEngine {
         let pod = self.member_pod(m).await?;
         if status::member_state(&pod) != MemberState::Running {
             return Err(EngineError::Rejected(format!("member {} of run {} is not running", m.member, m.run)));
+        }
+        if self.config.port_forward() {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            return self.forward(&name, port).await;
         }
         let ip =
             pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()).ok_or_else(|| {

@@ -24,6 +24,8 @@ pub const MAX_MEMBERS: u32 = 64;
 pub struct KubeEngine {
     pub(crate) client: Client,
     pub(crate) config: Arc<KubeConfig>,
+    /// The hub's local ends of the API server's port-forwards, by pod and port (`app_access`).
+    pub(crate) forwards: crate::forward::Forwards,
 }
 
 impl std::fmt::Debug for KubeEngine {
@@ -95,7 +97,7 @@ impl KubeEngine {
 
     /// The engine over any client (tests give one over a mocked service); checks nothing.
     pub fn with_client(client: Client, config: KubeConfig) -> Self {
-        Self { client, config: Arc::new(config) }
+        Self { client, config: Arc::new(config), forwards: Default::default() }
     }
 
     /// The engine over the API server at `url` with no credentials (an in-process fake API server in

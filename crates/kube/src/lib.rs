@@ -20,13 +20,14 @@ mod access;
 pub mod config;
 pub mod deploy;
 mod engine;
+mod forward;
 mod imp;
 pub mod rbac;
 pub mod spec;
 pub mod status;
 
 pub use access::{exec_command, exit_code};
-pub use config::{KubeConfig, Sharing};
+pub use config::{AppAccess, KubeConfig, Sharing};
 pub use engine::{CONNECT_TIMEOUT, KubeEngine, MAX_MEMBERS};
 pub use imp::{node_of, quantity_bytes, quantity_milli};
 pub use rbac::{REQUIRED_RBAC, Rule};

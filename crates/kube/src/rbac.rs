@@ -27,12 +27,14 @@ const fn ns(group: &'static str, resource: &'static str, verbs: &'static [&'stat
 /// observe, list_runs and the event watch list and watch pods and list jobs; cancel patches pods
 /// (their deadline), deletes unscheduled ones, suspends jobs and watches the pods end; remove deletes
 /// collections of jobs and pods and the service (and podgroup); logs get `pods/log`; exec creates
-/// `pods/exec` (the websocket upgrade is authorised as `create` since Kubernetes 1.30); inventory
-/// lists nodes.
+/// `pods/exec` (the websocket upgrade is authorised as `create` since Kubernetes 1.30), and an app's
+/// port from outside the cluster (`app_access`) `pods/portforward` the same way; inventory lists
+/// nodes.
 pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "pods", &["create", "delete", "deletecollection", "list", "patch", "watch"]),
     ns("", "pods/log", &["get"]),
     ns("", "pods/exec", &["create"]),
+    ns("", "pods/portforward", &["create"]),
     ns("", "services", &["create", "delete"]),
     ns("batch", "jobs", &["create", "deletecollection", "list", "patch"]),
     ns("apps", "deployments", &["create", "delete", "patch"]),

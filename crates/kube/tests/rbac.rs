@@ -33,6 +33,8 @@ fn rbac_of(s: &mock::Seen) -> (String, String, String, bool) {
     let verb = match (s.method.as_str(), named) {
         ("GET", false) if s.query.contains("watch=true") => "watch",
         ("GET", false) => "list",
+        // a websocket upgrade (exec, port-forward) is authorised as create
+        ("GET", true) if resource.ends_with("/exec") || resource.ends_with("/portforward") => "create",
         ("GET", true) => "get",
         ("POST", _) => "create",
         ("PATCH", _) => "patch",
@@ -164,8 +166,8 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
             "the engine calls {verb} on {group}/{resource}, which REQUIRED_RBAC lacks"
         );
     }
-    // and every rule but exec (its websocket is tested in exec.rs) is used
-    for r in REQUIRED_RBAC.iter().filter(|r| r.resource != "pods/exec") {
+    // and every rule but exec (its websocket is tested in exec.rs) and port-forward (below) is used
+    for r in REQUIRED_RBAC.iter().filter(|r| r.resource != "pods/exec" && r.resource != "pods/portforward") {
         for v in r.verbs {
             assert!(
                 calls.iter().any(|(g, res, verb, _)| g == r.group && res == r.resource && verb == v),
@@ -175,6 +177,36 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_port_forward_is_in_required_rbac() {
+    let config = KubeConfig { app_access: gpuhub_kube::AppAccess::PortForward, ..Default::default() };
+    let (e, seen) = mock::engine(config, |s| match s.method.as_str() {
+        "GET" if s.path.ends_with("/portforward") => mock::status(403, "Forbidden", "not in this mock"),
+        "GET" => list("PodList", vec![pod(0, running())]),
+        _ => mock::status(405, "MethodNotAllowed", "unexpected"),
+    });
+    let at = e.endpoint(&MemberRef::new("r", 0), 8888).await.unwrap();
+    assert!(at.ip().is_loopback(), "the forward's local end: {at}");
+    assert_eq!(e.endpoint(&MemberRef::new("r", 0), 8888).await.unwrap(), at, "one listener per pod and port");
+    // a connection to it is one port-forward of the pod's port
+    let _conn = tokio::net::TcpStream::connect(at).await.unwrap();
+    let forward = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(s) = seen.lock().unwrap().iter().find(|s| s.path.ends_with("/portforward")).cloned() {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a port-forward asked of the api server");
+    assert_eq!(forward.path, "/api/v1/namespaces/gpuhub/pods/r-0/portforward");
+    assert!(forward.query.contains("ports=8888"), "{}", forward.query);
+    let (group, resource, verb, cluster) = rbac_of(&forward);
+    let rule = REQUIRED_RBAC.iter().find(|r| r.group == group && r.resource == resource && r.cluster == cluster);
+    assert!(rule.is_some_and(|r| r.verbs == [verb.as_str()]), "{group}/{resource} {verb} in REQUIRED_RBAC");
 }
 
 /// (group, resource, verb) granted by the rules of every object of `kind` in `docs`.

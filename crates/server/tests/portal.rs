@@ -91,7 +91,7 @@ async fn every_portal_route_by_every_caller() {
         ("/account", [200, 200, 200, 303]),
         ("/admin/users", [200, 403, 403, 303]),
         ("/admin/images", [200, 403, 403, 303]),
-        ("/admin/queues", [200, 403, 403, 303]),
+        ("/admin/queues", [303, 403, 403, 303]),
         ("/admin/dashboard", [200, 403, 403, 303]),
         ("/admin/dashboard?range=week", [200, 403, 403, 303]),
         ("/admin/dashboard?range=year", [400, 403, 403, 303]),
@@ -588,4 +588,31 @@ async fn a_time_limit_is_extended_from_the_workloads_page_and_a_service_shows_it
     hub.submit(&alice, svc).await;
     let (_, page, _) = get(&hub, Some(&s.cookie), "/workloads/web").await;
     assert!(page.contains("href=\"/w/alice/web/service/\"") && page.contains("restarts: 0"), "{page}");
+}
+
+/// The newcomer found two pages, "Queues" and "Admin queues": there is one, `/queues`, where everyone sees
+/// the queues and an admin also changes them and books reservations; `/admin/queues` leads there with its
+/// notice, and a change comes back to it.
+#[tokio::test]
+async fn one_queues_page_with_the_admins_forms() {
+    let hub = Hub::start().await;
+    let admin_token = hub.admin().await;
+    hub.user(&admin_token, "alice").await;
+    let admin = session(&hub, "admin", ADMIN_PASSWORD).await;
+    let alice = session(&hub, "alice", "alice-password").await;
+    let (status, page, _) = get(&hub, Some(&admin.cookie), "/queues").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("action=\"/admin/queues\"") && page.contains("action=\"/admin/reservations\""), "{page}");
+    assert!(!page.contains("Admin queues"), "no second page in the menu: {page}");
+    let (status, page, _) = get(&hub, Some(&alice.cookie), "/queues").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!page.contains("action=\"/admin/queues\"") && !page.contains("Admin queues"), "{page}");
+    let (status, _, location) = get(&hub, Some(&admin.cookie), "/admin/queues?done=x").await;
+    assert_eq!((status, location.as_str()), (StatusCode::SEE_OTHER, "/queues?done=x"));
+    let (status, _, location) =
+        post(&hub, Some(&admin), "/admin/queues", &[("name", "vision"), ("guarantee_gpus", "1")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location.starts_with("/queues?done=queue%20vision%20added"), "{location}");
+    let (_, page, _) = get(&hub, Some(&admin.cookie), &location).await;
+    assert!(page.contains("queue vision added") && page.contains("data-queue=\"vision\""), "{page}");
 }

@@ -17,6 +17,20 @@ pub enum Sharing {
     Mps,
 }
 
+/// How the hub reaches a member's app ports (JupyterLab, a service's port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppAccess {
+    /// The pod's IP when the hub runs in the cluster (no `kubeconfig`), the API server's
+    /// port-forward otherwise.
+    #[default]
+    Auto,
+    /// The pod's IP: the hub reaches the cluster's pod network.
+    PodIp,
+    /// The API server's port-forward (`pods/portforward`): a hub outside the cluster.
+    PortForward,
+}
+
 /// The Kubernetes engine's settings (`engine = "kubernetes"` with a `[kubernetes]` section). Unknown
 /// keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -50,6 +64,9 @@ pub struct KubeConfig {
     /// rest of the path as its `subPath`, so the storage needs no path on every node. The claim is
     /// the cluster's (ReadWriteMany, in `namespace`), mounted on the hub at the key's path.
     pub claims: BTreeMap<String, String>,
+    /// How app ports are reached (`auto`, `pod-ip`, `port-forward`; default `auto`: the pod's IP in the
+    /// cluster, the API server's port-forward with a `kubeconfig`).
+    pub app_access: AppAccess,
 }
 
 impl Default for KubeConfig {
@@ -66,6 +83,7 @@ impl Default for KubeConfig {
             volcano: false,
             grace_seconds: 30,
             claims: BTreeMap::new(),
+            app_access: AppAccess::Auto,
         }
     }
 }
@@ -110,6 +128,17 @@ impl KubeConfig {
     }
 }
 
+impl KubeConfig {
+    /// Whether app ports go through the API server's port-forward rather than to the pod's IP.
+    pub fn port_forward(&self) -> bool {
+        match self.app_access {
+            AppAccess::Auto => self.kubeconfig.is_some(),
+            AppAccess::PodIp => false,
+            AppAccess::PortForward => true,
+        }
+    }
+}
+
 /// Whether `s` is an RFC 1123 label (what namespaces and pod names' parts must be).
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -148,5 +177,17 @@ mod tests {
             let bad = KubeConfig { claims: BTreeMap::from([(path.into(), claim.into())]), ..Default::default() };
             assert!(bad.check().unwrap_err().contains("kubernetes.claims"), "{path} {claim}");
         }
+    }
+
+    #[test]
+    fn apps_go_through_port_forward_from_outside_the_cluster() {
+        assert!(!KubeConfig::default().port_forward(), "in the cluster: the pod's ip");
+        let outside = KubeConfig { kubeconfig: Some("/etc/gpuhub/kubeconfig".into()), ..Default::default() };
+        assert!(outside.port_forward(), "with a kubeconfig: port-forward");
+        let c: KubeConfig = toml::from_str("kubeconfig = \"/k\"\napp_access = \"pod-ip\"").unwrap();
+        assert!(!c.port_forward());
+        let c: KubeConfig = toml::from_str("app_access = \"port-forward\"").unwrap();
+        assert!(c.port_forward());
+        assert!(toml::from_str::<KubeConfig>("app_access = \"tunnel\"").is_err());
     }
 }

@@ -273,30 +273,34 @@ fn limit_inputs(prefix: &str, l: Option<&LimitView>) -> Markup {
     }
 }
 
-/// `GET /admin/queues`: every team queue with its settings to change, a form to add one, and the GPU
-/// reservations (book one, cancel).
-pub async fn queue_admin(
-    State(st): State<AppState>,
-    viewer: Viewer,
-    Query(n): Query<Notice>,
-    req: Request,
-) -> Response {
-    if let Some(r) = admin_only(&viewer).or_else(|| only_navigation(&req)) {
+/// `GET /admin/queues`: the Queues page (`/queues`), which shows an admin the forms too (the newcomer
+/// found two pages, "Queues" and "Admin queues"); its notice goes with it.
+pub async fn queue_admin(viewer: Viewer, req: Request) -> Response {
+    if let Some(r) = admin_only(&viewer) {
         return r;
     }
-    let views = match service::queues::views(&st, &viewer.user).await {
-        Ok(v) => v,
-        Err(e) => return api_error_page(e.into()),
+    let to = match req.uri().query() {
+        Some(q) => format!("/queues?{q}"),
+        None => "/queues".to_owned(),
     };
-    let booked = match service::reservations::current(&st, st.clock.now()).await {
+    axum::response::Redirect::to(&to).into_response()
+}
+
+/// What the Queues page adds for an admin: every team queue with its settings to change, a form to add
+/// one, and the GPU reservations (book one, cancel).
+pub(super) async fn queue_forms(
+    st: &AppState,
+    viewer: &Viewer,
+    views: &[gpuhub_core::api::QueueView],
+) -> Result<Markup, Response> {
+    let booked = match service::reservations::current(st, st.clock.now()).await {
         Ok(r) => r,
-        Err(e) => return api_error_page(e.into()),
+        Err(e) => return Err(api_error_page(e.into())),
     };
     let csrf = viewer.csrf.clone();
-    let body = html! {
-        h1 { "Queues and reservations" }
-        (notice(&n))
-        @for q in &views {
+    Ok(html! {
+        h2 { "Change the queues" }
+        @for q in views {
             form.new.queue method="post" action={"/admin/queues/" (q.name)} data-queue=(q.name) {
                 h2 { (q.name) " " small { (q.running) " running, " (q.queued) " waiting; holds " (q.used.gpus) " GPUs" } }
                 input type="hidden" name="_csrf" value=(csrf);
@@ -344,8 +348,7 @@ pub async fn queue_admin(
             label { "To " input name="end"; }
             button type="submit" { "Book" }
         }
-    };
-    layout(&st, &viewer, "Queues and reservations", body).into_response()
+    })
 }
 
 /// `POST /admin/queues`: the API's queue creation.
@@ -360,12 +363,12 @@ pub async fn add_queue(
     }
     let guarantee = match limit_fields(&f, "guarantee") {
         Ok(g) => g,
-        Err(e) => return back("/admin/queues", Err(e)),
+        Err(e) => return back("/queues", Err(e)),
     };
     let name = field(&f, "name").unwrap_or_default().trim().to_owned();
     let team_gid = match team_gid_field(&f) {
         Ok(g) => g,
-        Err(e) => return back("/admin/queues", Err(e)),
+        Err(e) => return back("/queues", Err(e)),
     };
     let req = CreateQueueRequest {
         name: name.clone(),
@@ -379,7 +382,7 @@ pub async fn add_queue(
         max_runtime: None,
     };
     let done = service::queues::create(&st, &viewer.user, &req).await;
-    back("/admin/queues", done.map(|_| format!("queue {name} added")).map_err(Into::into))
+    back("/queues", done.map(|_| format!("queue {name} added")).map_err(Into::into))
 }
 
 /// `POST /admin/queues/{name}`: the API's queue change (guarantee, borrowing limit, weight, members).
@@ -398,16 +401,16 @@ pub async fn change_queue(
     };
     let (guarantee, borrow) = match (limit_fields(&f, "guarantee"), limit_fields(&f, "borrow")) {
         (Ok(g), Ok(b)) => (g, b),
-        (Err(e), _) | (_, Err(e)) => return back("/admin/queues", Err(e)),
+        (Err(e), _) | (_, Err(e)) => return back("/queues", Err(e)),
     };
     let weight = match field(&f, "weight").map(str::trim).filter(|w| !w.is_empty()).map(str::parse::<f64>) {
         None => Some(None),
         Some(Ok(w)) => Some(Some(w)),
-        Some(Err(_)) => return back("/admin/queues", Err(ApiError::unprocessable("invalid weight: not a number"))),
+        Some(Err(_)) => return back("/queues", Err(ApiError::unprocessable("invalid weight: not a number"))),
     };
     let team_gid = match team_gid_field(&f) {
         Ok(g) => Some(g),
-        Err(e) => return back("/admin/queues", Err(e)),
+        Err(e) => return back("/queues", Err(e)),
     };
     let patch = QueuePatch {
         guarantee: patch_of(guarantee),
@@ -418,7 +421,7 @@ pub async fn change_queue(
         ..Default::default()
     };
     let done = service::queues::patch(&st, &viewer.user, &name, &patch).await;
-    back("/admin/queues", done.map(|_| format!("queue {name} saved")).map_err(Into::into))
+    back("/queues", done.map(|_| format!("queue {name} saved")).map_err(Into::into))
 }
 
 /// `POST /admin/queues/{name}/remove`: the API's queue removal.
@@ -433,7 +436,7 @@ pub async fn remove_queue(
         return r;
     }
     let done = service::queues::delete(&st, &viewer.user, &name).await;
-    back("/admin/queues", done.map(|_| format!("queue {name} removed")).map_err(Into::into))
+    back("/queues", done.map(|_| format!("queue {name} removed")).map_err(Into::into))
 }
 
 /// `POST /admin/reservations`: the API's booking.
@@ -462,12 +465,12 @@ pub async fn add_reservation(
             end,
         },
         (Err(_), _, _) => {
-            return back("/admin/queues", Err(ApiError::unprocessable("invalid gpus: not a whole number")));
+            return back("/queues", Err(ApiError::unprocessable("invalid gpus: not a whole number")));
         }
-        (_, Err(e), _) | (_, _, Err(e)) => return back("/admin/queues", Err(e)),
+        (_, Err(e), _) | (_, _, Err(e)) => return back("/queues", Err(e)),
     };
     let done = service::reservations::create(&st, &viewer.user, req).await;
-    back("/admin/queues", done.map(|r| format!("reservation {} booked", r.id)).map_err(Into::into))
+    back("/queues", done.map(|r| format!("reservation {} booked", r.id)).map_err(Into::into))
 }
 
 /// `POST /admin/reservations/{id}/cancel`: the API's cancellation.
@@ -482,5 +485,5 @@ pub async fn cancel_reservation(
         return r;
     }
     let done = service::reservations::delete(&st, &viewer.user, &id).await;
-    back("/admin/queues", done.map(|_| format!("reservation {id} cancelled")).map_err(Into::into))
+    back("/queues", done.map(|_| format!("reservation {id} cancelled")).map_err(Into::into))
 }

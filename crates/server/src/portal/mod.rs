@@ -235,7 +235,6 @@ pub fn layout(st: &AppState, viewer: &Viewer, title: &str, body: Markup) -> Mark
                             a href="/admin/dashboard" { "Dashboard" }
                             a href="/admin/users" { "Users" }
                             a href="/admin/images" { "Image catalog" }
-                            a href="/admin/queues" { "Admin queues" }
                         }
                     }
                     span.who { (viewer.user.username) @if viewer.user.is_admin() { " (admin)" } }

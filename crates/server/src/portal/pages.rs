@@ -63,7 +63,7 @@ fn sharing_help(mode: Option<gpuhub_core::node::GpuSharing>) -> &'static str {
 }
 
 /// `GET /queues`: guarantees, use, borrowing limits and what waits, per team queue.
-pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, Query(n): Query<Notice>, req: Request) -> Response {
     if let Some(r) = only_navigation(&req) {
         return r;
     }
@@ -71,8 +71,17 @@ pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, req: Request
         Ok(v) => v,
         Err(e) => return api_error_page(e.into()),
     };
+    // one page: an admin changes the queues and books reservations here too
+    let forms = match viewer.user.is_admin() {
+        true => match super::admin::queue_forms(&st, &viewer, &views).await {
+            Ok(f) => Some(f),
+            Err(r) => return r,
+        },
+        false => None,
+    };
     let body = html! {
         h1 { "Queues" }
+        (notice(&n))
         @if views.is_empty() { p { "No team queues: everything runs in the default queue." } } @else {
             table.queues {
                 thead { tr { th { "Queue" } th { "Guaranteed GPUs" } th { "In use" } th { "May borrow up to" }
@@ -90,6 +99,7 @@ pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, req: Request
                 } }
             }
         }
+        @if let Some(f) = forms { (f) }
     };
     layout(&st, &viewer, "Queues", body).into_response()
 }
