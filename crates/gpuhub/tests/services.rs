@@ -76,6 +76,8 @@ fn a_rolling_update_keeps_the_url_answering_and_then_answers_from_the_new_versio
     let edit = ["edit", "web", "--env", "MODE=v2", "--", "sh", "-c", &v2];
     let out = alice.output(&edit)?;
     ensure!(out.status.success(), "gpuhub edit: {}", common::describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    ensure!(said.contains("a new run starts beside the serving one"), "gpuhub edit said: {said}");
     let w = alice.wait_until("web", "updated", |w| w["service"]["update"]["state"] != json!("rolling"))?;
     ensure!(w["service"]["update"]["state"] == "done", "the update did not end done: {w:#}");
     ensure!(w["env"]["MODE"] == "v2", "the new terms are the service's: {w:#}");

@@ -1,6 +1,7 @@
 //! `gpuhub edit NAME`: lengthen a workload's run-time limit (`--extend 2h` or `--time-limit 6h`), or,
 //! as an admin, change a queued workload's priority or queue; or update a service (`--image`, `--env`,
-//! `-- COMMAND`), which restarts it with them.
+//! `-- COMMAND`): a rolling update where the hub can hold both runs (the new one serves once ready), else
+//! a restart with them; the update's line says which.
 
 use super::{Out, print_json};
 use crate::ClientError;
@@ -51,5 +52,10 @@ pub(crate) async fn edit(api: &Api, json: bool, args: EditArgs, out: Out<'_>) ->
     let limit = w.runtime_limit.map_or_else(|| "none".to_owned(), |l| l.to_string());
     let queue = if w.queue.is_empty() { "default" } else { w.queue.as_str() };
     writeln!(out, "{}: {}, time limit {limit}, priority {}, queue {queue}", w.name, w.state, w.priority)?;
+    // a service's rolling update under way (`gpuhub inspect` follows it: service.update)
+    let rolling = |u: &&gpuhub_core::service::UpdateReport| u.state == gpuhub_core::service::UpdateState::Rolling;
+    if let Some(update) = w.service.as_ref().and_then(|s| s.update.as_ref()).filter(rolling) {
+        writeln!(out, "{}", update.message)?;
+    }
     Ok(())
 }
