@@ -172,7 +172,14 @@ pub fn check_pull(allow: &[String], reference: &str) -> Result<(), String> {
     if allow.iter().any(|p| glob(p, reference)) {
         return Ok(());
     }
-    let listed = if allow.is_empty() { "none".to_owned() } else { allow.join(", ") };
+    if allow.is_empty() {
+        // the newcomer read "image_allow lets images be pulled only from none"
+        return Err(format!(
+            "{reference} cannot be pulled: image_allow names no image, so only the catalog's are pulled (an admin \
+             adds it with `gpuhub images add NAME {reference}`, or a pattern of it to image_allow)"
+        ));
+    }
+    let listed = allow.join(", ");
     let registry = registry_of(reference);
     let of_registry = allow.iter().any(|p| glob(p.split('/').next().unwrap_or(""), registry));
     if of_registry {
@@ -286,6 +293,10 @@ mod tests {
         let narrow = vec!["localhost:5000/team/*".to_owned()];
         let e = check_pull(&narrow, "localhost:5000/other/x").unwrap_err();
         assert!(e.contains("not among the images"), "{e}");
-        assert!(check_pull(&[], "x").unwrap_err().contains("only from none"));
+        let e = check_pull(&[], "x").unwrap_err();
+        assert!(
+            !e.contains("none") && e.contains("image_allow names no image") && e.contains("images add NAME x"),
+            "{e}"
+        );
     }
 }
