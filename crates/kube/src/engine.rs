@@ -26,6 +26,8 @@ pub struct KubeEngine {
     pub(crate) config: Arc<KubeConfig>,
     /// The hub's local ends of the API server's port-forwards, by pod and port (`app_access`).
     pub(crate) forwards: crate::forward::Forwards,
+    /// Whether the metrics API answers, and the pods' CPU time summed from it.
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for KubeEngine {
@@ -92,12 +94,13 @@ impl KubeEngine {
                 crate::inner_message(&e)
             ))
         })?;
+        engine.probe_metrics().await;
         Ok(engine)
     }
 
     /// The engine over any client (tests give one over a mocked service); checks nothing.
     pub fn with_client(client: Client, config: KubeConfig) -> Self {
-        Self { client, config: Arc::new(config), forwards: Default::default() }
+        Self { client, config: Arc::new(config), forwards: Default::default(), metrics: Default::default() }
     }
 
     /// The engine over the API server at `url` with no credentials (an in-process fake API server in

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use gpuhub_core::node::{GpuDevice, NodeCapacity};
 use gpuhub_core::{Bytes, CpuMilli};
 use gpuhub_driver::{
-    Capabilities, Engine, EngineError, EngineNode, EventStream, ExecHandle, ExecSpec, LogStream, MemberRef, Placement,
-    RunSpec, RunStatus,
+    Capabilities, Engine, EngineError, EngineNode, EventStream, ExecHandle, ExecSpec, LogStream, MemberRef,
+    MemberUsage, Placement, RunSpec, RunStatus,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
@@ -107,7 +107,7 @@ impl Engine for KubeEngine {
             pull: false,
             gpu_shares: self.config.sharing != Sharing::None,
             shared_ports: false,
-            usage: false,
+            usage: self.has_metrics(),
         }
     }
 
@@ -157,6 +157,11 @@ impl Engine for KubeEngine {
 
     async fn endpoint(&self, member: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {
         self.endpoint_of(member, port).await
+    }
+
+    /// From the metrics API where it answers (`metrics.k8s.io`): CPU and working-set memory.
+    async fn usage(&self, run: &str) -> Result<Vec<MemberUsage>, EngineError> {
+        self.usage_of(run).await
     }
 
     /// A service's run is a Deployment: its rollout is Kubernetes'.

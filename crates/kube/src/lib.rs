@@ -22,6 +22,7 @@ pub mod deploy;
 mod engine;
 mod forward;
 mod imp;
+mod metrics;
 pub mod rbac;
 pub mod spec;
 pub mod status;
@@ -30,6 +31,7 @@ pub use access::{exec_command, exit_code};
 pub use config::{AppAccess, KubeConfig, Sharing};
 pub use engine::{CONNECT_TIMEOUT, KubeEngine, MAX_MEMBERS};
 pub use imp::{node_of, quantity_bytes, quantity_milli};
+pub use metrics::cpu_cores;
 pub use rbac::{REQUIRED_RBAC, Rule};
 
 /// The message of an engine error without the variant's prefix.

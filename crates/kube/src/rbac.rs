@@ -28,8 +28,8 @@ const fn ns(group: &'static str, resource: &'static str, verbs: &'static [&'stat
 /// (their deadline), deletes unscheduled ones, suspends jobs and watches the pods end; remove deletes
 /// collections of jobs and pods and the service (and podgroup); logs get `pods/log`; exec creates
 /// `pods/exec` (the websocket upgrade is authorised as `create` since Kubernetes 1.30), and an app's
-/// port from outside the cluster (`app_access`) `pods/portforward` the same way; inventory lists
-/// nodes.
+/// port from outside the cluster (`app_access`) `pods/portforward` the same way; usage lists the
+/// metrics API's pods (`metrics.k8s.io`); inventory lists nodes.
 pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "pods", &["create", "delete", "deletecollection", "list", "patch", "watch"]),
     ns("", "pods/log", &["get"]),
@@ -38,6 +38,7 @@ pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "services", &["create", "delete"]),
     ns("batch", "jobs", &["create", "deletecollection", "list", "patch"]),
     ns("apps", "deployments", &["create", "delete", "patch"]),
+    ns("metrics.k8s.io", "pods", &["list"]),
     Rule {
         group: "scheduling.volcano.sh",
         resource: "podgroups",

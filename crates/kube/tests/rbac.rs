@@ -153,6 +153,9 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
     let m = MemberRef::new("r", 0);
     e.logs(&m, true, None).await.unwrap().collect::<Vec<_>>().await;
     e.endpoint(&m, 8888).await.unwrap();
+    // usage figures from the metrics api
+    e.probe_metrics().await;
+    e.usage("r").await.unwrap();
     e.cancel("r", Duration::from_secs(1)).await.unwrap();
     e.remove("r").await.unwrap();
     let mut events = e.events().await.unwrap();
