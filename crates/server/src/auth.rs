@@ -187,8 +187,17 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(&parts.headers)
-            .ok_or_else(|| ApiError::unauthorized("authentication required: send Authorization: Bearer <token>"))?;
+        let Some(token) = bearer_token(&parts.headers) else {
+            // a browser signed in to the portal sends its session cookie, which the API does not take
+            // (the newcomer's 401 at /api/v1/… in the same browser): say so, and where a token comes from
+            return Err(ApiError::unauthorized(match session_cookie(state, &parts.headers) {
+                Some(_) => {
+                    "the API takes a token, not the portal's session cookie: make one on the portal's Account page \
+                     (or gpuhub tokens create) and send it as Authorization: Bearer <token>"
+                }
+                None => "authentication required: send Authorization: Bearer <token>",
+            }));
+        };
         let user = user_for_token(state, &token).await?;
         if state.password_change.required(&user.username)
             && !PasswordChange::api_allows(&parts.method, parts.uri.path())

@@ -387,3 +387,24 @@ async fn a_generated_admin_password_must_be_changed_before_anything_else() {
     assert_eq!(state.store.get_setting("password_change_required").await.unwrap().as_deref(), Some(""));
     assert!(!gpuhub_server::state::password_change::PasswordChange::from_setting(Some("")).required("admin"));
 }
+
+/// Where the newcomer got lost: the API answered 401 in the browser signed in to the portal, saying only
+/// "send Authorization: Bearer". The API still takes tokens only (a cookie would let other sites' pages
+/// call it), but with the portal's cookie the 401 says so and where a token comes from.
+#[tokio::test]
+async fn the_api_tells_a_signed_in_browser_it_takes_tokens() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    hub.user(&admin, "alice").await;
+    let body = serde_json::json!({"username": "alice", "password": "alice-password", "token": false});
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&body).send().await.unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let r = hub.http.get(format!("{}/api/v1/me", hub.url)).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let v: serde_json::Value = r.json().await.unwrap();
+    let detail = v["detail"].as_str().unwrap();
+    assert!(detail.contains("not the portal's session cookie") && detail.contains("Account page"), "{v}");
+    let (s, v) = hub.call(Method::GET, "/api/v1/me", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(v["detail"].as_str().unwrap().starts_with("authentication required"), "{v}");
+}
