@@ -72,6 +72,8 @@ struct State {
     no_pull: bool,
     /// What [`Engine::disk_cap`] answers; `None`: that it cannot.
     disk_cap: Option<Result<(), String>>,
+    /// [`Engine::roll`] takes a service's new terms under the same run (as a Kubernetes Deployment).
+    rolls: bool,
 }
 
 /// The fake engine.
@@ -235,6 +237,19 @@ impl FakeEngine {
     pub fn push_filler(&self, run: &str, lines: u64) {
         if let Some(m) = self.state.lock().unwrap().runs.get_mut(run).and_then(|r| r.members.first_mut()) {
             m.logs.push(Output::Filler(lines));
+        }
+    }
+
+    /// Makes [`Engine::roll`] take a service's new terms under the same run, as Kubernetes rolls a
+    /// Deployment out (off: it answers that it does not roll, as the other engines).
+    pub fn set_rolls(&self, rolls: bool) {
+        self.state.lock().unwrap().rolls = rolls;
+    }
+
+    /// Sets label `key` of run `run` as the engine reports it (an engine's own count of restarts).
+    pub fn set_run_label(&self, run: &str, key: &str, value: &str) {
+        if let Some(r) = self.state.lock().unwrap().runs.get_mut(run) {
+            r.spec.labels.insert(key.to_owned(), value.to_owned());
         }
     }
 
@@ -600,6 +615,17 @@ impl Engine for FakeEngine {
         let out = bytes::Bytes::from(format!("{}\n", spec.command.join(" ")));
         let output = futures::stream::iter([Ok(out)]).boxed();
         Ok(ExecHandle::new(Box::pin(tokio::io::sink()), output, FakeExec { tty: spec.tty.is_some() }))
+    }
+
+    /// Where [`FakeEngine::set_rolls`] says so: the run's spec takes `spec`'s terms (its name stays).
+    async fn roll(&self, run: &str, spec: &RunSpec) -> Result<bool, EngineError> {
+        let mut s = self.state.lock().unwrap();
+        if !s.rolls {
+            return Ok(false);
+        }
+        let r = s.runs.get_mut(run).ok_or_else(|| EngineError::NotFound(format!("run {run}")))?;
+        r.spec = RunSpec { name: r.spec.name.clone(), ..spec.clone() };
+        Ok(true)
     }
 
     async fn endpoint(&self, target: &MemberRef, port: u16) -> Result<SocketAddr, EngineError> {

@@ -1,6 +1,7 @@
 //! The controller's scenarios, end to end over the recording fake engine, a SQLite file store and a
 //! manual clock: a restart of the hub with runs alive in the engine, preemption, reconciliation with
-//! what the engine has, the reclaim of idle GPUs, and run-time limits by the clock.
+//! what the engine has, the reclaim of idle GPUs, run-time limits by the clock, and a service on an
+//! engine that rolls and restarts it itself.
 
 mod idle;
 mod kit;
@@ -8,3 +9,4 @@ mod limits;
 mod preemption;
 mod reconcile;
 mod restart;
+mod services;
