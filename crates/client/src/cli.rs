@@ -425,6 +425,7 @@ pub enum UserCommand {
         password_stdin: bool,
     },
     /// List accounts.
+    #[command(visible_alias = "ls")]
     List,
     /// Disable an account: its tokens are revoked, its SSH and terminal sessions closed, its running
     /// work stopped and its queued work held.
@@ -504,6 +505,7 @@ pub enum SshKeyCommand {
         identity: Option<PathBuf>,
     },
     /// List your keys.
+    #[command(visible_alias = "ls")]
     List,
     /// Remove a key.
     Rm {
@@ -848,10 +850,21 @@ mod tests {
             };
             assert_eq!(got, want);
         }
-        assert!(matches!(
-            parse(&["user", "list"]).unwrap().command,
-            ClientCommand::User { command: UserCommand::List }
-        ));
+        // list and ls alike, in every command group (the newcomer met `queue ls` beside `user list`)
+        for list in ["list", "ls"] {
+            assert!(matches!(
+                parse(&["user", list]).unwrap().command,
+                ClientCommand::User { command: UserCommand::List }
+            ));
+            assert!(matches!(
+                parse(&["ssh-key", list]).unwrap().command,
+                ClientCommand::SshKey { command: SshKeyCommand::List }
+            ));
+            assert!(matches!(
+                parse(&["queue", list]).unwrap().command,
+                ClientCommand::Queue { command: crate::cli::queue::QueueCommand::Ls }
+            ));
+        }
         assert!(parse(&["user"]).is_err());
     }
 

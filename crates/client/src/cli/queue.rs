@@ -8,6 +8,7 @@ use gpuhub_core::queue::{LimitPatch, QueuePatch};
 #[derive(Debug, Clone, Subcommand)]
 pub enum QueueCommand {
     /// List the team queues (as `gpuhub queues`).
+    #[command(visible_alias = "list")]
     Ls,
     /// Create a team queue (admin).
     Add {
