@@ -150,7 +150,14 @@ impl Controller {
             let seen = r.run.as_ref().and_then(|run| runs.get(&w.id)?.iter().find(|s| &s.id == run));
             match seen {
                 Some(s) if !s.ended() => self.watch_rollout(&w),
-                _ => drop(self.fail_rollout(w, "its new run is gone from the engine".into()).await?),
+                _ => {
+                    // a new run made before a crash recorded it is none of the serving run's: it goes
+                    let serving = w.run_id.clone();
+                    for other in runs.get(&w.id).into_iter().flatten().filter(|s| Some(&s.id) != serving.as_ref()) {
+                        self.retire(other.id.clone(), std::time::Duration::ZERO);
+                    }
+                    drop(self.fail_rollout(w, "its new run is gone from the engine".into()).await?)
+                }
             }
         }
         Ok(())

@@ -281,7 +281,7 @@ impl Controller {
     }
 
     /// Stops run `run` after `drain` (requests already sent to it are answered), then removes it.
-    fn retire(&self, run: String, drain: std::time::Duration) {
+    pub(crate) fn retire(&self, run: String, drain: std::time::Duration) {
         let (engine, grace) = (self.engine.clone(), self.settings.stop_grace);
         tokio::spawn(async move {
             tokio::time::sleep(drain).await;

@@ -223,3 +223,31 @@ async fn a_rolling_update_goes_on_after_the_hub_restarts() {
     assert_eq!(v["command"], json!(["httpd", "v2"]), "{v}");
     assert_ne!(hub.run(&alice, "web").await, old);
 }
+
+/// A rolling update whose new run is gone when the hub comes back fails, and the old run serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_whose_new_run_is_gone_after_a_restart_fails() {
+    let ready = Arc::new(AtomicBool::new(true));
+    let port = readiness(ready.clone()).await;
+    let mut hub = Hub::start().await;
+    hub.runtime.set_endpoint("127.0.0.1".parse().unwrap());
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let body = json!({"name": "web", "kind": "service", "image": "busybox:latest", "command": ["httpd", "v1"],
+        "resources": {"cpus": 1, "memory": "1GiB"}, "service": {"port": port, "ready": {"http": "/ready"}}});
+    hub.submit(&alice, body).await;
+    hub.wait_state(&alice, "web", "running").await;
+    let old = hub.run(&alice, "web").await;
+    ready.store(false, Ordering::SeqCst);
+    patch(&hub, &alice, json!({"command": ["httpd", "v2"]})).await;
+    let new = hub.runtime.running().into_iter().find(|r| *r != old).expect("the new run");
+    hub.server.take().unwrap().shutdown().await;
+    hub.runtime.vanish(&new);
+    hub.restart_from_nothing().await;
+    let alice = hub.login("alice", "alice-password").await;
+    let v = hub.wait_for(&alice, "web", 20, |v| v["service"]["update"]["state"] == "failed").await;
+    let message = v["service"]["update"]["message"].as_str().unwrap();
+    assert!(message.starts_with("update failed: its new run is gone from the engine"), "{v}");
+    assert_eq!((v["state"].as_str(), v["command"].clone()), (Some("running"), json!(["httpd", "v1"])));
+    assert_eq!(hub.run(&alice, "web").await, old);
+}
