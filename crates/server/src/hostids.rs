@@ -126,12 +126,8 @@ impl HostAccounts {
     /// Refuses a `range` at or below `UID_MAX`/`GID_MAX` or holding a host account or group that is not
     /// a gpuhub user's own (`users`: same name and ID) nor a team's group (`team_gids`).
     pub fn check(&self, range: UidRange, users: &[User], team_gids: &[u32]) -> Result<(), HostIdsError> {
+        self.above_max(range)?;
         let db = self.read()?;
-        for (key, max) in [("UID_MAX", db.uid_max), ("GID_MAX", db.gid_max)] {
-            if range.first <= max {
-                return Err(HostIdsError::BelowMax { range, key, max, path: self.path("login.defs") });
-            }
-        }
         let own_user = |name: &str, id: u32| users.iter().any(|u| u.username == name && u.uid == id);
         let own_group =
             |name: &str, id: u32| team_gids.contains(&id) || users.iter().any(|u| u.username == name && u.gid == id);
@@ -147,6 +143,18 @@ impl HostAccounts {
         }
         if let Some(e) = db.groups.iter().find(|(n, id)| range.contains(*id) && !own_group(n, *id)) {
             return Err(overlap("group", "group", e));
+        }
+        Ok(())
+    }
+
+    /// Refuses a `range` at or below `UID_MAX`/`GID_MAX` (checked before anything is made: it needs no
+    /// store).
+    pub fn above_max(&self, range: UidRange) -> Result<(), HostIdsError> {
+        let db = self.read()?;
+        for (key, max) in [("UID_MAX", db.uid_max), ("GID_MAX", db.gid_max)] {
+            if range.first <= max {
+                return Err(HostIdsError::BelowMax { range, key, max, path: self.path("login.defs") });
+            }
         }
         Ok(())
     }

@@ -302,6 +302,10 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     })?;
     // a cap the engine cannot enforce stops the server before it has made anything
     setup::disk_enforced(&config, engine.as_ref()).map_err(ServeError::Disk)?;
+    // a uid_range below the host's UID_MAX stops the server before it has made anything; its overlap
+    // with the host's accounts is checked once the store says which of them are gpuhub users' own
+    let host = hostids::HostAccounts::new(etc.unwrap_or_else(|| PathBuf::from(hostids::ETC)));
+    host.above_max(config.uid_range)?;
     let data_dir = prepare_data_dir(&config.data_dir)?;
     let config = Config { data_dir: data_dir.clone(), ..config };
     if let Some(homes) = &config.homes_dir {
@@ -310,7 +314,6 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
     prepare_sqlite_file(&config.effective_database_url())?;
     let store = Store::open(&config.effective_database_url()).await?;
     // the range clear of the host's accounts before the first account is made from it
-    let host = hostids::HostAccounts::new(etc.unwrap_or_else(|| PathBuf::from(hostids::ETC)));
     let store = uids_checked(store, &config, &host).await?;
     bootstrap_admin(&store, &config, &data_dir, clock.now()).await?;
     queues::seed(&store, &config, clock.now()).await?;

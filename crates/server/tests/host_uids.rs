@@ -27,13 +27,13 @@ fn seams(etc: &Path) -> Seams {
 }
 
 /// What `start_with` says for `range` on the host `etc` (the server must not start).
-async fn refusal(etc: &Path, range: &str) -> String {
+async fn refusal(etc: &Path, range: &str) -> (String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     cfg.uid_range = range.parse().unwrap();
     match gpuhub_server::start_with(cfg, fake(), seams(etc)).await {
         Ok(_) => panic!("uid_range {range} was accepted"),
-        Err(e) => e.to_string(),
+        Err(e) => (e.to_string(), dir),
     }
 }
 
@@ -56,9 +56,10 @@ async fn n15_accounts_get_uids_above_the_hosts_uid_max() {
 #[tokio::test]
 async fn n15_a_range_overlapping_the_hosts_accounts_stops_the_server() {
     let etc = etc("backup:x:80005:80005::/var/backups:/usr/sbin/nologin\n");
-    let e = refusal(etc.path(), "10000-99999").await;
+    let (e, dir) = refusal(etc.path(), "10000-99999").await;
     assert!(e.contains("uid_range 10000-99999 starts at or below the host's UID_MAX 60000"), "{e}");
-    let e = refusal(etc.path(), "80000-80100").await;
+    assert!(!dir.path().join("data").exists(), "the server made its data directory before refusing");
+    let (e, _) = refusal(etc.path(), "80000-80100").await;
     assert!(e.contains("uid_range 80000-80100 holds the host's account backup (id 80005"), "{e}");
     assert!(e.contains(&etc.path().join("passwd").display().to_string()), "names the file: {e}");
 
