@@ -169,6 +169,8 @@ pub const SETTINGS: &[(&str, Read)] = &[
     ("kubernetes.volcano", true_or_false),
     ("kubernetes.grace_seconds", parsed::<u64>),
     ("kubernetes.app_access", |v| word::<kube::AppAccess>(v, "auto, pod-ip or port-forward")),
+    ("kubernetes.home_storage_class", optional),
+    ("kubernetes.home_size", text),
     ("ldap.url", text),
     ("ldap.starttls", true_or_false),
     ("ldap.ca_file", optional),

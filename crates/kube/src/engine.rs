@@ -154,8 +154,18 @@ impl KubeEngine {
         }
         let objs = spec::objects(spec, &self.config)?;
         let run = objs.run.clone();
+        let pp = PostParams::default();
+        if let Some(claim) = &objs.home_claim {
+            // the owner's home: made on first use, kept (never removed with a run)
+            let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+                Api::namespaced(self.client.clone(), &self.config.namespace);
+            match claims.create(&pp, claim).await {
+                Ok(_) => tracing::info!(claim = ?claim.metadata.name, "kubernetes: made the home's claim"),
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(api_err("creating the owner's home claim", e)),
+            }
+        }
         let made = async {
-            let pp = PostParams::default();
             if let Some(svc) = &objs.service {
                 self.services().create(&pp, svc).await.map_err(|e| api_err("creating the run's service", e))?;
             }

@@ -29,13 +29,15 @@ const fn ns(group: &'static str, resource: &'static str, verbs: &'static [&'stat
 /// collections of jobs and pods and the service (and podgroup); logs get `pods/log`; exec creates
 /// `pods/exec` (the websocket upgrade is authorised as `create` since Kubernetes 1.30), and an app's
 /// port from outside the cluster (`app_access`) `pods/portforward` the same way; usage lists the
-/// metrics API's pods (`metrics.k8s.io`); inventory lists nodes.
+/// metrics API's pods (`metrics.k8s.io`); with `home_storage_class` submit creates the owner's home
+/// claim; inventory lists nodes.
 pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "pods", &["create", "delete", "deletecollection", "list", "patch", "watch"]),
     ns("", "pods/log", &["get"]),
     ns("", "pods/exec", &["create"]),
     ns("", "pods/portforward", &["create"]),
     ns("", "services", &["create", "delete"]),
+    ns("", "persistentvolumeclaims", &["create"]),
     ns("batch", "jobs", &["create", "deletecollection", "list", "patch"]),
     ns("apps", "deployments", &["create", "delete", "patch"]),
     ns("metrics.k8s.io", "pods", &["list"]),

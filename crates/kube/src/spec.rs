@@ -10,9 +10,10 @@ use gpuhub_driver::{
 };
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, HostPathVolumeSource, NFSVolumeSource,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
-    SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EnvVar, HostPathVolumeSource, NFSVolumeSource, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -45,6 +46,34 @@ pub struct RunObjects {
     pub service: Option<Service>,
     /// The Volcano `PodGroup` of a gang, where Volcano schedules.
     pub pod_group: Option<serde_json::Value>,
+    /// The owner's home as a claim of `home_storage_class`, made on first use and kept.
+    pub home_claim: Option<PersistentVolumeClaim>,
+}
+
+/// The claim of `user`'s home: `home-<user>` as a DNS label.
+pub fn home_claim_name(user: &str) -> String {
+    dns_label(&format!("home-{user}"), 63)
+}
+
+/// The claim of `user`'s home in `class`, ReadWriteMany, of `size`.
+fn home_claim(user: &str, class: &str, size: &str) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(home_claim_name(user)),
+            labels: Some(BTreeMap::from([("gpuhub.home".to_owned(), dns_label(user, 63))])),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteMany".into()]),
+            storage_class_name: Some(class.to_owned()),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_owned(), Quantity(size.to_owned()))])),
+                limits: None,
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
 
 /// `s` made a DNS label of at most `max` characters: lowercase, `-` for anything else, no `-` at
@@ -127,6 +156,16 @@ pub fn objects_named(spec: &RunSpec, run: &str, config: &KubeConfig) -> Result<R
         ANNOTATION_LABELS.to_owned(),
         serde_json::to_string(&spec.labels).map_err(|e| EngineError::Engine(e.to_string()))?,
     )]);
+    let mounts_home = spec
+        .mounts
+        .iter()
+        .chain(spec.members.iter().flat_map(|m| &m.mounts))
+        .any(|m| m.nfs.is_none() && m.target == spec.identity.home);
+    let home_claim = config
+        .home_storage_class
+        .as_deref()
+        .filter(|_| mounts_home)
+        .map(|class| home_claim(&spec.identity.username, class, &config.home_size));
     let mut pods = Vec::new();
     for m in &spec.members {
         let mut env = spec.env.clone();
@@ -138,7 +177,8 @@ pub fn objects_named(spec: &RunSpec, run: &str, config: &KubeConfig) -> Result<R
         if config.volcano && gang {
             pod_annotations.insert(VOLCANO_GROUP.to_owned(), run.clone());
         }
-        let (volumes, mounts) = volumes(spec.mounts.iter().chain(&m.mounts), &config.claims);
+        let home = home_claim.as_ref().map(|c| (spec.identity.home.as_str(), c.metadata.name.as_deref().unwrap_or("")));
+        let (volumes, mounts) = volumes(spec.mounts.iter().chain(&m.mounts), &config.claims, home);
         let container = Container {
             name: CONTAINER.into(),
             image: Some(spec.image.clone()),
@@ -182,6 +222,9 @@ pub fn objects_named(spec: &RunSpec, run: &str, config: &KubeConfig) -> Result<R
                 supplemental_groups: (!spec.identity.groups.is_empty())
                     .then(|| spec.identity.groups.iter().map(|g| i64::from(*g)).collect()),
                 seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
+                // a claimed home is the owner's group's, so that the new volume is theirs to write
+                fs_group: home_claim.is_some().then(|| i64::from(spec.identity.gid)),
+                fs_group_change_policy: home_claim.is_some().then(|| "OnRootMismatch".to_owned()),
                 ..Default::default()
             }),
             volumes: (!volumes.is_empty()).then_some(volumes),
@@ -253,7 +296,7 @@ pub fn objects_named(spec: &RunSpec, run: &str, config: &KubeConfig) -> Result<R
         let labels = selector_labels(spec, &run, None);
         crate::deploy::deployment(spec, &run, &mut pods[0], labels, annotations.clone())
     });
-    Ok(RunObjects { run, pods, deployment, jobs, service, pod_group })
+    Ok(RunObjects { run, pods, deployment, jobs, service, pod_group, home_claim })
 }
 
 /// Requests and limits (equal: the member gets exactly its grant) of member `m`.
@@ -303,26 +346,34 @@ fn claim_of<'c>(claims: &'c BTreeMap<String, String>, source: &str) -> Option<(&
         .map(|(_, claim, rest)| (claim, rest.to_owned()))
 }
 
-/// The volumes and mounts of gpuhub's mounts: a claim's `subPath` where `claims` holds the source, else
-/// a node path (`hostPath`) or an NFS export.
+/// The volumes and mounts of gpuhub's mounts: the home's claim for the mount at `home`'s path, a claim's
+/// `subPath` where `claims` holds the source, else a node path (`hostPath`) or an NFS export.
 fn volumes<'a>(
     mounts: impl Iterator<Item = &'a gpuhub_driver::Mount>,
     claims: &BTreeMap<String, String>,
+    home: Option<(&str, &str)>,
 ) -> (Vec<Volume>, Vec<VolumeMount>) {
     let (mut vols, mut mounts_out) = (Vec::new(), Vec::new());
     for (i, m) in mounts.enumerate() {
         let name = format!("m{i}");
         let mut v = Volume { name: name.clone(), ..Default::default() };
         let mut sub_path = None;
-        match &m.nfs {
-            Some(server) => {
+        let home_claim = home.filter(|(target, _)| m.nfs.is_none() && m.target == *target).map(|(_, c)| c);
+        match (&m.nfs, home_claim) {
+            (_, Some(claim)) => {
+                v.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.to_owned(),
+                    read_only: Some(m.read_only),
+                });
+            }
+            (Some(server), None) => {
                 v.nfs = Some(NFSVolumeSource {
                     server: server.clone(),
                     path: m.source.clone(),
                     read_only: Some(m.read_only),
                 })
             }
-            None => match claim_of(claims, &m.source) {
+            (None, None) => match claim_of(claims, &m.source) {
                 Some((claim, rest)) => {
                     v.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
                         claim_name: claim.to_owned(),

@@ -204,3 +204,40 @@ fn mounts_under_a_claimed_path_are_the_claim_at_a_sub_path() {
     assert_eq!(vols[4].host_path.as_ref().unwrap().path, "/srvx/other");
     assert!(vols[4].persistent_volume_claim.is_none());
 }
+
+/// With `home_storage_class`, the home is the owner's claim `home-<user>` of that class (no subPath,
+/// even under a claimed path), the pod's fsGroup the owner's group; the other mounts are as before.
+#[test]
+fn a_home_is_the_owners_claim_of_the_storage_class() {
+    let spec = run_spec("workspace", vec![member(0, GpuGrant::None)]);
+    let config = KubeConfig {
+        home_storage_class: Some("cephfs".into()),
+        home_size: "50Gi".into(),
+        claims: BTreeMap::from([("/srv".to_owned(), "gpuhub-storage".to_owned())]),
+        ..Default::default()
+    };
+    let o = objects(&spec, &config).unwrap();
+    let claim = o.home_claim.as_ref().expect("the home's claim");
+    assert_eq!(claim.metadata.name.as_deref(), Some("home-alice"));
+    let cs = claim.spec.as_ref().unwrap();
+    assert_eq!(cs.storage_class_name.as_deref(), Some("cephfs"));
+    assert_eq!(cs.access_modes.as_deref(), Some(&["ReadWriteMany".to_owned()][..]));
+    assert_eq!(cs.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0, "50Gi");
+    let ps = o.pods[0].spec.as_ref().unwrap();
+    let vols = ps.volumes.as_ref().unwrap();
+    let mounts = ps.containers[0].volume_mounts.as_ref().unwrap();
+    let home = vols[0].persistent_volume_claim.as_ref().expect("the home is a claim");
+    assert_eq!((home.claim_name.as_str(), mounts[0].mount_path.as_str()), ("home-alice", "/home/alice"));
+    assert_eq!(mounts[0].sub_path, None);
+    assert_eq!(vols[1].nfs.as_ref().unwrap().server, "nfs1", "nfs stays nfs");
+    let sc = ps.security_context.as_ref().unwrap();
+    assert_eq!((sc.fs_group, sc.fs_group_change_policy.as_deref()), (Some(1001), Some("OnRootMismatch")));
+
+    // without the class, or without a home mount, no claim and no fsGroup
+    let o = objects(&spec, &KubeConfig::default()).unwrap();
+    assert!(o.home_claim.is_none());
+    assert!(o.pods[0].spec.as_ref().unwrap().security_context.as_ref().unwrap().fs_group.is_none());
+    let mut no_home = spec.clone();
+    no_home.mounts.remove(0);
+    assert!(objects(&no_home, &config).unwrap().home_claim.is_none());
+}

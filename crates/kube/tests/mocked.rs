@@ -462,3 +462,37 @@ async fn a_service_is_a_deployment_rolled_out_scaled_to_nothing_and_removed() {
     assert_eq!(scale.unwrap().body, json!({ "spec": { "replicas": 0 } }));
     assert!(lines.contains(&format!("DELETE {DEPLOYMENTS}/r")), "{lines:?}");
 }
+
+#[tokio::test]
+async fn a_home_claim_is_made_on_first_use_and_kept_after() {
+    const CLAIMS: &str = "/api/v1/namespaces/gpuhub/persistentvolumeclaims";
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let m = made.clone();
+    let config = KubeConfig { home_storage_class: Some("cephfs".into()), ..Default::default() };
+    let (e, seen) = engine(config, move |s| match (s.method.as_str(), s.path.as_str()) {
+        // the first run makes it, the next finds it there (409 AlreadyExists)
+        ("POST", CLAIMS) if !m.swap(true, std::sync::atomic::Ordering::SeqCst) => created(s),
+        ("POST", CLAIMS) => status(409, "AlreadyExists", "persistentvolumeclaims \"home-alice\" already exists"),
+        ("POST", PODS) => created(s),
+        _ => status(404, "NotFound", "unexpected"),
+    });
+    let mut ws = spec("workspace", 1);
+    ws.mounts.push(gpuhub_driver::Mount {
+        source: "/srv/homes/alice".into(),
+        target: "/home/alice".into(),
+        read_only: false,
+        nfs: None,
+    });
+    e.submit(&ws).await.unwrap();
+    ws.name = "r2".into();
+    e.submit(&ws).await.expect("a home claim already there is the user's");
+    let seen = seen.lock().unwrap();
+    let lines: Vec<String> = seen.iter().map(mock::Seen::line).collect();
+    let (claim, pod) = (format!("POST {CLAIMS}"), format!("POST {PODS}"));
+    assert_eq!(lines, [claim.clone(), pod.clone(), claim, pod]);
+    assert_eq!(seen[0].body["metadata"]["name"], "home-alice");
+    assert_eq!(seen[0].body["spec"]["storageClassName"], "cephfs");
+    assert_eq!(seen[0].body["spec"]["resources"]["requests"]["storage"], "10Gi");
+    assert_eq!(seen[1].body["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], "home-alice");
+    assert_eq!(seen[1].body["spec"]["securityContext"]["fsGroup"], 1001);
+}

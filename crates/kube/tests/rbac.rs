@@ -66,7 +66,12 @@ fn spec() -> RunSpec {
             groups: vec![],
         },
         working_dir: None,
-        mounts: vec![],
+        mounts: vec![gpuhub_driver::Mount {
+            source: "/srv/homes/a".into(),
+            target: "/home/a".into(),
+            read_only: false,
+            nfs: None,
+        }],
         network: None,
         members: (0..2)
             .map(|index| MemberSpec {
@@ -91,7 +96,8 @@ fn spec() -> RunSpec {
 
 #[tokio::test]
 async fn every_call_the_engine_makes_is_in_required_rbac() {
-    let (e, seen) = mock::engine(KubeConfig { volcano: true, ..Default::default() }, |s| {
+    let config = KubeConfig { volcano: true, home_storage_class: Some("fast".into()), ..Default::default() };
+    let (e, seen) = mock::engine(config, |s| {
         let named = s.path.trim_end_matches('/').rsplit('/').next().is_some_and(|last| last.starts_with("r"));
         match s.method.as_str() {
             "GET" if s.query.contains("watch=true") => Reply::Hang,

@@ -67,6 +67,12 @@ pub struct KubeConfig {
     /// How app ports are reached (`auto`, `pod-ip`, `port-forward`; default `auto`: the pod's IP in the
     /// cluster, the API server's port-forward with a `kubeconfig`).
     pub app_access: AppAccess,
+    /// The StorageClass homes are claims of: each user's home is the PersistentVolumeClaim
+    /// `home-<user>` of this class (ReadWriteMany, [`KubeConfig::home_size`]), made on the user's first
+    /// run and kept; unset (the default): homes are mounted as the other paths.
+    pub home_storage_class: Option<String>,
+    /// The storage each home's claim asks for (default `10Gi`).
+    pub home_size: String,
 }
 
 impl Default for KubeConfig {
@@ -84,6 +90,8 @@ impl Default for KubeConfig {
             grace_seconds: 30,
             claims: BTreeMap::new(),
             app_access: AppAccess::Auto,
+            home_storage_class: None,
+            home_size: "10Gi".into(),
         }
     }
 }
@@ -118,6 +126,16 @@ impl KubeConfig {
             if !claim.split('.').all(is_dns_label) || claim.len() > 253 {
                 return Err(format!("kubernetes.claims: {claim:?} (for {path}) is not a claim's name (a DNS name)"));
             }
+        }
+        if let Some(class) = &self.home_storage_class
+            && (!class.split('.').all(is_dns_label) || class.len() > 253)
+        {
+            return Err(format!("kubernetes.home_storage_class {class:?} is not a storage class's name (a DNS name)"));
+        }
+        if !self.home_size.starts_with(|c: char| c.is_ascii_digit())
+            || !self.home_size.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+        {
+            return Err(format!("kubernetes.home_size {:?} is not a quantity of storage (10Gi)", self.home_size));
         }
         if let Some(p) = &self.kubeconfig
             && p.as_os_str().is_empty()
@@ -189,5 +207,16 @@ mod tests {
         let c: KubeConfig = toml::from_str("app_access = \"port-forward\"").unwrap();
         assert!(c.port_forward());
         assert!(toml::from_str::<KubeConfig>("app_access = \"tunnel\"").is_err());
+    }
+
+    #[test]
+    fn homes_as_claims_of_a_storage_class() {
+        let c: KubeConfig = toml::from_str("home_storage_class = \"cephfs\"\nhome_size = \"50Gi\"").unwrap();
+        assert_eq!((c.home_storage_class.as_deref(), c.home_size.as_str()), (Some("cephfs"), "50Gi"));
+        assert!(c.check().is_ok());
+        let bad = KubeConfig { home_storage_class: Some("Fast_SSD".into()), ..Default::default() };
+        assert!(bad.check().unwrap_err().contains("home_storage_class"));
+        let bad = KubeConfig { home_size: "lots".into(), ..Default::default() };
+        assert!(bad.check().unwrap_err().contains("home_size"));
     }
 }
