@@ -12,6 +12,7 @@ pub mod error;
 pub mod histogram;
 pub mod image;
 pub mod lifecycle;
+pub mod member;
 pub mod metrics;
 pub mod names;
 pub mod node;

@@ -247,7 +247,7 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
     /// Its member (node and GPUs) as placed.
-    pub members: Vec<crate::workload::Member>,
+    pub members: Vec<crate::member::Member>,
     /// When it began to hold resources (its own holding, beside the serving run's).
     pub since: DateTime<Utc>,
     /// It fails unless ready by then.
