@@ -270,6 +270,35 @@ impl Store {
         Ok(true)
     }
 
+    /// Writes `w` as [`Store::update_workload`] does (its state, its holdings) and, with `spec`, its
+    /// image, command and environment too (a service switched to its updated run), and records `note`
+    /// in its history at `at`, in one transaction. [`StoreError::NotFound`] if the workload is gone.
+    pub async fn update_workload_noted(
+        &self,
+        w: &Workload,
+        spec: bool,
+        note: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let done = bind_update(UPDATE, w)?.execute(&mut *tx).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("workload", &w.id));
+        }
+        if spec {
+            sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
+                .bind(&w.id)
+                .bind(&w.image)
+                .bind(crate::codec::to_json("command", &w.command)?)
+                .bind(crate::codec::to_json("env", &w.env)?)
+                .execute(&mut *tx)
+                .await?;
+        }
+        crate::holdings::record(&mut tx, w).await?;
+        crate::history::record(&mut tx, w).await?;
+        crate::history::note_change(tx, 1, w, note, at).await
+    }
+
     /// Deletes the workload with id `id`; a holding it still has open ends `at` (its usage stays).
     pub async fn delete_workload(&self, id: &str, at: chrono::DateTime<chrono::Utc>) -> Result<()> {
         let mut tx = self.pool.begin().await?;
