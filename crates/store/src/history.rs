@@ -15,16 +15,10 @@ const KEEP: i64 = 200;
 
 /// When `w` entered its present state, as far as its own timestamps tell.
 fn entered(w: &Workload) -> DateTime<Utc> {
-    let latest = [Some(w.queued_at), w.started_at, w.finished_at, w.held_since]
-        .into_iter()
-        .flatten()
-        .max();
+    let latest = [Some(w.queued_at), w.started_at, w.finished_at, w.held_since].into_iter().flatten().max();
     let by_state = match w.state {
         // a preempted workload keeps its place (`queued_at`) but was queued again when its run ended
-        WorkloadState::Queued => [Some(w.queued_at), w.finished_at, w.held_until]
-            .into_iter()
-            .flatten()
-            .max(),
+        WorkloadState::Queued => [Some(w.queued_at), w.finished_at, w.held_until].into_iter().flatten().max(),
         WorkloadState::Pulling => Some(w.created_at),
         WorkloadState::Starting => w.held_since,
         WorkloadState::Running => w.started_at.or(w.held_since),
@@ -70,15 +64,13 @@ pub(crate) async fn note_change(
     if rows == 0 {
         return Err(crate::StoreError::not_found("workload", &w.id));
     }
-    sqlx::query(
-        "INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)",
-    )
-    .bind(&w.id)
-    .bind(ms(at))
-    .bind(w.state.as_str())
-    .bind(note)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
+        .bind(&w.id)
+        .bind(ms(at))
+        .bind(w.state.as_str())
+        .bind(note)
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -108,47 +100,37 @@ impl Store {
     /// [`crate::StoreError::NotFound`] if the workload is gone.
     pub async fn edit_workload(&self, w: &Workload, note: &str, at: DateTime<Utc>) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE workloads SET runtime_limit_s = $2, priority = $3, queue = $4 WHERE id = $1",
-        )
-        .bind(&w.id)
-        .bind(w.runtime_limit.map(|s| crate::codec::u64_to_db(s.0)))
-        .bind(i64::from(w.priority))
-        .bind(&w.queue)
-        .execute(&mut *tx)
-        .await?;
+        let done = sqlx::query("UPDATE workloads SET runtime_limit_s = $2, priority = $3, queue = $4 WHERE id = $1")
+            .bind(&w.id)
+            .bind(w.runtime_limit.map(|s| crate::codec::u64_to_db(s.0)))
+            .bind(i64::from(w.priority))
+            .bind(&w.queue)
+            .execute(&mut *tx)
+            .await?;
         note_change(tx, done.rows_affected(), w, note, at).await
     }
 
     /// Writes `w`'s image, command and environment (a service's update, made while it is not running)
     /// and records `note` in its history at `at`, in one transaction. [`crate::StoreError::NotFound`] if
     /// the workload is gone.
-    pub async fn update_workload_spec(
-        &self,
-        w: &Workload,
-        note: &str,
-        at: DateTime<Utc>,
-    ) -> Result<()> {
+    pub async fn update_workload_spec(&self, w: &Workload, note: &str, at: DateTime<Utc>) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        let done =
-            sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
-                .bind(&w.id)
-                .bind(&w.image)
-                .bind(crate::codec::to_json("command", &w.command)?)
-                .bind(crate::codec::to_json("env", &w.env)?)
-                .execute(&mut *tx)
-                .await?;
+        let done = sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
+            .bind(&w.id)
+            .bind(&w.image)
+            .bind(crate::codec::to_json("command", &w.command)?)
+            .bind(crate::codec::to_json("env", &w.env)?)
+            .execute(&mut *tx)
+            .await?;
         note_change(tx, done.rows_affected(), w, note, at).await
     }
 
     /// The states workload `id` went through, oldest first (at most the last 200).
     pub async fn workload_history(&self, id: &str) -> Result<Vec<StateEvent>> {
-        let rows = sqlx::query(
-            "SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query("SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(StateEvent {
@@ -164,11 +146,7 @@ impl Store {
     /// first (the admin dashboard's queue lengths, waiting times and reclaims): a workload counts when
     /// it was created before `to` and had not ended before `from`. An edit of its terms repeats the state it
     /// was in (its note the message).
-    pub async fn state_changes(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<Vec<StateChange>> {
+    pub async fn state_changes(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<StateChange>> {
         let rows = sqlx::query(
             "SELECT s.workload_id, w.owner, w.name, w.queue, s.at, s.state, s.message FROM workload_states s \
              JOIN workloads w ON w.id = s.workload_id \
