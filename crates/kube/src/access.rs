@@ -169,7 +169,7 @@ impl KubeEngine {
         }
         if self.config.port_forward() {
             let name = pod.metadata.name.clone().unwrap_or_default();
-            return self.forward(&name, port).await;
+            return self.forward(&m.run, &name, port).await;
         }
         let ip =
             pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()).ok_or_else(|| {

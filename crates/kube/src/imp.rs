@@ -132,6 +132,7 @@ impl Engine for KubeEngine {
     }
 
     async fn remove(&self, run: &str) -> Result<(), EngineError> {
+        self.close_forwards(run);
         if self.delete_all(run).await? { Ok(()) } else { Err(EngineError::NotFound(format!("run {run}"))) }
     }
 

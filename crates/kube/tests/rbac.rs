@@ -216,6 +216,14 @@ async fn a_port_forward_is_in_required_rbac() {
     let (group, resource, verb, cluster) = rbac_of(&forward);
     let rule = REQUIRED_RBAC.iter().find(|r| r.group == group && r.resource == resource && r.cluster == cluster);
     assert!(rule.is_some_and(|r| r.verbs == [verb.as_str()]), "{group}/{resource} {verb} in REQUIRED_RBAC");
+    // removing the run closes its forward's listener
+    let _ = e.remove("r").await;
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        while tokio::net::TcpStream::connect(at).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert!(closed.await.is_ok(), "the forward's listener is closed once its run is removed");
 }
 
 /// (group, resource, verb) granted by the rules of every object of `kind` in `docs`.
