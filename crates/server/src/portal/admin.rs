@@ -3,7 +3,7 @@
 //! reservations (book, cancel). Anyone else gets 403. Every action is the API's own handler called with
 //! the admin as the caller.
 
-use super::pages::{Notice, back, limit, notice};
+use super::notice::{Notice, back, limit, notice};
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation, page_error};
 use crate::error::ApiError;
 use crate::service;

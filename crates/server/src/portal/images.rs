@@ -3,7 +3,7 @@
 //! delete button. Deleting is the API's own handler (`DELETE /api/v1/me/images/{name}`) with the viewer
 //! as the caller: nobody deletes another's.
 
-use super::pages::{Notice, back, notice};
+use super::notice::{Notice, back, notice};
 use super::{Fields, Viewer, api_error_page, check_form, layout, only_navigation};
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};

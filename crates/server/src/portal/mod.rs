@@ -14,6 +14,7 @@ mod form;
 mod images;
 mod launch;
 mod nodes;
+mod notice;
 mod pages;
 mod signin;
 mod usage;

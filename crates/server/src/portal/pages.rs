@@ -3,6 +3,7 @@
 //! calls the API's own handler with the viewer as the caller, so that what is allowed and what is
 //! checked is the API's, once.
 
+use super::notice::{Notice, back, limit, notice};
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation};
 use crate::auth;
 use crate::error::ApiError;
@@ -10,35 +11,9 @@ use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest};
-use maud::{Markup, html};
-use serde::Deserialize;
-
-/// `?done=` (what the last action did) and `?error=` (why it failed), shown once at the top.
-#[derive(Debug, Default, Deserialize)]
-pub struct Notice {
-    done: Option<String>,
-    error: Option<String>,
-}
-
-pub(super) fn notice(n: &Notice) -> Markup {
-    html! {
-        @if let Some(d) = &n.done { p.done role="status" { (d) } }
-        @if let Some(e) = &n.error { p.error role="alert" { (e) } }
-    }
-}
-
-/// Back to `page` saying what happened (or why not).
-pub(super) fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
-    let (key, text) = match outcome {
-        Ok(done) => ("done", done),
-        Err(e) => ("error", e.detail),
-    };
-    let text: String = text.chars().take(300).collect();
-    let q = crate::access::encode(&text).replace('/', "%2F");
-    Redirect::to(&format!("{page}?{key}={q}")).into_response()
-}
+use maud::html;
 
 /// `GET /nodes`: each node's CPUs and memory (free of total) and each GPU with whoever holds it, whole
 /// or in shares.
@@ -102,21 +77,6 @@ pub async fn queue_list(State(st): State<AppState>, viewer: Viewer, Query(n): Qu
         @if let Some(f) = forms { (f) }
     };
     layout(&st, &viewer, "Queues", body).into_response()
-}
-
-/// `2 GPUs, 16 CPUs, 64GiB` of what a limit names.
-pub(super) fn limit(l: &gpuhub_core::api::LimitView) -> String {
-    let mut parts = Vec::new();
-    if let Some(g) = l.gpus {
-        parts.push(format!("{g} GPUs"));
-    }
-    if let Some(c) = l.cpus {
-        parts.push(format!("{c} CPUs"));
-    }
-    if let Some(m) = l.memory {
-        parts.push(m.to_string());
-    }
-    if parts.is_empty() { "no limit".to_owned() } else { parts.join(", ") }
 }
 
 /// `GET /account`: change the password, the tokens and sessions (revoke), the SSH keys (remove; adding
