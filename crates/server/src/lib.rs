@@ -390,6 +390,7 @@ pub async fn start_with(config: Config, engine: Arc<dyn Engine>, seams: Seams) -
         password_change,
         active: Arc::default(),
         recent: Arc::default(),
+        states: Arc::default(),
         node_views: Arc::default(),
     };
     api::datasets::mount_all(&state).await;

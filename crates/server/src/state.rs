@@ -80,6 +80,9 @@ pub struct AppState {
     /// The holdings of the last weeks, kept between requests and followed through the controller's change
     /// feed ([`recent::RecentHoldings`]); read with [`AppState::holdings`].
     pub recent: Arc<recent::RecentHoldings>,
+    /// The state changes of the last week, kept between requests the same way
+    /// ([`recent::RecentStates`]); read with [`AppState::state_changes`].
+    pub states: Arc<recent::RecentStates>,
     /// The nodes as `GET /api/v1/nodes` and the Nodes page show them, with the snapshot of
     /// [`AppState::active`] and the inventory's time they were made from: made again only once either
     /// moved.
@@ -118,6 +121,19 @@ impl AppState {
         match self.recent.holdings(&self.store, || self.controller.changes(), now, window, owner).await? {
             Some(h) => Ok(h),
             None => self.store.holdings(window.0, window.1, owner).await,
+        }
+    }
+
+    /// The state changes of the workloads alive in `from`–`to`: what `Store::state_changes` answers,
+    /// from those kept between requests where the window is recent.
+    pub async fn state_changes(
+        &self,
+        window: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+    ) -> Result<Vec<gpuhub_store::StateChange>, gpuhub_store::StoreError> {
+        let now = self.clock.now();
+        match self.states.changes(&self.store, || self.controller.changes(), now, window).await? {
+            Some(c) => Ok(c),
+            None => self.store.state_changes(window.0, window.1).await,
         }
     }
 }

@@ -221,6 +221,7 @@ async fn the_kept_workloads_follow_every_submission_start_stop_and_deletion() {
         }
     };
     // read once before anything is submitted: what follows changes what is kept
+    assert!(!dashboard(&hub).await.contains("class=\"queue-waits\""), "nothing waited yet");
     assert_eq!(counts(queue(&hub, &alice, "team").await), (0, 0));
     assert!(holders(nodes().await).iter().all(Value::is_null));
     let mut a1 = in_team("a1");
@@ -251,12 +252,7 @@ async fn the_kept_workloads_follow_every_submission_start_stop_and_deletion() {
     assert!(holders(nodes().await).iter().all(Value::is_null));
     // the admin's dashboard shows what waited per team queue: a2 started once, after waiting (a1, deleted,
     // is gone from the histories)
-    let login = json!({"username": "admin", "password": common::ADMIN_PASSWORD});
-    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&login).send().await.unwrap();
-    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let r = hub.http.get(format!("{}/admin/dashboard", hub.url)).header("cookie", &cookie).send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let page = r.text().await.unwrap();
+    let page = dashboard(&hub).await;
     let row = page
         .split("<table class=\"queue-waits\">")
         .nth(1)
@@ -267,4 +263,14 @@ async fn the_kept_workloads_follow_every_submission_start_stop_and_deletion() {
     assert!(row.contains("data-queue=\"team\""), "{row}");
     assert!(!row.contains("data-queue=\"default\""), "nothing ran in the default queue: {row}");
     assert!(row.contains("data-starts=\"1\""), "{row}");
+}
+
+/// The admin's dashboard page.
+async fn dashboard(hub: &Hub) -> String {
+    let login = json!({"username": "admin", "password": common::ADMIN_PASSWORD});
+    let r = hub.http.post(format!("{}/api/v1/login", hub.url)).json(&login).send().await.unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let r = hub.http.get(format!("{}/admin/dashboard", hub.url)).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.text().await.unwrap()
 }

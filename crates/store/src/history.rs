@@ -86,6 +86,10 @@ pub struct StateChange {
     pub name: String,
     /// The team queue it is charged to now (empty: the default queue).
     pub queue: String,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When it last ended, if it has.
+    pub finished_at: Option<DateTime<Utc>>,
     /// When it entered the state.
     pub at: DateTime<Utc>,
     /// The state.
@@ -148,7 +152,8 @@ impl Store {
     /// was in (its note the message).
     pub async fn state_changes(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<StateChange>> {
         let rows = sqlx::query(
-            "SELECT s.workload_id, w.owner, w.name, w.queue, s.at, s.state, s.message FROM workload_states s \
+            "SELECT s.workload_id, w.owner, w.name, w.queue, w.created_at, w.finished_at, s.at, s.state, s.message \
+             FROM workload_states s \
              JOIN workloads w ON w.id = s.workload_id \
              WHERE s.at < $2 AND w.created_at < $2 AND (w.finished_at IS NULL OR w.finished_at >= $1) \
              ORDER BY s.workload_id, s.seq",
@@ -164,6 +169,8 @@ impl Store {
                     owner: r.try_get("owner")?,
                     name: r.try_get("name")?,
                     queue: r.try_get("queue")?,
+                    created_at: get_time(r, "created_at")?,
+                    finished_at: crate::codec::get_opt_time(r, "finished_at")?,
                     at: get_time(r, "at")?,
                     state: crate::codec::get_parsed(r, "state")?,
                     message: r.try_get("message")?,

@@ -181,7 +181,7 @@ pub async fn page(
         }
     }
     let capacity: usize = st.nodes().iter().map(|n| n.gpus.len()).sum();
-    let changes = match st.store.state_changes(window.0, window.1).await {
+    let changes = match st.state_changes(window).await {
         Ok(c) => c,
         Err(e) => return api_error_page(e.into()),
     };
@@ -429,6 +429,8 @@ mod tests {
             owner: "alice".into(),
             name: id.into(),
             queue,
+            created_at: t(0),
+            finished_at: None,
             at: t(min),
             state,
             message: None,

@@ -290,6 +290,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         Err(e) => return Err(e.into()),
     }
     st.active.submitted(&w.id);
+    st.states.submitted(&w.id);
     st.controller.kick();
     Ok(w)
 }
