@@ -141,6 +141,38 @@ async fn from_outside_the_cluster_the_lab_is_reached_through_the_api_servers_por
 }
 
 #[tokio::test]
+async fn usage_figures_come_from_the_metrics_api_once_it_answers() {
+    let (hub, _, (engine, _)) = hub_and_engine().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let ws = json!({ "name": "dev", "kind": "workspace", "image": "busybox:latest", "command": ["sleep", "3600"], "resources": { "cpus": 1, "memory": "1GiB", "gpus": 0 } });
+    hub.submit(&alice, ws).await;
+    hub.wait_for(&alice, "dev", 20, |w| w["state"] == "running").await;
+    let metrics = &hub.server.as_ref().unwrap().state.metrics;
+    let mut rounds = metrics.rounds();
+    let next = async |rounds: &mut tokio::sync::watch::Receiver<_>| {
+        tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
+        metrics.get()
+    };
+    // not probed: the capability is off and the monitor measures nothing
+    let s = next(&mut rounds).await;
+    assert!(s.members.is_empty(), "{s:?}");
+    assert!(engine.probe_metrics().await, "the fake server's metrics api answers");
+    let mut member = None;
+    for _ in 0..20 {
+        let s = next(&mut rounds).await;
+        if let Some(m) = s.members.iter().find(|m| m.workload == "dev" && m.cpu_cores.is_some()) {
+            member = Some(m.clone());
+            break;
+        }
+    }
+    let m = member.expect("a round with the workspace's cpu and memory");
+    assert_eq!((m.memory_used, m.memory_limit), (300 << 20, Some(1 << 30)), "{m:?}");
+    let cores = m.cpu_cores.unwrap();
+    assert!((0.1..=1.5).contains(&cores), "half a core, give or take the rounds' timing under load: {cores}");
+}
+
+#[tokio::test]
 async fn after_a_restart_runs_are_found_again_and_an_end_meanwhile_is_recorded() {
     let (mut hub, cluster, (engine, api)) = hub_and_engine().await;
     let admin = hub.admin().await;

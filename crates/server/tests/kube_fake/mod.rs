@@ -336,6 +336,27 @@ async fn pod_portforward(
     })
 }
 
+/// metrics-server's `PodMetrics` of the running pods the selector matches: half a core and 300 MiB
+/// each, sampled now.
+async fn pod_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> axum::response::Response {
+    let c = api.cluster.lock().unwrap();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let items = c
+        .pods
+        .values()
+        .filter(|p| matches(p, &q) && p["status"]["phase"] == "Running")
+        .map(|p| {
+            json!({
+                "kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                "metadata": { "name": p["metadata"]["name"], "labels": p["metadata"]["labels"] },
+                "timestamp": now, "window": "1s",
+                "containers": [{ "name": "member", "usage": { "cpu": "500m", "memory": "300Mi" } }],
+            })
+        })
+        .collect();
+    list("PodMetricsList", c.rv, items)
+}
+
 async fn nodes() -> axum::response::Response {
     let node = json!({
         "metadata": { "name": "node1" },
@@ -379,6 +400,7 @@ pub async fn hub_with(
         .route(&format!("{ns}/services"), axum::routing::post(services_post))
         .route(&format!("{ns}/services/{{name}}"), axum::routing::delete(service_delete))
         .route("/api/v1/nodes", get(nodes))
+        .route("/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods", get(pod_metrics))
         .with_state(api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -387,5 +409,6 @@ pub async fn hub_with(
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
     cfg.engine = gpuhub_server::config::EngineKind::Kubernetes;
+    cfg.monitor.interval_secs = 1;
     (Hub::start_on(dir, cfg, engine.clone()).await, cluster, (engine, api_handle))
 }
