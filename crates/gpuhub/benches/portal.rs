@@ -129,7 +129,7 @@ async fn bench(n: usize) -> Result<()> {
         ("GET /admin/dashboard", "/admin/dashboard".to_owned(), &admin_cookie),
         ("GET /admin/users", "/admin/users".to_owned(), &admin_cookie),
         ("GET /admin/images", "/admin/images".to_owned(), &admin_cookie),
-        ("GET /admin/queues", "/admin/queues".to_owned(), &admin_cookie),
+        ("GET /queues (admin: settings, reservations)", "/queues".to_owned(), &admin_cookie),
     ] {
         pages.push((what, format!("{base}{path}"), cookie));
     }
@@ -148,7 +148,7 @@ async fn bench(n: usize) -> Result<()> {
             worst = Some((what, p99));
         }
         println!(
-            "   {what:<36} p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7} bytes",
+            "   {what:<44} p50 {:>7.2} ms  p99 {:>7.2} ms  {:>7} bytes",
             percentile(&times, 0.5).as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
             bytes
