@@ -25,9 +25,9 @@ pub struct KubeEngine {
     pub(crate) client: Client,
     pub(crate) config: Arc<KubeConfig>,
     /// The hub's local ends of the API server's port-forwards, by pod and port (`app_access`).
-    pub(crate) forwards: crate::forward::Forwards,
+    pub(crate) forwards: crate::held::Forwards,
     /// Whether the metrics API answers, and the pods' CPU time summed from it.
-    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) metrics: Arc<crate::held::Metrics>,
 }
 
 impl std::fmt::Debug for KubeEngine {

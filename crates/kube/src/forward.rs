@@ -6,24 +6,14 @@
 //! answered 404).
 
 use crate::engine::{KubeEngine, api_err};
+use crate::held::{Forward, Forwards};
 use gpuhub_driver::EngineError;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
-
-/// The local ends of the forwards, by pod name and port: the address, its run, and what closes it.
-pub(crate) type Forwards = Arc<Mutex<HashMap<(String, u16), Forward>>>;
-
-#[derive(Debug)]
-pub(crate) struct Forward {
-    addr: SocketAddr,
-    run: String,
-    close: Arc<Notify>,
-}
 
 impl KubeEngine {
     /// The hub's local address forwarding to `port` of the pod `name` (of run `run`), made on first

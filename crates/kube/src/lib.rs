@@ -21,6 +21,7 @@ pub mod config;
 pub mod deploy;
 mod engine;
 mod forward;
+mod held;
 mod imp;
 mod metrics;
 pub mod rbac;

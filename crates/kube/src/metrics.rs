@@ -10,17 +10,7 @@ use crate::{spec, status};
 use gpuhub_driver::{EngineError, LABEL_MEMBER, LABEL_RUN, MemberState, MemberUsage};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Whether the metrics API answers, and each pod's CPU time so far.
-#[derive(Debug, Default)]
-pub(crate) struct Metrics {
-    pub(crate) available: AtomicBool,
-    /// By pod uid (or name): its run, the last sample's timestamp and the CPU seconds summed up to it.
-    cpu: Mutex<HashMap<String, (String, Timestamp, f64)>>,
-}
+use std::sync::atomic::Ordering;
 
 /// A CPU quantity of the metrics API (`123456789n`, `250u`, `15m`, `2`) in cores.
 pub fn cpu_cores(q: &str) -> Option<f64> {
