@@ -205,6 +205,10 @@ pub struct RunArgs {
     /// small job start ahead of larger waiting ones (backfill).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub time_limit: Option<gpuhub_core::Seconds>,
+    /// The most each member may write outside its mounts (`/tmp`, `/`), such as `50GiB` (default: the
+    /// server's `container_disk`, within the queue's maximum).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub disk: Option<Bytes>,
     /// CPU cores, fractions allowed (default 1).
     #[arg(long, value_name = "C")]
     pub cpus: Option<f64>,
@@ -749,6 +753,8 @@ mod tests {
             "gpu.model == \"H200\"",
             "--time-limit",
             "1h30m",
+            "--disk",
+            "50GiB",
         ])
         .unwrap();
         let ClientCommand::Run(r) = cli.command else { panic!("not run") };
@@ -757,6 +763,8 @@ mod tests {
         assert_eq!(r.queue.as_deref(), Some("vision"));
         assert_eq!(r.constraint.as_deref(), Some("gpu.model == \"H200\""));
         assert_eq!(r.time_limit, Some(gpuhub_core::Seconds(5400)));
+        assert_eq!(r.disk, Some(Bytes(50 << 30)));
+        assert!(parse(&["run", "--image", "x", "--disk", "lots"]).is_err(), "--disk takes a size");
         assert_eq!(parse_gpus("0.5"), Ok(GpuAsk::Milli(500)));
         assert_eq!(parse_gpus("0.001"), Ok(GpuAsk::Milli(1)));
         assert_eq!(parse_gpus("8"), Ok(GpuAsk::Whole(8)));

@@ -136,7 +136,7 @@ impl Controller {
             nodes: &nodes,
             pids_limit: self.settings.pids_limit,
             log_max_bytes: self.settings.log_max_bytes,
-            disk_bytes: self.settings.container_disk,
+            disk_bytes: w.disk.map(|b| b.0).or(self.settings.container_disk),
             share_library: None,
             app_ports: &ports,
             attempt: &attempt[..6],

@@ -19,6 +19,7 @@ pub(crate) fn job(id: &str, at: DateTime<Utc>) -> Workload {
         queue: String::new(),
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: vec![],
         state: WorkloadState::Queued,
         gpus: vec![],

@@ -79,6 +79,7 @@ fn share(id: &str, owner: &str) -> Workload {
         queue: String::new(),
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: vec![],
         state: WorkloadState::Queued,
         gpus: vec![],

@@ -340,6 +340,10 @@ pub struct CreateWorkloadRequest {
     /// which needs it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<crate::service::ServiceSpec>,
+    /// The most each member may write outside its mounts (its writable layer: `/tmp`, `/`), `"50GiB"`;
+    /// within its queue's `max_disk`. Default: the admin's `container_disk`, capped at that maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<Bytes>,
 }
 
 /// `PATCH /api/v1/workloads/{name}`: what to change of a workload; what is left out stays. Its owner
@@ -486,6 +490,9 @@ pub struct QueueView {
     /// The longest a workload in it may run; absent: 366 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runtime: Option<Seconds>,
+    /// The most a workload in it may ask to write outside its mounts (`disk`); absent: no maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_disk: Option<Bytes>,
 }
 
 /// `POST /api/v1/reservations` (admin): book whole GPUs for a team queue during a window.
@@ -578,6 +585,9 @@ pub struct WorkloadView {
     pub constraint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_limit: Option<Seconds>,
+    /// The most each member may write outside its mounts; absent: the admin's `container_disk`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<Bytes>,
     /// Web apps, served at `/w/<owner>/<name>/<app>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppSpec>,
@@ -700,6 +710,7 @@ impl From<&crate::workload::Workload> for WorkloadView {
             queue: w.queue.clone(),
             constraint: w.constraint.clone(),
             runtime_limit: w.runtime_limit,
+            disk: w.disk,
             apps: w.apps.clone(),
             datasets: w.datasets.clone(),
             teams: w.teams.clone(),

@@ -83,6 +83,7 @@ mod tests {
             queue: String::new(),
             constraint: None,
             runtime_limit: None,
+            disk: None,
             apps: vec![],
             state: WorkloadState::Queued,
             size: 1,

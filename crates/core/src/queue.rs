@@ -69,10 +69,17 @@ pub struct QueueDef {
     /// it; `None`: up to 366 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runtime: Option<Seconds>,
+    /// The most a workload in it may write outside its mounts (its `disk`); a larger `container_disk`
+    /// default is capped at it; `None`: no maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_disk: Option<Bytes>,
 }
 
 /// The longest run-time limit any workload may have (366 days).
 pub const MAX_RUNTIME: Seconds = Seconds(366 * 86_400);
+
+/// The least writable-layer cap a workload or queue may name (16 MiB, as `container_disk`).
+pub const MIN_DISK: u64 = 16 << 20;
 
 fn one() -> f64 {
     1.0
@@ -91,6 +98,7 @@ impl QueueDef {
             priority_classes: Vec::new(),
             team_gid: None,
             max_runtime: None,
+            max_disk: None,
         }
     }
 
@@ -168,6 +176,10 @@ pub struct QueuePatch {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Seconds>)]
     pub max_runtime: Option<Option<Seconds>>,
+    /// The most a workload in it may write outside its mounts (`"50GiB"`); `null`: no maximum.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Bytes>)]
+    pub max_disk: Option<Option<Bytes>>,
 }
 
 /// `POST /api/v1/queues` (admin): a new team queue; what is left out is unset (see [`QueuePatch`]).
@@ -193,6 +205,9 @@ pub struct CreateQueueRequest {
     /// The longest a workload in it may run (`"24h"`); absent: 366 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runtime: Option<Seconds>,
+    /// The most a workload in it may write outside its mounts (`"50GiB"`); absent: no maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_disk: Option<Bytes>,
 }
 
 impl CreateQueueRequest {
@@ -207,6 +222,7 @@ impl CreateQueueRequest {
             priority_classes: self.priority_classes.clone().map(Some),
             team_gid: self.team_gid.map(Some),
             max_runtime: self.max_runtime.map(Some),
+            max_disk: self.max_disk.map(Some),
         }
     }
 }
@@ -320,6 +336,12 @@ impl QueueDef {
             }
             q.max_runtime = m;
         }
+        if let Some(d) = p.max_disk {
+            if d.is_some_and(|d| d.0 < MIN_DISK) {
+                return Err(invalid("max_disk", "must be at least 16MiB"));
+            }
+            q.max_disk = d;
+        }
         Ok(q)
     }
 }
@@ -376,6 +398,9 @@ mod tests {
         assert_eq!((capped.max_runtime, capped.runtime_cap()), (Some(Seconds(86_400)), Seconds(86_400)));
         let p: QueuePatch = serde_json::from_str(r#"{"max_runtime": null}"#).unwrap();
         assert_eq!(capped.patched(&p).unwrap().runtime_cap(), MAX_RUNTIME);
+        assert_eq!(field(r#"{"max_disk": "1MiB"}"#), "max_disk");
+        let p: QueuePatch = serde_json::from_str(r#"{"max_disk": "50GiB"}"#).unwrap();
+        assert_eq!(q.patched(&p).unwrap().max_disk, Some(Bytes(50 << 30)));
         assert!(serde_json::from_str::<QueuePatch>(r#"{"user_limits": {}}"#).is_err());
         assert!(serde_json::from_str::<QueuePatch>(r#"{"user_limit": {"gpu": 1}}"#).is_err());
     }

@@ -137,6 +137,9 @@ pub struct Workload {
     pub constraint: Option<String>,
     /// The longest it may run; it is stopped when the limit is reached. Also used to plan backfill.
     pub runtime_limit: Option<Seconds>,
+    /// The most each member may write outside its mounts, as resolved at submit (its request, else its
+    /// queue's `max_disk` where that is below the admin's `container_disk`); `None`: `container_disk`.
+    pub disk: Option<Bytes>,
     /// Web apps it serves through the hub's proxy.
     pub apps: Vec<AppSpec>,
     /// Datasets it mounts read-only at `/datasets/<name>`, as registered when it was submitted.

@@ -268,6 +268,7 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
             queue: String::new(),
             constraint: None,
             runtime_limit: None,
+            disk: None,
             apps: Vec::new(),
             state: WorkloadState::Stopped,
             gpus: Vec::new(),

@@ -87,6 +87,7 @@ fn running(run: &str, at: DateTime<Utc>) -> Workload {
         queue: "vision".into(),
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: vec![],
         state: WorkloadState::Running,
         size: 2,

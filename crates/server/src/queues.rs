@@ -36,6 +36,7 @@ pub fn from_config(config: &Config) -> Vec<QueueDef> {
             priority_classes: config.queue_priority_classes.get(&q.name).cloned().unwrap_or_default(),
             team_gid: None,
             max_runtime: None,
+            max_disk: None,
         })
         .collect()
 }

@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod catalog;
 pub mod credentials;
+mod disk;
 mod edit;
 mod error;
 pub mod homes;
@@ -155,6 +156,8 @@ fn not_running(kind: gpuhub_core::workload::WorkloadKind, name: &str, state: Wor
 /// A workload as the caller sees it: with the explanation of why it waits, when it does.
 pub fn view(st: &AppState, w: &Workload) -> WorkloadView {
     let mut v = WorkloadView::from(w);
+    // the cap its run is given: its own, else the admin's default
+    v.disk = w.disk.or(st.config.container_disk);
     if w.state == WorkloadState::Queued {
         v.explanation = st.controller.explanation(&w.id);
     }

@@ -1,18 +1,115 @@
 //! `container_disk` (security review 2, N1: a job's `dd` into `/tmp` filled the host's disk): every run
 //! carries the cap to its engine, and a cap the engine cannot enforce stops the server at start, saying
-//! why, instead of running containers that write without limit.
+//! why, instead of running containers that write without limit. A workload may ask for its own cap
+//! (`disk`) within its queue's `max_disk`, which also caps the default.
 
 mod common;
 
 use common::*;
 use gpuhub_driver::fake::Call;
 use gpuhub_server::ServeError;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 const CAP: u64 = 20 << 30;
 
 fn capped(dir: &std::path::Path) -> gpuhub_server::config::Config {
     gpuhub_server::config::Config { container_disk: Some(gpuhub_core::Bytes(CAP)), ..config(dir) }
+}
+
+/// A hub with `container_disk` of `CAP` on an engine that enforces it.
+async fn capped_hub() -> Hub {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = fake();
+    runtime.set_disk_cap(Ok(()));
+    let server = gpuhub_server::start_with(capped(dir.path()), runtime.clone(), Default::default()).await.unwrap();
+    let url = format!("http://{}", server.addr);
+    Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
+}
+
+/// Submits `name` to `queue` asking for `disk` (none when `None`): the answer's status and body.
+async fn submit_disk(hub: &Hub, token: &str, name: &str, queue: &str, disk: Option<&str>) -> (StatusCode, Value) {
+    let mut body = job(name, 0);
+    body["queue"] = json!(queue);
+    if let Some(d) = disk {
+        body["disk"] = json!(d);
+    }
+    hub.call(Method::POST, "/api/v1/workloads", Some(token), Some(body)).await
+}
+
+/// Once `name` runs: the cap its run was given, and the one its view shows.
+async fn cap_of(hub: &Hub, token: &str, name: &str) -> (Option<u64>, Value) {
+    let v = hub.wait_state(token, name, "running").await;
+    let id = v["id"].as_str().unwrap().to_owned();
+    let spec = hub.runtime.calls().into_iter().find_map(|c| match c {
+        Call::Submit(s) if s.labels.values().any(|l| *l == id) => Some(s),
+        _ => None,
+    });
+    (spec.expect("its run was submitted").disk_bytes, v["disk"].clone())
+}
+
+async fn queue_with_max(hub: &Hub, admin: &str, name: &str, max: &str) {
+    let body = json!({"name": name, "max_disk": max});
+    let (s, v) = hub.call(Method::POST, "/api/v1/queues", Some(admin), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["max_disk"], max);
+}
+
+/// A request within its queue's maximum is the run's cap; one above it is refused naming the queue and
+/// its maximum; no request gets the admin's default.
+#[tokio::test]
+async fn a_workloads_disk_is_its_runs_cap_within_its_queues_maximum() {
+    let hub = capped_hub().await;
+    let admin = hub.admin().await;
+    queue_with_max(&hub, &admin, "vision", "50GiB").await;
+    let (s, v) = submit_disk(&hub, &admin, "big", "vision", Some("40GiB")).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(cap_of(&hub, &admin, "big").await, (Some(40 << 30), json!("40GiB")));
+    let (s, v) = submit_disk(&hub, &admin, "huge", "vision", Some("60GiB")).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["detail"], "invalid disk: 60GiB is above queue vision's maximum of 50GiB (max_disk)", "{v}");
+    let (s, v) = submit_disk(&hub, &admin, "tiny", "vision", Some("1MiB")).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let (s, v) = submit_disk(&hub, &admin, "plain", "vision", None).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(cap_of(&hub, &admin, "plain").await, (Some(CAP), json!("20GiB")), "the admin's default");
+}
+
+/// A queue whose maximum is below the admin's default caps the default at it.
+#[tokio::test]
+async fn a_queues_maximum_below_the_default_caps_it() {
+    let hub = capped_hub().await;
+    let admin = hub.admin().await;
+    queue_with_max(&hub, &admin, "small", "10GiB").await;
+    let (s, v) = submit_disk(&hub, &admin, "plain", "small", None).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(cap_of(&hub, &admin, "plain").await, (Some(10 << 30), json!("10GiB")));
+}
+
+/// On an engine that cannot cap a writable layer (and no `container_disk`), a request for a cap and a
+/// queue maximum are refused with the engine's reason, never run unenforced.
+#[tokio::test]
+async fn a_cap_the_engine_cannot_enforce_is_refused_with_its_reason() {
+    let hub = Hub::start().await;
+    hub.runtime.set_disk_cap(Err("its storage keeps no per-container quota".into()));
+    let admin = hub.admin().await;
+    let (s, v) = submit_disk(&hub, &admin, "capped", "", Some("5GiB")).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(
+        v["detail"],
+        "invalid disk: the fake engine cannot cap what a container writes outside its mounts: its storage keeps \
+         no per-container quota",
+        "{v}"
+    );
+    let body = json!({"name": "vision", "max_disk": "50GiB"});
+    let (s, v) = hub.call(Method::POST, "/api/v1/queues", Some(&admin), Some(body)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("its storage keeps no per-container quota"), "{v}");
+    // without a request nothing is capped, as before
+    let (s, v) = submit_disk(&hub, &admin, "free", "", None).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(cap_of(&hub, &admin, "free").await, (None, Value::Null));
 }
 
 /// An engine that caps writable layers gets the cap in every run it is given.

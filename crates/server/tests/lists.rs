@@ -27,6 +27,7 @@ fn ended(owner: &str, i: usize) -> Workload {
         queue: if i % 2 == 0 { "vision".into() } else { String::new() },
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: Vec::new(),
         state: states[i % 3],
         gpus: Vec::new(),

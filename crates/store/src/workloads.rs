@@ -22,10 +22,10 @@ pub struct WorkloadFilter {
 pub(crate) const COLUMNS: &str = "id, name, owner, kind, image, command, env, cpu_milli, memory, gpu_count, priority, state, \
                        gpus, run_id, exit_code, message, created_at, queued_at, started_at, finished_at, apps, \
                        gpu_milli, gpu_memory, queue, constraint_expr, runtime_limit_s, interruption, size, members, \
-                       held_since, held_until, datasets, teams, service";
+                       held_since, held_until, datasets, teams, service, disk_bytes";
 
 /// How many columns [`COLUMNS`] names.
-pub(crate) const COLUMN_COUNT: usize = 34;
+pub(crate) const COLUMN_COUNT: usize = 35;
 
 /// Sets every mutable column from `$2`…`$15`; `$1` is the id.
 pub(crate) const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run_id = $4, exit_code = $5, message = $6, \
@@ -52,6 +52,7 @@ pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
         queue: row.try_get("queue")?,
         constraint: row.try_get("constraint_expr")?,
         runtime_limit: row.try_get::<Option<i64>, _>("runtime_limit_s")?.map(|v| Seconds(v as u64)),
+        disk: row.try_get::<Option<i64>, _>("disk_bytes")?.map(|v| Bytes(v as u64)),
         apps: get_json(row, "apps")?,
         state: get_parsed(row, "state")?,
         gpus: get_json(row, "gpus")?,
@@ -103,7 +104,7 @@ fn service_json(w: &Workload) -> Result<Option<String>> {
     w.service.as_ref().map(|s| to_json("service", s)).transpose()
 }
 
-/// Binds every column of `w` as `$1`…`$34`, in the order of [`COLUMNS`].
+/// Binds every column of `w` as `$1`…`$35`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
@@ -139,7 +140,8 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(opt_ms(w.held_until))
         .bind(to_json("datasets", &w.datasets)?)
         .bind(to_json("teams", &w.teams)?)
-        .bind(service_json(w)?))
+        .bind(service_json(w)?)
+        .bind(w.disk.map(|b| u64_to_db(b.0))))
 }
 
 /// `$a, $b, …` for the numbers in `range`.

@@ -60,6 +60,20 @@ pub struct QueueSettings {
     /// The longest a workload in it may run (`24h`; `none`: 366 days).
     #[arg(long, value_name = "DURATION", value_parser = parse_max_runtime)]
     pub max_runtime: Option<MaxRuntime>,
+    /// The most a workload in it may ask to write outside its mounts (`50GiB`; `none`: no maximum).
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_disk)]
+    pub max_disk: Option<MaxDisk>,
+}
+
+/// A `--max-disk` option: `None` is `none`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MaxDisk(pub Option<Bytes>);
+
+pub(crate) fn parse_max_disk(s: &str) -> Result<MaxDisk, String> {
+    if s == "none" {
+        return Ok(MaxDisk(None));
+    }
+    Bytes::parse(s).map(|b| MaxDisk(Some(b))).map_err(|e| e.to_string())
 }
 
 /// A `--max-runtime` option: `None` is `none`.
@@ -131,6 +145,7 @@ impl QueueSettings {
             priority_classes: self.priority_classes.clone().map(|l| l.0),
             team_gid: self.team_gid.map(|g| g.0),
             max_runtime: self.max_runtime.map(|m| m.0),
+            max_disk: self.max_disk.map(|m| m.0),
         }
     }
 }

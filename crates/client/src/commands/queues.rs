@@ -56,7 +56,7 @@ fn add_nulls(body: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::queue::{Limit, List, QueueSettings, parse_limit, parse_list};
+    use crate::cli::queue::{Limit, List, QueueSettings, parse_limit, parse_list, parse_max_disk};
     use gpuhub_core::Bytes;
 
     #[test]
@@ -87,5 +87,10 @@ mod tests {
         // an `add` body is what POST /api/v1/queues takes
         let req: gpuhub_core::queue::CreateQueueRequest = serde_json::from_value(body).unwrap();
         assert_eq!(req.members, Some(vec!["alice".into()]));
+        // --max-disk: a size, or none
+        let s = QueueSettings { max_disk: Some(parse_max_disk("50GiB").unwrap()), ..QueueSettings::default() };
+        assert_eq!(serde_json::to_value(s.patch()).unwrap(), serde_json::json!({"max_disk": "50GiB"}));
+        assert_eq!(parse_max_disk("none").unwrap().0, None);
+        assert!(parse_max_disk("big").is_err());
     }
 }

@@ -131,6 +131,7 @@ mod tests {
             priority_classes: Vec::new(),
             team_gid: None,
             max_runtime: None,
+            max_disk: None,
         };
         let limit = gpuhub_core::api::LimitView { gpus: Some(0.0), ..Default::default() };
         let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(limit), open_to_you: false, ..q.clone() };

@@ -46,6 +46,7 @@ pub(crate) fn create_request(args: &RunArgs) -> CreateWorkloadRequest {
         datasets: args.datasets.clone(),
         teams: args.teams.clone(),
         service: None,
+        disk: args.disk,
     }
 }
 
@@ -524,6 +525,7 @@ mod tests {
             queue: String::new(),
             constraint: None,
             runtime_limit: None,
+            disk: None,
             apps: vec![],
             datasets: Vec::new(),
             teams: Vec::new(),

@@ -20,6 +20,7 @@ fn workload(gpus: &[&str]) -> Workload {
         },
         queue: "vision".into(),
         runtime_limit: Some(Seconds(7200)),
+        disk: None,
         state: WorkloadState::Starting,
         gpus: gpus.iter().map(|s| s.to_string()).collect(),
         members: vec![Member {

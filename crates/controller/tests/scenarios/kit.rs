@@ -222,6 +222,7 @@ pub fn job(id: &str, owner: &str, gpus: u32, at: DateTime<Utc>) -> Workload {
         queue: String::new(),
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: vec![],
         state: WorkloadState::Queued,
         gpus: vec![],

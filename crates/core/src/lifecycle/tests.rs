@@ -19,6 +19,7 @@ fn queued(kind: WorkloadKind, size: u32) -> Workload {
         queue: String::new(),
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: vec![],
         state: WorkloadState::Queued,
         size,

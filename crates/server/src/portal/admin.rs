@@ -380,6 +380,7 @@ pub async fn add_queue(
         priority_classes: None,
         team_gid,
         max_runtime: None,
+        max_disk: None,
     };
     let done = service::queues::create(&st, &viewer.user, &req).await;
     back("/queues", done.map(|_| format!("queue {name} added")).map_err(Into::into))

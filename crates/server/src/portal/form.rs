@@ -295,6 +295,7 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
         datasets: text("datasets").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
         teams: text("teams").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
         service,
+        disk: None,
     })
 }
 

@@ -103,6 +103,7 @@ pub async fn launch(State(st): State<AppState>, viewer: Viewer, headers: HeaderM
         datasets: Vec::new(),
         teams: Vec::new(),
         service: None,
+        disk: None,
     };
     match service::submit(&st, &viewer.user, &req).await {
         Ok(w) => Redirect::to(&format!("/workloads/{}", w.name)).into_response(),

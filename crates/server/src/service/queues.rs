@@ -42,6 +42,7 @@ fn view(q: &QueueDef, active: &[&Workload], caller: &User) -> QueueView {
         priority_classes: q.priority_classes.clone(),
         team_gid: q.team_gid,
         max_runtime: q.max_runtime,
+        max_disk: q.max_disk,
     }
 }
 
@@ -63,6 +64,9 @@ fn counted(kept: &crate::state::active::Snapshot) -> Vec<&Workload> {
 /// classes do not allow it.
 fn patched(st: &AppState, q: &QueueDef, patch: &QueuePatch) -> Result<QueueDef, ServiceError> {
     let out = q.patched(patch).map_err(|e| ServiceError::invalid(e.to_string()))?;
+    if out.max_disk.is_some() && out.max_disk != q.max_disk {
+        super::disk::enforced(st, "max_disk")?;
+    }
     if let Some(c) = out.priority_classes.iter().find(|c| !st.config.priority_classes.contains_key(*c)) {
         let known: Vec<&str> = st.config.priority_classes.keys().map(String::as_str).collect();
         let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };

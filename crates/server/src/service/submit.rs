@@ -185,6 +185,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     if let Some(limit) = req.runtime_limit {
         check_queue_cap(st, &queue, limit).await?;
     }
+    let disk = super::disk::resolve(st, &queue, req.disk).await?;
     let priority =
         live.priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref()).map_err(|e| {
             ServiceError::invalid_at(if req.priority_class.is_some() { "priority_class" } else { "priority" }, e)
@@ -241,6 +242,7 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
         queue,
         constraint,
         runtime_limit: req.runtime_limit,
+        disk,
         apps,
         state: if pull { WorkloadState::Pulling } else { WorkloadState::Queued },
         size,

@@ -147,6 +147,7 @@ mod tests {
                 queue: String::new(),
                 constraint: None,
                 runtime_limit: None,
+                disk: None,
                 apps: vec![],
                 state,
                 gpus: vec![],

@@ -25,6 +25,7 @@ pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
         queue: String::new(),
         constraint: None,
         runtime_limit: None,
+        disk: None,
         apps: Vec::new(),
         state: WorkloadState::Queued,
         gpus: Vec::new(),
@@ -77,6 +78,7 @@ fn full() -> Workload {
         queue: "vision-team".into(),
         constraint: Some(r#"gpu.model in ["H100","H200"] && node.labels.rack != "b" && gpu.memory >= 80GiB"#.into()),
         runtime_limit: Some(Seconds(u64::MAX - 3)),
+        disk: Some(gpuhub_core::Bytes(50 << 30)),
         apps: vec![gpuhub_core::workload::AppSpec {
             name: "lab".into(),
             port: 8888,
