@@ -13,6 +13,7 @@
 //! directly in the container's cgroup (where Docker puts them); the figures count its sub-cgroups too.
 
 use gpuhub_core::Bytes;
+use gpuhub_driver::cgroup::cgroup_mounts;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -100,59 +101,6 @@ fn parse_proc_cgroup(text: &str) -> Vec<Membership> {
         .collect()
 }
 
-/// A mounted cgroup hierarchy, from `/proc/self/mountinfo`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct CgroupMount {
-    /// The cgroup the mount shows as its root (`/` but in a cgroup namespace or a bind mount).
-    root: String,
-    /// Where it is mounted (`/sys/fs/cgroup/memory`).
-    mount_point: PathBuf,
-    /// The v1 controllers it carries; `None` for cgroup v2.
-    controllers: Option<Vec<String>>,
-}
-
-/// The cgroup mounts in a mountinfo text (`id parent major:minor root mount-point options [optional
-/// fields…] - fstype source super-options`).
-fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
-    text.lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let fields: Vec<&str> = before.split(' ').collect();
-            let (root, mount_point) = (fields.get(3)?, fields.get(4)?);
-            let mut after = after.split(' ');
-            let (fstype, _source, options) = (after.next()?, after.next()?, after.next().unwrap_or(""));
-            let controllers = match fstype {
-                "cgroup2" => None,
-                "cgroup" => Some(options.split(',').map(str::to_owned).collect()),
-                _ => return None,
-            };
-            Some(CgroupMount { root: unescape(root), mount_point: PathBuf::from(unescape(mount_point)), controllers })
-        })
-        .collect()
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
-fn unescape(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal =
-            bytes.get(i + 1..i + 4).filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match octal.map(|d| d.iter().fold(0u32, |n, b| n * 8 + u32::from(b - b'0'))) {
-            Some(n) if n <= 0xff => {
-                out.push(n as u8);
-                i += 4;
-            }
-            _ => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Where a process's cgroup files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum CgroupDirs {
@@ -167,12 +115,11 @@ enum CgroupDirs {
 /// hosts), else v2. The error says what is missing.
 fn locate(proc_cgroup: &str, mountinfo: &str) -> Result<CgroupDirs, String> {
     let memberships = parse_proc_cgroup(proc_cgroup);
-    let mounts = parse_mountinfo(mountinfo);
+    let mounts = cgroup_mounts(mountinfo);
     let v1_dir = |controller: &str| {
         let member = memberships.iter().find(|m| m.controllers.iter().any(|c| c == controller))?;
-        let mount =
-            mounts.iter().find(|m| m.controllers.as_ref().is_some_and(|cs| cs.iter().any(|c| c == controller)))?;
-        Some(dir_of(mount, &member.path))
+        let mount = mounts.iter().find(|m| m.carries(controller))?;
+        Some(mount.dir_of(&member.path))
     };
     if let Some(memory) = v1_dir("memory") {
         let cpuacct = v1_dir("cpuacct").ok_or("the cpuacct controller is not mounted")??;
@@ -183,20 +130,7 @@ fn locate(proc_cgroup: &str, mountinfo: &str) -> Result<CgroupDirs, String> {
         .find(|m| m.controllers.is_empty())
         .ok_or("the process is in no cgroup v2 and no v1 memory cgroup")?;
     let mount = mounts.iter().find(|m| m.controllers.is_none()).ok_or("no cgroup v2 file system is mounted")?;
-    Ok(CgroupDirs::V2 { dir: dir_of(mount, &member.path)? })
-}
-
-/// The directory of cgroup `path` under `mount`.
-fn dir_of(mount: &CgroupMount, path: &str) -> Result<PathBuf, String> {
-    let root = mount.root.trim_end_matches('/');
-    let rel = path
-        .strip_prefix(root)
-        .filter(|r| r.is_empty() || r.starts_with('/'))
-        .ok_or_else(|| format!("cgroup {path} is outside the hierarchy mounted at {}", mount.mount_point.display()))?;
-    if rel.split('/').any(|s| s == "..") {
-        return Err(format!("cgroup path {path} leaves its hierarchy"));
-    }
-    Ok(mount.mount_point.join(rel.trim_start_matches('/')))
+    Ok(CgroupDirs::V2 { dir: mount.dir_of(&member.path)? })
 }
 
 /// A number alone in a file (`memory.current`, `cpuacct.usage`).

@@ -17,6 +17,7 @@
 //!   ([`Engine::list_runs`]), and a run that ended meanwhile still reports its members' exit codes;
 //! - members run as the spec's [`Identity`], never root, with exactly the resources and GPUs granted.
 
+pub mod cgroup;
 mod exec;
 pub mod fake;
 pub mod settings;

@@ -10,6 +10,7 @@
 //! the reader's `/proc/self/mountinfo` say where those are mounted; parsing is pure and tested on
 //! sample contents.
 
+use gpuhub_driver::cgroup::cgroup_mounts;
 use std::path::{Path, PathBuf};
 
 /// The directory of the cgroup whose subtree holds container `name`'s processes, from its init's
@@ -35,76 +36,14 @@ pub(crate) fn container_cgroup(name: &str, proc_cgroup: &str, mountinfo: &str) -
         .collect();
     let v2 = lines.iter().find(|(c, _)| c.is_empty()).and_then(|(_, path)| {
         let mount = mounts.iter().find(|m| m.controllers.is_none())?;
-        dir_of(mount, path)
+        mount.dir_of(path).ok()
     });
     let v1 = |controller: &str| {
         let (_, path) = lines.iter().find(|(c, _)| c.split(',').any(|x| x == controller))?;
-        let mount =
-            mounts.iter().find(|m| m.controllers.as_ref().is_some_and(|cs| cs.iter().any(|x| x == controller)))?;
-        dir_of(mount, path)
+        let mount = mounts.iter().find(|m| m.carries(controller))?;
+        mount.dir_of(path).ok()
     };
     v2.or_else(|| v1("pids")).or_else(|| v1("memory"))
-}
-
-/// A mounted cgroup hierarchy: the cgroup it shows as its root, where it is mounted, and its v1
-/// controllers (`None`: cgroup v2).
-#[derive(Debug)]
-struct Mount {
-    root: String,
-    point: PathBuf,
-    controllers: Option<Vec<String>>,
-}
-
-/// The cgroup mounts of a mountinfo text (`id parent major:minor root mount-point options [optional…] -
-/// fstype source super-options`).
-fn cgroup_mounts(mountinfo: &str) -> Vec<Mount> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let fields: Vec<&str> = before.split(' ').collect();
-            let (root, point) = (fields.get(3)?, fields.get(4)?);
-            let mut after = after.split(' ');
-            let (fstype, _source, options) = (after.next()?, after.next()?, after.next().unwrap_or(""));
-            let controllers = match fstype {
-                "cgroup2" => None,
-                "cgroup" => Some(options.split(',').map(str::to_owned).collect()),
-                _ => return None,
-            };
-            Some(Mount { root: unescape(root), point: PathBuf::from(unescape(point)), controllers })
-        })
-        .collect()
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let mut out = Vec::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let digits = b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match digits.map(|d| d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0'))) {
-            Some(n) if n <= 0xff => {
-                out.push(n as u8);
-                i += 4;
-            }
-            _ => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The directory of cgroup `path` under `mount`; `None` when it is outside it or climbs out.
-fn dir_of(mount: &Mount, path: &str) -> Option<PathBuf> {
-    let root = mount.root.trim_end_matches('/');
-    let rel = path.strip_prefix(root).filter(|r| r.is_empty() || r.starts_with('/'))?;
-    if rel.split('/').any(|s| s == "..") {
-        return None;
-    }
-    Some(mount.point.join(rel.trim_start_matches('/')))
 }
 
 /// The PIDs in the `cgroup.procs` of `dir` and of every cgroup below it, ascending; unreadable files
@@ -208,6 +147,5 @@ mod tests {
         std::fs::write(d.path().join(".lxc/deeper/cgroup.procs"), "").unwrap();
         assert_eq!(subtree_pids(d.path()), [7, 40, 99]);
         assert_eq!(subtree_pids(&d.path().join("gone")), Vec::<u32>::new());
-        assert_eq!(unescape(r"/sys/fs/cg\040roup"), "/sys/fs/cg roup");
     }
 }
