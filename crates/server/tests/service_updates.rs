@@ -47,6 +47,23 @@ fn notes(v: &Value) -> Vec<String> {
     v["history"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str().map(str::to_owned)).collect()
 }
 
+/// A page of the portal as `user` (a browser session from the login API).
+async fn portal_page(hub: &Hub, user: &str, path: &str) -> String {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let login = json!({"username": user, "password": format!("{user}-password")});
+    let r = http.post(format!("{}/api/v1/login", hub.url)).json(&login).send().await.unwrap();
+    let cookie = r.headers()[reqwest::header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let r = http
+        .get(format!("{}{path}", hub.url))
+        .header("sec-fetch-mode", "navigate")
+        .header(reqwest::header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{path}");
+    r.text().await.unwrap()
+}
+
 async fn patch(hub: &Hub, token: &str, body: Value) -> Value {
     let (s, v) = hub.call(Method::PATCH, "/api/v1/workloads/web", Some(token), Some(body)).await;
     assert_eq!(s, StatusCode::OK, "{v}");
@@ -127,6 +144,12 @@ async fn an_update_rolls_switching_once_the_new_run_is_ready_and_fails_keeping_t
     assert_eq!((v["state"].as_str(), v["command"].clone()), (Some("running"), json!(["httpd", "v2"])), "{v}");
     assert_eq!(hub.run(&alice, "web").await, new);
     assert!(notes(&v).iter().any(|m| m.starts_with("update failed: the new run did not pass")), "{v}");
+    let page = portal_page(&hub, "alice", "/workloads/web").await;
+    assert!(
+        page.contains("data-update=\"failed\"") && page.contains("the old run kept serving, with the old terms"),
+        "the workload's page shows how the update went: {page}"
+    );
+    assert!(!page.contains("restart 1") && page.contains("data-mark=\"changed\""), "updates are no restarts: {page}");
     for _ in 0..50 {
         if !engine.running().contains(&third) {
             break;

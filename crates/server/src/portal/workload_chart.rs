@@ -87,8 +87,16 @@ fn stop_at(t: DateTime<Utc>) -> String {
 fn history_marks(history: &[StateEvent]) -> Vec<Mark> {
     let mut out: Vec<Mark> = Vec::new();
     let mut runs = 0;
+    let mut was = None;
     for e in history {
+        let before = was.replace(e.state);
         let label = match e.state {
+            // running again without leaving it: a note under its state (an edit, a service's update),
+            // not a new run
+            WorkloadState::Running if before == Some(WorkloadState::Running) => match e.message {
+                Some(_) => "changed".to_owned(),
+                None => continue,
+            },
             WorkloadState::Running => {
                 runs += 1;
                 if runs == 1 { "started".to_owned() } else { format!("restart {}", runs - 1) }
@@ -97,7 +105,7 @@ fn history_marks(history: &[StateEvent]) -> Vec<Mark> {
             s if s.is_terminal() => s.as_str().to_owned(),
             _ => continue,
         };
-        if out.last().is_none_or(|m| m.label != label) {
+        if label == "changed" || out.last().is_none_or(|m| m.label != label) {
             out.push(Mark { at: e.at, label, detail: e.message.clone() });
         }
     }
@@ -260,11 +268,16 @@ mod tests {
             e(6, WorkloadState::Queued),
             e(7, WorkloadState::Starting),
             e(8, WorkloadState::Running),
+            // notes under its state (a time limit extended, a service's update), not runs
+            StateEvent { message: Some("time limit 1h → 3h (by alice)".into()), ..e(8, WorkloadState::Running) },
+            StateEvent { message: Some("updated: image (by alice)".into()), ..e(8, WorkloadState::Running) },
+            e(8, WorkloadState::Running),
             e(9, WorkloadState::Succeeded),
         ];
         let marks: Vec<(i64, String)> =
             history_marks(&history).into_iter().map(|m| ((m.at - t0).num_minutes(), m.label)).collect();
-        let want = [(1, "started"), (5, "requeued"), (8, "restart 1"), (9, "succeeded")];
+        let want =
+            [(1, "started"), (5, "requeued"), (8, "restart 1"), (8, "changed"), (8, "changed"), (9, "succeeded")];
         assert_eq!(marks, want.map(|(m, l)| (m, l.to_owned())));
     }
 }

@@ -363,6 +363,9 @@ fn live_detail(v: &WorkloadView, now: DateTime<Utc>) -> Markup {
                 @if let Some(u) = &s.url { a href=(u) { (u) } " " }
                 "(port " (s.port) ", " (format!("{:?}", s.access).to_lowercase()) "), restarts: " (v.restarts.unwrap_or(0))
                 @if s.crash_loop { " " span.badge.failed { "crash-loop" } }
+                @if let Some(u) = &s.update {
+                    br; span.update data-update=(update_state(u.state)) { "Last update — " (u.message) }
+                }
             } } }
             @for m in &v.members {
                 tr { th { "Member " (m.index) } td {
@@ -515,4 +518,15 @@ pub async fn act(
         (_, false) => format!("/workloads/{name}?owner={}", w.owner),
     };
     Redirect::to(&to).into_response()
+}
+
+/// A service update's state as the API writes it (`rolling`, `done`, `failed`, `stop-then-start`).
+fn update_state(state: gpuhub_core::service::UpdateState) -> &'static str {
+    use gpuhub_core::service::UpdateState;
+    match state {
+        UpdateState::Rolling => "rolling",
+        UpdateState::Done => "done",
+        UpdateState::Failed => "failed",
+        UpdateState::StopThenStart => "stop-then-start",
+    }
 }
