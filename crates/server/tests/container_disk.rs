@@ -87,6 +87,47 @@ async fn a_queues_maximum_below_the_default_caps_it() {
     assert_eq!(cap_of(&hub, &admin, "plain").await, (Some(10 << 30), json!("10GiB")));
 }
 
+/// A queued workload moved by an admin to a queue whose maximum is below its cap is refused, naming both;
+/// one within it moves.
+#[tokio::test]
+async fn a_queued_workload_moves_only_to_a_queue_whose_maximum_holds_its_cap() {
+    let hub = capped_hub().await;
+    let admin = hub.admin().await;
+    queue_with_max(&hub, &admin, "small", "10GiB").await;
+    queue_with_max(&hub, &admin, "roomy", "30GiB").await;
+    // both GPUs held, so what asks for one waits
+    hub.submit(
+        &admin,
+        json!({"name": "blocker", "kind": "workspace", "image": "busybox:latest",
+        "resources": {"cpus": 1, "memory": "1GiB", "gpus": 2}}),
+    )
+    .await;
+    hub.wait_state(&admin, "blocker", "running").await;
+    for (name, disk) in [("own", Some("20GiB")), ("default", None)] {
+        let mut body = job(name, 1);
+        if let Some(d) = disk {
+            body["disk"] = json!(d);
+        }
+        let (s, v) = hub.call(Method::POST, "/api/v1/workloads", Some(&admin), Some(body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        let (s, v) = hub
+            .call(Method::PATCH, &format!("/api/v1/workloads/{name}"), Some(&admin), Some(json!({"queue": "small"})))
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{name}: {v}");
+        let want = format!(
+            "invalid queue: {name}'s disk cap (20GiB) is above queue small's maximum of 10GiB (max_disk); \
+             submit it anew in that queue"
+        );
+        assert_eq!(v["detail"], want.as_str(), "{v}");
+        assert_ne!(hub.get(&admin, name).await["queue"], "small", "not moved");
+        let (s, v) = hub
+            .call(Method::PATCH, &format!("/api/v1/workloads/{name}"), Some(&admin), Some(json!({"queue": "roomy"})))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{name}: {v}");
+        assert_eq!(v["queue"], "roomy", "{v}");
+    }
+}
+
 /// On an engine that cannot cap a writable layer (and no `container_disk`), a request for a cap and a
 /// queue maximum are refused with the engine's reason, never run unenforced.
 #[tokio::test]

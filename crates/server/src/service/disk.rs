@@ -6,6 +6,7 @@ use super::ServiceError;
 use crate::state::AppState;
 use gpuhub_core::Bytes;
 use gpuhub_core::queue::MIN_DISK;
+use gpuhub_core::workload::Workload;
 
 /// The cap `w` records at submit for a request of `asked` in `queue`: `None` leaves it to
 /// `container_disk` (read when it starts), which is within the queue's maximum.
@@ -47,4 +48,24 @@ pub(crate) fn enforced(st: &AppState, field: &str) -> Result<(), ServiceError> {
             ),
         )
     })
+}
+
+/// A queued workload moved to `queue` (an admin's edit) keeps the cap it was given: refused when that,
+/// or the admin's default it falls back to, or no cap at all, is above the queue's `max_disk`.
+pub(crate) async fn check_move(st: &AppState, w: &Workload, queue: &str) -> Result<(), ServiceError> {
+    let Some(max) = st.store.get_queue(queue).await?.and_then(|q| q.max_disk) else {
+        return Ok(());
+    };
+    match w.disk.or(st.config.container_disk) {
+        Some(cap) if cap <= max => Ok(()),
+        cap => Err(ServiceError::invalid_at(
+            "queue",
+            format!(
+                "invalid queue: {}'s disk cap ({}) is above queue {queue}'s maximum of {max} (max_disk); \
+                 submit it anew in that queue",
+                w.name,
+                cap.map_or_else(|| "none".to_owned(), |c| c.to_string())
+            ),
+        )),
+    }
 }

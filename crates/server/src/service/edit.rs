@@ -47,6 +47,9 @@ pub async fn edit(
         let live = st.live_config().await?;
         live.queue_for(&w.owner, true, Some(q))
             .map_err(|e| ServiceError::invalid_at("queue", format!("invalid queue: {e}")))?;
+        if *q != w.queue {
+            super::disk::check_move(st, w, q).await?;
+        }
     }
     if let Some(limit) = edited.runtime_limit.filter(|_| req.runtime_limit.is_some() || req.queue.is_some()) {
         super::submit::check_queue_cap(st, &edited.queue, limit).await?;
