@@ -64,13 +64,7 @@ impl DockerRuntime {
         if let Some(path) = std::env::var("DOCKER_HOST").ok().as_deref().and_then(|h| h.strip_prefix("unix://")) {
             protected.push(PathBuf::from(path));
         }
-        Ok(Self {
-            docker,
-            protected: Arc::new(protected),
-            network_lock: Arc::default(),
-            isolate_host: true,
-            network_pool: None,
-        })
+        Ok(Self::connected(docker, protected))
     }
 
     /// Connects to the engine listening on the unix socket `socket` (another engine than the default
@@ -83,14 +77,18 @@ impl DockerRuntime {
             .negotiate_version()
             .await
             .map_err(|e| EngineError::Engine(format!("cannot reach the docker engine at {path}: {e}")))?;
-        let protected = vec![socket.to_path_buf()];
-        Ok(Self {
+        Ok(Self::connected(docker, vec![socket.to_path_buf()]))
+    }
+
+    /// A runtime on a connected client, protecting `protected` (the engine's sockets) from mounts.
+    fn connected(docker: Docker, protected: Vec<PathBuf>) -> Self {
+        Self {
             docker,
             protected: Arc::new(protected),
             network_lock: Arc::default(),
             isolate_host: true,
             network_pool: None,
-        })
+        }
     }
 
     /// Whether containers on gpuhub's networks may reach the host's own services (by default they may

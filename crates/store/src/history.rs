@@ -114,21 +114,6 @@ impl Store {
         note_change(tx, done.rows_affected(), w, note, at).await
     }
 
-    /// Writes `w`'s image, command and environment (a service's update, made while it is not running)
-    /// and records `note` in its history at `at`, in one transaction. [`crate::StoreError::NotFound`] if
-    /// the workload is gone.
-    pub async fn update_workload_spec(&self, w: &Workload, note: &str, at: DateTime<Utc>) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        let done = sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
-            .bind(&w.id)
-            .bind(&w.image)
-            .bind(crate::codec::to_json("command", &w.command)?)
-            .bind(crate::codec::to_json("env", &w.env)?)
-            .execute(&mut *tx)
-            .await?;
-        note_change(tx, done.rows_affected(), w, note, at).await
-    }
-
     /// The states workload `id` went through, oldest first (at most the last 200).
     pub async fn workload_history(&self, id: &str) -> Result<Vec<StateEvent>> {
         let rows = sqlx::query("SELECT at, state, message FROM workload_states WHERE workload_id = $1 ORDER BY seq")

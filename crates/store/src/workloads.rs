@@ -104,6 +104,16 @@ fn service_json(w: &Workload) -> Result<Option<String>> {
     w.service.as_ref().map(|s| to_json("service", s)).transpose()
 }
 
+/// `w`'s image, command and environment written to the stored workload with `w.id` (a service's
+/// terms).
+fn bind_spec(w: &Workload) -> Result<Query<'_, sqlx::Any, AnyArguments<'_>>> {
+    Ok(sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
+        .bind(&w.id)
+        .bind(&w.image)
+        .bind(crate::codec::to_json("command", &w.command)?)
+        .bind(crate::codec::to_json("env", &w.env)?))
+}
+
 /// Binds every column of `w` as `$1`…`$35`, in the order of [`COLUMNS`].
 pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
@@ -272,6 +282,20 @@ impl Store {
         Ok(true)
     }
 
+    /// Writes `w`'s image, command and environment (a service's update, made while it is not running)
+    /// and records `note` in its history at `at`, in one transaction. [`StoreError::NotFound`] if the
+    /// workload is gone.
+    pub async fn update_workload_spec(
+        &self,
+        w: &Workload,
+        note: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let done = bind_spec(w)?.execute(&mut *tx).await?;
+        crate::history::note_change(tx, done.rows_affected(), w, note, at).await
+    }
+
     /// Writes `w` as [`Store::update_workload`] does (its state, its holdings) and, with `spec`, its
     /// image, command and environment too (a service switched to its updated run), and records `note`
     /// in its history at `at`, in one transaction. [`StoreError::NotFound`] if the workload is gone.
@@ -288,13 +312,7 @@ impl Store {
             return Err(StoreError::not_found("workload", &w.id));
         }
         if spec {
-            sqlx::query("UPDATE workloads SET image = $2, command = $3, env = $4 WHERE id = $1")
-                .bind(&w.id)
-                .bind(&w.image)
-                .bind(crate::codec::to_json("command", &w.command)?)
-                .bind(crate::codec::to_json("env", &w.env)?)
-                .execute(&mut *tx)
-                .await?;
+            bind_spec(w)?.execute(&mut *tx).await?;
         }
         crate::holdings::record(&mut tx, w).await?;
         crate::history::record(&mut tx, w).await?;
