@@ -116,8 +116,12 @@ fn load_check(gpu: &GpuInfo, opts: &Options, seams: &mut Seams<'_>) -> (Vec<Row>
             Err(e) => sample_error = Some(e.to_string()),
         }
         match next {
-            Next::Event(WorkerEvent::Done { seconds, rounds }) => {
-                done = Some(Ok(format!("busy {seconds:.1} s ({rounds} rounds)")));
+            Next::Event(WorkerEvent::Done { seconds, rounds, kernels, kernel_error }) => {
+                let kernel = match kernel_error {
+                    Some(e) => format!("its kernel failed: {e}"),
+                    None => format!("{kernels} kernel launches"),
+                };
+                done = Some(Ok(format!("busy {seconds:.1} s ({rounds} rounds, {kernel})")));
                 break;
             }
             Next::Event(WorkerEvent::Failed { stage, error }) => {

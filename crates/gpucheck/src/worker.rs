@@ -1,13 +1,17 @@
 //! The CUDA load: `gpuhub gpu-check-worker`, the child process gpu-check starts (as a chosen UID) to
 //! put real work on a GPU. It loads the CUDA driver library at run time (cudarc's dynamic loading, so
 //! the binary builds and starts without CUDA), makes a context on device 0 of what it is shown,
-//! allocates the asked memory in one piece and keeps the GPU busy with device-to-device copies and
-//! memsets for the asked time. It tells what it did on stdout, one JSON [`WorkerEvent`] a line.
+//! allocates the asked memory in one piece and keeps the GPU busy for the asked time: a kernel of its
+//! own (the PTX below, compiled by the driver's JIT, so no CUDA toolkit is needed) on a small buffer,
+//! plus device-to-device copies and memsets over the allocation. It tells what it did on stdout, one
+//! JSON [`WorkerEvent`] a line.
 
-use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a worker reports, one JSON object a line (`{"event":"ready",…}`).
@@ -42,6 +46,12 @@ pub enum WorkerEvent {
         seconds: f64,
         /// Rounds of copies and memsets done.
         rounds: u64,
+        /// Launches of the worker's own kernel (0 where it could not be loaded).
+        #[serde(default)]
+        kernels: u64,
+        /// Why the kernel could not be loaded or launched, where it could not (the copies went on).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel_error: Option<String>,
     },
 }
 
@@ -114,10 +124,12 @@ fn run(job: WorkerJob, emit: &mut dyn FnMut(&WorkerEvent)) -> Result<(), WorkerE
     let mut buffer = stream.alloc_zeros::<u8>(bytes).map_err(failed("alloc"))?;
     stream.synchronize().map_err(failed("alloc"))?;
     emit(&WorkerEvent::Allocated { bytes: bytes as u64 });
+    let mut kernel = Kernel::load(&ctx, &stream);
     let start = Instant::now();
     let busy = Duration::from_secs_f64(job.seconds.max(0.0));
     let mut rounds = 0u64;
     while start.elapsed() < busy {
+        kernel.launch(&stream);
         let (mut first, mut second) = buffer.split_at_mut(bytes / 2);
         stream.memcpy_dtod(&first, &mut second).map_err(failed("busy"))?;
         stream.memset_zeros(&mut first).map_err(failed("busy"))?;
@@ -127,8 +139,102 @@ fn run(job: WorkerJob, emit: &mut dyn FnMut(&WorkerEvent)) -> Result<(), WorkerE
         }
     }
     stream.synchronize().map_err(failed("busy"))?;
-    emit(&WorkerEvent::Done { seconds: start.elapsed().as_secs_f64(), rounds });
+    let (kernels, kernel_error) = kernel.outcome();
+    emit(&WorkerEvent::Done { seconds: start.elapsed().as_secs_f64(), rounds, kernels, kernel_error });
     Ok(())
+}
+
+/// The worker's own kernel: each thread of `n` runs `iters` dependent integer multiply-adds on its word
+/// of the buffer (an LCG step) and stores the result, so the SMs compute, which NVML's utilisation
+/// counts (copies and memsets may not be counted).
+const BUSY_PTX: &str = r#"
+.version 7.0
+.target sm_50
+.address_size 64
+
+.visible .entry gpuhub_busy(
+    .param .u64 gpuhub_busy_buf,
+    .param .u32 gpuhub_busy_n,
+    .param .u32 gpuhub_busy_iters
+)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<6>;
+
+    ld.param.u64 %rd1, [gpuhub_busy_buf];
+    ld.param.u32 %r1, [gpuhub_busy_n];
+    ld.param.u32 %r2, [gpuhub_busy_iters];
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %tid.x;
+    mad.lo.s32 %r6, %r3, %r4, %r5;
+    setp.ge.u32 %p1, %r6, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r6, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.u32 %r7, [%rd4];
+    mov.u32 %r8, 0;
+LOOP:
+    mad.lo.s32 %r7, %r7, 1664525, 1013904223;
+    add.s32 %r8, %r8, 1;
+    setp.lt.u32 %p2, %r8, %r2;
+    @%p2 bra LOOP;
+    st.global.u32 [%rd4], %r7;
+DONE:
+    ret;
+}
+"#;
+
+/// Words the kernel works on (4 MiB), threads a block, and steps each thread takes a launch.
+const KERNEL_WORDS: u32 = 1 << 20;
+const KERNEL_BLOCK: u32 = 256;
+const KERNEL_ITERS: u32 = 1 << 16;
+
+/// The kernel and its buffer, or why they could not be had. Failing to load or launch it leaves the
+/// copies and memsets as the load: the `utilisation` row then says whether NVML counted those.
+#[derive(Debug)]
+struct Kernel {
+    loaded: Result<(CudaFunction, CudaSlice<u32>), String>,
+    launches: u64,
+}
+
+impl Kernel {
+    fn load(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>) -> Kernel {
+        let loaded = (|| {
+            let module = ctx.load_module(Ptx::from_src(BUSY_PTX))?;
+            let function = module.load_function("gpuhub_busy")?;
+            let words = stream.alloc_zeros::<u32>(KERNEL_WORDS as usize)?;
+            Ok::<_, cudarc::driver::DriverError>((function, words))
+        })()
+        .map_err(|e| format!("{e:?}"));
+        Kernel { loaded, launches: 0 }
+    }
+
+    fn launch(&mut self, stream: &Arc<CudaStream>) {
+        let Ok((function, words)) = &mut self.loaded else { return };
+        let cfg = LaunchConfig {
+            grid_dim: (KERNEL_WORDS.div_ceil(KERNEL_BLOCK), 1, 1),
+            block_dim: (KERNEL_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut args = stream.launch_builder(function);
+        args.arg(words).arg(&KERNEL_WORDS).arg(&KERNEL_ITERS);
+        // SAFETY: the PTX's parameters are exactly (a u32 buffer, its length in words, a step count),
+        // pushed in that order and those types; each thread touches only its own word below the length,
+        // and the buffer is KERNEL_WORDS words long and lives (in self) until after the last synchronize.
+        #[allow(unsafe_code)]
+        let launched = unsafe { args.launch(cfg) };
+        match launched {
+            Ok(_) => self.launches += 1,
+            Err(e) => self.loaded = Err(format!("{e:?}")),
+        }
+    }
+
+    fn outcome(&self) -> (u64, Option<String>) {
+        (self.launches, self.loaded.as_ref().err().cloned())
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +250,28 @@ mod tests {
         let f: WorkerEvent =
             serde_json::from_str(r#"{"event":"failed","stage":"alloc","error":"CUDA_ERROR_OUT_OF_MEMORY"}"#).unwrap();
         assert_eq!(f, WorkerEvent::Failed { stage: "alloc".into(), error: "CUDA_ERROR_OUT_OF_MEMORY".into() });
+    }
+
+    #[test]
+    fn done_says_the_kernel_launches_or_why_there_were_none() {
+        let old: WorkerEvent = serde_json::from_str(r#"{"event":"done","seconds":5.0,"rounds":9}"#).unwrap();
+        assert_eq!(old, WorkerEvent::Done { seconds: 5.0, rounds: 9, kernels: 0, kernel_error: None });
+        let failed = WorkerEvent::Done {
+            seconds: 5.0,
+            rounds: 9,
+            kernels: 0,
+            kernel_error: Some("CUDA_ERROR_INVALID_PTX".into()),
+        };
+        let line = serde_json::to_string(&failed).unwrap();
+        assert!(line.contains(r#""kernel_error":"CUDA_ERROR_INVALID_PTX""#), "{line}");
+        assert_eq!(serde_json::from_str::<WorkerEvent>(&line).unwrap(), failed);
+    }
+
+    #[test]
+    fn the_ptx_declares_the_kernel_loaded_with_its_three_parameters() {
+        assert!(BUSY_PTX.contains(".visible .entry gpuhub_busy("));
+        let params = BUSY_PTX.matches(".param ").count();
+        assert_eq!(params, 3, "a u32 buffer, its length, the steps: as Kernel::launch pushes them");
     }
 
     #[test]

@@ -41,7 +41,7 @@ fn allocated(mib: u64) -> Step {
 }
 
 fn done() -> Step {
-    Step::Event(WorkerEvent::Done { seconds: 5.0, rounds: 900 })
+    Step::Event(WorkerEvent::Done { seconds: 5.0, rounds: 900, kernels: 900, kernel_error: None })
 }
 
 fn show(uuid: &str, mib: u64) -> Step {
