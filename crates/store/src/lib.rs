@@ -133,6 +133,7 @@ impl Store {
                             Ok(())
                         })
                     })
+                    .after_release(|conn, _meta| Box::pin(async move { Ok(sqlite_outside_transaction(conn).await) }))
                     .connect_with(options)
                     .await?
             }
@@ -182,6 +183,21 @@ impl Store {
     }
 }
 
+/// Whether a SQLite connection handed back to the pool is outside any transaction, as it must be; one
+/// left inside one (sqlx's count of open transactions out of step with SQLite's, after a COMMIT or
+/// ROLLBACK failed on a full disk) is closed, which rolls that transaction back. Kept, it would take
+/// every later write into a transaction that never commits: acknowledged, then lost.
+async fn sqlite_outside_transaction(conn: &mut sqlx::AnyConnection) -> bool {
+    // BEGIN fails inside a transaction; outside one it opens one, which ROLLBACK closes at once
+    match conn.execute("BEGIN").await {
+        Ok(_) => conn.execute("ROLLBACK").await.is_ok(),
+        Err(e) => {
+            tracing::warn!(error = %e, "a database connection came back inside a transaction: closed, rolling it back");
+            false
+        }
+    }
+}
+
 /// The URL's scheme, for error messages that must not echo a password.
 fn scheme_only(url: &str) -> &str {
     url.split_once(':').map_or("", |(scheme, _)| scheme)
@@ -206,6 +222,34 @@ fn sqlite_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_connection_released_inside_a_transaction_is_closed_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("db").display());
+        let store = Store::open(&url).await.unwrap();
+        {
+            // SQLite inside a transaction that sqlx does not know of: as after a COMMIT, then the
+            // ROLLBACK of a dropped transaction, failed on a full disk
+            let mut conn = store.pool.acquire().await.unwrap();
+            conn.execute("BEGIN").await.unwrap();
+        }
+        for i in 0..8 {
+            sqlx::query("INSERT INTO counters (name, value) VALUES ($1, 0)")
+                .bind(format!("probe{i}"))
+                .execute(&store.pool)
+                .await
+                .unwrap();
+        }
+        // every acknowledged write is there for another connection (before: they went into the
+        // transaction that never ended, and another connection saw none)
+        let other = Store::open(&url).await.unwrap();
+        let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM counters WHERE name LIKE 'probe%'")
+            .fetch_one(&other.pool)
+            .await
+            .unwrap();
+        assert_eq!(seen, 8);
+    }
 
     #[test]
     fn backend_from_url() {
