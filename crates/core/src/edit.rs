@@ -66,43 +66,10 @@ impl Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Resources;
 
     fn queued() -> Workload {
         let t = chrono::DateTime::from_timestamp(0, 0).unwrap();
-        Workload {
-            id: "i".into(),
-            name: "n".into(),
-            owner: "o".into(),
-            kind: crate::workload::WorkloadKind::Job,
-            image: "x".into(),
-            command: vec![],
-            env: Default::default(),
-            resources: Resources::default(),
-            priority: 0,
-            queue: String::new(),
-            constraint: None,
-            runtime_limit: None,
-            disk: None,
-            apps: vec![],
-            state: WorkloadState::Queued,
-            size: 1,
-            gpus: vec![],
-            run_id: None,
-            members: vec![],
-            exit_code: None,
-            message: None,
-            interruption: None,
-            created_at: t,
-            queued_at: t,
-            started_at: None,
-            finished_at: None,
-            held_since: None,
-            held_until: None,
-            service: None,
-            datasets: Vec::new(),
-            teams: Vec::new(),
-        }
+        Workload::new("i", "o", "n", crate::workload::WorkloadKind::Job, "x", t)
     }
 
     fn limit(s: &str) -> EditWorkloadRequest {
@@ -120,9 +87,9 @@ mod tests {
         let e = w.amend(&limit("30m")).unwrap_err();
         assert!(e.to_string().contains("not longer than its present limit of 2h"), "{e}");
         assert!(w.amend(&limit("400d")).is_err());
-        w.state = WorkloadState::Running;
+        w = w.restore(WorkloadState::Running);
         assert!(w.amend(&limit("3h")).is_ok());
-        w.state = WorkloadState::Failed;
+        w = w.restore(WorkloadState::Failed);
         let e = w.amend(&limit("4h")).unwrap_err();
         assert_eq!(e.to_string(), "workload is failed, cannot change its run-time limit");
         assert_eq!(w.runtime_limit, Some(Seconds(3 * 3600)), "a refusal changes nothing");
@@ -135,7 +102,7 @@ mod tests {
         assert_eq!(w.amend(&edit).unwrap(), ["priority 0 → 50", "the default queue → queue vision"]);
         assert_eq!((w.priority, w.queue.as_str()), (50, "vision"));
         assert!(w.amend(&edit).unwrap().is_empty(), "the same values change nothing");
-        w.state = WorkloadState::Running;
+        w = w.restore(WorkloadState::Running);
         let e = w.amend(&EditWorkloadRequest { priority: Some(1), ..Default::default() }).unwrap_err();
         assert_eq!(e.to_string(), "workload is running, cannot change its priority or queue");
         assert_eq!(w.priority, 50);

@@ -147,7 +147,9 @@ pub struct Workload {
     /// Team folders it mounts read-write at `/team/<queue>`, with their host paths and groups as they
     /// were when it was submitted.
     pub teams: Vec<crate::team::TeamMount>,
-    /// Where it is.
+    /// Where it is. Read it with [`Workload::state`]; it changes only through the state machine,
+    /// [`Workload::apply`] (`crate::lifecycle`). [`Workload::restore`] sets it when the store reads a
+    /// stored workload back, which is no transition.
     pub state: WorkloadState,
     /// Gang size: how many members its run has (1 for most work). `resources` are per member.
     pub size: u32,
@@ -179,6 +181,81 @@ pub struct Workload {
     pub held_until: Option<DateTime<Utc>>,
     /// A service's terms and restarts (kind `service` only).
     pub service: Option<crate::service::Service>,
+}
+
+impl Workload {
+    /// A workload as just submitted: `queued` (see [`Workload::pull_first`]) at `now`, one member of
+    /// the default [`Resources`], nothing else asked for, no run yet. The caller fills in the rest of
+    /// the spec (command, resources, queue…) through the public fields.
+    pub fn new(
+        id: impl Into<String>,
+        owner: impl Into<String>,
+        name: impl Into<String>,
+        kind: WorkloadKind,
+        image: impl Into<String>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            owner: owner.into(),
+            kind,
+            image: image.into(),
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            resources: Resources::default(),
+            priority: 0,
+            queue: String::new(),
+            constraint: None,
+            runtime_limit: None,
+            disk: None,
+            apps: Vec::new(),
+            datasets: Vec::new(),
+            teams: Vec::new(),
+            state: WorkloadState::Queued,
+            size: 1,
+            gpus: Vec::new(),
+            run_id: None,
+            members: Vec::new(),
+            exit_code: None,
+            message: None,
+            interruption: None,
+            created_at: now,
+            queued_at: now,
+            started_at: None,
+            finished_at: None,
+            held_since: None,
+            held_until: None,
+            service: None,
+        }
+    }
+
+    /// A new workload whose image must be pulled before it can queue: `pulling` instead of `queued`.
+    /// Only for a workload just made by [`Workload::new`]; from then on [`Workload::apply`] moves it.
+    #[must_use]
+    pub fn pull_first(mut self) -> Self {
+        debug_assert!(
+            self.state == WorkloadState::Queued && self.run_id.is_none(),
+            "pull_first on a workload that moved"
+        );
+        self.state = WorkloadState::Pulling;
+        self
+    }
+
+    /// Where it is.
+    pub fn state(&self) -> WorkloadState {
+        self.state
+    }
+
+    /// Restores persisted state; not a transition. The store sets the state a workload was saved in
+    /// when it reads the row back (and test fixtures that stand for a stored row do the same); every
+    /// change of state goes through [`Workload::apply`], which checks it and moves the other fields
+    /// with it.
+    #[must_use]
+    pub fn restore(mut self, state: WorkloadState) -> Self {
+        self.state = state;
+        self
+    }
 }
 
 #[cfg(test)]

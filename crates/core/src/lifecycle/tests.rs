@@ -1,45 +1,15 @@
 use super::*;
-use crate::workload::Resources;
 
 fn at(s: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(s, 0).unwrap()
 }
 
 fn queued(kind: WorkloadKind, size: u32) -> Workload {
-    Workload {
-        id: "i".into(),
-        name: "n".into(),
-        owner: "o".into(),
-        kind,
-        image: "x".into(),
-        command: vec![],
-        env: Default::default(),
-        resources: Resources::default(),
-        priority: 0,
-        queue: String::new(),
-        constraint: None,
-        runtime_limit: None,
-        disk: None,
-        apps: vec![],
-        state: WorkloadState::Queued,
-        size,
-        gpus: vec![],
-        run_id: None,
-        members: vec![],
-        exit_code: None,
-        // a message that looks like a preemption must not be taken for one
-        message: Some("preempted: not really".into()),
-        interruption: None,
-        created_at: at(0),
-        queued_at: at(0),
-        started_at: None,
-        finished_at: None,
-        held_since: None,
-        held_until: None,
-        service: None,
-        datasets: Vec::new(),
-        teams: Vec::new(),
-    }
+    let mut w = Workload::new("i", "o", "n", kind, "x", at(0));
+    w.size = size;
+    // a message that looks like a preemption must not be taken for one
+    w.message = Some("preempted: not really".into());
+    w
 }
 
 fn placed(size: u32) -> Vec<Member> {
@@ -79,7 +49,7 @@ fn a_job_runs_and_keeps_what_it_held() {
     w.apply(Event::Requeue, at(7)).unwrap();
     assert_eq!((w.state, w.queued_at, w.stale_run()), (WorkloadState::Queued, at(7), Some("r")));
     assert!(w.gpus.is_empty() && w.members.is_empty() && w.exit_code.is_none());
-    assert!(Workload { state: WorkloadState::Running, ..w.clone() }.apply(Event::Requeue, at(8)).is_err());
+    assert!(w.clone().restore(WorkloadState::Running).apply(Event::Requeue, at(8)).is_err());
 }
 
 #[test]
@@ -256,10 +226,10 @@ fn late_events_of_an_old_run_change_nothing() {
 
 #[test]
 fn a_pull_queues_fails_or_is_stopped_and_holds_nothing() {
-    let pulling = || Workload {
-        state: WorkloadState::Pulling,
-        message: Some("pulling x".into()),
-        ..queued(WorkloadKind::Job, 1)
+    let pulling = || {
+        let mut w = queued(WorkloadKind::Job, 1).pull_first();
+        w.message = Some("pulling x".into());
+        w
     };
     let mut w = pulling();
     assert!(w.apply(Event::Placed { members: placed(1) }, at(1)).is_err(), "nothing is placed while pulling");
