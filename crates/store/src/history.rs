@@ -16,7 +16,7 @@ const KEEP: i64 = 200;
 /// When `w` entered its present state, as far as its own timestamps tell.
 fn entered(w: &Workload) -> DateTime<Utc> {
     let latest = [Some(w.queued_at), w.started_at, w.finished_at, w.held_since].into_iter().flatten().max();
-    let by_state = match w.state {
+    let by_state = match w.state() {
         // a preempted workload keeps its place (`queued_at`) but was queued again when its run ended
         WorkloadState::Queued => [Some(w.queued_at), w.finished_at, w.held_until].into_iter().flatten().max(),
         WorkloadState::Pulling => Some(w.created_at),
@@ -35,7 +35,7 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
     )
     .bind(&w.id)
     .bind(ms(entered(w)))
-    .bind(w.state.as_str())
+    .bind(w.state().as_str())
     .bind(w.message.as_deref())
     .execute(&mut **tx)
     .await?;
@@ -67,7 +67,7 @@ pub(crate) async fn note_change(
     sqlx::query("INSERT INTO workload_states (workload_id, at, state, message) VALUES ($1, $2, $3, $4)")
         .bind(&w.id)
         .bind(ms(at))
-        .bind(w.state.as_str())
+        .bind(w.state().as_str())
         .bind(note)
         .execute(&mut *tx)
         .await?;

@@ -24,7 +24,7 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
     }
     if let Some(report) = w.service.as_ref().and_then(|s| s.update.as_ref()) {
         let keep = [
-            w.held_since.filter(|_| w.state.holds_resources()),
+            w.held_since.filter(|_| w.state().holds_resources()),
             w.service.as_ref().and_then(|s| s.rollout.as_ref()).map(|r| r.since),
         ];
         let [a, b] = keep.map(|t| t.map_or(-1, ms));
@@ -39,7 +39,7 @@ pub(crate) async fn record(tx: &mut Transaction<'static, Any>, w: &Workload) -> 
         .await?;
     }
     let Some(since) = w.held_since else { return Ok(()) };
-    let until = if w.state.holds_resources() { None } else { w.held_until.or(Some(since)) };
+    let until = if w.state().holds_resources() { None } else { w.held_until.or(Some(since)) };
     upsert(tx, w, since, until, &w.gpus).await
 }
 

@@ -186,7 +186,7 @@ impl Store {
     /// answer says which cap was reached. The check and the insert are one statement (on PostgreSQL
     /// under a per-owner lock), so concurrent submissions cannot pass a cap together.
     pub async fn insert_workload_capped(&self, w: &Workload, caps: OwnerCaps) -> Result<Option<CapReached>> {
-        let queued_cap = if w.state == WorkloadState::Queued { caps.queued } else { u64::MAX };
+        let queued_cap = if w.state() == WorkloadState::Queued { caps.queued } else { u64::MAX };
         let sql = format!(
             "INSERT INTO workloads ({COLUMNS}) SELECT {} \
              WHERE (SELECT COUNT(*) FROM workloads WHERE owner = $3) < ${} \

@@ -33,58 +33,56 @@ pub(crate) const UPDATE: &str = "UPDATE workloads SET state = $2, gpus = $3, run
                       members = $12, held_since = $13, held_until = $14, service = $15 WHERE id = $1";
 
 pub(crate) fn workload_from_row(row: &AnyRow) -> Result<Workload> {
-    Ok(Workload {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        owner: row.try_get("owner")?,
-        kind: get_parsed(row, "kind")?,
-        image: row.try_get("image")?,
-        command: get_json(row, "command")?,
-        env: get_json(row, "env")?,
-        resources: Resources {
-            cpu_milli: CpuMilli(get_u64(row, "cpu_milli")?),
-            memory: Bytes(get_u64(row, "memory")?),
-            gpus: get_int(row, "gpu_count")?,
-            gpu_milli: get_int(row, "gpu_milli")?,
-            gpu_memory: row.try_get::<Option<i64>, _>("gpu_memory")?.map(|v| Bytes(v as u64)),
-        },
-        priority: get_int(row, "priority")?,
-        queue: row.try_get("queue")?,
-        constraint: row.try_get("constraint_expr")?,
-        runtime_limit: row.try_get::<Option<i64>, _>("runtime_limit_s")?.map(|v| Seconds(v as u64)),
-        disk: row.try_get::<Option<i64>, _>("disk_bytes")?.map(|v| Bytes(v as u64)),
-        apps: get_json(row, "apps")?,
-        state: get_parsed(row, "state")?,
-        gpus: get_json(row, "gpus")?,
-        size: get_int(row, "size")?,
-        run_id: row.try_get("run_id")?,
-        members: get_json(row, "members")?,
-        exit_code: row.try_get("exit_code")?,
-        message: row.try_get("message")?,
-        created_at: get_time(row, "created_at")?,
-        queued_at: get_time(row, "queued_at")?,
-        started_at: get_opt_time(row, "started_at")?,
-        finished_at: get_opt_time(row, "finished_at")?,
-        held_since: get_opt_time(row, "held_since")?,
-        held_until: get_opt_time(row, "held_until")?,
-        datasets: get_json(row, "datasets")?,
-        teams: get_json(row, "teams")?,
-        service: match row.try_get::<Option<String>, _>("service")? {
-            Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("service: {e}")))?),
-            None => None,
-        },
-        interruption: match row.try_get::<Option<String>, _>("interruption")? {
-            Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
-            None => None,
-        },
-    })
+    let created_at = get_time(row, "created_at")?;
+    let (id, owner, name): (String, String, String) = (row.try_get("id")?, row.try_get("owner")?, row.try_get("name")?);
+    let image: String = row.try_get("image")?;
+    // the state it was saved in, restored (no transition)
+    let mut w =
+        Workload::new(id, owner, name, get_parsed(row, "kind")?, image, created_at).restore(get_parsed(row, "state")?);
+    w.command = get_json(row, "command")?;
+    w.env = get_json(row, "env")?;
+    w.resources = Resources {
+        cpu_milli: CpuMilli(get_u64(row, "cpu_milli")?),
+        memory: Bytes(get_u64(row, "memory")?),
+        gpus: get_int(row, "gpu_count")?,
+        gpu_milli: get_int(row, "gpu_milli")?,
+        gpu_memory: row.try_get::<Option<i64>, _>("gpu_memory")?.map(|v| Bytes(v as u64)),
+    };
+    w.priority = get_int(row, "priority")?;
+    w.queue = row.try_get("queue")?;
+    w.constraint = row.try_get("constraint_expr")?;
+    w.runtime_limit = row.try_get::<Option<i64>, _>("runtime_limit_s")?.map(|v| Seconds(v as u64));
+    w.disk = row.try_get::<Option<i64>, _>("disk_bytes")?.map(|v| Bytes(v as u64));
+    w.apps = get_json(row, "apps")?;
+    w.gpus = get_json(row, "gpus")?;
+    w.size = get_int(row, "size")?;
+    w.run_id = row.try_get("run_id")?;
+    w.members = get_json(row, "members")?;
+    w.exit_code = row.try_get("exit_code")?;
+    w.message = row.try_get("message")?;
+    w.queued_at = get_time(row, "queued_at")?;
+    w.started_at = get_opt_time(row, "started_at")?;
+    w.finished_at = get_opt_time(row, "finished_at")?;
+    w.held_since = get_opt_time(row, "held_since")?;
+    w.held_until = get_opt_time(row, "held_until")?;
+    w.datasets = get_json(row, "datasets")?;
+    w.teams = get_json(row, "teams")?;
+    w.service = match row.try_get::<Option<String>, _>("service")? {
+        Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("service: {e}")))?),
+        None => None,
+    };
+    w.interruption = match row.try_get::<Option<String>, _>("interruption")? {
+        Some(v) => Some(serde_json::from_str(&v).map_err(|e| StoreError::Corrupt(format!("interruption: {e}")))?),
+        None => None,
+    };
+    Ok(w)
 }
 
 /// Binds `w`'s id and mutable fields as `$1`…`$15` of [`UPDATE`].
 pub(crate) fn bind_update<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q, sqlx::Any, AnyArguments<'q>>> {
     Ok(sqlx::query(sql)
         .bind(&w.id)
-        .bind(w.state.as_str())
+        .bind(w.state().as_str())
         .bind(to_json("gpus", &w.gpus)?)
         .bind(w.run_id.as_deref())
         .bind(w.exit_code)
@@ -128,7 +126,7 @@ pub(crate) fn bind_insert<'q>(sql: &'q str, w: &'q Workload) -> Result<Query<'q,
         .bind(u64_to_db(w.resources.memory.0))
         .bind(i64::from(w.resources.gpus))
         .bind(i64::from(w.priority))
-        .bind(w.state.as_str())
+        .bind(w.state().as_str())
         .bind(to_json("gpus", &w.gpus)?)
         .bind(w.run_id.as_deref())
         .bind(w.exit_code)

@@ -26,7 +26,7 @@ async fn active_workloads_are_counted_per_queue_and_state(s: Store) {
     for (i, (queue, state, at)) in rows.into_iter().enumerate() {
         let mut w = sample("alice", &format!("w{i}"), &format!("id-{i}"));
         w.queue = queue.into();
-        w.state = state;
+        w = w.restore(state);
         w.queued_at = t(at);
         s.insert_workload(&w).await.unwrap();
     }

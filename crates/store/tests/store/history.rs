@@ -13,11 +13,11 @@ async fn states_are_recorded_in_order_once_each(s: Store) {
     let mut w = sample("alice", "job", "h1");
     w.resources.gpus = 1;
     s.insert_workload(&w).await.unwrap();
-    let mut written = vec![w.state];
+    let mut written = vec![w.state()];
     let write = async |w: &gpuhub_core::workload::Workload, written: &mut Vec<WorkloadState>| {
         s.update_workload(w).await.unwrap();
         s.update_workload(w).await.unwrap(); // again: no new state
-        written.push(w.state);
+        written.push(w.state());
     };
     w.apply(Event::Placed { members: vec![Member::pending(0)] }, t(100)).unwrap();
     write(&w, &mut written).await;
@@ -32,7 +32,7 @@ async fn states_are_recorded_in_order_once_each(s: Store) {
     w.apply(Event::StopRequested { reason: why }, t(500)).unwrap();
     write(&w, &mut written).await;
     w.apply(Event::RunStopped { code: Some(143) }, t(500)).unwrap();
-    assert_eq!(w.state, WorkloadState::Queued, "preempted work is queued again");
+    assert_eq!(w.state(), WorkloadState::Queued, "preempted work is queued again");
     write(&w, &mut written).await;
     w.apply(Event::Placed { members: vec![Member::pending(0)] }, t(900)).unwrap();
     write(&w, &mut written).await;
@@ -59,14 +59,14 @@ async fn state_changes_cover_the_window(s: Store) {
     early.created_at = t(0);
     early.queued_at = t(0);
     s.insert_workload(&early).await.unwrap();
-    early.state = WorkloadState::Failed;
+    early = early.restore(WorkloadState::Failed);
     early.finished_at = Some(t(50));
     s.update_workload(&early).await.unwrap();
     let mut w = sample("bob", "w", "sc-w");
     w.created_at = t(100);
     w.queued_at = t(100);
     s.insert_workload(&w).await.unwrap();
-    w.state = WorkloadState::Running;
+    w = w.restore(WorkloadState::Running);
     w.started_at = Some(t(300));
     s.update_workload(&w).await.unwrap();
     let mut late = sample("carol", "late", "sc-late");

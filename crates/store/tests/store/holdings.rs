@@ -40,7 +40,7 @@ async fn holdings_follow_the_state_machine(s: Store) {
     };
     w.apply(Event::StopRequested { reason: why }, t(500)).unwrap();
     w.apply(Event::RunStopped { code: Some(143) }, t(500)).unwrap();
-    assert_eq!(w.state, WorkloadState::Queued);
+    assert_eq!(w.state(), WorkloadState::Queued);
     s.update_workload(&w).await.unwrap();
     s.update_workload(&w).await.unwrap();
     let hs = s.holdings(t(0), t(1_000_000), None).await.unwrap();

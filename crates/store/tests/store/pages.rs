@@ -15,7 +15,7 @@ async fn fill(s: &Store) -> Vec<Workload> {
     for i in (0..40).rev() {
         let mut w = sample(["alice", "bob", "carol"][i % 3], &format!("w{i}"), &format!("id-{:02}", (i * 7) % 40));
         w.created_at = t((i / 4) as i64);
-        w.state = states[i % states.len()];
+        w = w.restore(states[i % states.len()]);
         w.kind = if i % 5 == 0 { WorkloadKind::Workspace } else { WorkloadKind::Job };
         w.queue = if i % 2 == 0 { "vision".into() } else { String::new() };
         s.insert_workload(&w).await.unwrap();
@@ -91,7 +91,7 @@ async fn pages_follow_cursors(s: Store) {
     // filters, alone and together, paged
     let cases: Vec<(WorkloadQuery, Keep)> = vec![
         (WorkloadQuery { owner: Some("bob".into()), ..q(4) }, Box::new(|w| w.owner == "bob")),
-        (WorkloadQuery { states: Some(vec![Queued, Lost]), ..q(2) }, Box::new(|w| matches!(w.state, Queued | Lost))),
+        (WorkloadQuery { states: Some(vec![Queued, Lost]), ..q(2) }, Box::new(|w| matches!(w.state(), Queued | Lost))),
         (
             WorkloadQuery { kind: Some(WorkloadKind::Workspace), ..q(3) },
             Box::new(|w| w.kind == WorkloadKind::Workspace),
@@ -131,13 +131,13 @@ async fn caps_refuse_and_store_nothing(s: Store) {
     // …another owner is not affected, and one that has ended does not count as queued
     assert_eq!(s.insert_workload_capped(&sample("bob", "c", "id-bob-c"), caps).await.unwrap(), None);
     let mut a = s.get_workload("alice", "a").await.unwrap();
-    a.state = WorkloadState::Succeeded;
+    a = a.restore(WorkloadState::Succeeded);
     s.update_workload(&a).await.unwrap();
     assert_eq!(s.insert_workload_capped(&w("c"), caps).await.unwrap(), None);
     // the total cap counts every state
     assert_eq!(s.count_owner_workloads("alice").await.unwrap(), OwnerCounts { total: 3, queued: 2 });
     let mut d = w("d");
-    d.state = WorkloadState::Succeeded;
+    d = d.restore(WorkloadState::Succeeded);
     assert_eq!(s.insert_workload_capped(&d, caps).await.unwrap(), Some(CapReached::Total { count: 3 }));
     // a taken name is still a conflict, not a cap
     let big = OwnerCaps { total: 100, queued: 100 };

@@ -50,7 +50,7 @@ async fn delete_refused_while_busy(s: Store) {
     s.insert_workload(&w).await.unwrap();
     let e = s.delete_queue("vision").await.unwrap_err();
     assert!(matches!(&e, StoreError::Conflict(m) if m.contains("queued or running")), "{e:?}");
-    w.state = WorkloadState::Succeeded;
+    w = w.restore(WorkloadState::Succeeded);
     s.update_workload(&w).await.unwrap();
     s.delete_queue("vision").await.unwrap();
     assert_eq!(s.get_queue("vision").await.unwrap(), None);

@@ -12,137 +12,85 @@ both!(many);
 
 /// A queued job with defaults and nothing optional set.
 pub fn sample(owner: &str, name: &str, id: &str) -> Workload {
-    Workload {
-        id: id.into(),
-        name: name.into(),
-        owner: owner.into(),
-        kind: WorkloadKind::Job,
-        image: "busybox:1.36".into(),
-        command: Vec::new(),
-        env: BTreeMap::new(),
-        resources: Resources::default(),
-        priority: 0,
-        queue: String::new(),
-        constraint: None,
-        runtime_limit: None,
-        disk: None,
-        apps: Vec::new(),
-        state: WorkloadState::Queued,
-        gpus: Vec::new(),
-        size: 1,
-        run_id: None,
-        members: vec![],
-        exit_code: None,
-        message: None,
-        interruption: None,
-        created_at: t(0),
-        queued_at: t(0),
-        started_at: None,
-        finished_at: None,
-        held_since: None,
-        held_until: None,
-        service: None,
-        datasets: Vec::new(),
-        teams: Vec::new(),
-    }
+    Workload::new(id, owner, name, WorkloadKind::Job, "busybox:1.36", t(0))
 }
 
-/// A workload with every field set to something awkward.
+/// A workload with every field set to something awkward (a field added to `Workload` is set here too,
+/// or the round trip does not test it).
 fn full() -> Workload {
-    Workload {
-        id: "0b7c2d1e-full".into(),
-        name: "train-llm".into(),
-        owner: "alice".into(),
-        kind: WorkloadKind::Workspace,
-        image: "registry.example:5000/team/pytorch@sha256:0123abcd".into(),
-        command: vec![
-            "bash".into(),
-            "-c".into(),
-            "echo \"quoted\" 'single' $HOME; printf '%s\\n' ünïcode 🚀".into(),
-            String::new(),
-        ],
-        env: BTreeMap::from([
-            ("CUDA_VISIBLE_DEVICES".into(), "0,1".into()),
-            ("EMPTY".into(), String::new()),
-            ("JSON".into(), "{\"a\": [1, 2]}".into()),
-            ("MULTI".into(), "line1\nline2\ttab".into()),
-        ]),
-        // memory above i64::MAX must survive the signed BIGINT column
-        resources: Resources {
-            cpu_milli: CpuMilli(1500),
-            memory: Bytes(u64::MAX - 7),
-            gpus: 8,
-            ..Resources::default()
+    let image = "registry.example:5000/team/pytorch@sha256:0123abcd";
+    let mut w = Workload::new("0b7c2d1e-full", "alice", "train-llm", WorkloadKind::Workspace, image, t(1))
+        .restore(WorkloadState::Running);
+    w.command = vec![
+        "bash".into(),
+        "-c".into(),
+        "echo \"quoted\" 'single' $HOME; printf '%s\\n' ünïcode 🚀".into(),
+        String::new(),
+    ];
+    w.env = BTreeMap::from([
+        ("CUDA_VISIBLE_DEVICES".into(), "0,1".into()),
+        ("EMPTY".into(), String::new()),
+        ("JSON".into(), "{\"a\": [1, 2]}".into()),
+        ("MULTI".into(), "line1\nline2\ttab".into()),
+    ]);
+    // memory above i64::MAX must survive the signed BIGINT column
+    w.resources = Resources { cpu_milli: CpuMilli(1500), memory: Bytes(u64::MAX - 7), gpus: 8, ..Resources::default() };
+    w.priority = -42;
+    w.queue = "vision-team".into();
+    w.constraint = Some(r#"gpu.model in ["H100","H200"] && node.labels.rack != "b" && gpu.memory >= 80GiB"#.into());
+    w.runtime_limit = Some(Seconds(u64::MAX - 3));
+    w.disk = Some(gpuhub_core::Bytes(50 << 30));
+    w.apps = vec![gpuhub_core::workload::AppSpec {
+        name: "lab".into(),
+        port: 8888,
+        command: vec!["jupyter".into(), "--ServerApp.base_url={base_url}".into()],
+    }];
+    w.datasets = vec![gpuhub_core::dataset::DatasetMount {
+        name: "imagenet".into(),
+        path: "/srv/data/imagenet".into(),
+        nfs: Some("10.0.0.5".into()),
+        s3: None,
+        read_only: true,
+    }];
+    w.teams = vec![gpuhub_core::team::TeamMount { queue: "vision".into(), path: "/d/teams/vision".into(), gid: 60001 }];
+    w.gpus = vec!["GPU-0a1b2c3d-0000-1111-2222-333344445555".into(), "GPU-ffffffff-0000-1111-2222-333344445555".into()];
+    w.size = 3;
+    w.run_id = Some("4f1e9c0b5a7d".into());
+    w.members = vec![
+        gpuhub_core::workload::Member {
+            node: Some("node-1".into()),
+            state: gpuhub_core::workload::MemberPhase::Exited,
+            gpus: vec!["GPU-0a1b2c3d-0000-1111-2222-333344445555".into()],
+            exit_code: Some(-137),
+            engine_id: Some("4f1e9c0b5a7d.0".into()),
+            ports: [("lab".to_owned(), 20001)].into(),
+            index: 0,
         },
-        priority: -42,
-        queue: "vision-team".into(),
-        constraint: Some(r#"gpu.model in ["H100","H200"] && node.labels.rack != "b" && gpu.memory >= 80GiB"#.into()),
-        runtime_limit: Some(Seconds(u64::MAX - 3)),
-        disk: Some(gpuhub_core::Bytes(50 << 30)),
-        apps: vec![gpuhub_core::workload::AppSpec {
-            name: "lab".into(),
-            port: 8888,
-            command: vec!["jupyter".into(), "--ServerApp.base_url={base_url}".into()],
-        }],
-        datasets: vec![gpuhub_core::dataset::DatasetMount {
-            name: "imagenet".into(),
-            path: "/srv/data/imagenet".into(),
-            nfs: Some("10.0.0.5".into()),
-            s3: None,
-            read_only: true,
-        }],
-        teams: vec![gpuhub_core::team::TeamMount {
-            queue: "vision".into(),
-            path: "/d/teams/vision".into(),
-            gid: 60001,
-        }],
-        state: WorkloadState::Running,
-        gpus: vec![
-            "GPU-0a1b2c3d-0000-1111-2222-333344445555".into(),
-            "GPU-ffffffff-0000-1111-2222-333344445555".into(),
-        ],
-        size: 3,
-        run_id: Some("4f1e9c0b5a7d".into()),
-        members: vec![
-            gpuhub_core::workload::Member {
-                node: Some("node-1".into()),
-                state: gpuhub_core::workload::MemberPhase::Exited,
-                gpus: vec!["GPU-0a1b2c3d-0000-1111-2222-333344445555".into()],
-                exit_code: Some(-137),
-                engine_id: Some("4f1e9c0b5a7d.0".into()),
-                ports: [("lab".to_owned(), 20001)].into(),
-                index: 0,
-            },
-            gpuhub_core::workload::Member::pending(2),
-        ],
-        exit_code: Some(-137),
-        message: Some("started on node a100-01 (2 GPUs)".into()),
-        interruption: Some(gpuhub_core::stop::StopReason::User { by: "root-ish \"x\"".into(), at: t(3) }),
-        created_at: t(1),
-        queued_at: t(2),
-        started_at: Some(t(999)),
-        finished_at: Some(t(86_400_123)),
-        held_since: Some(t(998)),
-        held_until: Some(t(86_400_123)),
-        service: Some(gpuhub_core::service::Service {
-            spec: gpuhub_core::service::ServiceSpec {
-                port: 8080,
-                ready: Some(gpuhub_core::service::ReadyCheck::Command(vec![
-                    "test".into(),
-                    "-f".into(),
-                    "/ready".into(),
-                ])),
-                access: gpuhub_core::service::ServiceAccess::Users,
-            },
-            restarts: 7,
-            failures: 5,
-            restart_at: Some(t(86_400_133)),
-            crash_loop: true,
-            rollout: None,
-            update: None,
-            engine_restarts: 3,
-        }),
-    }
+        gpuhub_core::workload::Member::pending(2),
+    ];
+    w.exit_code = Some(-137);
+    w.message = Some("started on node a100-01 (2 GPUs)".into());
+    w.interruption = Some(gpuhub_core::stop::StopReason::User { by: "root-ish \"x\"".into(), at: t(3) });
+    w.queued_at = t(2);
+    w.started_at = Some(t(999));
+    w.finished_at = Some(t(86_400_123));
+    w.held_since = Some(t(998));
+    w.held_until = Some(t(86_400_123));
+    w.service = Some(gpuhub_core::service::Service {
+        spec: gpuhub_core::service::ServiceSpec {
+            port: 8080,
+            ready: Some(gpuhub_core::service::ReadyCheck::Command(vec!["test".into(), "-f".into(), "/ready".into()])),
+            access: gpuhub_core::service::ServiceAccess::Users,
+        },
+        restarts: 7,
+        failures: 5,
+        restart_at: Some(t(86_400_133)),
+        crash_loop: true,
+        rollout: None,
+        update: None,
+        engine_restarts: 3,
+    });
+    w
 }
 
 async fn round_trip(s: Store) {
@@ -208,7 +156,7 @@ async fn filters_and_order(s: Store) {
     for (id, owner, at, state) in rows {
         let mut w = sample(owner, id, id);
         w.created_at = t(at);
-        w.state = state;
+        w = w.restore(state);
         s.insert_workload(&w).await.unwrap();
     }
     let list = |owner: Option<&str>, states: Option<Vec<WorkloadState>>| {
@@ -231,7 +179,7 @@ async fn filters_and_order(s: Store) {
 
 /// `w` moved to running with everything the controller records.
 fn started(mut w: Workload) -> Workload {
-    w.state = WorkloadState::Running;
+    w = w.restore(WorkloadState::Running);
     w.gpus = vec!["GPU-1".into(), "GPU-2".into()];
     w.run_id = Some("c0ffee".into());
     w.members = vec![gpuhub_core::workload::Member::pending(0)];
@@ -251,7 +199,7 @@ async fn updates(s: Store) {
 
     // ending clears what it held and records the outcome
     let mut done = run.clone();
-    done.state = WorkloadState::Failed;
+    done = done.restore(WorkloadState::Failed);
     done.gpus.clear();
     done.exit_code = Some(3);
     done.message = None;
@@ -261,7 +209,7 @@ async fn updates(s: Store) {
 
     // and back to the queue, with the optional fields cleared again
     let mut again = done.clone();
-    again.state = WorkloadState::Queued;
+    again = again.restore(WorkloadState::Queued);
     again.run_id = None;
     again.exit_code = None;
     again.started_at = None;
@@ -285,7 +233,7 @@ async fn compare_and_set(s: Store) {
     let w = sample("alice", "job", "id-1");
     s.insert_workload(&w).await.unwrap();
     let mut starting = w.clone();
-    starting.state = WorkloadState::Starting;
+    starting = starting.restore(WorkloadState::Starting);
     starting.gpus = vec!["GPU-1".into()];
 
     // the stored state is queued, not running: nothing is written
@@ -311,7 +259,7 @@ async fn racing_compare_and_set(s: Store) {
                 let (s, id) = (s.clone(), id.clone());
                 tokio::spawn(async move {
                     let mut w = s.get_workload_by_id(&id).await.unwrap();
-                    w.state = WorkloadState::Starting;
+                    w = w.restore(WorkloadState::Starting);
                     w.message = Some(format!("claimed by {i}"));
                     s.update_workload_if(&w, WorkloadState::Queued).await.unwrap().then_some(i)
                 })
@@ -346,7 +294,7 @@ async fn many(s: Store) {
         w.id = format!("id-{i:05}");
         w.name = format!("w-{i}");
         w.owner = ["alice", "bob", "carol"][i as usize % 3].into();
-        w.state = states[i as usize % states.len()];
+        w = w.restore(states[i as usize % states.len()]);
         // newest first in insertion order, so the result order comes from the query
         w.created_at = t(N - i);
         s.insert_workload(&w).await.unwrap();
