@@ -106,7 +106,7 @@ impl Controller {
         } else {
             // the rest of a gang whose member failed: each member's own code, killed ones as killed
             for i in 0..w.size.max(1) {
-                if w.state.is_terminal() {
+                if w.state().is_terminal() {
                     break;
                 }
                 w.apply(Event::MemberExited { index: i, code: code_of(i).unwrap_or(137) }, now)?;
@@ -114,7 +114,7 @@ impl Controller {
         }
         self.save(w).await?;
         self.end_rollout_if_left(w).await?;
-        if w.state.is_terminal() || w.state == WorkloadState::Queued {
+        if w.state().is_terminal() || w.state() == WorkloadState::Queued {
             self.archive_logs(w);
         }
         Ok(())
@@ -122,7 +122,7 @@ impl Controller {
 
     async fn start(&mut self, id: &str) -> Result<Workload, ControlError> {
         let mut w = self.store.get_workload_by_id(id).await?;
-        let before = w.state;
+        let before = w.state();
         w.apply(Event::Requeue, self.clock.now())?;
         if !self.store.update_workload_if(&w, before).await? {
             return Err(ControlError::Conflict("workload changed meanwhile; try again".into()));

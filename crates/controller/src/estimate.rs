@@ -27,7 +27,7 @@ pub fn queue_limit_start(
 ) -> Option<DateTime<Utc>> {
     let want = quota(w);
     let mut holders: Vec<&Workload> =
-        active.iter().filter(|a| a.queue == w.queue && a.state.holds_resources() && a.id != w.id).collect();
+        active.iter().filter(|a| a.queue == w.queue && a.state().holds_resources() && a.id != w.id).collect();
     let (mut queue, mut user) = (Quota::default(), Quota::default());
     for h in &holders {
         queue = queue.plus(quota(h));
@@ -66,15 +66,13 @@ mod tests {
     }
 
     fn w(id: &str, owner: &str, state: WorkloadState, limit: Option<u64>) -> Workload {
-        Workload {
-            owner: owner.into(),
-            resources: Resources { gpus: 1, ..Resources::default() },
-            queue: "q".into(),
-            runtime_limit: limit.map(Seconds),
-            state,
-            started_at: state.holds_resources().then(|| at(100)),
-            ..crate::testutil::job(id, at(0))
-        }
+        let mut w = crate::testutil::job(id, at(0)).restore(state);
+        w.owner = owner.into();
+        w.resources = Resources { gpus: 1, ..Resources::default() };
+        w.queue = "q".into();
+        w.runtime_limit = limit.map(Seconds);
+        w.started_at = state.holds_resources().then(|| at(100));
+        w
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl Controller {
         {
             return;
         }
-        let before = w.state;
+        let before = w.state();
         let now = self.clock.now();
         let applied = match ev {
             EngineEvent::Started { member, .. } if self.placement == Placement::Engine => {
@@ -105,7 +105,7 @@ impl Controller {
         if let Err(e) = self.end_rollout_if_left(w).await {
             tracing::error!(workload = %w.id, error = %e, "cannot end an update under way");
         }
-        if w.state == WorkloadState::Running && before != WorkloadState::Running {
+        if w.state() == WorkloadState::Running && before != WorkloadState::Running {
             // its apps are up (or starting) by the time anyone sees it running
             self.engine_pending.remove(&w.id);
             self.start_apps(w).await;
@@ -117,7 +117,7 @@ impl Controller {
                 self.begin_stop(w.id.clone(), &run, self.settings.stop_grace, None);
             }
         }
-        if w.state.is_terminal() && !before.is_terminal() {
+        if w.state().is_terminal() && !before.is_terminal() {
             self.engine_pending.remove(&w.id);
             self.archive_logs(w);
         }

@@ -105,7 +105,7 @@ impl Controller {
         applied?;
         // stopped or deleted while the engine was asked: leave what that recorded
         match self.store.get_workload_by_id(&w.id).await {
-            Ok(cur) if cur.state != from => return Ok(()),
+            Ok(cur) if cur.state() != from => return Ok(()),
             Err(StoreError::NotFound { .. }) => return Ok(()),
             _ => {}
         }

@@ -49,7 +49,7 @@ impl Controller {
         let default_node = nodes.first().map(|n| n.name.clone()).unwrap_or_default();
         let running: Vec<gpuhub_sched::Running> = active
             .iter()
-            .filter(|w| w.state.holds_resources())
+            .filter(|w| w.state().holds_resources())
             .map(|w| crate::scheduling::running(&default_node, w, self.stopping.contains_key(&w.id)))
             // a service's rolling update holds its new run's resources beside the serving run's
             .chain(active.iter().filter_map(|w| crate::scheduling::rollout(&default_node, w)))
@@ -61,7 +61,7 @@ impl Controller {
         let backing_off = |w: &&Workload| w.service.as_ref().is_some_and(|s| s.backing_off(now));
         let restart_at = active.iter().filter(backing_off).filter_map(|w| w.service.as_ref()?.restart_at).min();
         self.next_deadline = self.next_deadline.into_iter().chain(restart_at).min();
-        let waiting = |w: &&Workload| w.state == WorkloadState::Queued && !w.waits_in_engine() && !backing_off(w);
+        let waiting = |w: &&Workload| w.state() == WorkloadState::Queued && !w.waits_in_engine() && !backing_off(w);
         if !active.iter().any(|w| waiting(&w)) {
             self.publish_explanations(HashMap::new());
             return Ok(());

@@ -93,7 +93,7 @@ impl Controller {
         let states = vec![WorkloadState::Queued, WorkloadState::Starting, WorkloadState::Running];
         let active = self.store.list_workloads(&WorkloadFilter { owner: None, states: Some(states) }).await?;
         self.reconcile_rollouts(&active, &by_workload).await?;
-        for w in active.into_iter().filter(|w| w.state.holds_resources() || w.waits_in_engine()) {
+        for w in active.into_iter().filter(|w| w.state().holds_resources() || w.waits_in_engine()) {
             // a stop under way decides, and so does the outcome of a held exit (restart.rs)
             if self.stopping.contains_key(&w.id) || self.restarts.holds(&w.id) {
                 continue;
@@ -101,7 +101,7 @@ impl Controller {
             let found = by_workload.get(&w.id).and_then(|rs| {
                 rs.iter().find(|r| Some(&r.id) == w.run_id.as_ref()).or_else(|| {
                     // an intent recorded, its submit made, the crash before its run id was saved
-                    (w.run_id.is_none() && w.state == WorkloadState::Starting).then(|| rs.first()).flatten()
+                    (w.run_id.is_none() && w.state() == WorkloadState::Starting).then(|| rs.first()).flatten()
                 })
             });
             self.reconcile_one(w, found.cloned()).await?;
@@ -115,7 +115,7 @@ impl Controller {
                         let _ = self.engine.remove(&r.id).await;
                     }
                 }
-                Ok(w) if w.state.is_terminal() && !self.stopping.contains_key(&wid) => {
+                Ok(w) if w.state().is_terminal() && !self.stopping.contains_key(&wid) => {
                     for r in
                         rs.iter().filter(|r| r.members.iter().any(|m| m.state != MemberState::Pending) && !r.ended())
                     {
@@ -143,7 +143,7 @@ impl Controller {
                 continue;
             }
             let mut w = w.clone();
-            if w.state != WorkloadState::Running {
+            if w.state() != WorkloadState::Running {
                 self.end_rollout_if_left(&mut w).await?;
                 continue;
             }
@@ -186,9 +186,9 @@ impl Controller {
                 let hub = self.placement == Placement::Hub;
                 let cut_short = run.members.len() < run.size as usize
                     || (hub
-                        && w.state == WorkloadState::Starting
+                        && w.state() == WorkloadState::Starting
                         && run.members.iter().any(|m| m.state == MemberState::Pending));
-                if cut_short && w.state == WorkloadState::Starting {
+                if cut_short && w.state() == WorkloadState::Starting {
                     // a submit interrupted part-way: not every member was made (or started); nothing
                     // of it counts, and the workload waits again
                     tracing::info!(workload = %w.id, run = %run.id, "removing a run cut short by a restart");
@@ -232,11 +232,11 @@ impl Controller {
                     }
                 }
             }
-            None if w.state == WorkloadState::Starting => w.apply(Event::Orphaned, now)?,
+            None if w.state() == WorkloadState::Starting => w.apply(Event::Orphaned, now)?,
             None => w.apply(Event::Lost { why: "its run disappeared from the engine".into() }, now)?,
         }
         if w != orig {
-            self.after_change(&mut w, orig.state).await?;
+            self.after_change(&mut w, orig.state()).await?;
         }
         Ok(())
     }

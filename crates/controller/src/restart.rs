@@ -184,7 +184,7 @@ impl Controller {
 
     /// Queues `w` again (or fails it, as configured) for `reason`, and saves it.
     pub(crate) async fn killed_by_restart(&mut self, mut w: Workload, reason: StopReason, code: Option<i64>) {
-        let before = w.state;
+        let before = w.state();
         let requeue = self.settings.on_engine_restart == OnEngineRestart::Requeue;
         tracing::warn!(workload = %w.id, requeue, "its run was ended by the engine (its restart, a failed node)");
         if let Err(e) = w.apply(Event::EngineRestarted { reason, code, requeue }, self.clock.now()) {
@@ -196,7 +196,7 @@ impl Controller {
     }
 
     async fn record_exits(&mut self, w: &mut Workload, exits: &[(u32, Held)]) {
-        let before = w.state;
+        let before = w.state();
         let now = self.clock.now();
         for (member, h) in exits {
             if w.has_live_run()

@@ -61,7 +61,7 @@ impl Controller {
             let why = format!("the {} engine does not run two runs of a service side by side", self.engine.name());
             return Ok(Update::NotRolled(why));
         }
-        if w.state != WorkloadState::Running || !w.has_live_run() || self.stopping.contains_key(id) {
+        if w.state() != WorkloadState::Running || !w.has_live_run() || self.stopping.contains_key(id) {
             return Ok(Update::NotRolled("it was not serving".into()));
         }
         let placements = match self.place_beside(&w).await? {
@@ -270,7 +270,7 @@ impl Controller {
     /// update fails, its new run is stopped.
     pub(crate) async fn end_rollout_if_left(&mut self, w: &mut Workload) -> Result<(), ControlError> {
         let rolling = w.service.as_ref().is_some_and(|s| s.rollout.is_some());
-        if rolling && (w.state != WorkloadState::Running || w.interruption.is_some()) {
+        if rolling && (w.state() != WorkloadState::Running || w.interruption.is_some()) {
             let why = match &w.interruption {
                 Some(reason) => format!("the service was stopped during the update ({})", reason.summary()),
                 None => "the serving run ended during the update".to_owned(),

@@ -119,7 +119,9 @@ pub fn running(default_node: &str, w: &Workload, stopping: bool) -> Running {
 /// is never a preemption's victim: the update ends by itself within its deadline).
 pub fn rollout(default_node: &str, w: &Workload) -> Option<Running> {
     let r = w.service.as_ref()?.rollout.as_ref()?;
-    let beside = Workload { members: r.members.clone(), gpus: Vec::new(), ..w.clone() };
+    let mut beside = w.clone();
+    beside.members = r.members.clone();
+    beside.gpus = Vec::new();
     let mut run = running(default_node, &beside, false);
     run.id = format!("{}#update", w.id);
     run.started_ms = r.since.timestamp_millis();
@@ -135,7 +137,7 @@ pub fn over_limit<'a>(
     let mut over = Vec::new();
     let mut next: Option<DateTime<Utc>> = None;
     for w in active {
-        let (Some(limit), Some(started), true) = (w.runtime_limit, w.started_at, w.state.holds_resources()) else {
+        let (Some(limit), Some(started), true) = (w.runtime_limit, w.started_at, w.state().holds_resources()) else {
             continue;
         };
         let secs = i64::try_from(limit.0).unwrap_or(i64::MAX);
@@ -208,12 +210,10 @@ mod tests {
 
     fn w(id: &str, gpus: u32, state: WorkloadState, held: &[&str], t: i64) -> Workload {
         let at = DateTime::from_timestamp(t, 0).unwrap();
-        Workload {
-            resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus, ..Resources::default() },
-            state,
-            gpus: held.iter().map(|s| s.to_string()).collect(),
-            ..crate::testutil::job(id, at)
-        }
+        let mut w = crate::testutil::job(id, at).restore(state);
+        w.resources = Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus, ..Resources::default() };
+        w.gpus = held.iter().map(|s| s.to_string()).collect();
+        w
     }
 
     #[test]
@@ -276,7 +276,7 @@ mod tests {
         let (over, next) = over_limit([&a], at(160));
         assert_eq!((over.len(), next), (1, None));
         // a queued workload has no deadline
-        a.state = WorkloadState::Queued;
+        a = a.restore(WorkloadState::Queued);
         assert_eq!(over_limit([&a], at(1000)).0.len(), 0);
     }
 

@@ -59,46 +59,16 @@ impl MpsDaemons for FakeDaemons {
 }
 
 fn share(id: &str, owner: &str) -> Workload {
-    let now = Utc::now();
-    Workload {
-        id: id.into(),
-        name: id.into(),
-        owner: owner.into(),
-        kind: WorkloadKind::Job,
-        image: "busybox:latest".into(),
-        command: vec!["true".into()],
-        env: Default::default(),
-        resources: Resources {
-            cpu_milli: CpuMilli(1000),
-            memory: Bytes(1 << 30),
-            gpus: 0,
-            gpu_milli: 250,
-            gpu_memory: Some(Bytes(10 << 30)),
-        },
-        priority: 0,
-        queue: String::new(),
-        constraint: None,
-        runtime_limit: None,
-        disk: None,
-        apps: vec![],
-        state: WorkloadState::Queued,
-        gpus: vec![],
-        size: 1,
-        run_id: None,
-        members: vec![],
-        exit_code: None,
-        message: None,
-        interruption: None,
-        created_at: now,
-        queued_at: now,
-        started_at: None,
-        finished_at: None,
-        held_since: None,
-        held_until: None,
-        service: None,
-        datasets: Vec::new(),
-        teams: Vec::new(),
-    }
+    let mut w = Workload::new(id, owner, id, WorkloadKind::Job, "busybox:latest", Utc::now());
+    w.command = vec!["true".into()];
+    w.resources = Resources {
+        cpu_milli: CpuMilli(1000),
+        memory: Bytes(1 << 30),
+        gpus: 0,
+        gpu_milli: 250,
+        gpu_memory: Some(Bytes(10 << 30)),
+    };
+    w
 }
 
 struct Hub {
@@ -182,7 +152,7 @@ async fn the_daemon_answers_before_the_share_is_submitted_with_its_mounts() -> R
     let kept = |calls: &[String]| calls.iter().any(|c| c == "retain GPU-0");
     hub.until("w1", "a pass after the start", |_| kept(&hub.daemons.calls())).await?;
     hub.engine.exit(w.run_id.as_deref().unwrap(), 0);
-    hub.until("w1", "the end", |w| w.state == WorkloadState::Succeeded).await?;
+    hub.until("w1", "the end", |w| w.state() == WorkloadState::Succeeded).await?;
     let released =
         |calls: &[String]| calls.iter().rev().take_while(|c| c.starts_with("retain")).any(|c| c == "retain ");
     hub.until("w1", "the GPU let go", |_| released(&hub.daemons.calls())).await?;
@@ -196,7 +166,7 @@ async fn a_daemon_that_does_not_answer_keeps_the_share_queued_saying_why() -> Re
     hub.store.insert_workload(&share("w2", "alice")).await?;
     hub.handle.kick();
     let w = hub.until("w2", "the failed ensure", |w| w.message.as_deref().is_some_and(|m| m.contains("MPS"))).await?;
-    assert_eq!(w.state, WorkloadState::Queued);
+    assert_eq!(w.state(), WorkloadState::Queued);
     let message = w.message.unwrap_or_default();
     assert!(message.contains("only once its daemon answers") && message.contains(why), "{message}");
     assert!(hub.engine.submitted().is_empty(), "nothing ran without its daemon");

@@ -74,39 +74,17 @@ fn running(run: &str, at: DateTime<Utc>) -> Workload {
         engine_id: Some(format!("{run}-{index}")),
         ..Member::pending(index)
     };
-    Workload {
-        id: "w1".into(),
-        name: "train".into(),
-        owner: "alice".into(),
-        kind: WorkloadKind::Job,
-        image: "busybox:latest".into(),
-        command: vec![],
-        env: BTreeMap::new(),
-        resources: Resources { gpus: 1, ..Resources::default() },
-        priority: 0,
-        queue: "vision".into(),
-        constraint: None,
-        runtime_limit: None,
-        disk: None,
-        apps: vec![],
-        state: WorkloadState::Running,
-        size: 2,
-        gpus: vec!["GPU-0".into(), "GPU-1".into()],
-        run_id: Some(run.into()),
-        members: vec![member(0), member(1)],
-        exit_code: None,
-        message: None,
-        interruption: None,
-        created_at: at,
-        queued_at: at,
-        started_at: Some(at),
-        finished_at: None,
-        held_since: Some(at),
-        held_until: None,
-        service: None,
-        datasets: Vec::new(),
-        teams: Vec::new(),
-    }
+    let mut w =
+        Workload::new("w1", "alice", "train", WorkloadKind::Job, "busybox:latest", at).restore(WorkloadState::Running);
+    w.resources = Resources { gpus: 1, ..Resources::default() };
+    w.queue = "vision".into();
+    w.size = 2;
+    w.gpus = vec!["GPU-0".into(), "GPU-1".into()];
+    w.run_id = Some(run.into());
+    w.members = vec![member(0), member(1)];
+    w.started_at = Some(at);
+    w.held_since = Some(at);
+    w
 }
 
 fn usage(index: u32, cpu_seconds: f64, pids: Vec<u32>) -> MemberUsage {

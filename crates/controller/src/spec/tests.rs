@@ -7,29 +7,22 @@ use std::path::PathBuf;
 
 fn workload(gpus: &[&str]) -> Workload {
     let t = chrono::DateTime::from_timestamp(0, 0).unwrap();
-    Workload {
-        name: "train".into(),
-        image: "busybox".into(),
-        command: vec!["true".into()],
-        env: BTreeMap::from([("A".into(), "1".into()), ("LD_PRELOAD".into(), "/evil.so".into())]),
-        resources: Resources {
-            cpu_milli: CpuMilli(1500),
-            memory: Bytes(1 << 30),
-            gpus: gpus.len() as u32,
-            ..Resources::default()
-        },
-        queue: "vision".into(),
-        runtime_limit: Some(Seconds(7200)),
-        disk: None,
-        state: WorkloadState::Starting,
-        gpus: gpus.iter().map(|s| s.to_string()).collect(),
-        members: vec![Member {
-            node: Some("n".into()),
-            gpus: gpus.iter().map(|s| s.to_string()).collect(),
-            ..Member::pending(0)
-        }],
-        ..crate::testutil::job("0123456789abcdef", t)
-    }
+    let mut w = crate::testutil::job("0123456789abcdef", t).restore(WorkloadState::Starting);
+    w.name = "train".into();
+    w.image = "busybox".into();
+    w.command = vec!["true".into()];
+    w.env = BTreeMap::from([("A".into(), "1".into()), ("LD_PRELOAD".into(), "/evil.so".into())]);
+    w.resources = Resources {
+        cpu_milli: CpuMilli(1500),
+        memory: Bytes(1 << 30),
+        gpus: gpus.len() as u32,
+        ..Resources::default()
+    };
+    w.queue = "vision".into();
+    w.runtime_limit = Some(Seconds(7200));
+    w.gpus = gpus.iter().map(|s| s.to_string()).collect();
+    w.members = vec![Member { node: Some("n".into()), gpus: w.gpus.clone(), ..Member::pending(0) }];
+    w
 }
 
 fn nodes() -> Vec<NodeCapacity> {

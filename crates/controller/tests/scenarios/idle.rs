@@ -81,7 +81,7 @@ async fn an_idle_workspace_is_warned_then_stopped_and_its_gpu_goes_to_the_waitin
 
     let at = site.clock.now();
     let stopped = hub.handle.stop("ws", StopReason::Idle { since, at, detail: detail.clone() }).await?;
-    assert_eq!(stopped.state, WorkloadState::Stopped);
+    assert_eq!(stopped.state(), WorkloadState::Stopped);
     match &stopped.interruption {
         Some(StopReason::Idle { since: s, at: a, .. }) => assert_eq!((*s, *a), (since, at)),
         other => bail!("stopped as idle: {other:?}"),
@@ -92,7 +92,7 @@ async fn an_idle_workspace_is_warned_then_stopped_and_its_gpu_goes_to_the_waitin
 
     // the workspace can be started again, and waits for the GPU
     let again = hub.handle.start("ws").await?;
-    assert_eq!(again.state, WorkloadState::Queued);
+    assert_eq!(again.state(), WorkloadState::Queued);
     hub.until("ws", "ws to wait for the GPU", |w| w.message.is_some()).await?;
     hub.shut_down().await
 }

@@ -153,14 +153,14 @@ impl Hub {
             Ok(w) => w,
             Err(_) => {
                 let now = self.store.get_workload_by_id(id).await?;
-                bail!("waiting for {what}: {id} is {:?} ({:?}) after {CEILING:?}", now.state, now.message)
+                bail!("waiting for {what}: {id} is {:?} ({:?}) after {CEILING:?}", now.state(), now.message)
             }
         }
     }
 
     /// Waits until `id` is in `state`.
     pub async fn until_state(&self, id: &str, state: WorkloadState) -> Result<Workload> {
-        self.until(id, &format!("{id} {state:?}"), |w| w.state == state).await
+        self.until(id, &format!("{id} {state:?}"), |w| w.state() == state).await
     }
 
     /// The runs submitted for workload `id`, oldest first.
@@ -209,39 +209,10 @@ pub async fn next_event(
 /// A queued one-member job of `owner`'s named `id`, asking for 1 CPU, 1 GiB and `gpus` whole GPUs,
 /// submitted at the clock's `at`.
 pub fn job(id: &str, owner: &str, gpus: u32, at: DateTime<Utc>) -> Workload {
-    Workload {
-        id: id.into(),
-        name: id.into(),
-        owner: owner.into(),
-        kind: WorkloadKind::Job,
-        image: "busybox:latest".into(),
-        command: vec!["true".into()],
-        env: Default::default(),
-        resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus, ..Resources::default() },
-        priority: 0,
-        queue: String::new(),
-        constraint: None,
-        runtime_limit: None,
-        disk: None,
-        apps: vec![],
-        state: WorkloadState::Queued,
-        gpus: vec![],
-        size: 1,
-        run_id: None,
-        members: vec![],
-        exit_code: None,
-        message: None,
-        interruption: None,
-        created_at: at,
-        queued_at: at,
-        started_at: None,
-        finished_at: None,
-        held_since: None,
-        held_until: None,
-        service: None,
-        datasets: Vec::new(),
-        teams: Vec::new(),
-    }
+    let mut w = Workload::new(id, owner, id, WorkloadKind::Job, "busybox:latest", at);
+    w.command = vec!["true".into()];
+    w.resources = Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus, ..Resources::default() };
+    w
 }
 
 /// A run made in the engine behind the hub's back, labelled for `workload` of `instance`, with

@@ -27,7 +27,7 @@ async fn a_run_is_stopped_when_its_limit_has_passed_on_the_clock() -> Result<()>
     // at the limit, the next pass stops it
     site.clock.set(started + TimeDelta::seconds(3600));
     hub.handle.kick();
-    let ended = hub.until("short", "short to end at its limit", |w| w.state.is_terminal()).await?;
+    let ended = hub.until("short", "short to end at its limit", |w| w.state().is_terminal()).await?;
     match ended.interruption {
         Some(StopReason::TimeLimit { limit, at }) => assert_eq!((limit, at), (Seconds(3600), site.clock.now())),
         other => bail!("ended by its time limit: {other:?}"),

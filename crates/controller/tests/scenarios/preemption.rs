@@ -25,7 +25,7 @@ async fn a_higher_priority_preempts_once_and_the_victim_runs_again() -> Result<(
     hub.submit(&high).await?;
     let high = hub.until_state("high", WorkloadState::Running).await?;
     assert_eq!(high.gpus, ["GPU-0"]);
-    let victim = hub.until("low", "low queued again", |w| w.state == WorkloadState::Queued).await?;
+    let victim = hub.until("low", "low queued again", |w| w.state() == WorkloadState::Queued).await?;
     match &victim.interruption {
         Some(StopReason::Preempted { by, at: when, .. }) => assert_eq!((by.as_str(), *when), ("alice/high", at)),
         other => panic!("preempted, with who and when: {other:?}"),
@@ -37,7 +37,7 @@ async fn a_higher_priority_preempts_once_and_the_victim_runs_again() -> Result<(
     // the GPU frees: the victim runs again, on a new run, the old one removed first
     site.engine.exit(high.run_id.as_deref().unwrap(), 0);
     hub.until_state("high", WorkloadState::Succeeded).await?;
-    let again = hub.until("low", "low running again", |w| w.state == WorkloadState::Running).await?;
+    let again = hub.until("low", "low running again", |w| w.state() == WorkloadState::Running).await?;
     assert_ne!(again.run_id.as_deref(), Some(low_run.as_str()));
     assert!(again.interruption.is_none(), "running again, no longer interrupted: {:?}", again.interruption);
     assert_eq!(hub.submits_of("low").len(), 2);
@@ -58,10 +58,10 @@ async fn without_preemption_the_higher_priority_waits() -> Result<()> {
     high.priority = 10;
     hub.submit(&high).await?;
     let high = hub.until("high", "high to wait", |w| w.message.is_some()).await?;
-    assert_eq!(high.state, WorkloadState::Queued);
+    assert_eq!(high.state(), WorkloadState::Queued);
     let why = high.message.unwrap_or_default();
     assert!(why.contains("GPU") && !why.contains("preempting"), "it waits for a GPU, preempting nobody: {why}");
     assert!(hub.cancels().is_empty());
-    assert_eq!(hub.store.get_workload_by_id("low").await?.state, WorkloadState::Running);
+    assert_eq!(hub.store.get_workload_by_id("low").await?.state(), WorkloadState::Running);
     hub.shut_down().await
 }

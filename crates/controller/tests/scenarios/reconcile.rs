@@ -26,7 +26,7 @@ async fn at_start_lost_runs_and_runs_without_a_workload_are_set_right() -> Resul
     site.engine.vanish(w1.run_id.as_deref().unwrap());
     let store = site.store().await?;
     let mut done = job("done", "bob", 0, t);
-    done.state = WorkloadState::Succeeded;
+    done = done.restore(WorkloadState::Succeeded);
     done.exit_code = Some(0);
     done.finished_at = Some(t);
     store.insert_workload(&done).await?;
@@ -58,14 +58,14 @@ async fn at_start_lost_runs_and_runs_without_a_workload_are_set_right() -> Resul
     assert!(calls.contains(&Call::Remove("ghost-run".into())));
     assert!(calls.contains(&Call::Cancel("done-run".into())));
     assert!(!calls.contains(&Call::Remove("done-run".into())), "an ended workload's run keeps its logs");
-    assert_eq!(hub.store.get_workload_by_id("done").await?.state, WorkloadState::Succeeded);
+    assert_eq!(hub.store.get_workload_by_id("done").await?.state(), WorkloadState::Succeeded);
     // another hub's run is none of ours
     let named_foreign = |c: &Call| matches!(c, Call::Cancel(r) | Call::Remove(r) if r == "foreign-run");
     assert!(!calls.iter().any(named_foreign), "{calls:?}");
     assert!(site.engine.running().contains(&"foreign-run".to_owned()));
     // w2 is untouched
     let w2_now = hub.store.get_workload_by_id("w2").await?;
-    assert_eq!((w2_now.state, w2_now.run_id), (WorkloadState::Running, w2.run_id));
+    assert_eq!((w2_now.state(), w2_now.run_id), (WorkloadState::Running, w2.run_id));
     hub.shut_down().await
 }
 

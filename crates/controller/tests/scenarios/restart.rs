@@ -47,10 +47,10 @@ async fn a_restarted_hub_picks_up_every_run_none_twice_none_lost() -> Result<()>
     assert_eq!(c.gpus, a.gpus, "c runs on the GPU a let go");
     let d = hub.until_state("d", WorkloadState::Running).await?;
     assert_eq!(d.run_id.as_deref(), Some("d-run"), "the run the crash left is d's");
-    let e = hub.until("e", "e on a whole run", |w| w.state == WorkloadState::Running && w.members.len() == 2).await?;
+    let e = hub.until("e", "e on a whole run", |w| w.state() == WorkloadState::Running && w.members.len() == 2).await?;
     assert_eq!(e.members.iter().filter(|m| m.engine_id.is_some()).count(), 2, "{e:?}");
     let b2 = hub.store.get_workload_by_id("b").await?;
-    assert_eq!((b2.state, &b2.run_id, &b2.started_at), (WorkloadState::Running, &b.run_id, &b.started_at));
+    assert_eq!((b2.state(), &b2.run_id, &b2.started_at), (WorkloadState::Running, &b.run_id, &b.started_at));
 
     // none twice: one submit each (d's was the crash's), nothing removed or stopped
     let submits: Vec<usize> = ["a", "b", "c", "d", "e"].iter().map(|id| hub.submits_of(id).len()).collect();

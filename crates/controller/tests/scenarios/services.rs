@@ -61,7 +61,7 @@ async fn an_engine_that_rolls_takes_the_update_and_reports_its_restarts() -> Res
     // the engine's restarts of the member count as the service's
     site.engine.set_run_label(&run, LABEL_RESTARTS, "3");
     let w = hub.until("web", "3 restarts", |w| w.service.as_ref().is_some_and(|s| s.restarts == 3)).await?;
-    ensure!(w.state == WorkloadState::Running && w.run_id.as_deref() == Some(run.as_str()), "{w:?}");
+    ensure!(w.state() == WorkloadState::Running && w.run_id.as_deref() == Some(run.as_str()), "{w:?}");
 
     // an engine that does not roll: stop-then-start, and why
     site.engine.set_rolls(false);
