@@ -97,7 +97,7 @@ pub(crate) async fn target(
     let member = service::running_member(&w).map_err(|e| {
         let mut e = ApiError::from(e);
         // on its way: worth trying again shortly (a browser's page reloads itself then)
-        if matches!(w.state, WorkloadState::Queued | WorkloadState::Pulling | WorkloadState::Starting) {
+        if matches!(w.state(), WorkloadState::Queued | WorkloadState::Pulling | WorkloadState::Starting) {
             e.retry_after = Some(APP_WAIT_RETRY_SECS);
         }
         e

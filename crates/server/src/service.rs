@@ -132,7 +132,7 @@ pub async fn reachable_service(
 
 /// The member of a running workload one enters (member 0), or why there is none.
 pub fn running_member(w: &Workload) -> Result<MemberRef, ServiceError> {
-    match (&w.run_id, w.state) {
+    match (&w.run_id, w.state()) {
         (Some(run), WorkloadState::Running) => Ok(MemberRef::new(run, 0)),
         (_, state) => Err(ServiceError::new(Kind::NotRunning, not_running(w.kind, &w.name, state))),
     }
@@ -158,14 +158,14 @@ pub fn view(st: &AppState, w: &Workload) -> WorkloadView {
     let mut v = WorkloadView::from(w);
     // the cap its run is given: its own, else the admin's default
     v.disk = w.disk.or(st.config.container_disk);
-    if w.state == WorkloadState::Queued {
+    if w.state() == WorkloadState::Queued {
         v.explanation = st.controller.explanation(&w.id);
     }
-    if w.state == WorkloadState::Running {
+    if w.state() == WorkloadState::Running {
         v.idle = st.idle.view(&w.id, st.clock.now());
         v.gpu_guard = st.guard.view(&w.id);
     }
-    if w.state == WorkloadState::Pulling {
+    if w.state() == WorkloadState::Pulling {
         v.pull = st.controller.pull_progress(&w.id);
     }
     if let (Some(s), Some(app)) = (v.service.as_mut(), w.apps.iter().find(|a| a.name == SERVICE_APP)) {
@@ -184,7 +184,7 @@ pub async fn stop(st: &AppState, caller: &User, w: &Workload) -> Result<Workload
 /// Queues an ended `w` again (a workspace keeps its home); counts against the owner's queued cap as a
 /// submission does (admins are exempt).
 pub async fn start(st: &AppState, caller: &User, w: &Workload) -> Result<Workload, ServiceError> {
-    if !caller.is_admin() && w.state.is_terminal() {
+    if !caller.is_admin() && w.state().is_terminal() {
         let counts = st.store.count_owner_workloads(&w.owner).await?;
         let limits = &st.config.limits;
         if counts.queued >= limits.max_queued_per_user {

@@ -5,48 +5,23 @@ mod common;
 
 use chrono::{Duration, TimeZone, Utc};
 use common::{Hub, job};
-use gpuhub_core::workload::{Resources, Workload, WorkloadKind, WorkloadState};
+use gpuhub_core::workload::{Workload, WorkloadKind, WorkloadState};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 
 /// An ended workload (the controller leaves those alone) stored directly, `i` seconds after a fixed time.
 fn ended(owner: &str, i: usize) -> Workload {
     let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + Duration::seconds((i / 3) as i64);
     let states = [WorkloadState::Succeeded, WorkloadState::Failed, WorkloadState::Stopped];
-    Workload {
-        id: format!("id-{owner}-{i:04}"),
-        name: format!("w{i}"),
-        owner: owner.into(),
-        kind: if i % 4 == 0 { WorkloadKind::Workspace } else { WorkloadKind::Job },
-        image: "busybox:latest".into(),
-        command: vec!["true".into()],
-        env: BTreeMap::new(),
-        resources: Resources::default(),
-        priority: 0,
-        queue: if i % 2 == 0 { "vision".into() } else { String::new() },
-        constraint: None,
-        runtime_limit: None,
-        disk: None,
-        apps: Vec::new(),
-        state: states[i % 3],
-        gpus: Vec::new(),
-        size: 1,
-        run_id: None,
-        members: vec![],
-        exit_code: Some(0),
-        message: None,
-        interruption: None,
-        created_at: at,
-        queued_at: at,
-        started_at: Some(at),
-        finished_at: Some(at),
-        held_since: None,
-        held_until: None,
-        service: None,
-        datasets: Vec::new(),
-        teams: Vec::new(),
-    }
+    let kind = if i % 4 == 0 { WorkloadKind::Workspace } else { WorkloadKind::Job };
+    let mut w = Workload::new(format!("id-{owner}-{i:04}"), owner, format!("w{i}"), kind, "busybox:latest", at)
+        .restore(states[i % 3]);
+    w.command = vec!["true".into()];
+    w.queue = if i % 2 == 0 { "vision".into() } else { String::new() };
+    w.exit_code = Some(0);
+    w.started_at = Some(at);
+    w.finished_at = Some(at);
+    w
 }
 
 /// A `GET` with its status, `X-Next-Cursor`, `Link` and JSON body.
@@ -113,14 +88,14 @@ async fn workloads_come_in_pages_with_filters() {
     // filters, paged
     let keep = |f: &dyn Fn(&Workload) -> bool| names(&mine.iter().filter(|w| f(w)).collect::<Vec<_>>());
     let cases: Vec<(&str, Vec<String>)> = vec![
-        ("state=failed,stopped", keep(&|w| matches!(w.state, WorkloadState::Failed | WorkloadState::Stopped))),
+        ("state=failed,stopped", keep(&|w| matches!(w.state(), WorkloadState::Failed | WorkloadState::Stopped))),
         ("state=queued", Vec::new()),
         ("kind=workspace", keep(&|w| w.kind == WorkloadKind::Workspace)),
         ("queue=vision", keep(&|w| w.queue == "vision")),
         ("queue=", keep(&|w| w.queue.is_empty())),
         (
             "state=succeeded&kind=job&queue=vision",
-            keep(&|w| w.state == WorkloadState::Succeeded && w.kind == WorkloadKind::Job && w.queue == "vision"),
+            keep(&|w| w.state() == WorkloadState::Succeeded && w.kind == WorkloadKind::Job && w.queue == "vision"),
         ),
         ("owner=alice", names(&all_mine)),
     ];
@@ -132,7 +107,7 @@ async fn workloads_come_in_pages_with_filters() {
     // admins: everyone's, or one user's; users: only their own
     assert_eq!(all_pages(&hub, &admin, "/api/v1/workloads?all=true&limit=1000", 1000).await.len(), 500);
     let bobs = all_pages(&hub, &admin, "/api/v1/workloads?owner=bob&state=stopped", 100).await;
-    assert_eq!(bobs, keep(&|w| w.state == WorkloadState::Stopped));
+    assert_eq!(bobs, keep(&|w| w.state() == WorkloadState::Stopped));
     let (s, _, _, v) = get_page(&hub, &alice, "/api/v1/workloads?owner=bob").await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("owner"), "{v}");

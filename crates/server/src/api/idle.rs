@@ -27,8 +27,8 @@ pub async fn keep_workload(
     if u64::from(req.hours) > max {
         return Err(ApiError::unprocessable(format!("hours: {} is more than this server allows, {max}", req.hours)));
     }
-    if w.state != WorkloadState::Running {
-        return Err(ApiError::conflict(format!("workload {name} is {}; only a running one can be kept", w.state)));
+    if w.state() != WorkloadState::Running {
+        return Err(ApiError::conflict(format!("workload {name} is {}; only a running one can be kept", w.state())));
     }
     let until = (req.hours > 0).then(|| st.clock.now() + chrono::TimeDelta::hours(i64::from(req.hours)));
     st.idle.forget_ended(st.clock.now());

@@ -43,8 +43,8 @@ pub async fn save_workload(
     if w.kind != WorkloadKind::Workspace {
         return Err(ApiError::unprocessable(format!("invalid name: {name} is a job; only workspaces are saved")));
     }
-    let Some(run) = w.run_id.clone().filter(|_| w.state == WorkloadState::Running) else {
-        return Err(ApiError::conflict(format!("workspace {name} is {}, not running: start it first", w.state)));
+    let Some(run) = w.run_id.clone().filter(|_| w.state() == WorkloadState::Running) else {
+        return Err(ApiError::conflict(format!("workspace {name} is {}, not running: start it first", w.state())));
     };
     let mine = st.store.list_personal_images(&user.username).await?;
     if mine.iter().any(|p| p.name == req.name) {

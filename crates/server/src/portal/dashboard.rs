@@ -212,7 +212,7 @@ async fn reclaims(
     let filter = WorkloadFilter { owner: None, states: Some(vec![WorkloadState::Stopped, WorkloadState::Failed]) };
     let ended = st.store.list_workloads(&filter).await?;
     let active = st.active().await?;
-    let queued = active.iter().map(|w| &**w).filter(|w| w.state == WorkloadState::Queued);
+    let queued = active.iter().map(|w| &**w).filter(|w| w.state() == WorkloadState::Queued);
     let mut out: Vec<Reclaim> = ended
         .iter()
         .chain(queued)

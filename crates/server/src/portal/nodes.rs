@@ -74,7 +74,7 @@ pub async fn page(
             }),
         idle: active
             .iter()
-            .filter(|w| w.state == WorkloadState::Running && st.idle.view(&w.id, now).is_some())
+            .filter(|w| w.state() == WorkloadState::Running && st.idle.view(&w.id, now).is_some())
             .map(|w| format!("{}/{}", w.owner, w.name))
             .collect(),
     };

@@ -215,7 +215,7 @@ pub async fn events(State(st): State<AppState>, viewer: Viewer) -> Response {
                 Ok(id) => match st.store.get_workload_by_id(&id).await {
                     Ok(w) if w.owner == user.username || user.is_admin() => {
                         own.insert(id);
-                        serde_json::json!({"owner": w.owner, "name": w.name, "state": w.state.as_str()})
+                        serde_json::json!({"owner": w.owner, "name": w.name, "state": w.state().as_str()})
                     }
                     // another user's
                     Ok(_) => continue,

@@ -30,7 +30,7 @@ pub async fn node_views(st: &AppState) -> Result<Vec<NodeView>, ServiceError> {
     {
         return Ok(c.views.clone());
     }
-    let holding: Vec<&Workload> = active.iter().map(|w| &**w).filter(|w| w.state.holds_resources()).collect();
+    let holding: Vec<&Workload> = active.iter().map(|w| &**w).filter(|w| w.state().holds_resources()).collect();
     let views: Vec<NodeView> = snapshot.nodes.iter().map(|n| node_view(n, &holding, snapshot.nodes.len())).collect();
     *st.node_views.lock().unwrap() =
         Some(crate::state::NodeViewsCache { active, inventory_at: snapshot.at, views: views.clone() });

@@ -138,7 +138,7 @@ async fn update(
     if changed.is_empty() {
         return Ok(w.clone());
     }
-    let live = !w.state.is_terminal();
+    let live = !w.state().is_terminal();
     let change = format!("{} (by {})", changed.join(", "), caller.username);
     let mut note = format!("updated: {change}");
     if live {

@@ -125,8 +125,8 @@ fn ends_cleanly(
 
 /// Whether a followed log must wait for the workload's run: it has none of its own yet.
 fn waiting_for_a_run(w: &Workload) -> bool {
-    matches!(w.state, WorkloadState::Pulling | WorkloadState::Queued)
-        || (w.state == WorkloadState::Starting && w.run_id.is_none())
+    matches!(w.state(), WorkloadState::Pulling | WorkloadState::Queued)
+        || (w.state() == WorkloadState::Starting && w.run_id.is_none())
 }
 
 /// Which log a request reads and how.
@@ -141,7 +141,7 @@ struct LogSource {
 /// The log `what` names of `w`: an app's (gpuhub's file), the engine's for its run, else the archived
 /// one (empty when there is none), at most `limit` bytes, followed while it holds resources.
 async fn log_stream(st: &AppState, w: &Workload, what: &LogSource) -> Result<LogBody, ServiceError> {
-    let follow = what.follow && w.state.holds_resources();
+    let follow = what.follow && w.state().holds_resources();
     if let Some(app) = &what.app {
         return Ok(apps::stream(st, w, app, what.tail, what.limit, follow).await?.boxed());
     }

@@ -19,7 +19,7 @@ fn view(q: &QueueDef, active: &[&Workload], caller: &User) -> QueueView {
     let mut used = Quota::default();
     let (mut running, mut queued) = (0, 0);
     for w in active.iter().filter(|w| w.queue == q.name) {
-        if w.state.holds_resources() {
+        if w.state().holds_resources() {
             running += 1;
             used = used.plus(Quota::of_request(&gpuhub_controller::scheduling::request(w), w.size.max(1)));
         } else {
@@ -57,7 +57,7 @@ pub async fn views(st: &AppState, caller: &User) -> Result<Vec<QueueView>, Servi
 /// What a queue counts of the active workloads: the queued, starting and running (an image's pull
 /// waits outside the queues).
 fn counted(kept: &crate::state::active::Snapshot) -> Vec<&Workload> {
-    kept.iter().map(|w| &**w).filter(|w| w.state != WorkloadState::Pulling).collect()
+    kept.iter().map(|w| &**w).filter(|w| w.state() != WorkloadState::Pulling).collect()
 }
 
 /// `q` with `patch` applied, refused ([`super::Kind::Invalid`], naming the field) when the rules or the configured priority

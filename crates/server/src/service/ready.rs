@@ -10,7 +10,7 @@ pub use gpuhub_controller::ready::CHECK_TIMEOUT;
 /// Whether running service `w` is ready now; `None` for anything else (not a service, not running).
 pub async fn check(st: &AppState, w: &Workload) -> Option<bool> {
     let service = w.service.as_ref()?;
-    let run = w.run_id.as_deref().filter(|_| w.state == WorkloadState::Running)?;
+    let run = w.run_id.as_deref().filter(|_| w.state() == WorkloadState::Running)?;
     let port = w.members.first().and_then(|m| m.ports.get(super::submit::SERVICE_APP)).copied();
     let port = port.unwrap_or(service.spec.port);
     let check = service.spec.ready_check();

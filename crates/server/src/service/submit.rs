@@ -10,7 +10,7 @@ use gpuhub_core::names;
 use gpuhub_core::node::NodeCapacity;
 use gpuhub_core::service::{Service, ServiceAccess};
 use gpuhub_core::user::User;
-use gpuhub_core::workload::{AppSpec, Resources, Workload, WorkloadKind, WorkloadState};
+use gpuhub_core::workload::{AppSpec, Resources, Workload, WorkloadKind};
 use gpuhub_driver::Placement;
 use gpuhub_store::{CapReached, OwnerCaps, StoreError};
 
@@ -229,39 +229,24 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     let datasets = resolve_datasets(st, &req.datasets).await?;
     let teams = crate::service::teams::resolve(st, caller, &req.teams).await?;
     let now = st.clock.now();
-    let w = Workload {
-        id,
-        name,
-        owner,
-        kind: req.kind,
-        image,
-        command,
-        env: req.env.clone(),
-        resources,
-        priority,
-        queue,
-        constraint,
-        runtime_limit: req.runtime_limit,
-        disk,
-        apps,
-        state: if pull { WorkloadState::Pulling } else { WorkloadState::Queued },
-        size,
-        gpus: Vec::new(),
-        run_id: None,
-        members: Vec::new(),
-        exit_code: None,
-        message: Some(first_message),
-        interruption: None,
-        created_at: now,
-        queued_at: now,
-        started_at: None,
-        finished_at: None,
-        held_since: None,
-        held_until: None,
-        datasets,
-        teams,
-        service,
-    };
+    let mut w = Workload::new(id, owner, name, req.kind, image, now);
+    if pull {
+        w = w.pull_first();
+    }
+    w.command = command;
+    w.env = req.env.clone();
+    w.resources = resources;
+    w.priority = priority;
+    w.queue = queue;
+    w.constraint = constraint;
+    w.runtime_limit = req.runtime_limit;
+    w.disk = disk;
+    w.apps = apps;
+    w.size = size;
+    w.message = Some(first_message);
+    w.datasets = datasets;
+    w.teams = teams;
+    w.service = service;
     // work that could never start is refused now, naming why; where the engine places, its queue
     // limits are the engine's, so only the nodes count here
     let mut scheduler = live.scheduler.clone();

@@ -59,7 +59,7 @@ impl Kept {
     /// Keeps `w` as it is now: in the list while active, out of it once over.
     fn put(&mut self, w: Workload) {
         self.remove(&w.id);
-        if ACTIVE.contains(&w.state) {
+        if ACTIVE.contains(&w.state()) {
             self.created.insert(w.id.clone(), w.created_at);
             self.by_order.insert((w.created_at, w.id.clone()), Arc::new(w));
         }
@@ -134,39 +134,7 @@ mod tests {
         drop(tx);
         let w = |id: &str, secs: i64, state: WorkloadState| {
             let at = DateTime::from_timestamp(secs, 0).unwrap();
-            Workload {
-                id: id.into(),
-                name: id.into(),
-                owner: "alice".into(),
-                kind: gpuhub_core::workload::WorkloadKind::Job,
-                image: "i".into(),
-                command: vec![],
-                env: Default::default(),
-                resources: Default::default(),
-                priority: 0,
-                queue: String::new(),
-                constraint: None,
-                runtime_limit: None,
-                disk: None,
-                apps: vec![],
-                state,
-                gpus: vec![],
-                size: 1,
-                run_id: None,
-                members: vec![],
-                exit_code: None,
-                message: None,
-                interruption: None,
-                created_at: at,
-                queued_at: at,
-                started_at: None,
-                finished_at: None,
-                held_since: None,
-                held_until: None,
-                service: None,
-                datasets: Vec::new(),
-                teams: Vec::new(),
-            }
+            Workload::new(id, "alice", id, gpuhub_core::workload::WorkloadKind::Job, "i", at).restore(state)
         };
         let mut k = Kept::new(rx, vec![w("b", 2, WorkloadState::Queued), w("a", 1, WorkloadState::Running)]);
         let ids = |k: &Kept| k.by_order.values().map(|w| w.id.clone()).collect::<Vec<_>>();
@@ -177,7 +145,7 @@ mod tests {
         k.put(w("c", 0, WorkloadState::Pulling));
         k.put(w("b", 2, WorkloadState::Running));
         assert_eq!(ids(&k), ["c", "b"]);
-        assert_eq!(k.by_order.values().nth(1).map(|w| w.state), Some(WorkloadState::Running));
+        assert_eq!(k.by_order.values().nth(1).map(|w| w.state()), Some(WorkloadState::Running));
         k.remove("c");
         assert_eq!(ids(&k), ["b"]);
     }

@@ -91,7 +91,7 @@ pub async fn stream(
                     return None;
                 }
                 // at the end: done once the workload no longer runs (after one last look)
-                let running = matches!(store.get_workload_by_id(&id).await, Ok(w) if w.state.holds_resources());
+                let running = matches!(store.get_workload_by_id(&id).await, Ok(w) if w.state().holds_resources());
                 if !running {
                     let len = tokio::fs::metadata(&path).await.map(|m| m.len()).unwrap_or(0);
                     if len <= at {
