@@ -255,39 +255,22 @@ async fn insert_rows(server: &Server, owner: &str) -> Result<()> {
     let now = Utc::now();
     for i in 0..ROWS {
         let at = now - ChronoDuration::seconds((ROWS - i) as i64);
-        let w = Workload {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            name: format!("w-{i:05}"),
-            owner: owner.to_owned(),
-            kind: WorkloadKind::Job,
-            image: format!("{IMAGE}:latest"),
-            command: vec!["sh".into(), "-c".into(), "python train.py --epochs 10".into()],
-            env: [("SEED".to_owned(), i.to_string())].into(),
-            resources: Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus: 1, ..Resources::default() },
-            priority: 0,
-            queue: String::new(),
-            constraint: None,
-            runtime_limit: None,
-            disk: None,
-            apps: Vec::new(),
-            state: WorkloadState::Stopped,
-            gpus: Vec::new(),
-            size: 1,
-            run_id: None,
-            members: vec![],
-            exit_code: Some(143),
-            message: Some("stopped".into()),
-            interruption: None,
-            created_at: at,
-            queued_at: at,
-            started_at: Some(at),
-            finished_at: Some(at + ChronoDuration::seconds(1)),
-            held_since: None,
-            held_until: None,
-            service: None,
-            datasets: Vec::new(),
-            teams: Vec::new(),
-        };
+        let mut w = Workload::new(
+            uuid::Uuid::new_v4().simple().to_string(),
+            owner,
+            format!("w-{i:05}"),
+            WorkloadKind::Job,
+            format!("{IMAGE}:latest"),
+            at,
+        )
+        .restore(WorkloadState::Stopped);
+        w.command = vec!["sh".into(), "-c".into(), "python train.py --epochs 10".into()];
+        w.env = [("SEED".to_owned(), i.to_string())].into();
+        w.resources = Resources { cpu_milli: CpuMilli(1000), memory: Bytes(1 << 30), gpus: 1, ..Resources::default() };
+        w.exit_code = Some(143);
+        w.message = Some("stopped".into());
+        w.started_at = Some(at);
+        w.finished_at = Some(at + ChronoDuration::seconds(1));
         store.insert_workload(&w).await?;
     }
     store.close().await;
