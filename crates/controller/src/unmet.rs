@@ -27,7 +27,8 @@ fn inventory(nodes: &[NodeCapacity]) -> String {
 pub fn never(nodes: &[NodeCapacity], w: &Workload, config: &gpuhub_sched::Config) -> Option<String> {
     let why = admissible(nodes, w, config).err()?;
     if let Some(c) = &w.constraint {
-        let free = Workload { constraint: None, ..w.clone() };
+        let mut free = w.clone();
+        free.constraint = None;
         if admissible(nodes, &free, config).is_ok() {
             return Some(format!("no GPU here meets its constraint `{c}` (GPUs here: {})", inventory(nodes)));
         }
@@ -103,14 +104,17 @@ mod tests {
 
     fn job(gpus: u32) -> Workload {
         let at = chrono::DateTime::from_timestamp(0, 0).unwrap();
-        Workload { resources: Resources { gpus, ..Resources::default() }, ..crate::testutil::job("x", at) }
+        let mut w = crate::testutil::job("x", at);
+        w.resources = Resources { gpus, ..Resources::default() };
+        w
     }
 
     #[test]
     fn names_the_part_nothing_meets() {
         let (n, cfg) = (node(), gpuhub_sched::Config::default());
         assert_eq!(never(std::slice::from_ref(&n), &job(1), &cfg), None);
-        let h100 = Workload { constraint: Some("gpu.model == \"H100\"".into()), ..job(1) };
+        let mut h100 = job(1);
+        h100.constraint = Some("gpu.model == \"H100\"".into());
         let why = never(std::slice::from_ref(&n), &h100, &cfg).unwrap();
         assert_eq!(why, "no GPU here meets its constraint `gpu.model == \"H100\"` (GPUs here: 2× A100 80GiB)");
         let why = never(std::slice::from_ref(&n), &job(4), &cfg).unwrap();
