@@ -150,7 +150,7 @@ pub struct Workload {
     /// Where it is. Read it with [`Workload::state`]; it changes only through the state machine,
     /// [`Workload::apply`] (`crate::lifecycle`). [`Workload::restore`] sets it when the store reads a
     /// stored workload back, which is no transition.
-    pub state: WorkloadState,
+    pub(crate) state: WorkloadState,
     /// Gang size: how many members its run has (1 for most work). `resources` are per member.
     pub size: u32,
     /// GPU UUIDs its run holds (or, once ended, held): the members' GPUs together.
