@@ -18,6 +18,18 @@ pub const LABEL_READY: &str = "gpuhub.service.ready";
 /// The label an engine that restarts a service's container itself (Kubernetes) reports the restarts
 /// of the run's member with, in a run's status.
 pub const LABEL_RESTARTS: &str = "gpuhub.restarts";
+/// The label an engine that rolls a service out itself (Kubernetes) reports where the rollout of the
+/// run's current terms stands with, in a run's status: [`ROLLOUT_PROGRESSING`], [`ROLLOUT_COMPLETE`]
+/// or [`ROLLOUT_FAILED`] (then [`LABEL_ROLLOUT_WHY`] says why).
+pub const LABEL_ROLLOUT: &str = "gpuhub.rollout";
+/// Why the engine's rollout failed, for people.
+pub const LABEL_ROLLOUT_WHY: &str = "gpuhub.rollout.why";
+/// [`LABEL_ROLLOUT`]: the new member is not ready yet.
+pub const ROLLOUT_PROGRESSING: &str = "progressing";
+/// [`LABEL_ROLLOUT`]: the new member serves, the old one is gone.
+pub const ROLLOUT_COMPLETE: &str = "complete";
+/// [`LABEL_ROLLOUT`]: the rollout stalled (its deadline passed, or the new member crash-loops).
+pub const ROLLOUT_FAILED: &str = "failed";
 
 /// The first wait before a failed service is started again.
 pub const BACKOFF_FIRST: TimeDelta = TimeDelta::seconds(10);

@@ -189,6 +189,14 @@ impl KubeEngine {
         let mut known: HashMap<String, (String, String, u32, MemberState)> = HashMap::new();
         let mut initial = true;
         let mut relisted: Vec<String> = Vec::new();
+        let engine = self.clone();
+        // a member's end frees room: a gang that waits for it is tried again
+        let room = move |out: &Vec<Result<EngineEvent, EngineError>>| {
+            if out.iter().any(|e| matches!(e, Ok(EngineEvent::Exited { .. } | EngineEvent::Removed { .. }))) {
+                let engine = engine.clone();
+                tokio::spawn(async move { engine.admit_waiting().await });
+            }
+        };
         let stream = events
             .map(move |ev| -> Vec<Result<EngineEvent, EngineError>> {
                 match ev {
@@ -214,12 +222,17 @@ impl KubeEngine {
                         initial = false;
                         out
                     }
-                    Ok(watcher::Event::Apply(p)) => transition(&mut known, &p, false).into_iter().map(Ok).collect(),
+                    Ok(watcher::Event::Apply(p)) => {
+                        let out = transition(&mut known, &p, false).into_iter().map(Ok).collect();
+                        room(&out);
+                        out
+                    }
                     Ok(watcher::Event::Delete(p)) => {
                         let mut out: Vec<_> = transition(&mut known, &p, false).into_iter().map(Ok).collect();
                         if let Some((run, workload, member, _)) = key(&p).and_then(|k| known.remove(&k)) {
                             out.push(Ok(EngineEvent::Removed { run, workload, member }));
                         }
+                        room(&out);
                         out
                     }
                 }

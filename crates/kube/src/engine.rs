@@ -28,6 +28,10 @@ pub struct KubeEngine {
     pub(crate) forwards: crate::held::Forwards,
     /// Whether the metrics API answers, and the pods' CPU time summed from it.
     pub(crate) metrics: Arc<crate::held::Metrics>,
+    /// The gangs it admits itself (no gang scheduler), and why those not admitted wait.
+    pub(crate) gangs: Arc<crate::held::Gangs>,
+    /// The time, for what the engine does again later (the metrics API's probe).
+    pub(crate) clock: crate::held::Clock,
 }
 
 impl std::fmt::Debug for KubeEngine {
@@ -100,7 +104,20 @@ impl KubeEngine {
 
     /// The engine over any client (tests give one over a mocked service); checks nothing.
     pub fn with_client(client: Client, config: KubeConfig) -> Self {
-        Self { client, config: Arc::new(config), forwards: Default::default(), metrics: Default::default() }
+        Self {
+            client,
+            config: Arc::new(config),
+            forwards: Default::default(),
+            metrics: Default::default(),
+            gangs: Default::default(),
+            clock: Arc::new(std::time::SystemTime::now),
+        }
+    }
+
+    /// The engine reading the time from `clock` (tests move it on).
+    pub fn with_clock(mut self, clock: impl Fn() -> std::time::SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
     }
 
     /// The engine over the API server at `url` with no credentials (an in-process fake API server in
@@ -203,6 +220,21 @@ impl KubeEngine {
             });
         }
         let size = objs.pods.len() as u32;
+        let mut pending = None;
+        if objs.pods.iter().any(spec::gated) {
+            // admitted at once where it fits; else at a later look, when room frees
+            match self.admit(&run).await {
+                Ok(why) => {
+                    pending = why.map(|message| gpuhub_driver::PendingInfo {
+                        reason: "resources".into(),
+                        message,
+                        position: None,
+                        estimated_start: None,
+                    })
+                }
+                Err(e) => tracing::warn!(run, error = %e, "kubernetes: cannot admit the gang yet"),
+            }
+        }
         let members = objs
             .pods
             .iter()
@@ -215,16 +247,52 @@ impl KubeEngine {
                 gpus: Vec::new(),
             })
             .collect();
-        Ok(RunStatus { id: run, labels: spec.labels.clone(), size, members, pending: None })
+        Ok(RunStatus { id: run, labels: spec.labels.clone(), size, members, pending })
     }
 
     /// The runs whose objects match `selector`: their pods, with members whose `Job` has made no pod
     /// (yet, or any more) taken from the `Job`.
     pub(crate) async fn runs(&self, selector: &str) -> Result<Vec<RunStatus>, EngineError> {
         let lp = ListParams::default().labels(selector);
-        let pods = self.pods().list(&lp).await.map_err(|e| api_err("listing pods", e))?.items;
+        let mut pods = self.pods().list(&lp).await.map_err(|e| api_err("listing pods", e))?.items;
+        // a gang gpuhub admits itself: tried at each look, its pods read again once admitted
+        let gangs: std::collections::BTreeSet<String> =
+            pods.iter().filter(|p| spec::gated(p)).filter_map(|p| Some(status::member_of(p)?.0)).collect();
+        let mut admitted = false;
+        for run in &gangs {
+            admitted |= matches!(self.admit(run).await, Ok(None));
+        }
+        if admitted {
+            pods = self.pods().list(&lp).await.map_err(|e| api_err("listing pods", e))?.items;
+        }
         let jobs = self.jobs().list(&lp).await.map_err(|e| api_err("listing jobs", e))?.items;
         let mut runs = status::runs(&pods, &self.config.gpu_resource);
+        if pods.iter().any(status::restarts_itself) {
+            // a service's: where its Deployment's rollout stands
+            let deployments = self.deployments().list(&lp).await.map_err(|e| api_err("listing deployments", e))?.items;
+            for d in &deployments {
+                let Some(r) = runs.iter_mut().find(|r| d.metadata.name.as_ref() == Some(&r.id)) else { continue };
+                let of_run: Vec<&Pod> =
+                    pods.iter().filter(|p| status::member_of(p).is_some_and(|(id, _)| id == r.id)).collect();
+                let (state, why) = status::rollout_state(d, &of_run);
+                r.labels.insert(gpuhub_core::service::LABEL_ROLLOUT.to_owned(), state.to_owned());
+                if let Some(why) = why {
+                    r.labels.insert(gpuhub_core::service::LABEL_ROLLOUT_WHY.to_owned(), why);
+                }
+            }
+        }
+        let waiting = self.gangs.waiting.lock().unwrap().clone();
+        for r in &mut runs {
+            let gated = pods.iter().any(|p| spec::gated(p) && status::member_of(p).is_some_and(|(id, _)| id == r.id));
+            if let (true, Some(why)) = (gated, waiting.get(&r.id)) {
+                r.pending = Some(gpuhub_driver::PendingInfo {
+                    reason: "resources".into(),
+                    message: why.clone(),
+                    position: None,
+                    estimated_start: None,
+                });
+            }
+        }
         for j in &jobs {
             let Some(labels) = j.metadata.labels.as_ref() else { continue };
             let (Some(run), Some(index)) = (labels.get(LABEL_RUN), labels.get(gpuhub_driver::LABEL_MEMBER)) else {

@@ -111,7 +111,9 @@ impl Engine for KubeEngine {
         }
     }
 
+    /// The cluster's nodes (where the metrics API did not answer, it is asked again when due).
     async fn inventory(&self) -> Result<Vec<EngineNode>, EngineError> {
+        self.reprobe_metrics().await;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let list = nodes.list(&ListParams::default()).await.map_err(|e| api_err("listing nodes", e))?;
         Ok(list.items.iter().map(|n| node_of(n, &self.config.gpu_resource)).collect())

@@ -9,7 +9,8 @@
 //! restart). Members run as the owner's UID/GID, non-root, no privilege escalation, every capability
 //! dropped, seccomp `RuntimeDefault`, with requests = limits of CPU, memory and GPUs ([`spec`]). A gang
 //! gets a headless service named after the run, so member i is `<host_i>.<run>` and `MASTER_ADDR` is
-//! member 0's; with `volcano = true` a `PodGroup` with `minMember` = members as well.
+//! member 0's; with `volcano = true` a `PodGroup` with `minMember` = members as well, else gpuhub
+//! admits the gang whole itself ([`gang`]: gated pods, pinned and ungated together once all fit).
 //!
 //! Stopping keeps the record: a member's pod gets `activeDeadlineSeconds: 1` and the kubelet stops it
 //! with its grace, leaving the pod `Failed` with its container's exit code; [`status`] tells the
@@ -21,6 +22,7 @@ pub mod config;
 pub mod deploy;
 mod engine;
 mod forward;
+pub mod gang;
 mod held;
 mod imp;
 mod metrics;
@@ -32,7 +34,7 @@ pub use access::{exec_command, exit_code};
 pub use config::{AppAccess, KubeConfig, Sharing};
 pub use engine::{CONNECT_TIMEOUT, KubeEngine, MAX_MEMBERS};
 pub use imp::{node_of, quantity_bytes, quantity_milli};
-pub use metrics::cpu_cores;
+pub use metrics::{METRICS_REPROBE, cpu_cores};
 pub use rbac::{REQUIRED_RBAC, Rule};
 
 /// The message of an engine error without the variant's prefix.

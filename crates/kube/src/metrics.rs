@@ -2,8 +2,11 @@
 //! metrics-server): a member's CPU rate and working-set memory as the kubelet last measured them over
 //! its window. The figures are a rate, while [`MemberUsage::cpu_seconds`] is cumulative, so each
 //! pod's CPU time is the sum of its rates over the time between the samples' timestamps (the first
-//! sample counts its own window). The capability is on only where the metrics API answered when the
-//! engine connected ([`KubeEngine::probe_metrics`]).
+//! sample counts its own window). The capability is on while the metrics API answers: it is asked at
+//! connect ([`KubeEngine::probe_metrics`]) and, while it does not answer, again at the engine's next
+//! look at its nodes once [`METRICS_REPROBE`] has passed by the engine's clock (a metrics-server
+//! installed later is picked up without a restart); one that stops answering (gone: 404 or 503) turns
+//! the capability off until it answers again.
 
 use crate::engine::{KubeEngine, api_err};
 use crate::{spec, status};
@@ -11,6 +14,10 @@ use gpuhub_driver::{EngineError, LABEL_MEMBER, LABEL_RUN, MemberState, MemberUsa
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How long after the metrics API did not answer it is asked again.
+pub const METRICS_REPROBE: Duration = Duration::from_secs(300);
 
 /// A CPU quantity of the metrics API (`123456789n`, `250u`, `15m`, `2`) in cores.
 pub fn cpu_cores(q: &str) -> Option<f64> {
@@ -50,17 +57,34 @@ impl KubeEngine {
     }
 
     /// Asks the metrics API once for the namespace's pods: whether it answers sets the usage
-    /// capability (on where it does).
+    /// capability (on where it does); where it does not, it is asked again [`METRICS_REPROBE`] later.
     pub async fn probe_metrics(&self) -> bool {
         let ok = match self.pod_metrics().list(&ListParams::default().limit(1)).await {
             Ok(_) => true,
             Err(e) => {
-                tracing::info!("kubernetes: no usage figures: the metrics api (metrics.k8s.io) does not answer: {e}");
+                tracing::info!(
+                    "kubernetes: no usage figures: the metrics api (metrics.k8s.io) does not answer: {e}; asking again in {}s",
+                    METRICS_REPROBE.as_secs()
+                );
                 false
             }
         };
-        self.metrics.available.store(ok, Ordering::Relaxed);
+        *self.metrics.next_probe.lock().unwrap() = (!ok).then(|| (self.clock)() + METRICS_REPROBE);
+        let was = self.metrics.available.swap(ok, Ordering::Relaxed);
+        if ok && !was {
+            tracing::info!("kubernetes: the metrics api (metrics.k8s.io) answers: usage figures are on");
+        }
         ok
+    }
+
+    /// Where the metrics API did not answer and its time to be asked again has come (by the engine's
+    /// clock), asks it again; whether it answers now.
+    pub(crate) async fn reprobe_metrics(&self) -> bool {
+        if self.has_metrics() {
+            return true;
+        }
+        let due = self.metrics.next_probe.lock().unwrap().is_none_or(|at| (self.clock)() >= at);
+        due && self.probe_metrics().await
     }
 
     /// Whether usage figures come from the metrics API.
@@ -79,7 +103,17 @@ impl KubeEngine {
         if pods.is_empty() {
             return Err(EngineError::NotFound(format!("run {run}")));
         }
-        let metrics = self.pod_metrics().list(&lp).await.map_err(|e| api_err("listing pod metrics", e))?.items;
+        let metrics = match self.pod_metrics().list(&lp).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => {
+                // metrics-server was removed (its APIService gone or unavailable): off until it answers
+                tracing::info!("kubernetes: the metrics api stopped answering ({}): usage figures are off", s.message);
+                self.metrics.available.store(false, Ordering::Relaxed);
+                *self.metrics.next_probe.lock().unwrap() = Some((self.clock)() + METRICS_REPROBE);
+                return Err(EngineError::Unsupported { engine: "kubernetes", what: "usage (no metrics api)".into() });
+            }
+            Err(e) => return Err(api_err("listing pod metrics", e)),
+        };
         let mut out = Vec::new();
         let mut cpu = self.metrics.cpu.lock().unwrap();
         for pod in pods.iter().filter(|p| status::member_state(p) == MemberState::Running) {

@@ -23,14 +23,15 @@ const fn ns(group: &'static str, resource: &'static str, verbs: &'static [&'stat
 
 /// Every call of the engine, by resource: submit creates pods, jobs and services (and podgroups), and a
 /// service's Deployment, which its update patches (a rollout), its stop scales to nothing and remove
-/// deletes;
+/// deletes, and observe lists (where its rollout stands);
 /// observe, list_runs and the event watch list and watch pods and list jobs; cancel patches pods
 /// (their deadline), deletes unscheduled ones, suspends jobs and watches the pods end; remove deletes
 /// collections of jobs and pods and the service (and podgroup); logs get `pods/log`; exec creates
 /// `pods/exec` (the websocket upgrade is authorised as `create` since Kubernetes 1.30), and an app's
 /// port from outside the cluster (`app_access`) `pods/portforward` the same way; usage lists the
 /// metrics API's pods (`metrics.k8s.io`); with `home_storage_class` submit creates the owner's home
-/// claim; inventory lists nodes.
+/// claim; inventory lists nodes; a gang admitted by gpuhub (no Volcano) lists nodes and the live pods
+/// of the whole cluster (what each node has free) and patches its gated pods (pin, ungate).
 pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "pods", &["create", "delete", "deletecollection", "list", "patch", "watch"]),
     ns("", "pods/log", &["get"]),
@@ -39,7 +40,7 @@ pub const REQUIRED_RBAC: &[Rule] = &[
     ns("", "services", &["create", "delete"]),
     ns("", "persistentvolumeclaims", &["create"]),
     ns("batch", "jobs", &["create", "deletecollection", "list", "patch"]),
-    ns("apps", "deployments", &["create", "delete", "patch"]),
+    ns("apps", "deployments", &["create", "delete", "list", "patch"]),
     ns("metrics.k8s.io", "pods", &["list"]),
     Rule {
         group: "scheduling.volcano.sh",
@@ -49,4 +50,5 @@ pub const REQUIRED_RBAC: &[Rule] = &[
         volcano_only: true,
     },
     Rule { group: "", resource: "nodes", verbs: &["list"], cluster: true, volcano_only: false },
+    Rule { group: "", resource: "pods", verbs: &["list"], cluster: true, volcano_only: false },
 ];

@@ -27,6 +27,9 @@ pub const ANNOTATION_LABELS: &str = "gpuhub.io/labels";
 pub const ANNOTATION_CANCELLED: &str = "gpuhub.io/cancelled";
 /// The container of every member's pod.
 pub const CONTAINER: &str = "member";
+/// The scheduling gate of a gang's pods until gpuhub admits the whole gang (no Volcano:
+/// [`crate::gang`]).
+pub const GANG_GATE: &str = "gpuhub.io/gang";
 /// The Volcano annotation naming a pod's `PodGroup`.
 pub const VOLCANO_GROUP: &str = "scheduling.k8s.io/group-name";
 
@@ -48,6 +51,12 @@ pub struct RunObjects {
     pub pod_group: Option<serde_json::Value>,
     /// The owner's home as a claim of `home_storage_class`, made on first use and kept.
     pub home_claim: Option<PersistentVolumeClaim>,
+}
+
+/// Whether a pod still waits behind gpuhub's gang gate ([`GANG_GATE`]).
+pub fn gated(pod: &Pod) -> bool {
+    let gates = pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref());
+    gates.into_iter().flatten().any(|g| g.name == GANG_GATE)
 }
 
 /// The claim of `user`'s home: `home-<user>` as a DNS label.
@@ -215,6 +224,9 @@ pub fn objects_named(spec: &RunSpec, run: &str, config: &KubeConfig) -> Result<R
             runtime_class_name: config.runtime_class.clone(),
             node_selector: (!config.node_selector.is_empty()).then(|| config.node_selector.clone()),
             scheduler_name: (config.volcano && gang).then(|| "volcano".to_owned()),
+            // no gang scheduler: gpuhub admits the gang whole (crate::gang)
+            scheduling_gates: (gang && !config.volcano)
+                .then(|| vec![k8s_openapi::api::core::v1::PodSchedulingGate { name: GANG_GATE.to_owned() }]),
             security_context: Some(PodSecurityContext {
                 run_as_user: Some(i64::from(spec.identity.uid)),
                 run_as_group: Some(i64::from(spec.identity.gid)),

@@ -1,7 +1,7 @@
 //! A run's pods as gpuhub's [`RunStatus`]: members' states from pod phases and container states,
 //! exit codes, why a run waits (the scheduler's `PodScheduled` condition, an image that cannot be
 //! pulled), and the ends that are the cluster's rather than the run's own (eviction, preemption, a lost
-//! node), as [`LABEL_ENDED_BY`].
+//! node), as [`LABEL_ENDED_BY`]; where a service's rollout stands ([`rollout_state`]).
 
 use crate::spec::{ANNOTATION_CANCELLED, ANNOTATION_LABELS, CONTAINER};
 use gpuhub_driver::{
@@ -219,6 +219,55 @@ pub fn run_status(run: &str, pods: &[&Pod], gpu_resource: &str) -> RunStatus {
         None
     };
     RunStatus { id: run.to_owned(), labels, size, members, pending }
+}
+
+/// Where the rollout of service Deployment `d` stands, from its status and its pods: failed where
+/// Kubernetes says it stalled (`Progressing=False`, `ProgressDeadlineExceeded`) or, before that, where
+/// a pod that is not ready crash-loops (`CrashLoopBackOff`) while the Deployment has not completed
+/// (the new ReplicaSet's: the old pod serves on); complete once every replica is of the current
+/// template and available and no old one is left; else progressing. The state is one of
+/// [`gpuhub_core::service`]'s `ROLLOUT_*`, with why where it failed.
+pub fn rollout_state(d: &k8s_openapi::api::apps::v1::Deployment, pods: &[&Pod]) -> (&'static str, Option<String>) {
+    use gpuhub_core::service::{ROLLOUT_COMPLETE, ROLLOUT_FAILED, ROLLOUT_PROGRESSING};
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(st) = d.status.as_ref() else { return (ROLLOUT_PROGRESSING, None) };
+    let stalled = st.conditions.iter().flatten().find(|c| {
+        c.type_ == "Progressing" && c.status == "False" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    });
+    if let Some(c) = stalled {
+        let message = c.message.clone().unwrap_or_default();
+        return (
+            ROLLOUT_FAILED,
+            Some(format!("kubernetes reports the rollout stalled (ProgressDeadlineExceeded): {message}")),
+        );
+    }
+    let observed = st.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0);
+    let updated = st.updated_replicas.unwrap_or(0);
+    let complete = observed
+        && updated == want
+        && st.replicas.unwrap_or(0) == updated
+        && st.available_replicas.unwrap_or(0) >= want;
+    if complete {
+        return (ROLLOUT_COMPLETE, None);
+    }
+    for p in pods.iter().filter(|p| !ready(p)) {
+        let statuses = p.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+        let Some(c) = statuses.into_iter().flatten().find(|c| c.name == CONTAINER) else { continue };
+        let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) else { continue };
+        if w.reason.as_deref() == Some("CrashLoopBackOff") {
+            let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+            let code = last.map(|t| format!(", its last exit code {}", t.exit_code)).unwrap_or_default();
+            return (
+                ROLLOUT_FAILED,
+                Some(format!(
+                    "the new pod {} crash-loops (CrashLoopBackOff, restarted {} times{code})",
+                    p.metadata.name.as_deref().unwrap_or("?"),
+                    c.restart_count
+                )),
+            );
+        }
+    }
+    (ROLLOUT_PROGRESSING, None)
 }
 
 #[cfg(test)]

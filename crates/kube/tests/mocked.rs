@@ -386,6 +386,90 @@ fn deployment_r() -> Reply {
     )
 }
 
+/// Deployment `r` at `generation` with `replicas` pods (one of the current template, available), and
+/// its status's `conditions`.
+fn deployment(generation: i64, replicas: i64, conditions: serde_json::Value) -> serde_json::Value {
+    json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "r", "generation": generation, "labels": { "gpuhub.run": "r" } },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "gpuhub.run": "r" } }, "template": {} },
+        "status": { "observedGeneration": generation, "replicas": replicas, "updatedReplicas": 1, "availableReplicas": 1,
+            "conditions": conditions } })
+}
+
+/// Where a service's rollout stands is read from its Deployment and pods at each look: complete once
+/// only the new pod is left; failed, with Kubernetes' reason, where the new pod crash-loops (before the
+/// deadline) or the Deployment reports `ProgressDeadlineExceeded`.
+#[tokio::test]
+async fn a_stalled_rollout_is_reported_with_its_reason() {
+    let stage = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let at = stage.clone();
+    let (e, _) = engine(KubeConfig::default(), move |s| {
+        let stage = at.load(std::sync::atomic::Ordering::SeqCst);
+        let mut old = pod(0, running());
+        old["spec"]["restartPolicy"] = json!("Always");
+        old["status"]["conditions"] = json!([{ "type": "Ready", "status": "True" }]);
+        let mut new = pod(
+            0,
+            container(
+                "Running",
+                json!({ "waiting": { "reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container" } }),
+            ),
+        );
+        new["metadata"]["name"] = json!("r-7f9c-new");
+        new["spec"]["restartPolicy"] = json!("Always");
+        new["status"]["containerStatuses"][0]["restartCount"] = json!(3);
+        new["status"]["containerStatuses"][0]["lastState"] =
+            json!({ "terminated": { "exitCode": 1, "reason": "Error" } });
+        match (s.method.as_str(), s.path.as_str(), stage) {
+            ("GET", PODS, 0) => list("PodList", vec![old]),
+            ("GET", PODS, _) => list("PodList", vec![old, new]),
+            ("GET", JOBS, _) => list("JobList", vec![]),
+            ("GET", DEPLOYMENTS, 0) => list(
+                "DeploymentList",
+                vec![deployment(
+                    1,
+                    1,
+                    json!([{ "type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable" }]),
+                )],
+            ),
+            ("GET", DEPLOYMENTS, 1) => list(
+                "DeploymentList",
+                vec![deployment(
+                    2,
+                    2,
+                    json!([{ "type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated" }]),
+                )],
+            ),
+            ("GET", DEPLOYMENTS, _) => list(
+                "DeploymentList",
+                vec![deployment(
+                    2,
+                    2,
+                    json!([{ "type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"r-7f9c\" has timed out progressing." }]),
+                )],
+            ),
+            _ => status(404, "NotFound", "unexpected"),
+        }
+    });
+    let labels = |r: gpuhub_driver::RunStatus| {
+        (r.labels.get("gpuhub.rollout").cloned(), r.labels.get("gpuhub.rollout.why").cloned())
+    };
+    assert_eq!(labels(e.observe("r").await.unwrap()), (Some("complete".into()), None));
+    stage.store(1, std::sync::atomic::Ordering::SeqCst);
+    let (state, why) = labels(e.observe("r").await.unwrap());
+    assert_eq!(state.as_deref(), Some("failed"));
+    assert_eq!(
+        why.as_deref(),
+        Some("the new pod r-7f9c-new crash-loops (CrashLoopBackOff, restarted 3 times, its last exit code 1)")
+    );
+    stage.store(2, std::sync::atomic::Ordering::SeqCst);
+    let (state, why) = labels(e.observe("r").await.unwrap());
+    assert_eq!(state.as_deref(), Some("failed"));
+    assert!(
+        why.unwrap().contains("stalled (ProgressDeadlineExceeded): ReplicaSet \"r-7f9c\" has timed out progressing.")
+    );
+}
+
 /// A service's run is a Deployment of one replica (its pod restarted by the kubelet, its readiness
 /// check a probe, rolled out by a rolling update that keeps the old pod until the new one is ready):
 /// an update patches its template (a rollout), its status comes from the ready pod while two run and
@@ -412,6 +496,7 @@ async fn a_service_is_a_deployment_rolled_out_scaled_to_nothing_and_removed() {
             list("PodList", vec![served(), new])
         }
         ("GET", JOBS) => list("JobList", vec![]),
+        ("GET", DEPLOYMENTS) => list("DeploymentList", vec![deployment(2, 2, json!([]))]),
         ("PATCH", p) if p == format!("{PODS}/r-0") || p == format!("{PODS}/r-7f9c-new") => Reply::Json(200, served()),
         ("DELETE", JOBS | PODS) => list(if s.path == JOBS { "JobList" } else { "PodList" }, vec![]),
         ("DELETE", p) if p == format!("{DEPLOYMENTS}/r") => {
@@ -457,6 +542,7 @@ async fn a_service_is_a_deployment_rolled_out_scaled_to_nothing_and_removed() {
     assert_eq!(seen_run.members.len(), 1, "{seen_run:?}");
     assert_eq!(seen_run.members[0].engine_id, "r-0");
     assert_eq!(seen_run.labels.get("gpuhub.restarts").map(String::as_str), Some("2"));
+    assert_eq!(seen_run.labels.get("gpuhub.rollout").map(String::as_str), Some("progressing"), "{seen_run:?}");
     // a stop scales it to nothing first, so no pod replaces the stopped one
     let scale = seen.iter().filter(|s| s.method == "PATCH" && s.path == format!("{DEPLOYMENTS}/r")).nth(1);
     assert_eq!(scale.unwrap().body, json!({ "spec": { "replicas": 0 } }));

@@ -97,12 +97,18 @@ fn spec() -> RunSpec {
 #[tokio::test]
 async fn every_call_the_engine_makes_is_in_required_rbac() {
     let config = KubeConfig { volcano: true, home_storage_class: Some("fast".into()), ..Default::default() };
-    let (e, seen) = mock::engine(config, |s| {
+    let handler = |s: &mock::Seen| {
         let named = s.path.trim_end_matches('/').rsplit('/').next().is_some_and(|last| last.starts_with("r"));
         match s.method.as_str() {
             "GET" if s.query.contains("watch=true") => Reply::Hang,
             "GET" if s.path.ends_with("/log") => Reply::Raw(200, b"x\n".to_vec()),
-            "GET" if s.path.ends_with("/nodes") => list("NodeList", vec![]),
+            "GET" if s.path.ends_with("/nodes") => list(
+                "NodeList",
+                vec![json!({
+                    "metadata": { "name": "node1" },
+                    "status": { "allocatable": { "cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4" }, "conditions": [{ "type": "Ready", "status": "True" }] },
+                })],
+            ),
             "GET" if s.path.ends_with("/jobs") => list(
                 "JobList",
                 vec![json!({
@@ -111,6 +117,20 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
                     "status": {},
                 })],
             ),
+            "GET" if s.path.ends_with("/deployments") => list("DeploymentList", vec![]),
+            // the cluster's live pods, for a gang gpuhub admits
+            "GET" if s.path == "/api/v1/pods" => list("PodList", vec![pod(0, running())]),
+            "GET" if s.query.contains("gpuhub.run=rg") => {
+                let gated = |i: u32| {
+                    let mut p = pod(i, json!({ "phase": "Pending" }));
+                    p["metadata"]["name"] = json!(format!("rg-{i}"));
+                    p["metadata"]["labels"]["gpuhub.run"] = json!("rg");
+                    p["spec"].as_object_mut().unwrap().remove("nodeName");
+                    p["spec"]["schedulingGates"] = json!([{ "name": gpuhub_kube::gang::GANG_GATE }]);
+                    p
+                };
+                list("PodList", vec![gated(0), gated(1)])
+            }
             "GET" if s.query.contains("fieldSelector") => list("PodList", vec![pod(0, exited(143, "Error"))]),
             "GET" if s.query.contains("gpuhub.run=rs") => {
                 let mut served = pod(0, running());
@@ -139,19 +159,30 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
             "DELETE" => list("PodList", vec![pod(0, running())]),
             _ => mock::status(405, "MethodNotAllowed", "unexpected"),
         }
-    });
+    };
+    let (e, seen) = mock::engine(config, handler);
     e.submit(&spec()).await.unwrap();
+    // a gang without volcano: gated, then admitted by gpuhub (the nodes, the cluster's pods, pin, ungate)
+    let (plain, plain_seen) = mock::engine(KubeConfig::default(), handler);
+    let mut gang = spec();
+    gang.name = "rg".into();
+    plain.submit(&gang).await.unwrap();
+    let gates: Vec<_> =
+        plain_seen.lock().unwrap().iter().filter(|s| s.method == "PATCH").map(|s| s.path.clone()).collect();
+    let all: Vec<_> = plain_seen.lock().unwrap().iter().map(|s| format!("{} {}", s.line(), s.query)).collect();
+    assert_eq!(gates.len(), 4, "each of the two pods pinned, then ungated: {all:#?}");
     let mut workspace = spec();
     workspace.labels.insert("gpuhub.kind".into(), "workspace".into());
     workspace.members.truncate(1);
     e.submit(&workspace).await.unwrap();
-    // a service: its Deployment made, rolled out, scaled to nothing by a stop
+    // a service: its Deployment made, rolled out (where it stands read), scaled to nothing by a stop
     let mut service = workspace.clone();
     service.name = "rs".into();
     service.labels.insert("gpuhub.kind".into(), "service".into());
     service.labels.insert("gpuhub.service.port".into(), "8080".into());
     e.submit(&service).await.unwrap();
     assert!(e.roll("rs", &service).await.unwrap());
+    let _ = e.observe("rs").await; // the mock's pod is labelled run r: only the calls count here
     e.cancel("rs", Duration::from_secs(1)).await.unwrap();
     e.observe("r").await.unwrap();
     e.list_runs().await.unwrap();
@@ -167,11 +198,12 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
     let mut events = e.events().await.unwrap();
     // the watch's first listing and its watch are made; nothing comes
     assert!(tokio::time::timeout(Duration::from_millis(300), events.next()).await.is_err());
-    let calls: BTreeSet<_> = seen.lock().unwrap().iter().map(rbac_of).collect();
+    let calls: BTreeSet<_> =
+        seen.lock().unwrap().iter().chain(plain_seen.lock().unwrap().iter()).map(rbac_of).collect();
     for (group, resource, verb, cluster) in &calls {
-        let rule = REQUIRED_RBAC.iter().find(|r| r.group == group && r.resource == resource);
+        let rule = REQUIRED_RBAC.iter().find(|r| r.group == group && r.resource == resource && r.cluster == *cluster);
         assert!(
-            rule.is_some_and(|r| r.verbs.contains(&verb.as_str()) && r.cluster == *cluster),
+            rule.is_some_and(|r| r.verbs.contains(&verb.as_str())),
             "the engine calls {verb} on {group}/{resource}, which REQUIRED_RBAC lacks"
         );
     }
@@ -179,7 +211,7 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
     for r in REQUIRED_RBAC.iter().filter(|r| r.resource != "pods/exec" && r.resource != "pods/portforward") {
         for v in r.verbs {
             assert!(
-                calls.iter().any(|(g, res, verb, _)| g == r.group && res == r.resource && verb == v),
+                calls.iter().any(|(g, res, verb, c)| g == r.group && res == r.resource && verb == v && *c == r.cluster),
                 "REQUIRED_RBAC grants {v} on {}/{} that no call uses",
                 r.group,
                 r.resource

@@ -96,3 +96,51 @@ async fn a_run_without_pods_is_not_found() {
     assert!(e.probe_metrics().await);
     assert!(matches!(e.usage("gone").await, Err(EngineError::NotFound(_))));
 }
+
+#[tokio::test]
+async fn a_metrics_api_installed_later_is_picked_up_at_the_next_probe_by_the_clock() {
+    // metrics-server is installed while the hub runs: 404 until then
+    let installed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on = installed.clone();
+    let (e, seen) = engine(KubeConfig::default(), move |s| match s.path.as_str() {
+        METRICS if on.load(Ordering::SeqCst) => list("PodMetricsList", vec![]),
+        "/api/v1/nodes" => list("NodeList", vec![]),
+        _ => status(404, "NotFound", "the server could not find the requested resource"),
+    });
+    let now = Arc::new(std::sync::Mutex::new(std::time::SystemTime::UNIX_EPOCH));
+    let clock = now.clone();
+    let e = e.with_clock(move || *clock.lock().unwrap());
+    let probes = || seen.lock().unwrap().iter().filter(|s| s.path == METRICS).count();
+    assert!(!e.probe_metrics().await, "not installed at connect");
+    assert!(!e.capabilities().usage);
+    installed.store(true, Ordering::SeqCst);
+    // within the wait, a look at the nodes does not ask again
+    *now.lock().unwrap() += gpuhub_kube::METRICS_REPROBE - std::time::Duration::from_secs(1);
+    e.inventory().await.unwrap();
+    assert_eq!((probes(), e.capabilities().usage), (1, false));
+    // once it has passed, the next look asks, and the capability is on without a restart
+    *now.lock().unwrap() += std::time::Duration::from_secs(1);
+    e.inventory().await.unwrap();
+    assert_eq!((probes(), e.capabilities().usage), (2, true));
+    // answering, it is not asked again at each look
+    e.inventory().await.unwrap();
+    assert_eq!(probes(), 2);
+}
+
+#[tokio::test]
+async fn a_metrics_api_that_goes_away_turns_usage_off_until_it_answers_again() {
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let g = gone.clone();
+    let (e, _) = engine(KubeConfig::default(), move |s| match s.path.as_str() {
+        METRICS if g.load(Ordering::SeqCst) => {
+            status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+        }
+        METRICS => list("PodMetricsList", vec![]),
+        "/api/v1/namespaces/gpuhub/pods" => list("PodList", vec![pod(0, running())]),
+        _ => status(404, "NotFound", "the server could not find the requested resource"),
+    });
+    assert!(e.probe_metrics().await);
+    gone.store(true, Ordering::SeqCst);
+    assert!(matches!(e.usage("r").await, Err(EngineError::Unsupported { .. })));
+    assert!(!e.capabilities().usage, "off once the metrics api stopped answering");
+}
