@@ -57,6 +57,8 @@ LAYERS = {
     "sim": 3,
     "server": 4,
     "gpuhub": 5,
+    # the shared test kit, over the server: named only in [dev-dependencies], never by a crate of layer 5
+    "testkit": 5,
 }
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

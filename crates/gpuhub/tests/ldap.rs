@@ -5,8 +5,7 @@
 //! Needs root, Docker, slapd/ldap-utils and openssl (scripts/setup-debian.sh installs them).
 
 mod common;
-#[path = "../../identity/tests/support/slapd.rs"]
-mod slapd_support;
+use gpuhub_testkit::slapd as slapd_support;
 
 use anyhow::{Result, ensure};
 use common::{Hub, IMAGE};

@@ -6,8 +6,7 @@
 //! gpuhub did not start is refused. Needs chromium, chromium-driver and oidc-provider-mock.
 
 mod access_support;
-#[path = "../../identity/tests/support/provider.rs"]
-mod provider_support;
+use gpuhub_testkit::oidc_provider as provider_support;
 
 use access_support::browser::{self, Browser};
 use access_support::{Hub, WAIT, eventually};

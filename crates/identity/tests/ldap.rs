@@ -5,8 +5,7 @@
 //! Needs Debian's `slapd` and `ldap-utils` (scripts/setup-debian.sh installs them); without them the
 //! tests fail saying so, unless GPUHUB_SKIP_LDAP_TESTS=1.
 
-#[path = "support/slapd.rs"]
-mod slapd_support;
+use gpuhub_testkit::slapd as slapd_support;
 
 use gpuhub_identity::{Directory, IdentityError, LdapConfig, LdapDirectory};
 use ldap3::LdapConnAsync;

@@ -6,8 +6,7 @@
 //! Needs `python3 -m pip install oidc-provider-mock` (scripts/setup-debian.sh does it); without it
 //! the tests fail saying so, unless GPUHUB_SKIP_OIDC_TESTS=1.
 
-#[path = "support/provider.rs"]
-mod provider_support;
+use gpuhub_testkit::oidc_provider as provider_support;
 
 use anyhow::{Context, Result, ensure};
 use gpuhub_identity::{IdentityError, OidcClient, OidcConfig, PendingLogin};

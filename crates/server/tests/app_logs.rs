@@ -2,7 +2,7 @@
 //! controller (the fake runtime's exec echoes the app's command line), followed while it runs, read
 //! from the file after, and a 404 naming the apps for an unknown one.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use reqwest::{Method, StatusCode};

@@ -1,7 +1,7 @@
 //! The authorisation matrix: every endpoint × admin / owner / other user / anonymous, on a workload (or
 //! account) that belongs to the owner. A refused call must also leave the owner's things as they were.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use reqwest::{Method, StatusCode};

@@ -7,7 +7,7 @@
 //! Requests go over a raw TCP connection so that paths reach the server byte for byte (an HTTP client
 //! library would normalise `..` and `%2e%2e` away before sending).
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use serde_json::{Value, json};

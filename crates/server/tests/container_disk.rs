@@ -3,7 +3,7 @@
 //! why, instead of running containers that write without limit. A workload may ask for its own cap
 //! (`disk`) within its queue's `max_disk`, which also caps the default.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::*;
 use gpuhub_driver::fake::Call;
@@ -24,8 +24,7 @@ async fn capped_hub() -> Hub {
     let runtime = fake();
     runtime.set_disk_cap(Ok(()));
     let server = gpuhub_server::start_with(capped(dir.path()), runtime.clone(), Default::default()).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
+    Hub::from_server(server, runtime, dir)
 }
 
 /// Submits `name` to `queue` asking for `disk` (none when `None`): the answer's status and body.
@@ -160,8 +159,7 @@ async fn every_run_carries_the_cap_to_an_engine_that_enforces_it() {
     let runtime = fake();
     runtime.set_disk_cap(Ok(()));
     let server = gpuhub_server::start_with(capped(dir.path()), runtime.clone(), Default::default()).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    let hub = Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() };
+    let hub = Hub::from_server(server, runtime, dir);
     let admin = hub.admin().await;
     hub.submit(&admin, job("fill-tmp", 0)).await;
     hub.wait_state(&admin, "fill-tmp", "running").await;

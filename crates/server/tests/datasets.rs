@@ -3,7 +3,7 @@
 //! `/datasets/<name>` in the run the engine is given, refused by an unknown or repeated name (naming
 //! the datasets there are), and kept by submitted work when the registration is removed.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{ADMIN_PASSWORD, Hub};
 use reqwest::{Method, StatusCode};

@@ -2,7 +2,7 @@
 //! time limit within the queue's maximum, an admin moves a queued one to another priority or queue;
 //! each refusal is a problem naming why, and each change is in the workload's history.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use common::{Hub, config, job};
@@ -20,9 +20,7 @@ async fn hub() -> (Hub, Arc<ManualClock>, String, String) {
     let mut cfg = config(dir.path());
     cfg.scheduler.queues = vec![QueueSpec::open("vision"), QueueSpec::open("nlp")];
     let seams = gpuhub_server::Seams { clock: clock.clone(), ..Default::default() };
-    let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    let hub = Hub { server: Some(server), url, runtime: engine, dir, http: reqwest::Client::new() };
+    let hub = Hub::start_fake(dir, cfg, engine, seams).await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
     (hub, clock, admin, alice)

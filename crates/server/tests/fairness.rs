@@ -1,7 +1,7 @@
 //! Fairness: priority comes from the queue's policy, not the user's word; a partial per-user limit
 //! limits only what it names.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::*;
 use reqwest::{Method, StatusCode};

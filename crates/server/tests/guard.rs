@@ -4,7 +4,7 @@
 //! `/metrics`), and leaves shares within their grant, shares of `none` GPUs and whole GPUs alone; MPS
 //! GPUs take shares of one user at a time, and a second user's share says why it waits.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use common::{ADMIN_PASSWORD, Hub, config};
@@ -15,7 +15,6 @@ use gpuhub_driver::MemberUsage;
 use gpuhub_gpu::{FakeGpuSampler, GpuProcess};
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 const GIB: u64 = 1 << 30;
@@ -25,36 +24,12 @@ fn share(name: &str, milli: u32, memory: &str) -> Value {
         "resources": {"cpus": 1, "memory": "1GiB", "gpu_milli": milli, "gpu_memory": memory}})
 }
 
-/// A stand-in for `nvidia-cuda-mps-control`: `-f` is the daemon (it makes the pipe directory's `control`
-/// and waits for `quit`), anything else a client command read from standard input; both are recorded.
-const FAKE_MPS_CONTROL: &str = r#"#!/bin/sh
-rec=__RECORD__
-pipe="$CUDA_MPS_PIPE_DIRECTORY"
-if [ "$1" = "-f" ]; then
-  echo "daemon gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
-  echo $$ > "$pipe/nvidia-cuda-mps-control.pid"
-  : > "$pipe/control"
-  trap 'rm -f "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"; exit 0' TERM
-  while [ ! -e "$pipe/quit" ]; do sleep 0.02; done
-  rm -f "$pipe/quit" "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"
-  echo "quit gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
-  exit 0
-fi
-read -r cmd
-if [ ! -e "$pipe/control" ]; then echo "Cannot find MPS control daemon process" >&2; exit 1; fi
-[ "$cmd" = quit ] && : > "$pipe/quit"
-exit 0
-"#;
-
 /// A hub on a manual clock and a scripted sampler whose GPUs are in `modes`, guard grace 30 s.
 async fn hub(modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler>, DateTime<Utc>) {
     let t0: DateTime<Utc> = Utc::now();
     let clock = Arc::new(ManualClock::new(t0));
     let dir = tempfile::tempdir().unwrap();
-    let mut node = common::node(modes.len() as u32);
-    for (g, m) in node.gpus.iter_mut().zip(modes) {
-        g.sharing = Some(*m);
-    }
+    let node = common::node_with(modes);
     let engine = Arc::new(gpuhub_driver::fake::FakeEngine::new().with_nodes(vec![node.clone()]));
     let sampler = Arc::new(FakeGpuSampler::new(node.gpus));
     let mut cfg = config(dir.path());
@@ -62,18 +37,11 @@ async fn hub(modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler
     cfg.guard.grace_secs = 30;
     // MPS GPUs get gpuhub's own supervisor, running a scripted nvidia-cuda-mps-control; its directory
     // is one every user may enter, as MPS needs
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let program = dir.path().join("nvidia-cuda-mps-control");
-    std::fs::write(&program, FAKE_MPS_CONTROL.replace("__RECORD__", &dir.path().join("mps.log").display().to_string()))
-        .unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    cfg.mps.control = Some(program);
+    cfg.mps.control = Some(common::mps::scripted_control(dir.path()).unwrap());
     cfg.mps.dir = Some(dir.path().join("mps"));
     cfg.mps.exclusive_process = false;
     let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
-    let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    let hub = Hub { server: Some(server), url, runtime: engine, dir, http: reqwest::Client::new() };
+    let hub = Hub::start_fake(dir, cfg, engine, seams).await;
     (hub, clock, sampler, t0)
 }
 
@@ -263,7 +231,7 @@ async fn an_mps_gpu_takes_shares_of_one_user_at_a_time_and_says_so() {
     let m = v["explanation"]["message"].as_str().unwrap();
     assert!(m.contains("an MPS GPU serves one user at a time"), "{m}");
     // gpuhub's daemon of that GPU answered before her shares started, and their containers reach it
-    let log = std::fs::read_to_string(hub.dir.path().join("mps.log")).unwrap();
+    let log = std::fs::read_to_string(common::mps::record(hub.dir.path())).unwrap();
     assert!(log.starts_with(&format!("daemon gpu={a}\n")), "{log}");
     let spec = hub
         .runtime

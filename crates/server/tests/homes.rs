@@ -5,7 +5,7 @@
 //! quotas; deleting a user releases the home; a quota the configured backend cannot enforce stops the
 //! server at start.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::Hub;
 use gpuhub_homes::fake::{FakeHomes, HomeCall};

@@ -1,7 +1,7 @@
 //! Security review N15: gpuhub's UIDs must not be the host's. The server reads the host's `passwd`,
 //! `group` and `login.defs` from a directory of the test's (the `etc` seam), never the real `/etc`.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, config, fake};
 use gpuhub_server::Seams;

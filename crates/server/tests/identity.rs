@@ -5,7 +5,7 @@
 //! password; passwords of directory accounts are not changed here; a user removed from the directory
 //! is disabled at the next check and their token stops working.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{ADMIN_PASSWORD, Hub};
 use gpuhub_identity::{DirectoryUser, FakeDirectory};

@@ -3,7 +3,7 @@
 //! the typed reason `idle` (its home survives and it starts again); a busy one, and one used through
 //! the hub's app proxy, are left alone.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use common::{ADMIN_PASSWORD, Hub, config};
@@ -43,9 +43,7 @@ async fn an_idle_gpu_workspace_is_warned_then_stopped_and_a_busy_or_used_one_is_
     cfg.idle.after_secs = 3600;
     cfg.idle.grace_secs = 1800;
     let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
-    let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    let hub = Hub { server: Some(server), url, runtime: engine.clone(), dir, http: reqwest::Client::new() };
+    let hub = Hub::start_fake(dir, cfg, engine.clone(), seams).await;
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
     let alice = hub.user(&admin, "alice").await;
     let port = tiny_app().await;

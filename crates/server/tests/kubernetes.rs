@@ -6,7 +6,7 @@
 //! by the pod's deadline keeps its record), its output comes through the API server's log, and a
 //! workspace's JupyterLab, started through the exec stream, is served through the hub's proxy.
 
-mod common;
+use gpuhub_testkit as common;
 
 mod kube_fake;
 

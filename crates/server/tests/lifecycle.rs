@@ -1,6 +1,6 @@
 //! Workload lifecycle through the API and the controller, on the recording fake runtime.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use gpuhub_driver::fake::Call;

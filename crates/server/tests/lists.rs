@@ -1,7 +1,7 @@
 //! Lists that scale and bounded submissions: `GET /api/v1/workloads` in pages with cursors and filters,
 //! and the per-user limits on how many workloads, and how large, a user may submit.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{Duration, TimeZone, Utc};
 use common::{Hub, job};

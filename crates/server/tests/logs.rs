@@ -4,7 +4,7 @@
 //! `limit_bytes` read parts of it. This file is its own test binary (one process, one test), so that the
 //! process's peak resident set measures the server and its clients alone.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::*;
 use gpuhub_controller::logfile::truncation_note;

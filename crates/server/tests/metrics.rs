@@ -3,7 +3,7 @@
 //! each as its caller may see it. The time is a manual clock and rounds are awaited on the monitor's
 //! round counter, never slept for.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeZone, Utc};
 use common::{Hub, job, node};

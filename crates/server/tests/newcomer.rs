@@ -1,7 +1,7 @@
 //! The newcomer's review (`shared/reviews/newcomer-2.md`): each bug with a test that fails on the code
 //! before its fix.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::*;
 use reqwest::{Method, StatusCode, redirect};

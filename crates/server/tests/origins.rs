@@ -4,7 +4,7 @@
 //! other app; an app origin serves nothing of the hub; the app never sees the hub's or the app
 //! session's cookie. Requests reach app hosts by name (`reqwest`'s `resolve`), as a browser would.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{ADMIN_PASSWORD, Hub};
 use reqwest::header::{COOKIE, HOST, LOCATION, SET_COOKIE};

@@ -1,7 +1,7 @@
 //! The controller coalesces: a burst of submissions and runtime events shares scheduling passes
 //! instead of running one per wake-up, and still starts everything.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::Hub;
 use serde_json::json;

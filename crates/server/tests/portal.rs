@@ -4,7 +4,7 @@
 //! with a token, security headers), the form's errors beside the field the API's problem names, and
 //! live changes (server-sent events, then the page's live fragment).
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{ADMIN_PASSWORD, Hub};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};

@@ -5,7 +5,7 @@
 //! tiles `GET /api/v1/nodes`'s and `metrics/live`'s —; users see only their own usage, admins
 //! everyone's; the CSV holds the chart's rows.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use common::{ADMIN_PASSWORD, Hub, config};
@@ -26,10 +26,7 @@ async fn hub(t0: DateTime<Utc>, modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>,
     let _ = tracing_subscriber::fmt().with_env_filter("warn").with_test_writer().try_init();
     let clock = Arc::new(ManualClock::new(t0));
     let dir = tempfile::tempdir().unwrap();
-    let mut node = common::node(modes.len() as u32);
-    for (g, m) in node.gpus.iter_mut().zip(modes) {
-        g.sharing = Some(*m);
-    }
+    let node = common::node_with(modes);
     let engine = Arc::new(gpuhub_driver::fake::FakeEngine::new().with_nodes(vec![node.clone()]));
     let sampler = Arc::new(FakeGpuSampler::new(node.gpus));
     let mut cfg = config(dir.path());
@@ -37,9 +34,7 @@ async fn hub(t0: DateTime<Utc>, modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>,
     cfg.guard.grace_secs = 3600;
     cfg.idle.after_secs = 3600;
     let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
-    let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    (Hub { server: Some(server), url, runtime: engine, dir, http: reqwest::Client::new() }, clock, sampler)
+    (Hub::start_fake(dir, cfg, engine, seams).await, clock, sampler)
 }
 
 /// A browser session's cookie for `user`.

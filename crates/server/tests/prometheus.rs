@@ -4,7 +4,7 @@
 //! PromQL about alice's GPU, and the Grafana dashboard in `deploy/grafana` asking only for series
 //! gpuhub exports (and, in that Prometheus, asking in valid PromQL).
 
-mod common;
+use gpuhub_testkit as common;
 #[path = "prometheus/parse.rs"]
 mod parse;
 

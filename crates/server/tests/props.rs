@@ -5,7 +5,7 @@
 //!
 //! The case count is small by default so CI stays fast; `PROPTEST_CASES=100000` runs more.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use gpuhub_server::access::parse_ssh_user;

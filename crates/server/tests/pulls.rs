@@ -4,7 +4,7 @@
 //! workload with the registry's words; a stop while pulling stops it; a reference no policy allows is
 //! a 422 on `image` naming the policy; credentials never show in the configuration's `Debug`.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::Hub;
 use gpuhub_driver::fake::Call;

@@ -2,7 +2,7 @@
 //! configuration file seeds them once, a raised limit starts held work, and the database wins over
 //! the file on a restart.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use gpuhub_sched::{QueueSpec, Quota};

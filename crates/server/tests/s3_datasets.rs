@@ -6,7 +6,7 @@
 //! dataset is a 503 naming it; a restart mounts it again and removing it unmounts it. Needs rclone,
 //! FUSE and `moto_server` (`GPUHUB_SKIP_S3_TESTS=1` skips it).
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{ADMIN_PASSWORD, Hub};
 use reqwest::{Method, StatusCode};

@@ -1,7 +1,7 @@
 //! The scheduler in the server: GPU shares, team queues, resource expressions, run-time limits,
 //! backfill and preemption, through the API on the recording fake runtime (2 H200s, 8 CPUs, 32 GiB).
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::{Hub, job};
 use gpuhub_driver::fake::Call;

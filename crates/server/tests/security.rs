@@ -2,7 +2,7 @@
 //! before its fix. The SSH half of finding 1 is in `crates/ssh/tests/gateway.rs`, finding 9 in
 //! `crates/docker/tests/engine/network.rs`.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::*;
 use reqwest::{Method, StatusCode};

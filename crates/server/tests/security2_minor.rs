@@ -1,10 +1,9 @@
 //! Regression tests for the smaller findings of the second security review
 //! (`shared/reviews/security-2.md`, N7–N14): each fails on the code before its fix.
 
-mod common;
+use gpuhub_testkit as common;
 
-#[path = "../../identity/tests/support/provider.rs"]
-mod provider_support;
+use gpuhub_testkit::oidc_provider as provider_support;
 
 use common::*;
 use reqwest::{Method, StatusCode, Url, redirect};

@@ -2,7 +2,7 @@
 //! (`shared/reviews/security-2.md`, N2–N4), over HTTP and real WebSockets: each fails on the code
 //! before its fix.
 
-mod common;
+use gpuhub_testkit as common;
 
 use async_trait::async_trait;
 use common::*;

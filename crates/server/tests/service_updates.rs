@@ -6,7 +6,7 @@
 //! readiness check is a real HTTP GET of a server in this test); on real Docker through the real
 //! binary in `crates/gpuhub/tests/services.rs`.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use common::{ADMIN_PASSWORD, Hub, config};
@@ -21,9 +21,7 @@ async fn hub_on(engine: Arc<gpuhub_driver::fake::FakeEngine>, clock: Arc<ManualC
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());
     let seams = gpuhub_server::Seams { clock, ..Default::default() };
-    let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    Hub { server: Some(server), url, runtime: engine, dir, http: reqwest::Client::new() }
+    Hub::start_fake(dir, cfg, engine, seams).await
 }
 
 /// An HTTP server on loopback whose `/ready` answers 200 while `ready` holds, 503 otherwise.

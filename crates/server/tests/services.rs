@@ -3,7 +3,7 @@
 //! through the hub's proxy once ready. On the recording fake engine, then end to end on this machine's
 //! Docker with busybox's `httpd`.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use common::{ADMIN_PASSWORD, Hub, config};
@@ -33,8 +33,7 @@ async fn hub_on(engine: Arc<dyn gpuhub_driver::Engine>, clock: Arc<ManualClock>,
     }
     let seams = gpuhub_server::Seams { clock, ..Default::default() };
     let server = gpuhub_server::start_with(cfg, engine, seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    Hub { server: Some(server), url, runtime: common::fake(), dir, http: reqwest::Client::new() }
+    Hub::from_server(server, common::fake(), dir)
 }
 
 fn kick(hub: &Hub) {

@@ -4,7 +4,7 @@
 //! are refused with a 422 on `teams` naming the teams the caller may mount; a group another queue has,
 //! or a system group, is refused.
 
-mod common;
+use gpuhub_testkit as common;
 
 use common::Hub;
 use reqwest::{Method, StatusCode};

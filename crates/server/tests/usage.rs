@@ -2,7 +2,7 @@
 //! a GPU and the server killed in the middle (its runtime dropped mid-flight, as a SIGKILL would), equals
 //! the exact sum of what was held. Who may see what.
 
-mod common;
+use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use common::{Hub, config, job};
@@ -49,8 +49,7 @@ async fn start_killable(
         .join()
         .unwrap()
         .unwrap();
-    let url = format!("http://{}", server.addr);
-    let hub = Hub { server: Some(server), url, runtime: engine, dir, http: reqwest::Client::new() };
+    let hub = Hub::from_server(server, engine, dir);
     Killable { hub, rt }
 }
 

@@ -2,8 +2,7 @@
 //! (`engine.rs` with live restore, `restart.rs` without), the PostgreSQL server unreachable for a while (`database.rs`), the data directory's
 //! disk full (`disk.rs`).
 
-#[path = "../common/mod.rs"]
-mod common;
+use gpuhub_testkit as common;
 
 mod database;
 mod disk;

@@ -279,8 +279,7 @@ async fn a_kill_without_an_outage_is_the_runs_own_end() {
     let dir = tempfile::tempdir().unwrap();
     let seams = gpuhub_server::Seams { clock: clock.clone(), ..Default::default() };
     let server = gpuhub_server::start_with(config(dir.path()), engine.clone(), seams).await.unwrap();
-    let url = format!("http://{}", server.addr);
-    let hub = Hub { server: Some(server), url, runtime: engine.clone(), dir, http: reqwest::Client::new() };
+    let hub = Hub::from_server(server, engine.clone(), dir);
     let admin = hub.login("admin", ADMIN_PASSWORD).await;
     let alice = hub.user(&admin, "alice").await;
     hub.submit(&alice, crate::common::job("oom", 0)).await;

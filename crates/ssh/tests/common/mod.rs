@@ -4,10 +4,10 @@
 
 use anyhow::{Context, Result, bail, ensure};
 use async_trait::async_trait;
-use gpuhub_docker::{ContainerSpec, DockerEngine, DockerRuntime};
+use gpuhub_docker::{DockerEngine, DockerRuntime};
 
 use gpuhub_ssh::{Denied, GatewayBackend, GatewayOptions, PublicKey, SshGateway, Target};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-pub const UID: &str = "10000";
 pub const BUSYBOX: &str = "gpuhub/busybox:latest";
 pub const JUPYTER: &str = "gpuhub/jupyter:latest";
 
@@ -24,14 +23,7 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
-/// Runs a build script of the repository; the test fails when it does.
-pub fn build_image(script: &str) -> Result<()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let status = Command::new("bash").arg(repo_root().join("scripts").join(script)).status()?;
-    ensure!(status.success(), "{script} failed: {status}");
-    Ok(())
-}
+pub use gpuhub_testkit::docker::{Container, UID, build_image};
 
 /// The backend the gateway asks: one authorised key, workspaces by ssh user name.
 #[derive(Debug, Default)]
@@ -85,56 +77,10 @@ pub fn keygen(dir: &Path, name: &str) -> Result<ClientKey> {
     Ok(ClientKey { path, fingerprint })
 }
 
-/// A container removed (with its network) when dropped.
-#[derive(Debug)]
-pub struct Container {
-    pub id: String,
-    pub network: String,
-}
-
-impl Drop for Container {
-    fn drop(&mut self) {
-        let _ = Command::new("docker").args(["rm", "-f", &self.id]).output();
-        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
-    }
-}
-
 /// Starts `image` running `command` as uid 10000 on its own network, through the real runtime.
 pub async fn container(runtime: &DockerRuntime, image: &str, command: &[&str]) -> Result<Container> {
-    let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
-    let network = format!("gpuhub-test-ssh-{tag}");
-    runtime.ensure_network(&network, &BTreeMap::new()).await?;
-    let spec = ContainerSpec {
-        name: format!("gpuhub-test-ssh-{tag}"),
-        image: image.to_string(),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        env: BTreeMap::from([("HOME".to_string(), "/tmp".to_string())]),
-        // a workload's label: the engine takes a container without a run label as a run of its own
-        labels: BTreeMap::from([(gpuhub_driver::LABEL_WORKLOAD.to_string(), format!("ssh-test-{tag}"))]),
-        user: format!("{UID}:{UID}"),
-        hostname: Some("ws".into()),
-        working_dir: Some("/tmp".into()),
-        cpu_milli: 1000,
-        memory_bytes: 1 << 30,
-        pids_limit: 512,
-        mounts: vec![],
-        network: Some(network.clone()),
-        aliases: vec![],
-        gpus: Default::default(),
-        log_max_bytes: None,
-        groups: Vec::new(),
-        disk_bytes: None,
-    };
-    let id = match runtime.create(&spec).await {
-        Ok(id) => id,
-        Err(e) => {
-            let _ = Command::new("docker").args(["network", "rm", &network]).output();
-            return Err(e.into());
-        }
-    };
-    let c = Container { id, network };
-    runtime.start(&c.id).await?;
-    Ok(c)
+    let limits = gpuhub_testkit::docker::Limits { prefix: "ssh", cpu_milli: 1000, memory_bytes: 1 << 30 };
+    gpuhub_testkit::docker::container(runtime, limits, image, command).await
 }
 
 /// A running gateway with a test backend and two client keys.

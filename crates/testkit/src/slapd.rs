@@ -1,9 +1,9 @@
 //! A real OpenLDAP `slapd` for tests, started in a temporary directory: mdb backend, TLS with a CA and
 //! server certificate made by the `openssl` CLI, StartTLS on one port and LDAPS on another, users alice
 //! (uidNumber 20001, group vision), bob (20002, gpuhub-admins), carol (20003) and dave (no uidNumber).
-//! Shared by the identity crate's tests and gpuhub's end-to-end tests (`#[path]`).
-#![allow(dead_code)]
+//! Used by the identity crate's tests and gpuhub's end-to-end tests.
 
+pub use crate::process::free_port;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,10 +37,7 @@ pub fn slapd_available() -> bool {
     true
 }
 
-pub fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
+/// Runs `cmd`, which must succeed; its standard output.
 pub fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     ensure!(
@@ -64,6 +61,7 @@ pub fn make_ca(dir: &Path, name: &str) -> Result<()> {
 }
 
 /// A running slapd; killed (and its directory removed) on drop.
+#[derive(Debug)]
 pub struct Slapd {
     pub child: Child,
     pub dir: tempfile::TempDir,

@@ -1,99 +1,83 @@
-//! An in-process server on 127.0.0.1:0 with a temp SQLite file and the recording fake engine.
-#![allow(dead_code)]
+//! [`Hub`]: an in-process server on `127.0.0.1:0`, and the calls and waits tests make on it.
 
-use gpuhub_core::node::{GpuDevice, NodeCapacity};
-use gpuhub_core::{Bytes, CpuMilli};
+use crate::{ADMIN_PASSWORD, config, fake, init_tracing};
 use gpuhub_driver::fake::FakeEngine;
 use gpuhub_server::config::Config;
-use gpuhub_server::{Server, start};
+use gpuhub_server::{Seams, Server, start};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 
-pub const ADMIN_PASSWORD: &str = "admin-password";
-
+/// An in-process hub (API, portal, SSH gateway) on `127.0.0.1:0` with a temp data dir, usually on the
+/// recording fake engine.
+#[derive(Debug)]
 pub struct Hub {
+    /// The running server (`None` between a stop and [`Hub::restart_from_nothing`]).
     pub server: Option<Server>,
+    /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// The fake engine the hub runs on (an unused one for a hub on another engine: [`Hub::start_on`]).
     pub runtime: Arc<FakeEngine>,
+    /// Data dir and whatever else the test keeps beside it.
     pub dir: tempfile::TempDir,
+    /// A client without cookies (bearer tokens only).
     pub http: reqwest::Client,
 }
 
-pub fn node(gpus: u32) -> NodeCapacity {
-    NodeCapacity {
-        name: "test-node".into(),
-        cpus: CpuMilli(8000),
-        memory: Bytes(32 << 30),
-        gpus: (0..gpus)
-            .map(|i| GpuDevice {
-                uuid: format!("GPU-fake-{i}"),
-                index: i,
-                model: "H200".into(),
-                memory: Bytes(141 << 30),
-                device: None,
-                sharing: None,
-            })
-            .collect(),
-        labels: Default::default(),
-    }
-}
-
-/// A fake engine that places like Docker, on one node with two GPUs.
-pub fn fake() -> Arc<FakeEngine> {
-    Arc::new(FakeEngine::new().with_nodes(vec![node(2)]))
-}
-
-pub fn config(dir: &std::path::Path) -> Config {
-    Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ssh_listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.join("data"),
-        admin_password: Some(ADMIN_PASSWORD.into()),
-        ..Config::default()
-    }
-}
-
 impl Hub {
+    /// A hub with the kit's [`config`] on a fake engine with one two-GPU node.
     pub async fn start() -> Hub {
         Self::start_with(|_| {}).await
     }
 
+    /// [`Hub::start`] with `tweak`ed configuration.
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Hub {
-        Self::start_seams(gpuhub_server::Seams::default(), tweak).await
+        Self::start_seams(Seams::default(), tweak).await
     }
 
     /// A hub like [`Hub::start_with`] whose server samples `gpus` (a scripted GPU sampler).
     pub async fn start_sampled(tweak: impl FnOnce(&mut Config), gpus: Arc<dyn gpuhub_gpu::GpuSampler>) -> Hub {
-        Self::start_seams(gpuhub_server::Seams { gpus: Some(gpus), ..Default::default() }, tweak).await
+        Self::start_seams(Seams { gpus: Some(gpus), ..Default::default() }, tweak).await
     }
 
     /// A hub on the fake engine that reads the time and this host's GPUs through `seams` (a manual
     /// clock, a scripted GPU sampler), with `tweak`ed configuration.
-    pub async fn start_seams(seams: gpuhub_server::Seams, tweak: impl FnOnce(&mut Config)) -> Hub {
-        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    pub async fn start_seams(seams: Seams, tweak: impl FnOnce(&mut Config)) -> Hub {
+        init_tracing();
         let dir = tempfile::tempdir().unwrap();
-        let runtime = fake();
         let mut cfg = config(dir.path());
         tweak(&mut cfg);
-        let server = gpuhub_server::start_with(cfg, runtime.clone(), seams).await.unwrap();
-        let url = format!("http://{}", server.addr);
-        Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
+        Self::start_fake(dir, cfg, fake(), seams).await
+    }
+
+    /// A hub on `dir` with `cfg`, the fake `engine` (its nodes as the test made them) and `seams`.
+    pub async fn start_fake(dir: tempfile::TempDir, cfg: Config, engine: Arc<FakeEngine>, seams: Seams) -> Hub {
+        let server = gpuhub_server::start_with(cfg, engine.clone(), seams).await.unwrap();
+        Self::from_server(server, engine, dir)
     }
 
     /// A hub on `dir` with `cfg` and any engine (the `runtime` field then holds an unused fake).
     pub async fn start_on(dir: tempfile::TempDir, cfg: Config, engine: Arc<dyn gpuhub_driver::Engine>) -> Hub {
         let server = start(cfg, engine).await.unwrap();
+        Self::from_server(server, fake(), dir)
+    }
+
+    /// A hub around a server the test started itself on `dir`, with `runtime` as its fake engine.
+    pub fn from_server(server: Server, runtime: Arc<FakeEngine>, dir: tempfile::TempDir) -> Hub {
         let url = format!("http://{}", server.addr);
-        Hub { server: Some(server), url, runtime: fake(), dir, http: reqwest::Client::new() }
+        Hub { server: Some(server), url, runtime, dir, http: reqwest::Client::new() }
+    }
+
+    /// The running server.
+    pub fn server(&self) -> &Server {
+        self.server.as_ref().expect("the hub's server runs")
     }
 
     /// Waits, on the controller's change feed, until `done` holds for `name`'s workload, at most `secs`.
     pub async fn wait_for(&self, token: &str, name: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
-        let server = self.server.as_ref().unwrap();
-        let mut changes = server.state.controller.changes();
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+        let mut changes = self.server().state.controller.changes();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
             let v = self.get(token, name).await;
             if done(&v) {
@@ -108,13 +92,13 @@ impl Hub {
     /// Waits for monitoring rounds (the monitor's round signal, no sleeping) until `done` holds for
     /// `name`'s view; at most 20 rounds.
     pub async fn until_round(&self, token: &str, name: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let mut rounds = self.server.as_ref().unwrap().state.metrics.rounds();
+        let mut rounds = self.server().state.metrics.rounds();
         for _ in 0..20 {
             let v = self.get(token, name).await;
             if done(&v) {
                 return v;
             }
-            tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
+            tokio::time::timeout(Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
         }
         panic!("{name}: condition not met after 20 rounds: {}", self.get(token, name).await);
     }
@@ -132,6 +116,8 @@ impl Hub {
         self.server = Some(server);
     }
 
+    /// A request to the API with `token` and a JSON `body`; the status and the JSON answer (a string
+    /// when it is none). Every 4xx and 5xx must be `application/problem+json`.
     pub async fn call(
         &self,
         method: Method,
@@ -157,6 +143,7 @@ impl Hub {
         (status, v)
     }
 
+    /// Logs `user` in; their token.
     pub async fn login(&self, user: &str, password: &str) -> String {
         let (s, v) =
             self.call(Method::POST, "/api/v1/login", None, Some(json!({"username": user, "password": password}))).await;
@@ -164,11 +151,12 @@ impl Hub {
         v["token"].as_str().unwrap().to_owned()
     }
 
+    /// The first admin's token.
     pub async fn admin(&self) -> String {
         self.login("admin", ADMIN_PASSWORD).await
     }
 
-    /// Creates a user and returns their token.
+    /// Creates the user `name` (password `NAME-password`) as `admin` and returns their token.
     pub async fn user(&self, admin: &str, name: &str) -> String {
         let body = json!({"username": name, "password": format!("{name}-password")});
         let (s, v) = self.call(Method::POST, "/api/v1/users", Some(admin), Some(body)).await;
@@ -176,12 +164,14 @@ impl Hub {
         self.login(name, &format!("{name}-password")).await
     }
 
+    /// Submits `body` as `token`'s owner, which must be accepted; the workload.
     pub async fn submit(&self, token: &str, body: Value) -> Value {
         let (s, v) = self.call(Method::POST, "/api/v1/workloads", Some(token), Some(body)).await;
         assert_eq!(s, StatusCode::CREATED, "{v}");
         v
     }
 
+    /// The workload `name`, as `token`'s owner sees it.
     pub async fn get(&self, token: &str, name: &str) -> Value {
         let (s, v) = self.call(Method::GET, &format!("/api/v1/workloads/{name}"), Some(token), None).await;
         assert_eq!(s, StatusCode::OK, "{v}");
@@ -190,9 +180,8 @@ impl Hub {
 
     /// Waits, on the controller's change feed (no sleeping), until `name` reaches `state`.
     pub async fn wait_state(&self, token: &str, name: &str, state: &str) -> Value {
-        let server = self.server.as_ref().unwrap();
-        let mut changes = server.state.controller.changes();
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut changes = self.server().state.controller.changes();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let v = self.get(token, name).await;
             if v["state"] == state {
@@ -209,11 +198,6 @@ impl Hub {
     pub async fn run(&self, token: &str, name: &str) -> String {
         let v = self.get(token, name).await;
         let id = v["id"].as_str().unwrap();
-        let server = self.server.as_ref().unwrap();
-        server.state.store.get_workload_by_id(id).await.unwrap().run_id.expect("has a run")
+        self.server().state.store.get_workload_by_id(id).await.unwrap().run_id.expect("has a run")
     }
-}
-
-pub fn job(name: &str, gpus: u32) -> Value {
-    json!({"name": name, "kind": "job", "image": "busybox:latest", "command": ["true"], "resources": {"cpus": 1, "memory": "1GiB", "gpus": gpus}})
 }

@@ -1,7 +1,6 @@
 //! A real OpenID provider for tests: `oidc-provider-mock` (PyPI) started on a free port with users
 //! alice (`alice-subject`: username alice, groups vision and students) and bob (`bob-subject`: groups
-//! gpuhub-admins). Shared by the identity crate's tests and gpuhub's end-to-end tests (`#[path]`).
-#![allow(dead_code)]
+//! gpuhub-admins). Used by the identity crate's tests and gpuhub's end-to-end tests.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -35,6 +34,7 @@ pub fn provider_available() -> bool {
 }
 
 /// A running oidc-provider-mock; killed on drop.
+#[derive(Debug)]
 pub struct Provider {
     pub child: Child,
     pub log: tempfile::NamedTempFile,
@@ -97,6 +97,7 @@ impl Provider {
     }
 }
 
+/// Starts the provider, or `None` when `GPUHUB_SKIP_OIDC_TESTS=1` says to skip.
 pub async fn provider() -> Option<Provider> {
     if !provider_available() {
         return None;
