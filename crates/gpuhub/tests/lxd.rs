@@ -300,27 +300,6 @@ async fn two_users_shares_of_one_gpu_run_at_once_on_lxd() -> Result<()> {
     Ok(())
 }
 
-/// A stand-in for `nvidia-cuda-mps-control` (as the server's guard tests use): `-f` is the daemon (it
-/// makes the pipe directory's `control` and ends at `quit`), anything else a client command.
-const FAKE_MPS_CONTROL: &str = r#"#!/bin/sh
-rec=__RECORD__
-pipe="$CUDA_MPS_PIPE_DIRECTORY"
-if [ "$1" = "-f" ]; then
-  echo "daemon gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
-  echo $$ > "$pipe/nvidia-cuda-mps-control.pid"
-  : > "$pipe/control"
-  trap 'rm -f "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"; exit 0' TERM
-  while [ ! -e "$pipe/quit" ]; do sleep 0.05; done
-  rm -f "$pipe/quit" "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"
-  echo "quit gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
-  exit 0
-fi
-read -r cmd
-if [ ! -e "$pipe/control" ]; then echo "Cannot find MPS control daemon process" >&2; exit 1; fi
-[ "$cmd" = quit ] && : > "$pipe/quit"
-exit 0
-"#;
-
 /// Ends a stand-in MPS daemon the test left running and unmounts its shared memory, whatever happened.
 struct MpsCleanup(std::path::PathBuf);
 
@@ -336,19 +315,16 @@ impl Drop for MpsCleanup {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mps_share_reaches_its_daemon_on_lxd() -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let _serial = access_support::serial().await;
     if lxd_up()?.is_none() {
         return Ok(());
     }
     access_support::ensure_image("build-busybox-image.sh").await?;
     let state = tempfile::Builder::new().prefix("gpuhub-lxd-mps-").tempdir()?;
-    // MPS starts each user's server as that user: the daemons' directory must be one every user enters
-    std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o755))?;
-    let record = state.path().join("mps.log");
-    let program = state.path().join("nvidia-cuda-mps-control");
-    std::fs::write(&program, FAKE_MPS_CONTROL.replace("__RECORD__", &record.display().to_string()))?;
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))?;
+    // MPS starts each user's server as that user: the kit makes the daemons' directory one every user
+    // enters
+    let program = gpuhub_testkit::mps::scripted_control(state.path())?;
+    let record = gpuhub_testkit::mps::record(state.path());
     let mps = state.path().join("mps");
     let _daemon = MpsCleanup(mps.clone());
     let config = format!(

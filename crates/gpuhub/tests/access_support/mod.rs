@@ -13,11 +13,11 @@ pub mod channels;
 pub mod ssh;
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
+pub use gpuhub_testkit::process::{describe, free_port, remove_user_containers, repo_root, suffix};
+use gpuhub_testkit::process::{gpuhub_vars, keep_server_output};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,11 +43,6 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     LOCK.lock().await
 }
 
-/// The repository root.
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Runs `scripts/NAME` once per process (the image scripts do nothing when the image is current).
 pub async fn ensure_image(script: &'static str) -> Result<()> {
     static DONE: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
@@ -60,19 +55,6 @@ pub async fn ensure_image(script: &'static str) -> Result<()> {
     ensure!(out.status.success(), "{} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
     done.lock().unwrap().push(script);
     Ok(())
-}
-
-/// A random `[0-9a-f]{8}` that makes user names unique across tests and runs.
-pub fn suffix() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.write_u32(std::process::id());
-    format!("{:08x}", h.finish() as u32)
-}
-
-/// A TCP port nobody listens on right now.
-pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Calls `probe` every `every` until it yields a value or `within` passes; for states nothing signals
@@ -96,23 +78,11 @@ where
     }
 }
 
-/// Exit status and both outputs of a finished command, for messages.
-pub fn describe(out: &Output) -> String {
-    format!(
-        "{}; stdout: {:?}; stderr: {:?}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// A command without any `GPUHUB_*` variable of this process, standard input closed.
 pub fn clean_command(program: &str) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(program);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GPUHUB_") {
-            cmd.env_remove(key);
-        }
+    for key in gpuhub_vars() {
+        cmd.env_remove(key);
     }
     cmd.stdin(Stdio::null()).kill_on_drop(true);
     cmd
@@ -160,28 +130,10 @@ async fn spawn_server(config: &Path) -> Result<(Child, Arc<Mutex<String>>, Strin
         .spawn()
         .context("spawn gpuhub serve")?;
     let log: Arc<Mutex<String>> = Arc::default();
-    let (tx, rx) = tokio::sync::oneshot::channel();
     let stdout = child.stdout.take().context("stdout")?;
     let stderr = child.stderr.take().context("stderr")?;
-    let out_log = log.clone();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("gpuhub serving on ") {
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-            }
-            push_line(&out_log, &line);
-        }
-    });
-    let err_log = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            push_line(&err_log, &line);
-        }
-    });
-    match tokio::time::timeout(WAIT, rx).await {
+    let rx = keep_server_output(&log, stdout, stderr);
+    match tokio::task::spawn_blocking(move || rx.recv_timeout(WAIT)).await {
         Ok(Ok(url)) => Ok((child, log, url)),
         _ => {
             let _ = child.kill();
@@ -302,29 +254,6 @@ impl Drop for Hub {
         let _ = self.child.wait();
         for user in &self.users {
             remove_user_containers(user);
-        }
-    }
-}
-
-fn push_line(log: &Mutex<String>, line: &str) {
-    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-    log.push_str(line);
-    log.push('\n');
-}
-
-/// Removes every container labelled `gpuhub.owner=USER` and the user's network.
-pub fn remove_user_containers(user: &str) {
-    let label = format!("label=gpuhub.owner={user}");
-    if let Ok(out) = Command::new("docker").args(["ps", "-aq", "--filter", &label]).output() {
-        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
-        if !ids.is_empty() {
-            let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).output();
-        }
-    }
-    let owner = format!("label=gpuhub.owner={user}");
-    if let Ok(out) = Command::new("docker").args(["network", "ls", "-q", "--filter", &owner]).output() {
-        for id in String::from_utf8_lossy(&out.stdout).lines() {
-            let _ = Command::new("docker").args(["network", "rm", id]).output();
         }
     }
 }

@@ -9,10 +9,12 @@
 #![allow(dead_code)]
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
+pub use gpuhub_testkit::process::{describe, remove_user_containers, repo_root, suffix};
+use gpuhub_testkit::process::{gpuhub_vars, keep_server_output, push_line};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -35,11 +37,6 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The repository root.
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Builds `gpuhub/busybox:latest` once per process (the script does nothing when it exists).
 pub fn ensure_image() -> Result<()> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
@@ -58,18 +55,11 @@ pub fn ensure_image() -> Result<()> {
 /// A command without any `GPUHUB_*` variable of this process (they would override the test's settings).
 pub fn clean_command(program: &str) -> Command {
     let mut cmd = Command::new(program);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GPUHUB_") {
-            cmd.env_remove(key);
-        }
+    for key in gpuhub_vars() {
+        cmd.env_remove(key);
     }
     cmd.stdin(Stdio::null());
     cmd
-}
-
-/// A short random suffix that makes names unique across tests and runs (`[0-9a-f]{8}`).
-pub fn suffix() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
 }
 
 /// A `gpuhub serve` subprocess with its own data dir, config and GPU device nodes; killed when dropped.
@@ -163,24 +153,9 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .context("spawn gpuhub serve")?;
-        let (tx, rx) = mpsc::channel();
         let stdout = child.stdout.take().context("stdout")?;
         let stderr = child.stderr.take().context("stderr")?;
-        let log = self.log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("gpuhub serving on ") {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-                push_line(&log, &line);
-            }
-        });
-        let log = self.log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                push_line(&log, &line);
-            }
-        });
+        let rx = keep_server_output(&self.log, stdout, stderr);
         self.child = Some(child);
         let url = match rx.recv_timeout(WAIT) {
             Ok(url) => url,
@@ -251,12 +226,6 @@ impl Drop for Server {
             let _ = Command::new("umount").arg("-l").arg(m).status();
         }
     }
-}
-
-fn push_line(log: &Mutex<String>, line: &str) {
-    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-    log.push_str(line);
-    log.push('\n');
 }
 
 /// A plain HTTP/1.0 GET (no client library needed); returns the whole response.
@@ -410,16 +379,6 @@ impl Drop for Follower {
     }
 }
 
-/// Exit status and both outputs of a finished command, for messages.
-pub fn describe(out: &Output) -> String {
-    format!(
-        "{}; stdout: {:?}; stderr: {:?}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// A server with two fake GPUs, its logged-in admin, and test users with unique names; on drop the server
 /// is killed and the users' containers and networks are removed.
 pub struct Hub {
@@ -566,25 +525,6 @@ pub fn host_devices(container: &Value) -> Vec<String> {
         .flatten()
         .filter_map(|d| d["PathOnHost"].as_str().map(str::to_owned))
         .collect()
-}
-
-/// Removes every container labelled `gpuhub.owner=USER` and the user's network.
-pub fn remove_user_containers(user: &str) {
-    let label = format!("label=gpuhub.owner={user}");
-    if let Ok(ids) = docker(&["ps", "-aq", "--filter", &label]) {
-        let ids: Vec<&str> = ids.lines().collect();
-        if !ids.is_empty() {
-            let mut args = vec!["rm", "-f"];
-            args.extend(ids);
-            let _ = docker(&args);
-        }
-    }
-    let owner = format!("label=gpuhub.owner={user}");
-    if let Ok(out) = Command::new("docker").args(["network", "ls", "-q", "--filter", &owner]).output() {
-        for id in String::from_utf8_lossy(&out.stdout).lines() {
-            let _ = Command::new("docker").args(["network", "rm", id]).output();
-        }
-    }
 }
 
 /// The `/dev/nvidiaN` lines (a GPU's own node, not the control nodes) of some output.
