@@ -39,8 +39,9 @@ pub enum ClientError {
         /// The problem's detail.
         detail: String,
     },
-    /// The server answered with an error (an `application/problem+json` body).
-    #[error("{detail} (HTTP {status})")]
+    /// The server answered with an error (an `application/problem+json` body); where it names several
+    /// problems (a refused submission), each is printed on a line of its own, with its field.
+    #[error("{}", api_text(.status, .detail, .errors))]
     Api {
         /// The HTTP status.
         status: u16,
@@ -48,6 +49,8 @@ pub enum ClientError {
         title: String,
         /// The problem's detail, for a person.
         detail: String,
+        /// Every problem of the request with its field (the problem's `errors`), where it lists them.
+        errors: Vec<gpuhub_core::api::FieldProblem>,
     },
     /// The request failed after the connection was made (reset, broken stream).
     #[error("request to {url} failed: {reason}")]
@@ -120,5 +123,46 @@ impl ClientError {
             Self::Unauthorized { .. } => Some(401),
             _ => None,
         }
+    }
+}
+
+/// An API error's words: its detail, or with several problems one line each (`resources.memory: …`).
+fn api_text(status: &u16, detail: &str, errors: &[gpuhub_core::api::FieldProblem]) -> String {
+    if errors.len() < 2 {
+        return format!("{detail} (HTTP {status})");
+    }
+    let mut out = format!("{} problems (HTTP {status}):", errors.len());
+    for p in errors {
+        out.push_str("\n  ");
+        // most details name their field already (`invalid resources.memory: …`)
+        if !p.field.is_empty() && !p.detail.contains(&p.field) {
+            out.push_str(&p.field);
+            out.push_str(": ");
+        }
+        out.push_str(&p.detail);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuhub_core::api::FieldProblem;
+
+    #[test]
+    fn several_problems_print_one_a_line() {
+        let at = |field: &str, detail: &str| FieldProblem { field: field.into(), detail: detail.into() };
+        let api = |errors| ClientError::Api {
+            status: 422,
+            title: "Unprocessable Entity".into(),
+            detail: "first".into(),
+            errors,
+        };
+        assert_eq!(api(Vec::new()).to_string(), "first (HTTP 422)");
+        assert_eq!(api(vec![at("name", "first")]).to_string(), "first (HTTP 422)");
+        let text =
+            api(vec![at("name", "invalid name: x"), at("resources.memory", "too little"), at("", "never")]).to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, ["3 problems (HTTP 422):", "  invalid name: x", "  resources.memory: too little", "  never"]);
     }
 }

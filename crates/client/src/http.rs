@@ -189,10 +189,10 @@ impl Api {
     async fn problem(&self, url: &Url, resp: Response) -> ClientError {
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
-        let (title, detail) = match serde_json::from_str::<Problem>(&text) {
+        let (title, detail, errors) = match serde_json::from_str::<Problem>(&text) {
             Ok(p) => {
                 let detail = if p.detail.trim().is_empty() { p.title.clone() } else { p.detail };
-                (p.title, detail)
+                (p.title, detail, p.errors)
             }
             Err(_) => {
                 let reason = status.canonical_reason().unwrap_or("error").to_lowercase();
@@ -202,13 +202,13 @@ impl Api {
                 } else {
                     format!("{reason}: {}", crate::table::truncate(first, 200))
                 };
-                (status.canonical_reason().unwrap_or("").to_owned(), detail)
+                (status.canonical_reason().unwrap_or("").to_owned(), detail, Vec::new())
             }
         };
         if status == StatusCode::UNAUTHORIZED && self.token.is_some() {
             return ClientError::Unauthorized { detail };
         }
-        ClientError::Api { status: status.as_u16(), title, detail }
+        ClientError::Api { status: status.as_u16(), title, detail, errors }
     }
 }
 

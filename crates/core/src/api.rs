@@ -236,54 +236,75 @@ pub struct ResourceRequest {
 }
 
 impl ResourceRequest {
-    /// Validates and fills defaults.
+    /// Validates and fills defaults; the first problem, where there are several ([`Self::resolve_each`]).
     pub fn resolve(&self) -> Result<Resources, CoreError> {
+        self.resolve_each().map_err(|mut all| all.swap_remove(0))
+    }
+
+    /// Validates and fills defaults; every problem, each naming its field (`resources.memory`), in the
+    /// order of the fields.
+    pub fn resolve_each(&self) -> Result<Resources, Vec<CoreError>> {
         let d = Resources::default();
-        let cpu_milli = match self.cpus {
-            Some(c) => CpuMilli::from_cores(c)?,
+        let mut problems = Vec::new();
+        let cpu_milli = match self.cpus.map(CpuMilli::from_cores) {
             None => d.cpu_milli,
+            Some(Ok(c)) if c.0 < MIN_CPU_MILLI => {
+                problems.push(CoreError::invalid(
+                    "resources.cpus",
+                    format!("must be at least 0.01 (the container engine's minimum), got {c}"),
+                ));
+                c
+            }
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                problems.push(e);
+                d.cpu_milli
+            }
         };
-        if cpu_milli.0 < MIN_CPU_MILLI {
-            return Err(CoreError::invalid(
-                "resources.cpus",
-                format!("must be at least 0.01 (the container engine's minimum), got {}", cpu_milli),
-            ));
-        }
         let memory = self.memory.unwrap_or(d.memory);
         if memory.0 < 6 * crate::quantity::MIB {
-            return Err(CoreError::invalid(
-                "resources.memory",
-                "must be at least 6MiB (the container engine's minimum)",
-            ));
+            problems
+                .push(CoreError::invalid("resources.memory", "must be at least 6MiB (the container engine's minimum)"));
         }
         let gpus = self.gpus.unwrap_or(0);
         let gpu_milli = match self.gpu_milli {
             None => 0,
             Some(_) if gpus > 0 => {
-                return Err(CoreError::invalid(
+                problems.push(CoreError::invalid(
                     "resources.gpu_milli",
                     "ask for whole GPUs (gpus) or a share of one GPU (gpu_milli), not both",
                 ));
+                0
             }
             Some(m @ 1..=999) => m,
             Some(m) => {
-                return Err(CoreError::invalid(
+                problems.push(CoreError::invalid(
                     "resources.gpu_milli",
                     format!("must be from 1 to 999 thousandths of a GPU, got {m} (for whole GPUs use gpus)"),
                 ));
+                0
             }
         };
         let gpu_memory = match self.gpu_memory {
-            Some(_) if gpu_milli == 0 => {
-                return Err(CoreError::invalid(
+            // a share refused above is not asked about twice
+            Some(_) if gpu_milli == 0 && self.gpu_milli.is_none() => {
+                problems.push(CoreError::invalid(
                     "resources.gpu_memory",
                     "only a GPU share (gpu_milli) takes a memory amount; a whole GPU has all its memory",
                 ));
+                None
             }
-            Some(Bytes(0)) => return Err(CoreError::invalid("resources.gpu_memory", "must be more than 0")),
+            Some(Bytes(0)) => {
+                problems.push(CoreError::invalid("resources.gpu_memory", "must be more than 0"));
+                None
+            }
             m => m,
         };
-        Ok(Resources { cpu_milli, memory, gpus, gpu_milli, gpu_memory })
+        if problems.is_empty() {
+            Ok(Resources { cpu_milli, memory, gpus, gpu_milli, gpu_memory })
+        } else {
+            Err(problems)
+        }
     }
 }
 
@@ -760,9 +781,24 @@ pub struct Problem {
     /// What exactly is wrong, for a person.
     pub detail: String,
     /// The request field at fault (`resources.gpus`, `name`), where one is: forms show the detail
-    /// beside it.
+    /// beside it. With several problems, the first one's (`errors[0].field`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// Every problem of the request, each with its field (an RFC 9457 extension member): a refused
+    /// submission names all that is wrong at once, `detail` and `field` being the first of them.
+    /// Present whenever the problem names a field; absent for errors about no field (a 404, a 503).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldProblem>,
+}
+
+/// One problem of a request: the field it concerns and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FieldProblem {
+    /// The field, as a path into the request body (`resources.memory`, `name`, `apps`); empty for
+    /// the request as a whole.
+    pub field: String,
+    /// What is wrong with it, for a person (lowercase).
+    pub detail: String,
 }
 
 #[cfg(test)]
@@ -789,6 +825,23 @@ mod tests {
         assert!(neg.resolve().unwrap_err().to_string().contains("resources.cpus"));
         assert!(serde_json::from_str::<ResourceRequest>(r#"{"gpus":-1}"#).is_err());
         assert_eq!(ResourceRequest::default().resolve().unwrap(), Resources::default());
+    }
+
+    #[test]
+    fn every_resource_problem_is_named_at_once() {
+        let r: ResourceRequest =
+            serde_json::from_str(r#"{"cpus":0.001,"memory":"1MiB","gpu_milli":2000,"gpu_memory":"1GiB"}"#).unwrap();
+        let all = r.resolve_each().unwrap_err();
+        let fields: Vec<String> = all
+            .iter()
+            .map(|e| match e {
+                CoreError::Invalid { field, .. } => field.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        assert_eq!(fields, ["resources.cpus", "resources.memory", "resources.gpu_milli"], "{all:?}");
+        // resolve keeps answering the first
+        assert!(r.resolve().unwrap_err().to_string().starts_with("invalid resources.cpus"));
     }
 
     #[test]

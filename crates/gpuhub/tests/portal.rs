@@ -7,7 +7,9 @@
 //! page and at her lab's origin; the admin adds a user and a catalog image from the admin pages. Each
 //! page's screenshot is written to `target/screenshots/portal-*.png`. A workload whose image is pulled
 //! from a real registry (held part-way by a relay) shows the pull's bar on its page, which the page's
-//! script fetches again while it lasts, and then the workload's end, all without a reload.
+//! script fetches again while it lasts, and then the workload's end, all without a reload. A form with
+//! three bad fields shows each problem beside its field at once, keeping what was typed, and `gpuhub run`
+//! prints each problem of a refused submission on a line of its own.
 
 mod access_support;
 mod registry_support;
@@ -284,5 +286,106 @@ async fn a_pull_shows_its_progress_on_the_workloads_page() -> Result<()> {
     b.close().await?;
     // the pulled image (a layer of its own) goes, or each run leaves 24 MiB behind
     let _ = std::process::Command::new("docker").args(["rmi", image.as_str()]).output();
+    Ok(())
+}
+
+/// The text of the element `#id`, if the page has one.
+async fn text_of(c: &Client, id: &str) -> Result<Option<String>> {
+    match c.find(Locator::Id(id)).await {
+        Ok(e) => Ok(Some(e.text().await?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The value the form field `name` holds now.
+async fn value_of(c: &Client, name: &str) -> Result<String> {
+    let e = c.find(Locator::Css(&format!("[name={name}]"))).await?;
+    Ok(e.prop("value").await?.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_shows_every_problem_beside_its_field_and_the_cli_one_a_line() -> Result<()> {
+    let _serial = access_support::serial().await;
+    access_support::ensure_image("build-busybox-image.sh").await?;
+    let mut hub = Hub::start_with("gpu_mode = \"none\"\nreconcile_secs = 600\n").await?;
+    let alice = hub.user("alice").await?;
+    let port = reqwest::Url::parse(&hub.url)?.port().context("port")?;
+    let hub_url = format!("http://localhost:{port}");
+
+    let b = Browser::start().await?;
+    let c = &b.client;
+    c.goto(&format!("{hub_url}/new")).await?;
+    browser::log_in(c, &alice.name, PASSWORD).await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css("form.new")).await.context("no form after login")?;
+    // three bad fields (too little memory, a time limit over a year, an app declared twice) among good ones
+    fill(c, "name", "keep-me").await?;
+    fill(c, "image_other", "gpuhub/busybox:latest").await?;
+    fill(c, "command", "python train.py").await?;
+    fill(c, "cpus", "2").await?;
+    fill(c, "memory", "1MiB").await?;
+    fill(c, "runtime_limit", "400d").await?;
+    c.execute("document.getElementById('advanced').open = true", vec![]).await?;
+    fill(c, "apps", "web:8000\nweb:8001").await?;
+    c.find(Locator::Css("form.new button[type=submit]")).await?.click().await?;
+    c.wait().at_most(WAIT).for_element(Locator::Css(".error-summary")).await.context("no problems shown")?;
+    let shown = [
+        ("memory", text_of(c, "memory-error").await?, "6MiB"),
+        ("runtime_limit", text_of(c, "runtime_limit-error").await?, "366d"),
+        ("apps", text_of(c, "apps-error").await?, "declared twice"),
+    ];
+    for (field, text, want) in &shown {
+        ensure!(text.as_deref().is_some_and(|t| t.contains(want)), "beside {field}: {text:?}");
+    }
+    // each message right after its own field: the element before it holds that field
+    for (field, _, _) in &shown {
+        let at = c
+            .execute(
+                "var e = document.getElementById(arguments[0] + '-error'); var p = e && e.previousElementSibling; \
+                 return p ? !!p.querySelector('[name=' + arguments[0] + ']') : false",
+                vec![serde_json::json!(field)],
+            )
+            .await?;
+        ensure!(at == true, "the message about {field} is not beside its field");
+    }
+    for good in ["name-error", "cpus-error", "image-error", "command-error", "gpus-error"] {
+        ensure!(text_of(c, good).await?.is_none(), "a message {good} about a good field");
+    }
+    for (field, typed) in [
+        ("name", "keep-me"),
+        ("image_other", "gpuhub/busybox:latest"),
+        ("command", "python train.py"),
+        ("cpus", "2"),
+        ("memory", "1MiB"),
+        ("runtime_limit", "400d"),
+    ] {
+        let kept = value_of(c, field).await?;
+        ensure!(kept == typed, "{field} kept {kept:?}, not {typed:?}");
+    }
+    browser::screenshot(c, "portal-form-every-error").await;
+    b.close().await?;
+
+    // the client binary: every problem, one a line, and a failing exit
+    let out = alice
+        .output(&[
+            "run",
+            "--name",
+            "Bad Name",
+            "--image",
+            "gpuhub/busybox:latest",
+            "--memory",
+            "1MiB",
+            "--time-limit",
+            "400d",
+            "--",
+            "true",
+        ])
+        .await?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "gpuhub run succeeded: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    ensure!(lines.first() == Some(&"error: 3 problems (HTTP 422):"), "{err}");
+    ensure!(lines.len() == 4 && lines[2].contains("resources.memory") && lines[3].contains("runtime_limit"), "{err}");
+    let (s, list) = alice.api(reqwest::Method::GET, "/api/v1/workloads", None).await?;
+    ensure!(s == reqwest::StatusCode::OK && list.as_array().is_some_and(Vec::is_empty), "stored: {list}");
     Ok(())
 }

@@ -3,7 +3,7 @@
 use crate::service::{Kind, ServiceError};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gpuhub_core::api::Problem;
+use gpuhub_core::api::{FieldProblem, Problem};
 
 /// The `Retry-After` (seconds) of a 503 answered while the database is unavailable.
 pub const DATABASE_RETRY_AFTER_SECS: u64 = crate::service::RETRY_AFTER.as_secs();
@@ -20,12 +20,15 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// The request field at fault, where one is (shown as the problem's `field`).
     pub field: Option<String>,
+    /// Every problem of the request with its field, where there were several (the problem's `errors`;
+    /// empty: the one `field` and `detail`, if a field is named).
+    pub errors: Vec<FieldProblem>,
 }
 
 impl ApiError {
     /// An error with this status and detail.
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        Self { status, detail: detail.into(), retry_after: None, field: None }
+        Self { status, detail: detail.into(), retry_after: None, field: None, errors: Vec::new() }
     }
     /// The same error, naming the request field at fault.
     pub fn at(mut self, field: impl Into<String>) -> Self {
@@ -73,12 +76,20 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // one problem about a field is listed in `errors` too: a client reads that list alone
+        let errors = match (self.errors, &self.field) {
+            (e, Some(field)) if e.is_empty() => {
+                vec![FieldProblem { field: field.clone(), detail: self.detail.clone() }]
+            }
+            (e, _) => e,
+        };
         let problem = Problem {
             kind: "about:blank".into(),
             title: self.status.canonical_reason().unwrap_or("error").to_owned(),
             status: self.status.as_u16(),
             detail: self.detail,
             field: self.field,
+            errors,
         };
         let mut resp = (self.status, axum::Json(problem)).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
@@ -163,7 +174,12 @@ impl From<ServiceError> for ApiError {
             // logged where it was made ([`ServiceError::internal`])
             Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        Self { field: e.field, retry_after: e.retry_after.map(|d| d.as_secs()), ..Self::new(status, e.detail) }
+        Self {
+            field: e.field,
+            errors: e.errors,
+            retry_after: e.retry_after.map(|d| d.as_secs()),
+            ..Self::new(status, e.detail)
+        }
     }
 }
 

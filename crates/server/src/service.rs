@@ -29,8 +29,8 @@ pub mod usage;
 pub use submit::WORKSPACE_KEEP_ALIVE;
 
 pub use edit::edit;
-pub use error::{Kind, RETRY_AFTER, ServiceError};
-pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, submit};
+pub use error::{Kind, Problems, RETRY_AFTER, ServiceError};
+pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, prepare, submit};
 
 use crate::state::AppState;
 use gpuhub_core::api::WorkloadView;

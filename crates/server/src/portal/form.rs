@@ -1,8 +1,10 @@
 //! The new-workload form: kind, image from the catalog (with its description and apps), CPUs,
 //! memory, GPUs (whole or a share, a GPU model from what the nodes have), queue, time limit,
 //! environment and apps; pre-filled from a workload for "run again with changes". A submission goes
-//! through `service::submit` like the API's; what it refuses is shown beside the field the problem
-//! names (its typed `field`), with what was typed kept.
+//! through `service::submit` like the API's; every problem it refuses is shown beside the field it
+//! names (the typed `errors`), with what was typed kept. A form the page cannot read whole (CPUs that
+//! are no number) is still checked by the service for the rest (`service::prepare`), so that every
+//! problem shows at once.
 
 use super::{Fields, Viewer, api_error_page, check_form, field, layout, only_navigation};
 use crate::error::ApiError;
@@ -158,10 +160,20 @@ pub async fn submit(State(st): State<AppState>, viewer: Viewer, headers: HeaderM
     values.insert("datasets", datasets.join(","));
     let teams: Vec<&str> = f.iter().filter(|(k, _)| k == "teams").map(|(_, v)| v.as_str()).collect();
     values.insert("teams", teams.join(","));
-    let req = match request(&values) {
-        Ok(r) => r,
-        Err(errors) => return render(&st, &viewer, &values, &errors, StatusCode::UNPROCESSABLE_ENTITY).await,
-    };
+    let (req, mut errors) = read(&values);
+    if !errors.is_empty() {
+        // what the hub would refuse besides, of what could be read, shows with the rest; a field the
+        // form could not read keeps its own message
+        if let Err(e) = service::prepare(&st, &viewer.user, &req).await {
+            if e.kind == service::Kind::Invalid {
+                let theirs = beside_fields(&ApiError::from(e));
+                for (k, m) in theirs {
+                    errors.entry(k).or_insert(m);
+                }
+            }
+        }
+        return render(&st, &viewer, &values, &errors, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
     match service::submit(&st, &viewer.user, &req).await {
         Ok(w) => Redirect::to(&format!("/workloads/{}", w.name)).into_response(),
         Err(e) => {
@@ -169,15 +181,48 @@ pub async fn submit(State(st): State<AppState>, viewer: Viewer, headers: HeaderM
             if e.status.is_server_error() {
                 return api_error_page(e);
             }
-            let at = e.field.as_deref().map_or("", form_field);
-            let errors = Errors::from([(at, e.detail.clone())]);
-            render(&st, &viewer, &values, &errors, e.status).await
+            render(&st, &viewer, &values, &beside_fields(&e), e.status).await
         }
     }
 }
 
+/// Every problem of a refusal, by the form field it shows beside (several about one field joined).
+fn beside_fields(e: &ApiError) -> Errors {
+    let mut errors = Errors::new();
+    let one = [(e.field.clone().unwrap_or_default(), e.detail.clone())];
+    let all: Vec<(String, String)> = if e.errors.is_empty() {
+        one.into()
+    } else {
+        e.errors.iter().map(|p| (p.field.clone(), p.detail.clone())).collect()
+    };
+    for (field, detail) in all {
+        errors
+            .entry(form_field(&field))
+            .and_modify(|m| {
+                m.push_str("; ");
+                m.push_str(&detail);
+            })
+            .or_insert(detail);
+    }
+    errors
+}
+
 /// The API request the form's values make, or what is wrong with them, by field.
+#[cfg(test)]
 fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
+    let (req, errors) = read(v);
+    if errors.is_empty() { Ok(req) } else { Err(errors) }
+}
+
+/// The errors in the order of the form's fields (the whole form's first), as the summary lists them.
+fn in_form_order(errors: &Errors) -> impl Iterator<Item = (&'static str, &String)> {
+    let order = std::iter::once("").chain(FIELDS).chain(["datasets", "teams"]);
+    order.filter_map(|k| errors.get(k).map(|e| (k, e)))
+}
+
+/// The API request the form's values make, and what is wrong with them, by field; a field that
+/// cannot be read is left out of the request (its default).
+fn read(v: &Values) -> (CreateWorkloadRequest, Errors) {
     let mut errors = Errors::new();
     let text = |k: &str| v.get(k).map(|s| s.trim()).unwrap_or_default().to_owned();
     let some = |k: &str| Some(text(k)).filter(|s| !s.is_empty());
@@ -275,10 +320,7 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
             }
         }
     }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok(CreateWorkloadRequest {
+    let req = CreateWorkloadRequest {
         name: some("name"),
         kind,
         image,
@@ -296,7 +338,8 @@ fn request(v: &Values) -> Result<CreateWorkloadRequest, Errors> {
         teams: text("teams").split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect(),
         service,
         disk: None,
-    })
+    };
+    (req, errors)
 }
 
 /// The form with `values` and `errors`.
@@ -343,7 +386,7 @@ async fn render(st: &AppState, viewer: &Viewer, values: &Values, errors: &Errors
         @if !errors.is_empty() {
             div.error-summary role="alert" {
                 p.error { @if errors.len() == 1 { "One problem" } @else { (errors.len()) " problems" } ", shown beside each field:" }
-                ul { @for (k, e) in errors { li data-field=(k) { (e) } } }
+                ul { @for (k, e) in in_form_order(errors) { li data-field=(k) { (e) } } }
             }
         }
         h2 #form-title { "Or say what to run" }
@@ -514,6 +557,27 @@ mod tests {
         assert!(named.unwrap_err().get("name").is_some_and(|m| m.contains("invalid name")));
         assert_eq!(form_field("resources.gpus"), "gpus");
         assert_eq!(form_field("resources"), "");
+    }
+
+    #[test]
+    fn every_problem_of_a_refusal_shows_beside_its_field() {
+        use gpuhub_core::api::FieldProblem;
+        let at = |field: &str, detail: &str| FieldProblem { field: field.into(), detail: detail.into() };
+        let mut e = ApiError::unprocessable("invalid name: x").at("name");
+        e.errors = vec![
+            at("name", "invalid name: x"),
+            at("resources.gpus", "too many"),
+            at("resources.gpu_milli", "no shares here"),
+            at("resources", "can never start"),
+        ];
+        let shown = beside_fields(&e);
+        assert_eq!(shown.keys().copied().collect::<Vec<_>>(), ["", "gpus", "name"]);
+        assert_eq!(shown["gpus"], "too many; no shares here");
+        let order: Vec<&str> = in_form_order(&shown).map(|(k, _)| k).collect();
+        assert_eq!(order, ["", "name", "gpus"]);
+        // one problem without a list is shown beside its field too
+        let one = beside_fields(&ApiError::unprocessable("invalid queue: none").at("queue"));
+        assert_eq!(one.get("queue").map(String::as_str), Some("invalid queue: none"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! line of text. The errors of the layers below (store, engine, controller, core rules) are sorted
 //! into kinds here, once.
 
+use gpuhub_core::api::FieldProblem;
 use std::time::Duration;
 
 /// How long a client should wait before retrying when the database or the engine is unavailable.
@@ -50,12 +51,25 @@ pub struct ServiceError {
     pub field: Option<String>,
     /// How long to wait before trying again, where waiting helps (the database is busy).
     pub retry_after: Option<Duration>,
+    /// Every problem of the request, each with its field, where a check found several (a submission
+    /// with a bad name and too little memory); `detail` and `field` are the first's. Empty otherwise.
+    pub errors: Vec<FieldProblem>,
 }
 
 impl ServiceError {
     /// An error of `kind`.
     pub fn new(kind: Kind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into(), field: None, retry_after: None }
+        Self { kind, detail: detail.into(), field: None, retry_after: None, errors: Vec::new() }
+    }
+    /// One error for several problems of a request ([`Kind::Invalid`] ones, in the order found): the
+    /// first's kind, detail and field, and all of them in `errors`. `None` when there are none.
+    pub fn all(problems: Vec<ServiceError>) -> Option<Self> {
+        let errors = problems
+            .iter()
+            .map(|p| FieldProblem { field: p.field.clone().unwrap_or_default(), detail: p.detail.clone() })
+            .collect();
+        let first = problems.into_iter().next()?;
+        Some(Self { errors, ..first })
     }
     /// [`Kind::Invalid`], naming the request field at fault.
     pub fn invalid_at(field: &str, detail: impl Into<String>) -> Self {
@@ -90,6 +104,38 @@ impl ServiceError {
     /// [`Kind::StorageFull`]: no space left where gpuhub keeps `what`; nothing was written.
     pub fn storage_full(what: impl std::fmt::Display) -> Self {
         Self::new(Kind::StorageFull, format!("insufficient storage: {what}; free space and retry"))
+    }
+}
+
+/// The problems of one request, gathered so that all are answered at once: a check that refuses the
+/// request's content ([`Kind::Invalid`]) is noted and the next check runs; any other failure (the
+/// database unavailable) ends the request at once.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<ServiceError>);
+
+impl Problems {
+    /// The value of a check that passed; `None` with its refusal noted; any other error as it is.
+    pub fn check<T>(&mut self, r: Result<T, ServiceError>) -> Result<Option<T>, ServiceError> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind == Kind::Invalid => {
+                self.0.push(e);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+    /// Notes a refusal.
+    pub fn push(&mut self, e: ServiceError) {
+        self.0.push(e);
+    }
+    /// Whether nothing was refused so far.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// `Ok` when nothing was refused, else one error listing every refusal ([`ServiceError::all`]).
+    pub fn finish(self) -> Result<(), ServiceError> {
+        ServiceError::all(self.0).map_or(Ok(()), Err)
     }
 }
 
@@ -170,6 +216,24 @@ mod tests {
         let full: ServiceError = gpuhub_store::StoreError::StorageFull(sqlx::Error::PoolTimedOut).into();
         assert_eq!(full.kind, Kind::StorageFull);
         assert!(full.detail.starts_with("insufficient storage: "), "{}", full.detail);
+    }
+
+    #[test]
+    fn several_problems_answer_as_the_first_with_all_listed() {
+        assert!(ServiceError::all(Vec::new()).is_none());
+        let e = ServiceError::all(vec![
+            ServiceError::invalid_at("name", "invalid name: too long"),
+            ServiceError::invalid("invalid request: no"),
+            ServiceError::invalid_at("resources.memory", "invalid resources.memory: too little"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (e.kind, e.detail.as_str(), e.field.as_deref()),
+            (Kind::Invalid, "invalid name: too long", Some("name"))
+        );
+        let fields: Vec<&str> = e.errors.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["name", "", "resources.memory"]);
+        assert_eq!(e.errors[2].detail, "invalid resources.memory: too little");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Submitting a workload: every check of the request (resources, gang size, queue, priority, constraint,
 //! limits, environment, image, apps), then one insert bounded by the owner's caps.
 
-use super::{Kind, ServiceError};
+use super::{Kind, Problems, ServiceError};
 use crate::config::Limits;
 use crate::state::AppState;
 use gpuhub_core::api::CreateWorkloadRequest;
@@ -47,12 +47,19 @@ pub(crate) async fn check_queue_cap(
 }
 
 /// Refuses a request whose command, environment or apps are larger than `limits` allow (naming the
-/// field and the limit). The apps of a catalog image are the admin's and do not count.
+/// field and the limit); the first of [`size_problems`].
 pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ServiceError> {
+    size_problems(limits, req).into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Every part of a request larger than `limits` allow, each naming its field and the limit. The apps
+/// of a catalog image are the admin's and do not count.
+pub fn size_problems(limits: &Limits, req: &CreateWorkloadRequest) -> Vec<ServiceError> {
+    let mut out = Vec::new();
     let args = |c: &[String]| c.iter().map(String::len).sum::<usize>();
     let command = req.command.as_deref().map_or(0, args) + req.apps.iter().map(|a| args(&a.command)).sum::<usize>();
     if command > limits.max_command_bytes {
-        return Err(ServiceError::invalid_at(
+        out.push(ServiceError::invalid_at(
             "command",
             format!(
                 "invalid command: its arguments and those of its apps hold {command} bytes, more than the limit of \
@@ -63,7 +70,7 @@ pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), S
     }
     let env = req.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
     if env > limits.max_env_bytes {
-        return Err(ServiceError::invalid_at(
+        out.push(ServiceError::invalid_at(
             "env",
             format!(
                 "invalid env: its names and values hold {env} bytes, more than the limit of {} (limits.max_env_bytes)",
@@ -73,7 +80,7 @@ pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), S
     }
     for (field, len) in [("image", req.image.len()), ("constraint", req.constraint.as_ref().map_or(0, String::len))] {
         if len > MAX_FIELD_BYTES {
-            return Err(ServiceError::invalid_at(
+            out.push(ServiceError::invalid_at(
                 field,
                 format!("invalid {field}: {len} bytes, more than the limit of {MAX_FIELD_BYTES}"),
             ));
@@ -81,12 +88,12 @@ pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), S
     }
     let apps = req.apps.len();
     if apps > limits.max_apps {
-        return Err(ServiceError::invalid_at(
+        out.push(ServiceError::invalid_at(
             "apps",
             format!("invalid apps: {apps} apps, more than the limit of {} (limits.max_apps)", limits.max_apps),
         ));
     }
-    Ok(())
+    out
 }
 
 /// The refusal of a submission over one of the owner's count caps.
@@ -123,141 +130,9 @@ fn check_fits(nodes: &[NodeCapacity], r: &Resources) -> Result<(), ServiceError>
 }
 
 /// Submits a job or a workspace for `caller`. It is queued and starts as soon as its resources fit.
+/// A refusal of its content names all that is wrong at once ([`prepare`]).
 pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -> Result<Workload, ServiceError> {
-    let owner = caller.username.clone();
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let name = match &req.name {
-        Some(n) => {
-            names::validate("workload", n).map_err(|e| ServiceError::from(e).at("name"))?;
-            n.clone()
-        }
-        None => format!("{}-{}", req.kind.as_str(), &id[..6]),
-    };
-    let caps = st.engine.capabilities();
-    let resources = req.resources.resolve()?;
-    if resources.gpu_milli_total() > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
-        return Err(ServiceError::invalid_at(
-            "resources.gpus",
-            "invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)",
-        ));
-    }
-    if resources.gpu_milli > 0 && !caps.gpu_shares {
-        return Err(ServiceError::invalid_at(
-            "resources.gpu_milli",
-            format!(
-                "invalid resources.gpu_milli: the {} engine cannot share a GPU; ask for whole GPUs",
-                st.engine.name()
-            ),
-        ));
-    }
-    let nodes = st.nodes();
-    check_fits(&nodes, &resources)?;
-    let size = match req.members {
-        None => 1,
-        Some(0) => return Err(ServiceError::invalid_at("members", "invalid members: a gang has at least 1 member")),
-        Some(n) if n > caps.max_members => {
-            return Err(ServiceError::invalid_at(
-                "members",
-                format!(
-                    "invalid members: the {} engine runs at most {} members in one gang, not {n}",
-                    st.engine.name(),
-                    caps.max_members
-                ),
-            ));
-        }
-        Some(n) => n,
-    };
-    let live = st.live_config().await?; // the queues in force
-    let queue = live
-        .queue_for(&caller.username, caller.is_admin(), req.queue.as_deref())
-        .map_err(|e| ServiceError::invalid_at("queue", format!("invalid queue: {e}")))?;
-    let constraint = match req.constraint.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(c) => {
-            gpuhub_sched::expr::Compiled::new(c)
-                .map_err(|e| ServiceError::invalid_at("constraint", format!("invalid constraint: {e}")))?;
-            Some(c.to_owned())
-        }
-    };
-    if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
-        return Err(ServiceError::invalid_at("runtime_limit", "invalid runtime_limit: must be from 1s to 366d"));
-    }
-    if let Some(limit) = req.runtime_limit {
-        check_queue_cap(st, &queue, limit).await?;
-    }
-    let disk = super::disk::resolve(st, &queue, req.disk).await?;
-    let priority =
-        live.priority_for(&queue, caller.is_admin(), req.priority, req.priority_class.as_deref()).map_err(|e| {
-            ServiceError::invalid_at(if req.priority_class.is_some() { "priority_class" } else { "priority" }, e)
-        })?;
-    gpuhub_core::env::check_user_env(&req.env)?;
-    check_sizes(&st.config.limits, req)?;
-    let command = req.command.clone().unwrap_or_default();
-    if command.iter().any(|a| a.contains('\0')) {
-        return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
-    }
-    // a workspace stays up until stopped: with no command it runs one that only waits (an image's
-    // default is often a shell, which ends at once without a terminal: newcomer bug 3); its apps,
-    // terminal and SSH run beside it
-    let command = if command.is_empty() && req.kind == WorkloadKind::Workspace {
-        WORKSPACE_KEEP_ALIVE.iter().map(|s| (*s).to_owned()).collect()
-    } else {
-        command
-    };
-    let (image, mut apps, pull) = match st.store.get_personal_image(&caller.username, &req.image).await {
-        // the caller's own saved workspace, by its name
-        Ok(p) => (p.reference, Vec::new(), false),
-        Err(StoreError::NotFound { .. }) => resolve_image(st, caller, &req.image).await?,
-        Err(e) => return Err(e.into()),
-    };
-    let first_message = if pull { format!("pulling {image}") } else { "queued".into() };
-    for app in &req.apps {
-        app.validate()?;
-        if apps.iter().any(|a| a.name == app.name) {
-            return Err(ServiceError::invalid_at("apps", format!("invalid apps: {} is declared twice", app.name)));
-        }
-        apps.push(app.clone());
-    }
-    let service = service_of(req, size, &mut apps)?;
-    if service.as_ref().is_some_and(|s| s.spec.access != ServiceAccess::Owner) && st.config.apps_domain.is_none() {
-        // on the hub's own origin, a page of the service would run with each visitor's session
-        return Err(ServiceError::invalid_at(
-            "service.access",
-            "invalid service.access: opening a service to others needs apps_domain (each app on an origin of its own)",
-        ));
-    }
-    let datasets = resolve_datasets(st, &req.datasets).await?;
-    let teams = crate::service::teams::resolve(st, caller, &req.teams).await?;
-    let now = st.clock.now();
-    let mut w = Workload::new(id, owner, name, req.kind, image, now);
-    if pull {
-        w = w.pull_first();
-    }
-    w.command = command;
-    w.env = req.env.clone();
-    w.resources = resources;
-    w.priority = priority;
-    w.queue = queue;
-    w.constraint = constraint;
-    w.runtime_limit = req.runtime_limit;
-    w.disk = disk;
-    w.apps = apps;
-    w.size = size;
-    w.message = Some(first_message);
-    w.datasets = datasets;
-    w.teams = teams;
-    w.service = service;
-    // work that could never start is refused now, naming why; where the engine places, its queue
-    // limits are the engine's, so only the nodes count here
-    let mut scheduler = live.scheduler.clone();
-    if caps.placement == Placement::Engine {
-        scheduler.queues.clear();
-    }
-    if !nodes.is_empty() {
-        if let Some(why) = gpuhub_controller::unmet::never(&nodes, &w, &scheduler) {
-            return Err(ServiceError::invalid_at("resources", format!("this workload can never start here: {why}")));
-        }
-    }
+    let w = prepare(st, caller, req).await?;
     // every member is a container with its own PID limit: together they leave the host room to fork
     super::pids::check(st, caller, u64::from(w.size.max(1))).await?;
     let limits = &st.config.limits;
@@ -279,6 +154,188 @@ pub async fn submit(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -
     st.active.submitted(&w.id);
     st.states.submitted(&w.id);
     st.controller.kick();
+    Ok(w)
+}
+
+/// The workload `req` makes for `caller`, checked but not stored. Every check of the request runs, so
+/// that a refusal names all that is wrong at once ([`ServiceError::errors`], the first as its
+/// `detail`); a check that needs a field another check refused (the queue's maximum run time, without
+/// a queue) waits for the next try. The portal's form also asks it what else is wrong with a form it
+/// could not read whole.
+pub async fn prepare(st: &AppState, caller: &User, req: &CreateWorkloadRequest) -> Result<Workload, ServiceError> {
+    let mut p = Problems::default();
+    let owner = caller.username.clone();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = match &req.name {
+        Some(n) => {
+            p.check(names::validate("workload", n).map_err(|e| ServiceError::from(e).at("name")))?;
+            n.clone()
+        }
+        None => format!("{}-{}", req.kind.as_str(), &id[..6]),
+    };
+    let caps = st.engine.capabilities();
+    let resources = match req.resources.resolve_each() {
+        Ok(r) => Some(r),
+        Err(all) => {
+            all.into_iter().for_each(|e| p.push(e.into()));
+            None
+        }
+    };
+    let nodes = st.nodes();
+    if let Some(r) = &resources {
+        if r.gpu_milli_total() > 0 && st.config.gpu_mode == crate::config::GpuMode::None {
+            p.push(ServiceError::invalid_at(
+                "resources.gpus",
+                "invalid resources.gpus: this server hands out no GPUs (gpu_mode = none)",
+            ));
+        } else if r.gpu_milli > 0 && !caps.gpu_shares {
+            p.push(ServiceError::invalid_at(
+                "resources.gpu_milli",
+                format!(
+                    "invalid resources.gpu_milli: the {} engine cannot share a GPU; ask for whole GPUs",
+                    st.engine.name()
+                ),
+            ));
+        } else {
+            p.check(check_fits(&nodes, r))?;
+        }
+    }
+    let size = match req.members {
+        None => Some(1),
+        Some(0) => {
+            p.push(ServiceError::invalid_at("members", "invalid members: a gang has at least 1 member"));
+            None
+        }
+        Some(n) if n > caps.max_members => {
+            p.push(ServiceError::invalid_at(
+                "members",
+                format!(
+                    "invalid members: the {} engine runs at most {} members in one gang, not {n}",
+                    st.engine.name(),
+                    caps.max_members
+                ),
+            ));
+            None
+        }
+        Some(n) => Some(n),
+    };
+    let live = st.live_config().await?; // the queues in force
+    let queue = p.check(
+        live.queue_for(&caller.username, caller.is_admin(), req.queue.as_deref())
+            .map_err(|e| ServiceError::invalid_at("queue", format!("invalid queue: {e}"))),
+    )?;
+    let constraint = match req.constraint.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(c) => {
+            p.check(
+                gpuhub_sched::expr::Compiled::new(c)
+                    .map_err(|e| ServiceError::invalid_at("constraint", format!("invalid constraint: {e}"))),
+            )?;
+            Some(c.to_owned())
+        }
+    };
+    if req.runtime_limit.is_some_and(|l| l.0 == 0 || l.0 > 366 * 86_400) {
+        p.push(ServiceError::invalid_at("runtime_limit", "invalid runtime_limit: must be from 1s to 366d"));
+    } else if let (Some(limit), Some(queue)) = (req.runtime_limit, &queue) {
+        p.check(check_queue_cap(st, queue, limit).await)?;
+    }
+    let (disk, priority) = match &queue {
+        Some(queue) => (
+            p.check(super::disk::resolve(st, queue, req.disk).await)?,
+            p.check(live.priority_for(queue, caller.is_admin(), req.priority, req.priority_class.as_deref()).map_err(
+                |e| {
+                    ServiceError::invalid_at(
+                        if req.priority_class.is_some() { "priority_class" } else { "priority" },
+                        e,
+                    )
+                },
+            ))?,
+        ),
+        None => (None, None),
+    };
+    p.check(gpuhub_core::env::check_user_env(&req.env).map_err(ServiceError::from))?;
+    let sizes = size_problems(&st.config.limits, req);
+    let image_too_long = sizes.iter().any(|e| e.field.as_deref() == Some("image"));
+    sizes.into_iter().for_each(|e| p.push(e));
+    let command = req.command.clone().unwrap_or_default();
+    if command.iter().any(|a| a.contains('\0')) {
+        p.push(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
+    }
+    // a workspace stays up until stopped: with no command it runs one that only waits (an image's
+    // default is often a shell, which ends at once without a terminal: newcomer bug 3); its apps,
+    // terminal and SSH run beside it
+    let command = if command.is_empty() && req.kind == WorkloadKind::Workspace {
+        WORKSPACE_KEEP_ALIVE.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        command
+    };
+    let image = match st.store.get_personal_image(&caller.username, &req.image).await {
+        // the caller's own saved workspace, by its name
+        Ok(p) => Some((p.reference, Vec::new(), false)),
+        // an image refused for its length is not looked up
+        Err(StoreError::NotFound { .. }) if image_too_long => None,
+        Err(StoreError::NotFound { .. }) => p.check(resolve_image(st, caller, &req.image).await)?,
+        Err(e) => return Err(e.into()),
+    };
+    let (image, mut apps, pull) = image.unwrap_or_default();
+    for app in &req.apps {
+        if p.check(app.validate().map_err(ServiceError::from))?.is_none() {
+            continue;
+        }
+        if apps.iter().any(|a| a.name == app.name) {
+            p.push(ServiceError::invalid_at("apps", format!("invalid apps: {} is declared twice", app.name)));
+            continue;
+        }
+        apps.push(app.clone());
+    }
+    let service = p.check(service_of(req, size.unwrap_or(1), &mut apps))?.flatten();
+    if service.as_ref().is_some_and(|s| s.spec.access != ServiceAccess::Owner) && st.config.apps_domain.is_none() {
+        // on the hub's own origin, a page of the service would run with each visitor's session
+        p.push(ServiceError::invalid_at(
+            "service.access",
+            "invalid service.access: opening a service to others needs apps_domain (each app on an origin of its own)",
+        ));
+    }
+    let datasets = p.check(resolve_datasets(st, &req.datasets).await)?;
+    let teams = p.check(crate::service::teams::resolve(st, caller, &req.teams).await)?;
+    p.finish()?;
+    let (Some(resources), Some(size), Some(queue), Some(priority), Some(datasets), Some(teams)) =
+        (resources, size, queue, priority, datasets, teams)
+    else {
+        // each None noted a problem, and there were none
+        return Err(ServiceError::internal("a submission's check passed without a value"));
+    };
+    let first_message = if pull { format!("pulling {image}") } else { "queued".into() };
+    let now = st.clock.now();
+    let mut w = Workload::new(id, owner, name, req.kind, image, now);
+    if pull {
+        w = w.pull_first();
+    }
+    w.command = command;
+    w.env = req.env.clone();
+    w.resources = resources;
+    w.priority = priority;
+    w.queue = queue;
+    w.constraint = constraint;
+    w.runtime_limit = req.runtime_limit;
+    w.disk = disk.flatten();
+    w.apps = apps;
+    w.size = size;
+    w.message = Some(first_message);
+    w.datasets = datasets;
+    w.teams = teams;
+    w.service = service;
+    // work that could never start is refused now, naming why; where the engine places, its queue
+    // limits are the engine's, so only the nodes count here
+    let mut scheduler = live.scheduler.clone();
+    if caps.placement == Placement::Engine {
+        scheduler.queues.clear();
+    }
+    if !nodes.is_empty() {
+        if let Some(why) = gpuhub_controller::unmet::never(&nodes, &w, &scheduler) {
+            return Err(ServiceError::invalid_at("resources", format!("this workload can never start here: {why}")));
+        }
+    }
     Ok(w)
 }
 
