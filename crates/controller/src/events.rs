@@ -35,7 +35,8 @@ impl Controller {
         };
         // a rolling update's new run: its end fails the update (its start is seen by the readiness watch)
         let rollout = w.service.as_ref().and_then(|s| s.rollout.as_ref()).and_then(|r| r.run.as_deref());
-        if rollout == Some(run) {
+        // (an engine's own rollout keeps the serving run: its events are the run's)
+        if rollout == Some(run) && w.run_id.as_deref() != Some(run) {
             let why = match &ev {
                 EngineEvent::Exited { exit_code, .. } => Some(format!("exited with code {exit_code}")),
                 EngineEvent::Removed { .. } => Some("was removed outside gpuhub".to_owned()),

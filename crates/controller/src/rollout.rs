@@ -108,7 +108,10 @@ impl Controller {
 
     /// An engine that places may roll the service's run over to the new terms itself (a Kubernetes
     /// Deployment's rollout: the run stays, the engine starts the new pod beside the old one and
-    /// switches once it is ready); one that does not leaves it to stop-then-start.
+    /// switches once it is ready); one that does not leaves it to stop-then-start. The update is under
+    /// way until the engine reports its rollout complete (`Event::RolloutReady`: the new terms are the
+    /// workload's) or failed, or the deadline passes (`Event::RolloutFailed` with the engine's reason;
+    /// the engine is rolled back to the old terms).
     async fn roll_in_engine(&mut self, mut w: Workload, terms: Terms) -> Result<Update, ControlError> {
         let Some(run) = w.run_id.clone() else { return Ok(Update::NotRolled("it was not serving".into())) };
         let now = self.clock.now();
@@ -117,13 +120,31 @@ impl Controller {
             command: terms.command,
             env: terms.env,
             change: terms.change,
-            run: Some(run.clone()),
+            run: None,
             members: w.members.clone(),
             since: now,
             deadline: now + ROLLOUT_DEADLINE,
         };
         let mut next = w.clone();
         (next.image, next.command, next.env) = (rollout.image.clone(), rollout.command.clone(), rollout.env.clone());
+        if w.clone().apply(Event::RolloutBegun { rollout: rollout.clone() }, now).is_err() {
+            return Ok(Update::NotRolled("it was not serving".into()));
+        }
+        if !self.engine.roll(&run, &self.engine_spec(&next).await?).await? {
+            let why = format!("the {} engine does not run two runs of a service side by side", self.engine.name());
+            return Ok(Update::NotRolled(why));
+        }
+        w.apply(Event::RolloutBegun { rollout }, now)?;
+        // the engine's rollout keeps the run: its "new run" is the serving one, rolled in place
+        w.apply(Event::RolloutSubmitted { run: run.clone(), members: w.members.clone() }, now)?;
+        self.noted(&w, false).await?;
+        tracing::info!(workload = %w.id, %run, "the engine rolls the service out");
+        self.watch_rollout(&w);
+        Ok(Update::Rolling(Box::new(w)))
+    }
+
+    /// The run spec of `w` (its terms) as an engine that rolls a service itself is given it.
+    async fn engine_spec(&self, w: &Workload) -> Result<gpuhub_driver::RunSpec, ControlError> {
         let user = self.store.get_user(&w.owner).await?;
         let nodes = self.inventory.capacities();
         let attempt = uuid::Uuid::new_v4().simple().to_string();
@@ -142,19 +163,7 @@ impl Controller {
             attempt: &attempt[..6],
             mps: &BTreeMap::new(),
         };
-        if !self.engine.roll(&run, &crate::spec::run_spec(&next, &cx)).await? {
-            let why = format!("the {} engine does not run two runs of a service side by side", self.engine.name());
-            return Ok(Update::NotRolled(why));
-        }
-        let how = format!(
-            "the {} engine rolls it out: the new member starts beside the old one, which serves until the new \
-             one is ready",
-            self.engine.name()
-        );
-        w.apply(Event::RolledByEngine { rollout, how }, now)?;
-        self.noted(&w, true).await?;
-        tracing::info!(workload = %w.id, %run, "the engine rolls the service out");
-        Ok(Update::Rolling(Box::new(w)))
+        Ok(crate::spec::run_spec(w, &cx))
     }
 
     /// Where a second run of `w` would go beside everything that holds resources now (the scheduler's
@@ -201,16 +210,12 @@ impl Controller {
         let (engine, store, clock, tx) = (self.engine.clone(), self.store.clone(), self.clock.clone(), self.tx.clone());
         let (id, owner, check, port) = (w.id.clone(), w.owner.clone(), service.spec.ready_check(), service.spec.port);
         let poll = self.settings.rollout_poll;
+        let in_engine = w.run_id.as_ref() == Some(&run);
         let task = tokio::spawn(async move {
-            let outcome = loop {
-                if crate::ready::check(&*engine, &store, &owner, &check, &run, port).await {
-                    break Ok(());
-                }
-                if clock.now() >= deadline {
-                    let wait = gpuhub_core::Seconds(ROLLOUT_DEADLINE.num_seconds().max(0) as u64);
-                    break Err(format!("the new run did not pass its readiness check within {wait}"));
-                }
-                tokio::time::sleep(poll).await;
+            let outcome = if in_engine {
+                engine_rollout(&*engine, &*clock, &run, deadline, poll).await
+            } else {
+                hub_rollout(&*engine, &store, &*clock, (&owner, &check, port), &run, deadline, poll).await
             };
             let _ = tx.send(Command::RolloutEnded { id, run, outcome }).await;
         });
@@ -245,7 +250,8 @@ impl Controller {
         self.noted(&w, true).await?;
         tracing::info!(workload = %w.id, run = ?w.run_id, "rolling update done; the new run serves");
         self.start_apps(&w).await;
-        if let Some(old) = old {
+        // an engine's own rollout kept the run (its old pod is gone already)
+        if let Some(old) = old.filter(|old| w.run_id.as_ref() != Some(old)) {
             self.retire(old, self.settings.rollout_drain);
         }
         Ok(())
@@ -260,8 +266,19 @@ impl Controller {
         if let Some(task) = self.rollouts.remove(&w.id) {
             task.abort();
         }
-        if let Some(run) = run {
-            self.retire(run, std::time::Duration::ZERO);
+        match run {
+            // the engine rolled the serving run itself: it is rolled back to the old terms
+            Some(run) if w.run_id.as_ref() == Some(&run) => {
+                let back = match self.engine_spec(&w).await {
+                    Ok(spec) => self.engine.roll(&run, &spec).await.map_err(ControlError::from),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = back {
+                    tracing::warn!(workload = %w.id, %run, error = %e, "cannot roll the service back to its old terms");
+                }
+            }
+            Some(run) => self.retire(run, std::time::Duration::ZERO),
+            None => {}
         }
         Ok(w)
     }
@@ -304,5 +321,59 @@ impl Controller {
         self.store.update_workload_noted(w, spec, &report.message, report.at).await?;
         self.changed(&w.id);
         Ok(())
+    }
+}
+
+/// Checks the hub's rollout's new run until it passes its readiness check (`Ok`) or `deadline` passes.
+async fn hub_rollout(
+    engine: &dyn gpuhub_driver::Engine,
+    store: &gpuhub_store::Store,
+    clock: &dyn crate::clock::Clock,
+    (owner, check, port): (&str, &gpuhub_core::service::ReadyCheck, u16),
+    run: &str,
+    deadline: chrono::DateTime<chrono::Utc>,
+    poll: std::time::Duration,
+) -> Result<(), String> {
+    loop {
+        if crate::ready::check(engine, store, owner, check, run, port).await {
+            return Ok(());
+        }
+        if clock.now() >= deadline {
+            let wait = gpuhub_core::Seconds(ROLLOUT_DEADLINE.num_seconds().max(0) as u64);
+            return Err(format!("the new run did not pass its readiness check within {wait}"));
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Follows an engine's own rollout of `run` (its status's `LABEL_ROLLOUT`) until it completes (`Ok`),
+/// the engine reports it failed (with the engine's reason), or `deadline` passes.
+async fn engine_rollout(
+    engine: &dyn gpuhub_driver::Engine,
+    clock: &dyn crate::clock::Clock,
+    run: &str,
+    deadline: chrono::DateTime<chrono::Utc>,
+    poll: std::time::Duration,
+) -> Result<(), String> {
+    use gpuhub_core::service::{LABEL_ROLLOUT, LABEL_ROLLOUT_WHY, ROLLOUT_COMPLETE, ROLLOUT_FAILED};
+    loop {
+        match engine.observe(run).await {
+            Ok(s) => match s.labels.get(LABEL_ROLLOUT).map(String::as_str) {
+                Some(ROLLOUT_COMPLETE) => return Ok(()),
+                Some(ROLLOUT_FAILED) => {
+                    let why = s.labels.get(LABEL_ROLLOUT_WHY).cloned();
+                    return Err(
+                        why.unwrap_or_else(|| format!("the {} engine reports the rollout failed", engine.name()))
+                    );
+                }
+                _ => {}
+            },
+            Err(e) => tracing::debug!(run, error = %e, "cannot look at the engine's rollout"),
+        }
+        if clock.now() >= deadline {
+            let wait = gpuhub_core::Seconds(ROLLOUT_DEADLINE.num_seconds().max(0) as u64);
+            return Err(format!("the {} engine's rollout did not complete within {wait}", engine.name()));
+        }
+        tokio::time::sleep(poll).await;
     }
 }

@@ -229,7 +229,10 @@ impl KubeEngine {
                     }
                     Ok(watcher::Event::Delete(p)) => {
                         let mut out: Vec<_> = transition(&mut known, &p, false).into_iter().map(Ok).collect();
-                        if let Some((run, workload, member, _)) = key(&p).and_then(|k| known.remove(&k)) {
+                        if let Some((run, workload, member, _)) = key(&p).and_then(|k| known.remove(&k))
+                            // a service's old pod, gone once its rollout's new pod is ready: the member lives on
+                            && !known.values().any(|(r, _, m, _)| *r == run && *m == member)
+                        {
                             out.push(Ok(EngineEvent::Removed { run, workload, member }));
                         }
                         room(&out);

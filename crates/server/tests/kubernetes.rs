@@ -141,8 +141,8 @@ async fn from_outside_the_cluster_the_lab_is_reached_through_the_api_servers_por
 }
 
 #[tokio::test]
-async fn usage_figures_come_from_the_metrics_api_once_it_answers() {
-    let (hub, _, (engine, _)) = hub_and_engine().await;
+async fn usage_figures_come_from_the_metrics_api_once_it_is_installed_without_a_restart() {
+    let (hub, cluster, (engine, api)) = hub_and_engine().await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
     let ws = json!({ "name": "dev", "kind": "workspace", "image": "busybox:latest", "command": ["sleep", "3600"], "resources": { "cpus": 1, "memory": "1GiB", "gpus": 0 } });
@@ -154,10 +154,18 @@ async fn usage_figures_come_from_the_metrics_api_once_it_answers() {
         tokio::time::timeout(std::time::Duration::from_secs(10), rounds.changed()).await.unwrap().unwrap();
         metrics.get()
     };
-    // not probed: the capability is off and the monitor measures nothing
+    // no metrics-server yet: the hub's start found no metrics api, and the monitor measures nothing
     let s = next(&mut rounds).await;
     assert!(s.members.is_empty(), "{s:?}");
-    assert!(engine.probe_metrics().await, "the fake server's metrics api answers");
+    // metrics-server is installed; the controller's next look at the nodes (every reconcile_secs: made
+    // here) asks again only once METRICS_REPROBE has passed by the engine's clock
+    cluster.lock().unwrap().metrics = true;
+    use gpuhub_driver::Engine;
+    engine.inventory().await.unwrap();
+    assert!(!engine.capabilities().usage, "asked again only after the wait");
+    *api.ahead.lock().unwrap() += gpuhub_kube::METRICS_REPROBE;
+    engine.inventory().await.unwrap();
+    assert!(engine.capabilities().usage, "picked up without a restart");
     let mut member = None;
     for _ in 0..20 {
         let s = next(&mut rounds).await;
@@ -403,4 +411,125 @@ mod cli {
         assert!(ps.lines().any(|l| l.starts_with("dev ") && l.contains(" stopped ")), "{ps}");
         assert_eq!(cluster.lock().unwrap().services.len(), 1, "the gang's headless service");
     }
+}
+
+#[tokio::test]
+async fn without_volcano_a_gang_is_admitted_whole_or_waits_with_nothing_placed() {
+    let (hub, cluster) = hub().await;
+    cluster.lock().unwrap().nodes = vec![("node1".into(), 4), ("node2".into(), 4)];
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    // a workspace holds 2 of node1's 4 GPUs
+    let hog = json!({ "name": "hog", "kind": "workspace", "image": "busybox:latest", "command": ["sleep", "3600"], "resources": { "cpus": 1, "memory": "1GiB", "gpus": 2 } });
+    hub.submit(&alice, hog).await;
+    hub.wait_for(&alice, "hog", 20, |w| w["state"] == "running").await;
+    // two members of 3 GPUs: each would fit alone (on node2), both at once do not; kube-scheduler alone
+    // would start member 0 there and leave member 1 waiting with its GPUs held
+    let mut gang = job("ddp", "true");
+    gang["members"] = json!(2);
+    gang["resources"]["gpus"] = json!(3);
+    hub.submit(&alice, gang).await;
+    let w = hub
+        .wait_for(&alice, "ddp", 20, |w| {
+            w.to_string().contains("gpuhub admits a gang whole and the 2 members do not fit")
+        })
+        .await;
+    let text = w.to_string();
+    assert!(text.contains("member 1 needs 3 GPUs") && text.contains("node1 2 GPUs"), "why it waits: {w}");
+    {
+        let c = cluster.lock().unwrap();
+        let members: Vec<&Value> =
+            c.pods.values().filter(|p| p["metadata"]["labels"]["gpuhub.workload"] == w["id"]).collect();
+        assert_eq!(members.len(), 2, "both members' pods exist");
+        for p in &members {
+            assert!(kube_fake::gated(p) && p["spec"]["nodeName"].is_null(), "none placed: {p}");
+        }
+    }
+    // the workspace stops: its GPUs free, the watch sees its end and the gang is admitted whole
+    let (s, v) = hub.call(Method::POST, "/api/v1/workloads/hog/stop", Some(&alice), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let w = hub.wait_for(&alice, "ddp", 20, |w| w["state"] == "succeeded").await;
+    let c = cluster.lock().unwrap();
+    let mut nodes: Vec<String> = c
+        .pods
+        .values()
+        .filter(|p| p["metadata"]["labels"]["gpuhub.workload"] == w["id"])
+        .map(|p| {
+            assert!(!kube_fake::gated(p), "ungated: {p}");
+            assert_eq!(kube_fake::pinned(p), p["spec"]["nodeName"].as_str().map(str::to_owned), "bound where pinned");
+            p["spec"]["nodeName"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes, ["node1", "node2"], "one member per node, placed together");
+}
+
+/// A service on Kubernetes is a Deployment, and its update the Deployment's rollout: one whose new pod
+/// is ready completes (the new terms are the service's); one whose new pod crash-loops, or that the
+/// cluster reports stalled (`ProgressDeadlineExceeded`), fails with Kubernetes' reason in the service's
+/// `update` and its history, and the Deployment is rolled back to the old terms, whose pod serves on.
+#[tokio::test]
+async fn a_services_stalled_rollout_fails_its_update_with_the_reason_and_is_rolled_back() {
+    let app = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = app.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(app, axum::Router::new().fallback(|| async { "ok" })).await });
+    let (hub, cluster) = hub().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let body = json!({ "name": "web", "kind": "service", "image": "busybox:latest", "command": ["sleep", "3600"],
+        "resources": { "cpus": 1, "memory": "1GiB" }, "service": { "port": port, "ready": { "http": "/" } } });
+    hub.submit(&alice, body).await;
+    hub.wait_for(&alice, "web", 20, |w| w["state"] == "running").await;
+    let update = async |body: Value| {
+        let (s, v) = hub.call(Method::PATCH, "/api/v1/workloads/web", Some(&alice), Some(body)).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v
+    };
+    let pods = || -> Vec<(String, Value)> {
+        let c = cluster.lock().unwrap();
+        c.pods.iter().map(|(n, p)| (n.clone(), p["spec"]["containers"][0]["command"].clone())).collect()
+    };
+
+    // an update whose new pod is ready completes: the new terms are the service's
+    let v = update(json!({ "command": ["sleep", "3600", "v2"] })).await;
+    assert_eq!(v["service"]["update"]["state"], "rolling", "{v}");
+    let w = hub.wait_for(&alice, "web", 20, |w| w["service"]["update"]["state"] == "done").await;
+    assert_eq!(w["command"], json!(["sleep", "3600", "v2"]), "{w}");
+    let serving = pods();
+    assert_eq!(serving.len(), 1, "only the new pod is left: {serving:?}");
+
+    // one whose new pod crash-loops fails with the reason; the old terms serve on
+    let v = update(json!({ "command": ["sh", "-c", "exit 1"] })).await;
+    assert_eq!(v["service"]["update"]["state"], "rolling", "{v}");
+    let w = hub.wait_for(&alice, "web", 20, |w| w["service"]["update"]["state"] == "failed").await;
+    let message = w["service"]["update"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("crash-loops (CrashLoopBackOff, restarted 3 times, its last exit code 1)"), "{message}");
+    assert_eq!((w["state"].clone(), w["command"].clone()), (json!("running"), json!(["sleep", "3600", "v2"])), "{w}");
+    let history = w["history"].to_string();
+    assert!(history.contains("CrashLoopBackOff"), "the history says why: {history}");
+    // rolled back: the Deployment's template is the old one again and only its pod is left
+    let left = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let tpl =
+                cluster.lock().unwrap().deployments.values().next().unwrap()["spec"]["template"]["spec"]["containers"]
+                    [0]["command"]
+                    .clone();
+            if tpl == json!(["sleep", "3600", "v2"]) && pods() == serving {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+    assert!(left.await.is_ok(), "rolled back to the old terms: {:?}", pods());
+
+    // one the cluster reports stalled fails with Kubernetes' condition
+    cluster.lock().unwrap().stall = true;
+    update(json!({ "image": "busybox:1.36" })).await;
+    let w = hub
+        .wait_for(&alice, "web", 20, |w| {
+            w["service"]["update"]["state"] == "failed"
+                && w["service"]["update"]["message"].as_str().is_some_and(|m| m.contains("ProgressDeadlineExceeded"))
+        })
+        .await;
+    assert_eq!(w["image"], "busybox:latest", "{w}");
 }

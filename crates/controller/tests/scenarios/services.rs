@@ -1,6 +1,7 @@
 //! A service on an engine that places and restarts it itself (as Kubernetes runs a service's
-//! Deployment): an update is the engine's rollout of the same run, with the new terms in the
-//! workload and its history; the engine's count of restarts is counted into the service's; an engine
+//! Deployment): an update is the engine's rollout of the same run, under way until the engine reports
+//! it complete (the new terms in the workload and its history) or failed (the reason in the update,
+//! the engine rolled back to the old terms); the engine's count of restarts is counted into the service's; an engine
 //! that does not roll (Slurm) leaves the update to stop-then-start, saying why.
 
 use crate::kit::{Site, job};
@@ -8,8 +9,11 @@ use anyhow::{Result, ensure};
 use gpuhub_controller::clock::Clock as _;
 use gpuhub_controller::{Terms, Update};
 use gpuhub_core::node::NodeCapacity;
-use gpuhub_core::service::{LABEL_RESTARTS, Service, ServiceAccess, ServiceSpec, UpdateState};
-use gpuhub_core::workload::{WorkloadKind, WorkloadState};
+use gpuhub_core::service::{
+    LABEL_RESTARTS, LABEL_ROLLOUT, LABEL_ROLLOUT_WHY, ROLLOUT_COMPLETE, ROLLOUT_FAILED, Service, ServiceAccess,
+    ServiceSpec, UpdateState,
+};
+use gpuhub_core::workload::{Workload, WorkloadKind, WorkloadState};
 use gpuhub_core::{Bytes, CpuMilli};
 use gpuhub_driver::fake::FakeEngine;
 use std::sync::Arc;
@@ -22,6 +26,11 @@ fn terms(image: &str) -> Terms {
         env: Default::default(),
         change: "image (by alice)".into(),
     }
+}
+
+/// Where a service's last update stands.
+fn updated(w: &Workload) -> Option<UpdateState> {
+    w.service.as_ref()?.update.as_ref().map(|u| u.state)
 }
 
 #[tokio::test]
@@ -47,16 +56,34 @@ async fn an_engine_that_rolls_takes_the_update_and_reports_its_restarts() -> Res
         anyhow::bail!("an engine that rolls took no update");
     };
     let update = w.service.as_ref().and_then(|s| s.update.clone()).expect("an update report");
-    ensure!(update.state == UpdateState::Done, "{update:?}");
-    ensure!(
-        update.message
-            == "updated: image (by alice); the fake engine rolls it out: the new member starts beside the old one, which serves until the new one is ready",
-        "{update:?}"
-    );
-    ensure!(w.run_id.as_deref() == Some(run.as_str()) && w.image == "busybox:2", "the same run, new terms: {w:?}");
+    ensure!(update.state == UpdateState::Rolling, "under way until the engine says: {update:?}");
+    ensure!(w.run_id.as_deref() == Some(run.as_str()) && w.image == "busybox:latest", "the old terms serve: {w:?}");
     ensure!(site.engine.spec(&run).is_some_and(|s| s.image == "busybox:2" && s.command == ["serve"]));
+    // the engine's rollout completes: the same run, the new terms, stored
+    site.engine.set_run_label(&run, LABEL_ROLLOUT, ROLLOUT_COMPLETE);
+    let w = hub.until("web", "the update done", |w| updated(w) == Some(UpdateState::Done)).await?;
+    ensure!(w.run_id.as_deref() == Some(run.as_str()) && w.image == "busybox:2", "the same run, new terms: {w:?}");
+    ensure!(w.state() == WorkloadState::Running, "{w:?}");
     let stored = hub.store.get_workload_by_id("web").await?;
     ensure!(stored.image == "busybox:2", "the terms are stored: {stored:?}");
+
+    // the engine reports its next rollout failed: the update fails with its reason, the engine is
+    // rolled back to the old terms, and the run serves on
+    site.engine.set_run_label(&run, LABEL_ROLLOUT, "progressing");
+    hub.handle.update("web", terms("busybox:3")).await?;
+    ensure!(site.engine.spec(&run).is_some_and(|s| s.image == "busybox:3"));
+    site.engine.set_run_label(&run, LABEL_ROLLOUT_WHY, "the new pod web-2 crash-loops (CrashLoopBackOff)");
+    site.engine.set_run_label(&run, LABEL_ROLLOUT, ROLLOUT_FAILED);
+    let w = hub.until("web", "the update failed", |w| updated(w) == Some(UpdateState::Failed)).await?;
+    let message = w.service.as_ref().and_then(|s| s.update.as_ref()).map(|u| u.message.clone()).unwrap_or_default();
+    ensure!(message.contains("the new pod web-2 crash-loops (CrashLoopBackOff)"), "{message}");
+    ensure!(w.state() == WorkloadState::Running && w.image == "busybox:2", "the old terms serve on: {w:?}");
+    let back = async {
+        while site.engine.spec(&run).is_none_or(|s| s.image != "busybox:2") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    ensure!(tokio::time::timeout(Duration::from_secs(10), back).await.is_ok(), "rolled back to the old terms");
 
     // the engine's restarts of the member count as the service's
     site.engine.set_run_label(&run, LABEL_RESTARTS, "3");

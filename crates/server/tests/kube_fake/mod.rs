@@ -30,12 +30,22 @@ pub struct Cluster {
     pub pod_ip: Option<String>,
     /// The port-forwards opened, as `pod:port`.
     pub forwards: Vec<String>,
+    /// The nodes and their GPUs (none: `node1` with 4).
+    pub nodes: Vec<(String, u32)>,
+    /// Whether metrics-server is installed (else the metrics API is not found).
+    pub metrics: bool,
+    /// The Deployments (a service's run), with `metadata.generation`.
+    pub deployments: BTreeMap<String, Value>,
+    /// Whether the deployment controller reports every rollout stalled (`ProgressDeadlineExceeded`).
+    pub stall: bool,
 }
 
 #[derive(Clone)]
 pub struct Api {
     pub cluster: Arc<Mutex<Cluster>>,
     pub events: broadcast::Sender<(u64, Value)>,
+    /// How far the engine's clock is ahead of the system's.
+    pub ahead: Arc<Mutex<std::time::Duration>>,
 }
 
 impl Api {
@@ -102,16 +112,53 @@ pub fn exit_code(pod: &Value) -> Option<i64> {
     Some(last.rsplit_once("exit ").and_then(|(_, n)| n.trim().parse().ok()).unwrap_or(0))
 }
 
-/// The kubelet: the pod runs at once on `node1`; a command that ends (one with `exit N`, or `true`) ends.
+/// The node a pod is pinned to by a required node affinity on `metadata.name`.
+pub fn pinned(pod: &Value) -> Option<String> {
+    let terms = &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0].as_str().map(str::to_owned)
+}
+
+/// Whether a pod is held by scheduling gates.
+pub fn gated(pod: &Value) -> bool {
+    pod["spec"]["schedulingGates"].as_array().is_some_and(|g| !g.is_empty())
+}
+
+/// The kubelet: a gated pod waits (`SchedulingGated`); another runs at once on the node it is pinned
+/// to, else `node1`; a command that ends (one with `exit N`, or `true`) ends.
 pub fn start(api: &Api, c: &mut Cluster, mut pod: Value) {
     let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
     pod["metadata"]["uid"] = json!(format!("uid-{name}"));
-    pod["metadata"]["creationTimestamp"] = json!("2026-11-26T06:00:00Z");
-    pod["spec"]["nodeName"] = json!("node1");
+    if pod["metadata"]["creationTimestamp"].is_null() {
+        pod["metadata"]["creationTimestamp"] = json!("2026-11-26T06:00:00Z");
+    }
+    if gated(&pod) {
+        pod["status"] = json!({ "phase": "Pending", "conditions": [{ "type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates" }] });
+        api.emit(c, "ADDED", &pod);
+        c.pods.insert(name, pod);
+        return;
+    }
+    pod["spec"]["nodeName"] = json!(pinned(&pod).unwrap_or_else(|| "node1".into()));
     let ip = c.pod_ip.clone().unwrap_or_else(|| "127.0.0.1".into());
     pod["status"] = json!({ "phase": "Running", "podIP": ip, "containerStatuses": [{ "name": "member", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0, "state": { "running": {} } }] });
-    api.emit(c, "ADDED", &pod);
     let ends = pod["spec"]["containers"][0]["command"].as_array().is_some_and(|c| !c.iter().any(|a| a == "3600"));
+    if pod["spec"]["restartPolicy"] == "Always" {
+        // a Deployment's: its probe passes while it runs; one whose command ends is restarted by the
+        // kubelet and crash-loops
+        let code = exit_code(&pod).filter(|_| ends);
+        pod["status"]["conditions"] =
+            json!([{ "type": "Ready", "status": if code.is_some() { "False" } else { "True" } }]);
+        if let Some(code) = code {
+            pod["status"]["containerStatuses"][0]["ready"] = json!(false);
+            pod["status"]["containerStatuses"][0]["restartCount"] = json!(3);
+            pod["status"]["containerStatuses"][0]["state"] = json!({ "waiting": { "reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container" } });
+            pod["status"]["containerStatuses"][0]["lastState"] =
+                json!({ "terminated": { "exitCode": code, "reason": "Error" } });
+        }
+        api.emit(c, "ADDED", &pod);
+        c.pods.insert(name, pod);
+        return;
+    }
+    api.emit(c, "ADDED", &pod);
     if ends && let Some(code) = exit_code(&pod) {
         pod["status"]["phase"] = json!(if code == 0 { "Succeeded" } else { "Failed" });
         pod["status"]["containerStatuses"][0]["state"] =
@@ -138,6 +185,15 @@ async fn pods_get(State(api): State<Api>, RawQuery(q): RawQuery) -> axum::respon
     }
     let c = api.cluster.lock().unwrap();
     list("PodList", c.rv, c.pods.values().filter(|p| matches(p, &q)).cloned().collect())
+}
+
+/// Every namespace's pods (this fake has one), without those ended where the field selector says so.
+async fn all_pods(State(api): State<Api>, RawQuery(q): RawQuery) -> axum::response::Response {
+    let live = query(&q, "fieldSelector").is_some_and(|f| f.contains("status.phase!=Failed"));
+    let c = api.cluster.lock().unwrap();
+    let pods =
+        c.pods.values().filter(|p| !live || !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")));
+    list("PodList", c.rv, pods.cloned().collect())
 }
 
 async fn pods_post(State(api): State<Api>, body: Bytes) -> axum::response::Response {
@@ -169,6 +225,16 @@ async fn pod_patch(
     let Some(mut pod) = c.pods.get(&name).cloned() else { return not_found(&name) };
     for (k, v) in patch["metadata"]["annotations"].as_object().into_iter().flatten() {
         pod["metadata"]["annotations"][k] = v.clone();
+    }
+    if !patch["spec"]["affinity"].is_null() {
+        assert!(gated(&pod), "a pod's affinity changes only while it is gated");
+        pod["spec"]["affinity"] = patch["spec"]["affinity"].clone();
+    }
+    if patch["spec"].get("schedulingGates").is_some() && gated(&pod) {
+        // ungated: the scheduler binds it (to its pin) and the kubelet starts it
+        pod["spec"]["schedulingGates"] = patch["spec"]["schedulingGates"].clone();
+        start(&api, &mut c, pod.clone());
+        return axum::Json(pod).into_response();
     }
     if patch["spec"]["activeDeadlineSeconds"].is_number() && pod["status"]["phase"] == "Running" {
         // the kubelet stops it with SIGTERM, which the shell dies of
@@ -261,6 +327,128 @@ async fn service_delete(State(api): State<Api>, Path((_, name)): Path<(String, S
     }
 }
 
+/// Deployment `name`'s pod of generation `generation`, from its template.
+fn deployment_pod(dep: &Value, name: &str, generation: u64) -> Value {
+    let tpl = &dep["spec"]["template"];
+    let mut pod =
+        json!({ "apiVersion": "v1", "kind": "Pod", "metadata": tpl["metadata"].clone(), "spec": tpl["spec"].clone() });
+    pod["metadata"]["name"] = json!(format!("{name}-{generation}"));
+    pod["metadata"]["annotations"]["fake/generation"] = json!(generation.to_string());
+    pod["metadata"]["creationTimestamp"] = json!(format!("2026-11-26T06:{generation:02}:00Z"));
+    pod
+}
+
+/// The pods of Deployment `name` (named `<name>-<generation>`).
+fn pods_of(c: &Cluster, name: &str) -> Vec<String> {
+    let stem = format!("{name}-");
+    c.pods
+        .iter()
+        .filter(|(n, p)| {
+            n.strip_prefix(&stem).is_some_and(|g| g.parse::<u64>().is_ok())
+                && !p["metadata"]["annotations"]["fake/generation"].is_null()
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+fn pod_ready(p: &Value) -> bool {
+    p["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+async fn deployments_post(State(api): State<Api>, body: Bytes) -> axum::response::Response {
+    let mut dep: Value = serde_json::from_slice(&body).unwrap();
+    let name = dep["metadata"]["name"].as_str().unwrap().to_owned();
+    dep["metadata"]["generation"] = json!(1);
+    let mut c = api.cluster.lock().unwrap();
+    start(&api, &mut c, deployment_pod(&dep, &name, 1));
+    c.deployments.insert(name, dep.clone());
+    (StatusCode::CREATED, axum::Json(dep)).into_response()
+}
+
+/// A rollout (a new template: a pod of the new generation beside the old one, which goes once the
+/// new one is ready; back to a template a ready pod runs: the others go) or a scale (kept).
+async fn deployment_patch(
+    State(api): State<Api>,
+    Path((_, name)): Path<(String, String)>,
+    body: Bytes,
+) -> axum::response::Response {
+    let patch: Value = serde_json::from_slice(&body).unwrap();
+    let mut c = api.cluster.lock().unwrap();
+    let Some(mut dep) = c.deployments.get(&name).cloned() else { return not_found(&name) };
+    if let Some(r) = patch["spec"].get("replicas") {
+        dep["spec"]["replicas"] = r.clone();
+    }
+    if let Some(tpl) = patch["spec"].get("template") {
+        let generation = dep["metadata"]["generation"].as_u64().unwrap() + 1;
+        dep["metadata"]["generation"] = json!(generation);
+        dep["spec"]["template"] = tpl.clone();
+        let command = &tpl["spec"]["containers"][0]["command"];
+        let pods = pods_of(&c, &name);
+        let same =
+            pods.iter().find(|n| c.pods[*n]["spec"]["containers"][0]["command"] == *command && pod_ready(&c.pods[*n]));
+        let keep = match same {
+            Some(n) => n.clone(),
+            None => {
+                let pod = deployment_pod(&dep, &name, generation);
+                let new = pod["metadata"]["name"].as_str().unwrap().to_owned();
+                start(&api, &mut c, pod);
+                new
+            }
+        };
+        if pod_ready(&c.pods[&keep]) {
+            for old in pods.into_iter().filter(|n| *n != keep) {
+                let p = c.pods.remove(&old).unwrap();
+                api.emit(&mut c, "DELETED", &p);
+            }
+        }
+    }
+    c.deployments.insert(name, dep.clone());
+    axum::Json(dep).into_response()
+}
+
+/// The Deployments with their status from their pods (all of the current template and ready:
+/// complete), and `Progressing=False` where the cluster is told to stall.
+async fn deployments_get(State(api): State<Api>, RawQuery(q): RawQuery) -> axum::response::Response {
+    let c = api.cluster.lock().unwrap();
+    let items: Vec<Value> = c
+        .deployments
+        .iter()
+        .filter(|(_, d)| matches(d, &q))
+        .map(|(name, d)| {
+            let mut d = d.clone();
+            let generation = d["metadata"]["generation"].as_u64().unwrap();
+            let pods: Vec<&Value> = pods_of(&c, name).iter().map(|n| &c.pods[n]).collect();
+            let updated = pods.iter().filter(|p| p["metadata"]["annotations"]["fake/generation"].as_str().and_then(|g| g.parse().ok()) == Some(generation)).count();
+            let ready = pods.iter().filter(|p| pod_ready(p)).count();
+            let progressing = if c.stall {
+                json!({ "type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": format!("ReplicaSet \"{name}-{generation}\" has timed out progressing.") })
+            } else {
+                json!({ "type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated" })
+            };
+            d["status"] = json!({ "observedGeneration": generation, "replicas": pods.len(), "updatedReplicas": updated,
+                "availableReplicas": ready, "conditions": [progressing] });
+            d
+        })
+        .collect();
+    let v = json!({ "kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": { "resourceVersion": c.rv.to_string() }, "items": items });
+    axum::Json(v).into_response()
+}
+
+async fn deployment_delete(
+    State(api): State<Api>,
+    Path((_, name)): Path<(String, String)>,
+) -> axum::response::Response {
+    let mut c = api.cluster.lock().unwrap();
+    let Some(d) = c.deployments.remove(&name) else { return not_found(&name) };
+    for n in pods_of(&c, &name) {
+        let p = c.pods.remove(&n).unwrap();
+        api.emit(&mut c, "DELETED", &p);
+    }
+    axum::Json(d).into_response()
+}
+
 /// An exec stream (`v5.channel.k8s.io`): the app says it started and runs until the hub lets go.
 async fn pod_exec(
     ws: axum::extract::ws::WebSocketUpgrade,
@@ -340,6 +528,9 @@ async fn pod_portforward(
 /// each, sampled now.
 async fn pod_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> axum::response::Response {
     let c = api.cluster.lock().unwrap();
+    if !c.metrics {
+        return not_found("the server could not find the requested resource (metrics.k8s.io)");
+    }
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let items = c
         .pods
@@ -357,12 +548,14 @@ async fn pod_metrics(State(api): State<Api>, RawQuery(q): RawQuery) -> axum::res
     list("PodMetricsList", c.rv, items)
 }
 
-async fn nodes() -> axum::response::Response {
-    let node = json!({
-        "metadata": { "name": "node1" },
-        "status": { "allocatable": { "cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4" }, "conditions": [{ "type": "Ready", "status": "True" }] },
-    });
-    list("NodeList", 1, vec![node])
+async fn nodes(State(api): State<Api>) -> axum::response::Response {
+    let c = api.cluster.lock().unwrap();
+    let nodes = if c.nodes.is_empty() { vec![("node1".to_owned(), 4)] } else { c.nodes.clone() };
+    let nodes = nodes.into_iter().map(|(name, gpus)| json!({
+        "metadata": { "name": name },
+        "status": { "allocatable": { "cpu": "16", "memory": "64Gi", "nvidia.com/gpu": gpus.to_string() }, "conditions": [{ "type": "Ready", "status": "True" }] },
+    }));
+    list("NodeList", 1, nodes.collect())
 }
 
 /// A hub on the kubernetes engine over the fake API server, and the server's objects.
@@ -384,7 +577,7 @@ pub async fn hub_with(
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
     let (events, _) = broadcast::channel(1024);
-    let api = Api { cluster: Arc::default(), events };
+    let api = Api { cluster: Arc::default(), events, ahead: Arc::default() };
     api.cluster.lock().unwrap().pod_ip = pod_ip.map(str::to_owned);
     let cluster = api.cluster.clone();
     let api_handle = api.clone();
@@ -399,13 +592,21 @@ pub async fn hub_with(
         .route("/apis/batch/v1/namespaces/{ns}/jobs/{name}", axum::routing::patch(job_patch))
         .route(&format!("{ns}/services"), axum::routing::post(services_post))
         .route(&format!("{ns}/services/{{name}}"), axum::routing::delete(service_delete))
+        .route("/apis/apps/v1/namespaces/{ns}/deployments", get(deployments_get).post(deployments_post))
+        .route(
+            "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
+            axum::routing::patch(deployment_patch).delete(deployment_delete),
+        )
         .route("/api/v1/nodes", get(nodes))
+        .route("/api/v1/pods", get(all_pods))
         .route("/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods", get(pod_metrics))
         .with_state(api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let engine = Arc::new(gpuhub_kube::KubeEngine::with_url(&format!("http://{addr}"), config).unwrap());
+    let ahead = api_handle.ahead.clone();
+    let engine = gpuhub_kube::KubeEngine::with_url(&format!("http://{addr}"), config).unwrap();
+    let engine = Arc::new(engine.with_clock(move || std::time::SystemTime::now() + *ahead.lock().unwrap()));
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
     cfg.engine = gpuhub_server::config::EngineKind::Kubernetes;
