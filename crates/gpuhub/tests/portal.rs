@@ -18,6 +18,7 @@ use access_support::browser::{self, Browser};
 use access_support::{Hub, PASSWORD, WAIT, eventually};
 use anyhow::{Context as _, Result, ensure};
 use fantoccini::{Client, Locator};
+use gpuhub_testkit::process::fake_gpu;
 use std::time::{Duration, Instant};
 
 /// Fills the form field `name` (an input, a textarea) with `value`.
@@ -43,17 +44,6 @@ async fn listed_state(c: &Client, name: &str) -> Result<Option<String>> {
     }
 }
 
-/// Makes one fake GPU device node in `dir`; the config lines that declare it.
-fn fake_gpu(dir: &std::path::Path) -> Result<String> {
-    let node = dir.join("nvidia0");
-    let out = std::process::Command::new("mknod").arg(&node).args(["c", "195", "0"]).output()?;
-    ensure!(out.status.success(), "mknod: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(format!(
-        "[[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
-        node.display()
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_works_in_the_portal_and_another_cannot_see_it() -> Result<()> {
     let _serial = access_support::serial().await;
@@ -63,7 +53,7 @@ async fn a_user_works_in_the_portal_and_another_cannot_see_it() -> Result<()> {
     let dev = tempfile::tempdir()?;
     let config = format!(
         "gpu_mode = \"devices\"\nreconcile_secs = 600\napps_domain = \"apps.localhost\"\n{}",
-        fake_gpu(dev.path())?
+        fake_gpu(dev.path(), 0)?
     );
     let mut hub = Hub::start_with(&config).await?;
     hub.add_jupyter_catalog_entry().await?;

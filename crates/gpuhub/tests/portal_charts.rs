@@ -10,19 +10,9 @@ use access_support::browser::{self, Browser};
 use access_support::{Hub, PASSWORD, WAIT, eventually};
 use anyhow::{Context as _, Result, ensure};
 use fantoccini::{Client, Locator};
+use gpuhub_testkit::process::fake_gpu;
 use serde_json::Value;
 use std::time::Duration;
-
-/// Makes one fake GPU device node in `dir`; the config lines that declare it.
-fn fake_gpu(dir: &std::path::Path) -> Result<String> {
-    let node = dir.join("nvidia0");
-    let out = std::process::Command::new("mknod").arg(&node).args(["c", "195", "0"]).output()?;
-    ensure!(out.status.success(), "mknod: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(format!(
-        "[[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
-        node.display()
-    ))
-}
 
 /// Saves the page at a desktop's and a phone's size, scrolled to the element `#at` where given.
 async fn shots(c: &Client, name: &str, at: Option<&str>) -> Result<()> {
@@ -54,7 +44,7 @@ async fn the_usage_page_charts_and_gpu_grid_in_a_browser() -> Result<()> {
     let dev = tempfile::tempdir()?;
     let config = format!(
         "gpu_mode = \"devices\"\nreconcile_secs = 600\n{}\n[monitor]\ninterval_secs = 1\n",
-        fake_gpu(dev.path())?
+        fake_gpu(dev.path(), 0)?
     );
     let mut hub = Hub::start_with(&config).await?;
     let alice = hub.user("alice").await?;

@@ -15,22 +15,12 @@ use access_support::{Hub, PASSWORD, User, WAIT, eventually};
 use anyhow::{Context as _, Result, ensure};
 use chrono::{DateTime, Utc};
 use fantoccini::{Client, Locator};
+use gpuhub_testkit::process::fake_gpu;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// A portal page with everything it loads must be smaller than this.
 const PAGE_BYTES: f64 = 300_000.0;
-
-/// Makes one fake GPU device node in `dir`; the config lines that declare it.
-fn fake_gpu(dir: &std::path::Path) -> Result<String> {
-    let node = dir.join("nvidia0");
-    let out = std::process::Command::new("mknod").arg(&node).args(["c", "195", "0"]).output()?;
-    ensure!(out.status.success(), "mknod: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(format!(
-        "[[gpus]]\nuuid = \"GPU-fake-0\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
-        node.display()
-    ))
-}
 
 /// Checks the page's weight (its HTML and every file it loaded) and that at a phone's width it is no
 /// wider than the screen; saves it at a desktop's and a phone's size.
@@ -141,7 +131,7 @@ async fn cards_images_terminal_and_the_dashboard_in_a_browser() -> Result<()> {
     let dev = tempfile::tempdir()?;
     let config = format!(
         "gpu_mode = \"devices\"\nreconcile_secs = 600\napps_domain = \"apps.localhost\"\n{}\n[monitor]\ninterval_secs = 1\n",
-        fake_gpu(dev.path())?
+        fake_gpu(dev.path(), 0)?
     );
     let mut hub = Hub::start_with(&config).await?;
     hub.add_jupyter_catalog_entry().await?;

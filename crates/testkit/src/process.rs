@@ -76,6 +76,19 @@ pub fn keep_server_output(
     rx
 }
 
+/// Makes the fake GPU device node `dir/nvidiaINDEX` (`mknod … c 195 INDEX`: what the Docker engine
+/// passes to a container, with no GPU behind it); the config lines that declare it, `GPU-fake-INDEX`,
+/// an H200 of 141 GiB.
+pub fn fake_gpu(dir: &Path, index: u32) -> anyhow::Result<String> {
+    let node = dir.join(format!("nvidia{index}"));
+    let out = Command::new("mknod").arg(&node).args(["c", "195", &index.to_string()]).output()?;
+    anyhow::ensure!(out.status.success(), "mknod {}: {}", node.display(), String::from_utf8_lossy(&out.stderr));
+    Ok(format!(
+        "[[gpus]]\nuuid = \"GPU-fake-{index}\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
+        node.display()
+    ))
+}
+
 /// Removes every container labelled `gpuhub.owner=USER` and the user's network, as far as `docker`
 /// lets it (a test's cleanup: failures are ignored).
 pub fn remove_user_containers(user: &str) {
@@ -102,6 +115,19 @@ mod tests {
         let s = suffix();
         assert_eq!(s.len(), 8, "{s}");
         assert!(s.bytes().all(|b| b.is_ascii_hexdigit()), "{s}");
+    }
+
+    #[test]
+    fn a_fake_gpu_is_a_character_device_of_nvidias_major_and_declared_as_such() {
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+        let dir = tempfile::tempdir().unwrap();
+        let config = fake_gpu(dir.path(), 3).unwrap();
+        let node = dir.path().join("nvidia3");
+        let meta = std::fs::metadata(&node).unwrap();
+        assert!(meta.file_type().is_char_device());
+        assert_eq!((meta.rdev() >> 8, meta.rdev() & 0xff), (195, 3));
+        assert!(config.contains("uuid = \"GPU-fake-3\"\n"), "{config}");
+        assert!(config.contains(&format!("device = \"{}\"\n", node.display())), "{config}");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
 pub use gpuhub_testkit::process::{describe, remove_user_containers, repo_root, suffix};
-use gpuhub_testkit::process::{gpuhub_vars, keep_server_output, push_line};
+use gpuhub_testkit::process::{fake_gpu, gpuhub_vars, keep_server_output, push_line};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -97,14 +97,8 @@ impl Server {
         );
         let mut devices = Vec::new();
         for i in 0..gpus {
-            let node = dev.join(format!("nvidia{i}"));
-            let out = Command::new("mknod").arg(&node).args(["c", "195", &i.to_string()]).output()?;
-            ensure!(out.status.success(), "mknod {}: {}", node.display(), String::from_utf8_lossy(&out.stderr));
-            config.push_str(&format!(
-                "[[gpus]]\nuuid = \"GPU-fake-{i}\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
-                node.display()
-            ));
-            devices.push(node);
+            config.push_str(&fake_gpu(&dev, i)?);
+            devices.push(dev.join(format!("nvidia{i}")));
         }
         let config_path = dir.path().join("gpuhub.toml");
         std::fs::write(&config_path, config)?;
