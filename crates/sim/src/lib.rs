@@ -22,10 +22,12 @@ mod error;
 pub mod fgd;
 mod plot;
 pub mod replay;
+mod starve;
 pub mod throughput;
 pub mod trace;
 
 pub use error::SimError;
+pub use starve::{Stretch, WhyStarved};
 
 use gpuhub_sched::Policy;
 use serde::Serialize;

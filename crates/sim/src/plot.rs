@@ -41,3 +41,25 @@ pub fn draw_xy(path: &Path, title: &str, xdesc: &str, lines: &[(String, Vec<[f64
     root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
 }
+
+/// Averages `(x, y)` points into at most `buckets` points.
+pub(crate) fn bucket(points: &[(f64, f64)], buckets: usize) -> Vec<[f64; 2]> {
+    let Some(last) = points.last() else { return Vec::new() };
+    let width = (last.0 / buckets as f64).max(1e-9);
+    let mut out: Vec<[f64; 2]> = Vec::new();
+    let mut acc = (0.0, 0usize, 0usize);
+    for &(x, y) in points {
+        let b = (x / width) as usize;
+        if b != acc.2 && acc.1 > 0 {
+            out.push([(acc.2 as f64 + 0.5) * width, acc.0 / acc.1 as f64]);
+            acc = (0.0, 0, b);
+        }
+        acc.2 = b;
+        acc.0 += y;
+        acc.1 += 1;
+    }
+    if acc.1 > 0 {
+        out.push([(acc.2 as f64 + 0.5) * width, acc.0 / acc.1 as f64]);
+    }
+    out
+}

@@ -11,6 +11,7 @@
 //! to reclaim guarantees, and that placement policy.
 
 use crate::SimError;
+use crate::starve::{node_of, placeable_without_guaranteed};
 use crate::trace::{Job, read_philly};
 use gpuhub_sched::{
     Backfill, Backlog, Cluster, Config, Gpu, GpuRequest, Node, Pending, Policy, Preemption, QueueSpec, Quota, Request,
@@ -61,6 +62,11 @@ pub struct ReplayArgs {
     /// Draw GPU allocation over time to this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Account for this team's starvation beyond grace outside the brackets (full scheduler): each
+    /// stretch, by what the scheduler said of its smallest waiting job then (a diagnostic: it runs passes
+    /// with explanations while the team starves, which slows the replay down).
+    #[arg(long)]
+    pub why_starved: Option<String>,
 }
 
 /// A replay discipline.
@@ -175,6 +181,10 @@ pub struct ReplayReport {
     pub sizes: Vec<SizeReport>,
     /// `[days since first submit, allocation %]`, averaged per bucket.
     pub alloc_curve: Vec<[f64; 2]>,
+    /// With `--why-starved TEAM` (full scheduler): that team's starvation beyond grace outside the
+    /// brackets, by cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why_starved: Option<crate::starve::WhyStarved>,
 }
 
 /// A job during the replay.
@@ -330,6 +340,9 @@ fn render(a: &ReplayArgs, jobs: usize, reports: &[ReplayReport]) -> String {
             );
         }
     }
+    for (r, w) in reports.iter().filter_map(|r| r.why_starved.as_ref().map(|w| (r, w))) {
+        s += &w.render(&r.policy);
+    }
     s
 }
 
@@ -460,6 +473,9 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
     let mut episode_ms: HashMap<&str, i64> = HashMap::new();
     let mut beyond_ms: HashMap<&str, i64> = HashMap::new();
     let granted = cfg.preemption.grace_ms + tick;
+    let mut why = a.why_starved.as_deref().filter(|_| full).map(|t| crate::starve::Account::new(t, first_submit));
+    let mut before: Option<crate::starve::Before> = None;
+    let mut disagreements = 0usize;
     let mut curve: Vec<(f64, f64)> = Vec::new();
     loop {
         // time passes: accumulate allocation
@@ -482,13 +498,32 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
                 let over = (*ep + now - last_t - granted).max(0) - (*ep - granted).max(0);
                 *ep += now - last_t;
                 *beyond_ms.entry(t).or_default() += over;
-                if full
+                let blocked = full
                     && over > 0
-                    && !placeable_without_guaranteed(want, g, &run_list, &node_held, |q| {
-                        team_held.get(q).copied().unwrap_or(0) <= guarantee.get(q).copied().unwrap_or(0)
-                    })
-                {
+                    && !placeable_without_guaranteed(
+                        gang(u32::try_from(want).unwrap_or(u32::MAX), g),
+                        g,
+                        &run_list,
+                        &node_held,
+                        |q| team_held.get(q).copied().unwrap_or(0) <= guarantee.get(q).copied().unwrap_or(0),
+                    );
+                if blocked {
                     *blocked_ms.entry(t).or_default() += over;
+                } else if over > 0
+                    && let Some(w) = why.as_mut().filter(|w| w.team == *t)
+                {
+                    let room = |gpus: u64| {
+                        crate::starve::placeable_within_excess(
+                            gang(u32::try_from(gpus).unwrap_or(u32::MAX), g),
+                            g,
+                            &run_list,
+                            a.nodes,
+                            |q| guarantee.get(q).copied().unwrap_or(0),
+                        )
+                    };
+                    let (cause, msg) =
+                        crate::starve::cause(before.as_ref(), &c, &run_list, &backlog, &cfg, last_t, t, want, room);
+                    w.note(now - over, now, cause, format!("{msg} (holds {held} of {gua})"));
                 }
             } else {
                 episode_ms.remove(t);
@@ -544,7 +579,19 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
             if full {
                 cfg.usage.advance(&run_list, now, half_life_ms);
             }
+            // the watched team starved (its smallest waiting job fits its guarantee): explain the pass
+            before = why
+                .as_ref()
+                .and_then(|w| team_names.iter().position(|t| *t == w.team))
+                .filter(|&ti| {
+                    let held = team_held.get(team_names[ti]).copied().unwrap_or(0);
+                    waiting[ti].keys().next().is_some_and(|&m| held + m <= guarantee[team_names[ti]])
+                })
+                .map(|_| crate::starve::Before::new(&c, &run_list, &backlog, &cfg, now));
             let dec = decide_backlog(&c, &run_list, &mut backlog, &cfg, now);
+            if before.as_ref().is_some_and(|b| !b.agrees(&dec)) {
+                disagreements += 1;
+            }
             quiet_last = dec.starts.is_empty() && dec.preemptions.is_empty() && !backlog.is_empty();
             for s in dec.starts {
                 let k = index(&s.id);
@@ -656,13 +703,9 @@ pub fn replay(jobs: &[Job], a: &ReplayArgs, d: Discipline) -> ReplayReport {
         seconds: started.elapsed().as_secs_f64(),
         teams,
         sizes,
-        alloc_curve: bucket(&curve, 400),
+        alloc_curve: crate::plot::bucket(&curve, 400),
+        why_starved: why.map(|w| w.finish(disagreements)),
     }
-}
-
-/// The node number of a placement (`n0007` → 7).
-fn node_of(p: &gpuhub_sched::Placement) -> usize {
-    p.node[1..].parse().unwrap_or(0)
 }
 
 /// Notes placement `p` starting (`start`) or ending on its node; returns the free GPUs on nodes partly
@@ -674,27 +717,6 @@ fn node_change(held: &mut [u32], partial: u64, g: u32, p: &gpuhub_sched::Placeme
     let k = p.gpus.len() as u32;
     held[n] = if start { held[n] + k } else { held[n].saturating_sub(k) };
     partial - before + part(held[n])
-}
-
-/// Whether a job of `want` GPUs (a gang of equal members on nodes of `g`) could be placed if every
-/// running job of a team that borrows were stopped: `guaranteed(team)` says a team holds no more than
-/// its guarantee (its work is never preempted to reclaim another's).
-fn placeable_without_guaranteed(
-    want: u64,
-    g: u32,
-    running: &[Running],
-    node_held: &[u32],
-    guaranteed: impl Fn(&str) -> bool,
-) -> bool {
-    let (members, per_member) = gang(u32::try_from(want).unwrap_or(u32::MAX), g);
-    let mut kept = vec![0u32; node_held.len()];
-    for r in running.iter().filter(|r| !r.stopping && guaranteed(&r.queue)) {
-        for p in &r.placements {
-            kept[node_of(p)] += p.gpus.len() as u32;
-        }
-    }
-    let hosts: u32 = kept.iter().map(|&k| (g - k.min(g)) / per_member.max(1)).sum();
-    hosts >= members
 }
 
 /// The one user every job of a replay is submitted as (teams are queues; no per-user limit applies).
@@ -750,28 +772,6 @@ fn pending_of(l: &Live, id: &str, queue: &str) -> Pending {
         members: l.members,
         runtime_limit_ms: Some(l.remaining_ms),
     }
-}
-
-/// Averages `(x, y)` points into at most `buckets` points.
-fn bucket(points: &[(f64, f64)], buckets: usize) -> Vec<[f64; 2]> {
-    let Some(last) = points.last() else { return Vec::new() };
-    let width = (last.0 / buckets as f64).max(1e-9);
-    let mut out: Vec<[f64; 2]> = Vec::new();
-    let mut acc = (0.0, 0usize, 0usize);
-    for &(x, y) in points {
-        let b = (x / width) as usize;
-        if b != acc.2 && acc.1 > 0 {
-            out.push([(acc.2 as f64 + 0.5) * width, acc.0 / acc.1 as f64]);
-            acc = (0.0, 0, b);
-        }
-        acc.2 = b;
-        acc.0 += y;
-        acc.1 += 1;
-    }
-    if acc.1 > 0 {
-        out.push([(acc.2 as f64 + 0.5) * width, acc.0 / acc.1 as f64]);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -119,6 +119,7 @@ fn replay_args(trace: &str) -> ReplayArgs {
         json: true,
         plot: None,
         threads: None,
+        why_starved: None,
     }
 }
 
@@ -214,4 +215,39 @@ fn the_default_mixes_spread_and_packing_on_whole_gpus_and_is_fgd_plus_with_share
     };
     assert_eq!(fgd("auto"), fgd("fgd+"));
     assert_ne!(fgd("auto"), fgd("spread"), "the fixture tells fragmentation descent from spreading");
+}
+
+/// `--why-starved TEAM` accounts for the team's starvation beyond grace outside the brackets, by cause.
+/// Team xx (guarantee 4 of 16 GPUs) runs six 1-GPU jobs, three on each node: it borrows 2. Team bb
+/// (guarantee 11) then waits with an 8-GPU job. Stopping all of xx's work would free a node (so the
+/// hours are outside the brackets), but preemption takes a borrower's work only down to its guarantee:
+/// two jobs, and a node needs three gone. So bb waits until xx's jobs end, and the account says why.
+#[test]
+fn why_starved_accounts_for_every_hour_outside_the_brackets() {
+    let mut a = replay_args("philly_why.csv");
+    a.policy = "auto".into();
+    let plain: serde_json::Value = serde_json::from_str(&gpuhub_sim::replay::report(&a).unwrap()).unwrap();
+    assert!(plain[0].get("why_starved").is_none(), "only when asked");
+    a.why_starved = Some("bb".into());
+    let v: serde_json::Value = serde_json::from_str(&gpuhub_sim::replay::report(&a).unwrap()).unwrap();
+    let o = &v[0];
+    let bb = o["teams"].as_array().unwrap().iter().find(|t| t["team"] == "bb").unwrap();
+    assert_eq!(bb["guarantee_gpus"].as_f64(), Some(11.0));
+    let outside =
+        bb["starved_beyond_grace_hours"].as_f64().unwrap() - bb["blocked_by_guaranteed_hours"].as_f64().unwrap();
+    // from 60 s (its submit) plus 40 s of grace to 10,000 s, when xx's jobs end
+    assert!((outside - 9_900.0 / 3600.0).abs() < 0.01, "{outside} h outside the brackets: {bb}");
+    let w = &o["why_starved"];
+    assert_eq!(w["team"], "bb");
+    assert_eq!(w["disagreements"], 0);
+    let causes = w["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0][0], "borrowers' excess cannot make room (guaranteed work in the way)");
+    assert!((causes[0][1].as_f64().unwrap() - outside).abs() < 1e-9, "{causes:?}");
+    let stretches = w["stretches"].as_array().unwrap();
+    assert_eq!(stretches.len(), 1);
+    assert!(stretches[0]["detail"].as_str().unwrap().contains("8 GPUs: waiting for 8 free GPU(s)"), "{stretches:?}");
+    a.json = false;
+    let text = gpuhub_sim::replay::report(&a).unwrap();
+    assert!(text.contains("why bb starved beyond grace outside the brackets, auto"), "{text}");
 }
