@@ -228,8 +228,8 @@ mod portal {
     use super::*;
     use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 
-    struct Session {
-        cookie: String,
+    pub(super) struct Session {
+        pub(super) cookie: String,
         csrf: String,
     }
 
@@ -237,7 +237,7 @@ mod portal {
         reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
     }
 
-    async fn session(hub: &Hub, user: &str, password: &str) -> Session {
+    pub(super) async fn session(hub: &Hub, user: &str, password: &str) -> Session {
         let r =
             hub.http.post(format!("{}/api/v1/login", hub.url)).json(&json!({"username": user, "password": password}));
         let r = r.send().await.unwrap();
@@ -248,7 +248,7 @@ mod portal {
         Session { cookie, csrf }
     }
 
-    async fn get(hub: &Hub, cookie: &str, path: &str) -> (StatusCode, String) {
+    pub(super) async fn get(hub: &Hub, cookie: &str, path: &str) -> (StatusCode, String) {
         let req = browser().get(format!("{}{path}", hub.url)).header("sec-fetch-mode", "navigate");
         let r = req.header(COOKIE, cookie).send().await.unwrap();
         (r.status(), r.text().await.unwrap())
@@ -507,6 +507,12 @@ async fn a_services_stalled_rollout_fails_its_update_with_the_reason_and_is_roll
     assert_eq!((w["state"].clone(), w["command"].clone()), (json!("running"), json!(["sleep", "3600", "v2"])), "{w}");
     let history = w["history"].to_string();
     assert!(history.contains("CrashLoopBackOff"), "the history says why: {history}");
+    // and the service's page in the portal
+    let s = portal::session(&hub, "alice", "alice-password").await;
+    let (status, page) = portal::get(&hub, &s.cookie, "/workloads/web").await;
+    assert_eq!(status, StatusCode::OK);
+    let shown = r#"data-update="failed">Last update — update failed: the new pod "#;
+    assert!(page.contains(shown) && page.contains("crash-loops (CrashLoopBackOff, restarted 3 times"), "{page}");
     // rolled back: the Deployment's template is the old one again and only its pod is left
     let left = tokio::time::timeout(std::time::Duration::from_secs(10), async {
         loop {
