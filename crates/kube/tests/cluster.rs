@@ -1,7 +1,9 @@
 //! The engine against a real cluster, when `GPUHUB_TEST_KUBECONFIG` names a kubeconfig (its namespace
 //! `gpuhub-test` must exist, with the rights of `deploy/kubernetes/rbac.yaml`): a job with its exit
 //! code and output as its owner's uid, a workspace with exec and its pod ip, stopped with its record
-//! kept, and a two-member gang with its rank variables. Without the variable it prints why it skips.
+//! kept, a two-member gang with its rank variables (admitted whole by gpuhub: gated, pinned, ungated),
+//! a gang that fits nowhere left gated with why, and a service whose rollout crash-loops reported failed
+//! and rolled back. Without the variable it prints why it skips.
 //! Never run here (no cluster can be installed on the test machine): see README, "Kubernetes".
 
 use futures::StreamExt;
@@ -142,5 +144,64 @@ async fn a_gang_of_two_gets_its_ranks_and_reaches_member_zero() {
     let run = e.submit(&spec("gang", "job", 2, &cmd)).await.unwrap();
     assert_eq!(ended(&e, &run.id).await, [MemberState::Exited(0), MemberState::Exited(0)]);
     assert!(output(&e, &run.id, 1).await.starts_with("1/2\nresolved"));
+    e.remove(&run.id).await.unwrap();
+}
+
+/// Where the rollout of service run `run` stands, once it is `state`.
+async fn rollout(e: &KubeEngine, run: &str, state: &str) -> BTreeMap<String, String> {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let r = e.observe(run).await.unwrap();
+            if r.labels.get(gpuhub_core::service::LABEL_ROLLOUT).map(String::as_str) == Some(state) {
+                return r.labels;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the rollout of {run} is {state}"))
+}
+
+#[tokio::test]
+async fn a_gang_that_fits_nowhere_waits_gated_with_nothing_placed() {
+    let Some(e) = engine().await else { return };
+    let mut big = spec("huge", "job", 2, &["true"]);
+    for m in &mut big.members {
+        m.cpu_milli = 1 << 30; // a million CPUs each
+    }
+    let run = e.submit(&big).await.unwrap();
+    // the Jobs make their pods (gated) a moment later; once all exist, the next look says why
+    let seen = tokio::time::timeout(WAIT, async {
+        loop {
+            let r = e.observe(&run.id).await.unwrap();
+            if r.pending.as_ref().is_some_and(|p| p.message.contains("gpuhub admits a gang whole and the 2 members")) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+    .await
+    .expect("why the gang waits");
+    assert!(seen.pending.as_ref().unwrap().message.contains("do not fit at once"), "{seen:?}");
+    assert!(seen.members.iter().all(|m| m.node.is_none() && m.state == MemberState::Pending), "{seen:?}");
+    e.remove(&run.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_service_rollout_that_crash_loops_is_reported_failed_and_rolled_back() {
+    let Some(e) = engine().await else { return };
+    let v1 = spec("svc", "service", 1, &["sleep", "3600"]);
+    let run = e.submit(&v1).await.unwrap();
+    rollout(&e, &run.id, gpuhub_core::service::ROLLOUT_COMPLETE).await;
+    let broken = RunSpec { command: vec!["sh".into(), "-c".into(), "exit 1".into()], ..v1.clone() };
+    assert!(e.roll(&run.id, &broken).await.unwrap());
+    let labels = rollout(&e, &run.id, gpuhub_core::service::ROLLOUT_FAILED).await;
+    let why = labels.get(gpuhub_core::service::LABEL_ROLLOUT_WHY).cloned().unwrap_or_default();
+    assert!(why.contains("CrashLoopBackOff"), "{why}");
+    let serving = e.observe(&run.id).await.unwrap();
+    assert_eq!(serving.members[0].state, MemberState::Running, "the old pod serves on: {serving:?}");
+    assert!(e.roll(&run.id, &v1).await.unwrap(), "rolled back");
+    rollout(&e, &run.id, gpuhub_core::service::ROLLOUT_COMPLETE).await;
+    e.cancel(&run.id, Duration::from_secs(2)).await.unwrap();
     e.remove(&run.id).await.unwrap();
 }
