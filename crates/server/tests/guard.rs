@@ -7,7 +7,7 @@
 use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use common::{ADMIN_PASSWORD, Hub, config};
+use common::{ADMIN_PASSWORD, Hub};
 use gpuhub_controller::clock::ManualClock;
 use gpuhub_core::Bytes;
 use gpuhub_core::node::GpuSharing;
@@ -27,21 +27,15 @@ fn share(name: &str, milli: u32, memory: &str) -> Value {
 /// A hub on a manual clock and a scripted sampler whose GPUs are in `modes`, guard grace 30 s.
 async fn hub(modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler>, DateTime<Utc>) {
     let t0: DateTime<Utc> = Utc::now();
-    let clock = Arc::new(ManualClock::new(t0));
-    let dir = tempfile::tempdir().unwrap();
-    let node = common::node_with(modes);
-    let engine = Arc::new(gpuhub_driver::fake::FakeEngine::new().with_nodes(vec![node.clone()]));
-    let sampler = Arc::new(FakeGpuSampler::new(node.gpus));
-    let mut cfg = config(dir.path());
-    cfg.monitor.interval_secs = 1;
-    cfg.guard.grace_secs = 30;
-    // MPS GPUs get gpuhub's own supervisor, running a scripted nvidia-cuda-mps-control; its directory
-    // is one every user may enter, as MPS needs
-    cfg.mps.control = Some(common::mps::scripted_control(dir.path()).unwrap());
-    cfg.mps.dir = Some(dir.path().join("mps"));
-    cfg.mps.exclusive_process = false;
-    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
-    let hub = Hub::start_fake(dir, cfg, engine, seams).await;
+    let (hub, clock, sampler) = Hub::start_scripted(t0, modes, |cfg, dir| {
+        cfg.guard.grace_secs = 30;
+        // MPS GPUs get gpuhub's own supervisor, running a scripted nvidia-cuda-mps-control; its directory
+        // is one every user may enter, as MPS needs
+        cfg.mps.control = Some(common::mps::scripted_control(dir).unwrap());
+        cfg.mps.dir = Some(dir.join("mps"));
+        cfg.mps.exclusive_process = false;
+    })
+    .await;
     (hub, clock, sampler, t0)
 }
 

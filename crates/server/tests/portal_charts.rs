@@ -8,7 +8,7 @@
 use gpuhub_testkit as common;
 
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
-use common::{ADMIN_PASSWORD, Hub, config};
+use common::{ADMIN_PASSWORD, Hub};
 use gpuhub_controller::clock::ManualClock;
 use gpuhub_core::Bytes;
 use gpuhub_core::node::GpuSharing;
@@ -24,17 +24,11 @@ const GIB: u64 = 1 << 30;
 /// A hub on a manual clock at `t0` and a scripted sampler, one node whose GPUs are in `modes`.
 async fn hub(t0: DateTime<Utc>, modes: &[GpuSharing]) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler>) {
     let _ = tracing_subscriber::fmt().with_env_filter("warn").with_test_writer().try_init();
-    let clock = Arc::new(ManualClock::new(t0));
-    let dir = tempfile::tempdir().unwrap();
-    let node = common::node_with(modes);
-    let engine = Arc::new(gpuhub_driver::fake::FakeEngine::new().with_nodes(vec![node.clone()]));
-    let sampler = Arc::new(FakeGpuSampler::new(node.gpus));
-    let mut cfg = config(dir.path());
-    cfg.monitor.interval_secs = 1;
-    cfg.guard.grace_secs = 3600;
-    cfg.idle.after_secs = 3600;
-    let seams = gpuhub_server::Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
-    (Hub::start_fake(dir, cfg, engine, seams).await, clock, sampler)
+    Hub::start_scripted(t0, modes, |cfg, _| {
+        cfg.guard.grace_secs = 3600;
+        cfg.idle.after_secs = 3600;
+    })
+    .await
 }
 
 /// A browser session's cookie for `user`.

@@ -1,11 +1,16 @@
 //! [`Hub`]: an in-process server on `127.0.0.1:0`, and the calls and waits tests make on it.
 
-use crate::{ADMIN_PASSWORD, config, fake, init_tracing};
+use crate::{ADMIN_PASSWORD, config, fake, init_tracing, node_with};
+use chrono::{DateTime, Utc};
+use gpuhub_controller::clock::ManualClock;
+use gpuhub_core::node::GpuSharing;
 use gpuhub_driver::fake::FakeEngine;
+use gpuhub_gpu::FakeGpuSampler;
 use gpuhub_server::config::Config;
 use gpuhub_server::{Seams, Server, start};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +54,28 @@ impl Hub {
         let mut cfg = config(dir.path());
         tweak(&mut cfg);
         Self::start_fake(dir, cfg, fake(), seams).await
+    }
+
+    /// A hub whose time and GPUs the test drives: the fake engine with one node ([`node_with`]) whose
+    /// GPUs are shared in `modes`, a manual clock at `t0` and a scripted sampler of those GPUs, the
+    /// monitor sampling every second, and the configuration `tweak`ed (given the hub's directory); the
+    /// hub, its clock and its sampler.
+    pub async fn start_scripted(
+        t0: DateTime<Utc>,
+        modes: &[GpuSharing],
+        tweak: impl FnOnce(&mut Config, &Path),
+    ) -> (Hub, Arc<ManualClock>, Arc<FakeGpuSampler>) {
+        init_tracing();
+        let clock = Arc::new(ManualClock::new(t0));
+        let dir = tempfile::tempdir().unwrap();
+        let node = node_with(modes);
+        let engine = Arc::new(FakeEngine::new().with_nodes(vec![node.clone()]));
+        let sampler = Arc::new(FakeGpuSampler::new(node.gpus));
+        let mut cfg = config(dir.path());
+        cfg.monitor.interval_secs = 1;
+        tweak(&mut cfg, dir.path());
+        let seams = Seams { clock: clock.clone(), gpus: Some(sampler.clone()), ..Default::default() };
+        (Self::start_fake(dir, cfg, engine, seams).await, clock, sampler)
     }
 
     /// A hub on `dir` with `cfg`, the fake `engine` (its nodes as the test made them) and `seams`.
