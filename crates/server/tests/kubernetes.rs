@@ -219,6 +219,38 @@ async fn after_a_restart_runs_are_found_again_and_an_end_meanwhile_is_recorded()
     assert_eq!(stays["state"], "running", "{stays}");
 }
 
+/// A service's rollout under way when the hub stops is followed again after it starts: the Deployment
+/// that finished its rollout meanwhile completes the update with the new terms.
+#[tokio::test]
+async fn a_rollout_under_way_across_a_restart_completes_after_it() {
+    let app = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = app.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(app, axum::Router::new().fallback(|| async { "ok" })).await });
+    let (mut hub, cluster, (engine, api)) = hub_and_engine().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let body = json!({ "name": "web", "kind": "service", "image": "busybox:latest", "command": ["sleep", "3600"],
+        "resources": { "cpus": 1, "memory": "1GiB" }, "service": { "port": port, "ready": { "http": "/" } } });
+    hub.submit(&alice, body).await;
+    hub.wait_for(&alice, "web", 20, |w| w["state"] == "running").await;
+    // the new pod runs without getting ready: the update is under way when the hub stops
+    cluster.lock().unwrap().hold = true;
+    let (s, v) =
+        hub.call(Method::PATCH, "/api/v1/workloads/web", Some(&alice), Some(json!({ "image": "busybox:1.36" }))).await;
+    assert_eq!((s, v["service"]["update"]["state"].clone()), (StatusCode::OK, json!("rolling")), "{v}");
+    assert_eq!(cluster.lock().unwrap().pods.len(), 2, "both pods while it rolls");
+    hub.server.take().unwrap().shutdown().await;
+    kube_fake::finish_rollouts(&api, &mut cluster.lock().unwrap());
+    let mut cfg = common::config(hub.dir.path());
+    cfg.engine = gpuhub_server::config::EngineKind::Kubernetes;
+    let server = gpuhub_server::start(cfg, engine).await.unwrap();
+    hub.url = format!("http://{}", server.addr);
+    hub.server = Some(server);
+    let alice = hub.login("alice", "alice-password").await;
+    let w = hub.wait_for(&alice, "web", 20, |w| w["service"]["update"]["state"] == "done").await;
+    assert_eq!((w["state"].clone(), w["image"].clone()), (json!("running"), json!("busybox:1.36")), "{w}");
+}
+
 mod portal {
     //! The portal on this engine, as a browser sends it (session cookie, CSRF token, form posts), as
     //! `portal.rs` does it on Docker's stand-in: the new-workload form submits a job and a gang, the

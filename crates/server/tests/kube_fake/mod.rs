@@ -38,6 +38,8 @@ pub struct Cluster {
     pub deployments: BTreeMap<String, Value>,
     /// Whether the deployment controller reports every rollout stalled (`ProgressDeadlineExceeded`).
     pub stall: bool,
+    /// Whether a rollout's new pod runs without getting ready (until [`finish_rollouts`]).
+    pub hold: bool,
 }
 
 #[derive(Clone)]
@@ -145,8 +147,9 @@ pub fn start(api: &Api, c: &mut Cluster, mut pod: Value) {
         // a Deployment's: its probe passes while it runs; one whose command ends is restarted by the
         // kubelet and crash-loops
         let code = exit_code(&pod).filter(|_| ends);
-        pod["status"]["conditions"] =
-            json!([{ "type": "Ready", "status": if code.is_some() { "False" } else { "True" } }]);
+        let held = c.hold && pod["metadata"]["annotations"]["fake/generation"] != "1";
+        let ready = code.is_none() && !held;
+        pod["status"]["conditions"] = json!([{ "type": "Ready", "status": if ready { "True" } else { "False" } }]);
         if let Some(code) = code {
             pod["status"]["containerStatuses"][0]["ready"] = json!(false);
             pod["status"]["containerStatuses"][0]["restartCount"] = json!(3);
@@ -327,6 +330,25 @@ async fn service_delete(State(api): State<Api>, Path((_, name)): Path<(String, S
     }
 }
 
+/// Every Deployment's rollout ends: its pods of the current template get ready, the others go.
+pub fn finish_rollouts(api: &Api, c: &mut Cluster) {
+    c.hold = false;
+    let deployments: Vec<(String, u64)> =
+        c.deployments.iter().map(|(n, d)| (n.clone(), d["metadata"]["generation"].as_u64().unwrap())).collect();
+    for (name, generation) in deployments {
+        for n in pods_of(c, &name) {
+            let mut p = c.pods.remove(&n).unwrap();
+            if p["metadata"]["annotations"]["fake/generation"] == generation.to_string().as_str() {
+                p["status"]["conditions"] = json!([{ "type": "Ready", "status": "True" }]);
+                api.emit(c, "MODIFIED", &p);
+                c.pods.insert(n, p);
+            } else {
+                api.emit(c, "DELETED", &p);
+            }
+        }
+    }
+}
+
 /// Deployment `name`'s pod of generation `generation`, from its template.
 fn deployment_pod(dep: &Value, name: &str, generation: u64) -> Value {
     let tpl = &dep["spec"]["template"];
@@ -384,10 +406,12 @@ async fn deployment_patch(
         let generation = dep["metadata"]["generation"].as_u64().unwrap() + 1;
         dep["metadata"]["generation"] = json!(generation);
         dep["spec"]["template"] = tpl.clone();
-        let command = &tpl["spec"]["containers"][0]["command"];
+        // the terms (image and command; the rest names the attempt) of a ready pod: back to its template
+        let terms = |c: &Value| (c["image"].clone(), c["command"].clone());
+        let wanted = terms(&tpl["spec"]["containers"][0]);
         let pods = pods_of(&c, &name);
         let same =
-            pods.iter().find(|n| c.pods[*n]["spec"]["containers"][0]["command"] == *command && pod_ready(&c.pods[*n]));
+            pods.iter().find(|n| terms(&c.pods[*n]["spec"]["containers"][0]) == wanted && pod_ready(&c.pods[*n]));
         let keep = match same {
             Some(n) => n.clone(),
             None => {
