@@ -4,10 +4,27 @@
 use gpuhub_docker::{ContainerSpec, DockerRuntime};
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, Once};
 
 /// The UID (and GID) a test container runs as.
 pub const UID: &str = "10000";
+
+/// The local test image `scripts/build-busybox-image.sh` builds.
+pub const BUSYBOX: &str = "gpuhub/busybox:latest";
+
+/// Builds [`BUSYBOX`] once in a process when the local Docker engine does not have it; panics when the
+/// build fails.
+pub fn ensure_busybox() {
+    static BUILT: Once = Once::new();
+    BUILT.call_once(|| {
+        let present = Command::new("docker").args(["image", "inspect", BUSYBOX]).output().unwrap().status.success();
+        if !present {
+            let script = crate::process::repo_root().join("scripts/build-busybox-image.sh");
+            let out = Command::new("bash").arg(script).output().unwrap();
+            assert!(out.status.success(), "building {BUSYBOX} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    });
+}
 
 /// Runs `scripts/SCRIPT` of the repository (an image build; one at a time in a process); an error when
 /// it fails.

@@ -6,26 +6,16 @@ use gpuhub_docker::{ContainerSpec, ContainerStatus, GpuAttach};
 use gpuhub_driver::{LABEL_OWNER, LABEL_WORKLOAD};
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::Once;
 use std::time::Duration;
 
 /// The test image, built by the repository's script when missing.
-pub const IMAGE: &str = "gpuhub/busybox:latest";
+pub const IMAGE: &str = gpuhub_testkit::docker::BUSYBOX;
 /// The safety net on every wait: far above what any of these needs.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-static IMAGE_BUILT: Once = Once::new();
-
 /// A runtime connected to the local engine, with the test image present.
 pub async fn runtime() -> DockerRuntime {
-    IMAGE_BUILT.call_once(|| {
-        let present = Command::new("docker").args(["image", "inspect", IMAGE]).output().unwrap().status.success();
-        if !present {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/build-busybox-image.sh");
-            let out = Command::new("bash").arg(script).output().unwrap();
-            assert!(out.status.success(), "building {IMAGE} failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-    });
+    gpuhub_testkit::docker::ensure_busybox();
     let rt = DockerRuntime::connect().await.expect("a docker engine on this machine");
     assert!(rt.image_exists(IMAGE).await.unwrap());
     rt

@@ -9,19 +9,15 @@ use gpuhub_driver::{
 };
 use gpuhub_lxd::{LxdConfig, LxdEngine};
 use std::collections::BTreeMap;
-use std::process::Command;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 /// The test image, built by the repository's script when missing.
-pub const IMAGE: &str = "gpuhub/busybox:latest";
+pub const IMAGE: &str = gpuhub_testkit::docker::BUSYBOX;
 /// The safety net on every wait: far above what any of these needs.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 /// The user members run as.
 pub const UID: u32 = 10000;
 pub const GID: u32 = 10001;
-
-static IMAGE_BUILT: Once = Once::new();
 
 /// Whether the tests are to be skipped (`GPUHUB_LXD_TESTS=skip`), said once per test.
 pub fn skipped() -> bool {
@@ -42,14 +38,7 @@ pub async fn engine(state: &std::path::Path) -> LxdEngine {
 
 /// [`engine`] on a host offering `node` (its GPUs).
 pub async fn engine_on(state: &std::path::Path, node: NodeCapacity) -> LxdEngine {
-    IMAGE_BUILT.call_once(|| {
-        let present = Command::new("docker").args(["image", "inspect", IMAGE]).output().unwrap().status.success();
-        if !present {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/build-busybox-image.sh");
-            let out = Command::new("bash").arg(script).output().unwrap();
-            assert!(out.status.success(), "building {IMAGE} failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-    });
+    gpuhub_testkit::docker::ensure_busybox();
     let config = LxdConfig { state_dir: state.to_owned(), poll_ms: 200, ..Default::default() };
     match LxdEngine::connect(config, node).await {
         Ok(e) => e,
