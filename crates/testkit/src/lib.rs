@@ -7,6 +7,8 @@
 //!   [`Hub::until_round`] on the monitor's rounds);
 //! - the fixtures around it: one [`node`] of fake H200s ([`node_with`] in sharing modes), the
 //!   [`config`] every hub starts from, a [`job`] submission;
+//! - [`controller`]: the controller alone over the fake engine, a SQLite file store and a manual clock,
+//!   restarted over the same store and engine (the controller's scenarios);
 //! - [`mps`]: a scripted `nvidia-cuda-mps-control` for the MPS supervisor where no GPU exists;
 //! - [`docker`]: real containers started through the Docker runtime as a workspace's would be, for the
 //!   tests of the ways into one (`proxy`, `ssh`);
@@ -19,6 +21,7 @@
 //! the top layer, where no crate's `[dependencies]` can name it. Being test code, its fallible helpers
 //! return `anyhow` errors.
 
+pub mod controller;
 pub mod docker;
 mod hub;
 pub mod mps;

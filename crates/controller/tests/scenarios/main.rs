@@ -3,8 +3,9 @@
 //! what the engine has, the reclaim of idle GPUs, run-time limits by the clock, and a service on an
 //! engine that rolls and restarts it itself.
 
+use gpuhub_testkit::controller as kit;
+
 mod idle;
-mod kit;
 mod limits;
 mod preemption;
 mod reconcile;

@@ -1,7 +1,8 @@
-//! The scenarios' hub: a controller over the recording fake engine, a SQLite file store and a manual
-//! clock, which a test can shut down and start again over the same store and engine (a restart of the
-//! hub with its runs alive in the engine). Waits are on signals: the controller's change notices for
-//! workloads, the engine's own event stream for what happens to runs; a minute is only a ceiling.
+//! The controller alone, for the controller's scenarios (`crates/controller/tests/scenarios`): a
+//! controller over the recording fake engine, a SQLite file store and a manual clock, which a test can
+//! shut down and start again over the same store and engine (a restart of the hub with its runs alive
+//! in the engine). Waits are on signals: the controller's change notices for workloads, the engine's
+//! own event stream for what happens to runs; a minute is only a ceiling.
 
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
@@ -29,6 +30,7 @@ pub const INSTANCE: &str = "instance-scenarios0001";
 const CEILING: Duration = Duration::from_secs(60);
 
 /// What outlives a hub: the data directory with the store's file, the engine and the clock.
+#[derive(Debug)]
 pub struct Site {
     pub dir: tempfile::TempDir,
     pub engine: Arc<FakeEngine>,
@@ -97,6 +99,7 @@ impl Site {
 }
 
 /// A running controller.
+#[derive(Debug)]
 pub struct Hub {
     pub store: Store,
     pub engine: Arc<FakeEngine>,
