@@ -17,7 +17,7 @@
 
 mod access_support;
 #[allow(dead_code)]
-mod registry_support;
+use gpuhub_testkit::registry as registry_support;
 
 use access_support::channels;
 use access_support::ssh as sshc;

@@ -12,7 +12,7 @@
 //! prints each problem of a refused submission on a line of its own.
 
 mod access_support;
-mod registry_support;
+use gpuhub_testkit::registry as registry_support;
 
 use access_support::browser::{self, Browser};
 use access_support::{Hub, PASSWORD, WAIT, eventually};

@@ -7,7 +7,7 @@
 //! words. Needs root, Docker and docker-registry.
 
 mod common;
-mod registry_support;
+use gpuhub_testkit::registry as registry_support;
 
 use anyhow::{Context, Result, ensure};
 use common::{Hub, IMAGE, docker};

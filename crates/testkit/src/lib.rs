@@ -14,6 +14,8 @@
 //!   tests of the ways into one (`proxy`, `ssh`);
 //! - [`slapd`] and [`oidc_provider`]: a real OpenLDAP `slapd` and a real OpenID provider
 //!   (`oidc-provider-mock`), each started by the test (the identity crate's tests and gpuhub's);
+//! - [`registry`]: a real image registry (`docker-registry`), a relay that holds a pull part-way, and a
+//!   test image with a layer of its own pushed to it (gpuhub's pull tests, the LXD engine's);
 //! - [`process`]: helpers of the tests that run the `gpuhub` binary as a subprocess (its output kept,
 //!   commands without the caller's `GPUHUB_*`, users' containers removed).
 //!
@@ -27,6 +29,7 @@ mod hub;
 pub mod mps;
 pub mod oidc_provider;
 pub mod process;
+pub mod registry;
 pub mod slapd;
 
 pub use hub::Hub;

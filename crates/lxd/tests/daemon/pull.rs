@@ -5,24 +5,15 @@
 
 use crate::common::*;
 use gpuhub_driver::{Engine, EngineError, MemberState};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-/// A `docker-registry serve` on a free loopback port, and the references pushed to it; the registry is
-/// killed and the references untagged in the Docker daemon when dropped.
-struct Registry {
-    child: std::process::Child,
-    addr: String,
-    pushed: Vec<String>,
-    _dir: tempfile::TempDir,
-}
+/// The references pushed to the test's registry; untagged in the Docker daemon when dropped.
+struct Pushed(Vec<String>);
 
-impl Drop for Registry {
+impl Drop for Pushed {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        for r in &self.pushed {
+        for r in &self.0 {
             let _ = Command::new("docker").args(["rmi", r]).output();
         }
     }
@@ -41,32 +32,11 @@ async fn a_registry_image_is_pulled_into_docker_on_first_use_and_runs() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(&dir.path().join("state")).await;
     let mut cleanup = Cleanup { engine: engine.clone(), runs: vec![], images: vec![] };
-    let reg = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let config = reg.path().join("config.yml");
-    let yml = format!(
-        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-        reg.path().join("data").display()
-    );
-    std::fs::write(&config, yml).unwrap();
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("docker-registry (apt-get install docker-registry; scripts/setup-debian.sh does)");
-    let mut registry = Registry { child, addr, pushed: vec![], _dir: reg };
-    let start = Instant::now();
-    while std::net::TcpStream::connect(&registry.addr).is_err() {
-        assert!(start.elapsed() < PATIENCE, "docker-registry did not answer");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let registry = gpuhub_testkit::registry::Registry::start().unwrap();
+    let mut pushed = Pushed(vec![]);
     // the test image in the registry under a name of its own, which the Docker daemon then forgets
     let image = format!("{}/lxd-pull/busybox:{}", registry.addr, unique("t").replace("gpuhub-test-", ""));
-    registry.pushed.push(image.clone());
+    pushed.0.push(image.clone());
     docker(&["tag", IMAGE, &image]);
     docker(&["push", &image]);
     docker(&["rmi", &image]);
@@ -92,7 +62,7 @@ async fn a_registry_image_is_pulled_into_docker_on_first_use_and_runs() {
     // registry takes anyone), then the pull; root's Docker configuration is not touched
     let root_config = std::fs::read("/root/.docker/config.json").ok();
     let second = format!("{image}-auth");
-    registry.pushed.push(second.clone());
+    pushed.0.push(second.clone());
     docker(&["tag", IMAGE, &second]);
     docker(&["push", &second]);
     docker(&["rmi", &second]);

@@ -1,6 +1,7 @@
 //! A real registry for pull tests: Debian's `docker-registry` on a free loopback port, a relay in
 //! front of it that can hold a pull part-way, and an image of the tests' own pushed to it. Needs root,
-//! Docker and docker-registry (scripts/setup-debian.sh installs it).
+//! Docker and docker-registry (scripts/setup-debian.sh installs it). Used by gpuhub's pull tests and the
+//! LXD engine's.
 
 use anyhow::{Context, Result, ensure};
 use std::io::{Read, Write};
@@ -11,6 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// A `docker-registry serve` on a free loopback port; killed when dropped.
+#[derive(Debug)]
 pub struct Registry {
     child: Child,
     pub addr: String,
@@ -25,6 +27,7 @@ impl Drop for Registry {
 }
 
 impl Registry {
+    /// Starts the registry and waits (at most 20 s) until it takes connections.
     pub fn start() -> Result<Registry> {
         let dir = tempfile::tempdir()?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
@@ -58,12 +61,14 @@ impl Registry {
 /// A TCP relay to a registry that stops passing the registry's answers once `after` bytes went through,
 /// until it is opened: a pull stands part-way for as long as the test looks at it (a pull from loopback
 /// is otherwise over between two polls). Opened when dropped.
+#[derive(Debug)]
 pub struct Valve {
     pub addr: String,
     open: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl Valve {
+    /// Starts the relay to `upstream`, holding answers once `after` bytes went through.
     pub fn start(upstream: &str, after: u64) -> Result<Valve> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?.to_string();
@@ -85,6 +90,7 @@ impl Valve {
         Ok(Valve { addr, open })
     }
 
+    /// Lets every answer through from now on.
     pub fn open(&self) {
         *self.open.0.lock().unwrap() = true;
         self.open.1.notify_all();
