@@ -213,9 +213,21 @@ const WAIT_LOOP: &str = r#"code=0 failed= killer=
 left=${#member[@]}
 while [ "$left" -gt 0 ]; do
     done_pid=
-    wait -n -p done_pid "${!member[@]}"
+    wait -n -p done_pid "${!member[@]}" 2>/dev/null
     rc=$?
-    [ -n "$done_pid" ] || continue # a signal interrupted the wait
+    if [ -z "${done_pid:-}" ]; then
+        # a signal interrupted the wait, or a member ended and bash reaped it between two waits (after
+        # one `wait -n` and a new background job, bash 5.2's `wait -n` calls it "no such job", 127, and
+        # unsets done_pid): a plain `wait PID` still has that member's status
+        for pid in "${!member[@]}"; do
+            if ! kill -0 "$pid" 2>/dev/null; then
+                wait "$pid"
+                rc=$? done_pid=$pid
+                break
+            fi
+        done
+        [ -n "$done_pid" ] || continue
+    fi
     i=${member[$done_pid]}
     unset "member[$done_pid]"
     left=$((left - 1))
