@@ -15,6 +15,9 @@
    the portal and the API both call the service layer (`crate::service`), each mapping its errors to
    its own form (a page, a problem document).
 
+4. **`core` knows no HTTP.** gpuhub-core's `[dependencies]` name no HTTP crate (HTTP_CRATES), and utoipa
+   only as optional (its `openapi` feature, which gpuhub-api turns on for the server).
+
 Circles that exist today and are being broken are listed in scripts/known-cycles.txt, one per line
 (`crate[/parent]: module module …`). The check fails on a circle not listed there, on a listed circle
 that grew, and on a listed circle that no longer exists (delete its line: the list only shrinks).
@@ -39,26 +42,28 @@ LAYERS = {
     "homes": 0,
     "identity": 0,
     "mps": 0,
-    "sched": 1,
-    "store": 1,
-    "driver": 1,
-    "gpu": 1,
-    "client": 1,
-    "config": 2,
-    "docker": 2,
-    "slurm": 2,
-    "lxd": 2,
-    "kube": 2,
-    "controller": 2,
-    "monitor": 3,
-    "proxy": 3,
-    "ssh": 3,
-    "gpucheck": 4,
-    "sim": 3,
-    "server": 4,
-    "gpuhub": 5,
-    # the shared test kit, over the server: named only in [dev-dependencies], never by a crate of layer 5
-    "testkit": 5,
+    # the HTTP API's JSON shapes, just over the domain types: the server and the CLI speak through it
+    "api": 1,
+    "sched": 2,
+    "store": 2,
+    "driver": 2,
+    "gpu": 2,
+    "client": 2,
+    "config": 3,
+    "docker": 3,
+    "slurm": 3,
+    "lxd": 3,
+    "kube": 3,
+    "controller": 3,
+    "monitor": 4,
+    "proxy": 4,
+    "ssh": 4,
+    "gpucheck": 5,
+    "sim": 4,
+    "server": 5,
+    "gpuhub": 6,
+    # the shared test kit, over the server: named only in [dev-dependencies], never by a crate of layer 6
+    "testkit": 6,
 }
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -275,6 +280,18 @@ def read_known():
     return known
 
 
+HTTP_CRATES = {"axum", "http", "http-body-util", "hyper", "hyper-util", "reqwest", "tower", "tower-http", "utoipa-axum"}
+
+
+def check_core_knows_no_http():
+    deps = tomllib.loads((CRATES / "core" / "Cargo.toml").read_text()).get("dependencies", {})
+    errors = [f"gpuhub-core depends on {d}: core knows no HTTP (gpuhub-api holds the API)" for d in deps if d in HTTP_CRATES]
+    utoipa = deps.get("utoipa")
+    if utoipa is not None and not (isinstance(utoipa, dict) and utoipa.get("optional")):
+        errors.append("gpuhub-core depends on utoipa outside its optional `openapi` feature")
+    return errors
+
+
 def check_portal():
     """Errors for portal files that name `crate::api`."""
     errors = []
@@ -292,7 +309,7 @@ def check_portal():
 
 def main():
     show = "--print" in sys.argv[1:]
-    errors = check_crate_layers() + check_portal()
+    errors = check_crate_layers() + check_portal() + check_core_knows_no_http()
     known = read_known()
     matched = set()
     cycles = []

@@ -50,7 +50,7 @@ pub enum ClientError {
         /// The problem's detail, for a person.
         detail: String,
         /// Every problem of the request with its field (the problem's `errors`), where it lists them.
-        errors: Vec<gpuhub_core::api::FieldProblem>,
+        errors: Vec<gpuhub_api::FieldProblem>,
     },
     /// The request failed after the connection was made (reset, broken stream).
     #[error("request to {url} failed: {reason}")]
@@ -127,7 +127,7 @@ impl ClientError {
 }
 
 /// An API error's words: its detail, or with several problems one line each (`resources.memory: …`).
-fn api_text(status: &u16, detail: &str, errors: &[gpuhub_core::api::FieldProblem]) -> String {
+fn api_text(status: &u16, detail: &str, errors: &[gpuhub_api::FieldProblem]) -> String {
     if errors.len() < 2 {
         return format!("{detail} (HTTP {status})");
     }
@@ -147,7 +147,7 @@ fn api_text(status: &u16, detail: &str, errors: &[gpuhub_core::api::FieldProblem
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuhub_core::api::FieldProblem;
+    use gpuhub_api::FieldProblem;
 
     #[test]
     fn several_problems_print_one_a_line() {

@@ -2,7 +2,7 @@
 //! [`ClientError`]s.
 
 use crate::ClientError;
-use gpuhub_core::api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_MAX, Problem};
+use gpuhub_api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_MAX, Problem};
 use reqwest::{Method, Response, StatusCode, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -3,7 +3,7 @@
 //! holds a run's time limit itself is given the longer one.
 
 use crate::{ControlError, Controller};
-use gpuhub_core::api::EditWorkloadRequest;
+use gpuhub_core::edit::EditWorkloadRequest;
 use gpuhub_core::workload::Workload;
 
 impl Controller {

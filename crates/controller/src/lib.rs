@@ -44,8 +44,8 @@ pub use settings::Settings;
 use burst::{next_event, until};
 use chrono::{DateTime, Utc};
 use clock::Clock;
-use gpuhub_core::api::Explanation;
 use gpuhub_core::histogram::{Histogram, HistogramSnapshot, PASS_BUCKETS};
+use gpuhub_core::state::Explanation;
 use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::Workload;
 use gpuhub_driver::{Engine, EngineError, EventStream, Placement};
@@ -76,7 +76,7 @@ enum Command {
     /// An edit of a workload's terms, asked by `by`.
     Edit {
         id: String,
-        edit: gpuhub_core::api::EditWorkloadRequest,
+        edit: gpuhub_core::edit::EditWorkloadRequest,
         by: String,
         reply: Reply<Workload>,
     },
@@ -197,7 +197,7 @@ impl ControllerHandle {
     pub async fn edit(
         &self,
         id: &str,
-        edit: gpuhub_core::api::EditWorkloadRequest,
+        edit: gpuhub_core::edit::EditWorkloadRequest,
         by: &str,
     ) -> Result<Workload, ControlError> {
         self.ask(|reply| Command::Edit { id: id.to_owned(), edit, by: by.to_owned(), reply }).await

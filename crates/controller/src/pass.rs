@@ -4,8 +4,8 @@
 
 use crate::{ControlError, Controller, OWNER_DISABLED};
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::Explanation;
 use gpuhub_core::lifecycle::Event;
+use gpuhub_core::state::Explanation;
 use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::{Workload, WorkloadState};
 use gpuhub_driver::Placement;

@@ -3,8 +3,8 @@
 
 use crate::events::member_events;
 use crate::{ControlError, Controller};
-use gpuhub_core::api::Explanation;
 use gpuhub_core::lifecycle::Event;
+use gpuhub_core::state::Explanation;
 use gpuhub_core::workload::{Member, MemberPhase, Workload, WorkloadState};
 use gpuhub_driver::{LABEL_INSTANCE, MemberState, PendingInfo, Placement, RunStatus};
 use gpuhub_store::{StoreError, WorkloadFilter};

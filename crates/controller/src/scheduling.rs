@@ -2,8 +2,8 @@
 //! makes every placement decision of the server.
 
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::Explanation;
 use gpuhub_core::node::{GpuSharing, NodeCapacity};
+use gpuhub_core::state::Explanation;
 use gpuhub_core::workload::Workload;
 use gpuhub_sched::{Cluster, Gpu, GpuRequest, GpuShare, Node, Pending, Placement, Request, Running, WHOLE};
 
@@ -177,7 +177,7 @@ pub fn queue_spec(q: &gpuhub_core::queue::QueueDef) -> gpuhub_sched::QueueSpec {
 }
 
 /// The scheduler's form of a booking made through the API.
-pub fn reservation(r: gpuhub_core::api::ReservationView) -> gpuhub_sched::Reservation {
+pub fn reservation(r: gpuhub_core::reservation::ReservationView) -> gpuhub_sched::Reservation {
     gpuhub_sched::Reservation {
         id: r.id,
         queue: r.queue,

@@ -3,8 +3,8 @@
 //! submission (a 422) and for queued work that became impossible (a queue limit lowered, a GPU gone).
 
 use crate::scheduling::{admissible, explanation};
-use gpuhub_core::api::Explanation;
 use gpuhub_core::node::NodeCapacity;
+use gpuhub_core::state::Explanation;
 use gpuhub_core::workload::Workload;
 use std::collections::BTreeMap;
 

@@ -6,7 +6,6 @@
 
 use crate::CoreError;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 mod s3;
 pub use s3::{S3Source, SECRET_SET, Secret};
@@ -15,7 +14,8 @@ pub use s3::{S3Source, SECRET_SET, Secret};
 pub const DATASETS_DIR: &str = "/datasets";
 
 /// A dataset as an admin registers it (`POST /api/v1/datasets`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Dataset {
     /// What users ask for (`imagenet`): the naming rule of workloads.
@@ -39,7 +39,7 @@ pub struct Dataset {
     /// Set by the server in answers, ignored in requests: an object-storage dataset's mount on the hub's
     /// host, `mounted`, `mounting` or `down: <why>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(read_only)]
+    #[cfg_attr(feature = "openapi", schema(read_only))]
     pub status: Option<String>,
 }
 
@@ -53,7 +53,8 @@ fn is_true(b: &bool) -> bool {
 
 /// A dataset a workload mounts: its name and the path it had when the workload was submitted (a later
 /// change of the registration does not move running work).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DatasetMount {
     pub name: String,
     /// The directory on the nodes, or with `nfs` the export's path on that server.

@@ -2,10 +2,51 @@
 //! it is queued or runs, another priority or queue while it waits. [`Workload::amend`] is the one rule;
 //! who may ask and the queue's maximum are the service's business.
 
-use crate::api::EditWorkloadRequest;
 use crate::queue::MAX_RUNTIME;
 use crate::workload::{Workload, WorkloadState};
 use crate::{CoreError, Seconds};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `PATCH /api/v1/workloads/{name}`: what to change of a workload; what is left out stays. Its owner
+/// may lengthen the run-time limit of a queued or running workload, within its queue's `max_runtime`;
+/// an admin may also change a queued workload's priority or queue. A service's owner may update its
+/// `image`, `command` or `env` (alone, without the others): a live service is restarted with them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EditWorkloadRequest {
+    /// The new run-time limit (`"3h"`), longer than the present one (`time_limit` is taken too).
+    #[serde(default, alias = "time_limit", skip_serializing_if = "Option::is_none")]
+    pub runtime_limit: Option<Seconds>,
+    /// The new priority (admins; queued workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// The new team queue (admins; queued workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// A service's new image (a catalog name or an image reference the engine has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// A service's new command and arguments (empty: the image's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A service's new environment, in place of the old.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+impl EditWorkloadRequest {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.runtime_limit.is_none() && self.priority.is_none() && self.queue.is_none() && !self.updates_spec()
+    }
+
+    /// Whether it changes what runs (image, command, environment): a service's update.
+    pub fn updates_spec(&self) -> bool {
+        self.image.is_some() || self.command.is_some() || self.env.is_some()
+    }
+}
 
 fn display(limit: Option<Seconds>) -> String {
     limit.map_or_else(|| "none".into(), |l| l.to_string())

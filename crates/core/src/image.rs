@@ -4,10 +4,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// A workspace saved as an image by its owner (`gpuhub save`): theirs alone, run by its name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PersonalImage {
     pub owner: String,
     /// What the owner runs it by (`gpuhub run --image NAME`).

@@ -1,10 +1,13 @@
 //! Domain types of gpuhub: users, resource quantities, workloads and their state machine, node
-//! inventory, the request/response shapes of the HTTP API, and the simple admission rule.
+//! inventory, and the simple admission rule. The HTTP API's request/response shapes live in
+//! `gpuhub-api`, over this crate.
 //!
-//! This crate does no I/O, reads no clock and spawns nothing: time and identifiers are arguments.
+//! This crate does no I/O, reads no clock, spawns nothing and knows no HTTP: time and identifiers are
+//! arguments. With the `openapi` feature (off by default) the types that API responses carry derive
+//! their OpenAPI schemas.
 
 pub mod admission;
-pub mod api;
+pub mod catalog;
 pub mod dataset;
 pub mod edit;
 pub mod env;
@@ -17,8 +20,10 @@ pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod parse;
+pub mod pull;
 pub mod quantity;
 pub mod queue;
+pub mod reservation;
 pub mod service;
 pub mod state;
 pub mod stop;

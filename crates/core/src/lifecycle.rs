@@ -27,7 +27,7 @@ pub enum Event {
     /// Its image is in the engine now: it waits for resources.
     Pulled {
         /// How far the pull's last report went (what it fetched), when one came.
-        fetched: Option<crate::api::PullView>,
+        fetched: Option<crate::pull::PullView>,
     },
     /// Its image could not be pulled.
     PullFailed {
@@ -218,7 +218,7 @@ impl Workload {
             (Event::Pulled { fetched }, Pulling) => {
                 self.state = Queued;
                 self.queued_at = now;
-                let pulled = fetched.as_ref().map_or_else(|| "pulled".into(), crate::api::PullView::summary);
+                let pulled = fetched.as_ref().map_or_else(|| "pulled".into(), crate::pull::PullView::summary);
                 self.message = Some(format!("{pulled}; queued"));
             }
             (Event::PullFailed { why }, Pulling) => {

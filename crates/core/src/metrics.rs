@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// One member of a running workload at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemberMetrics {
     /// The workload's id.
     pub workload_id: String,
@@ -45,7 +46,8 @@ pub struct MemberMetrics {
 }
 
 /// One GPU at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuMetrics {
     /// The node it is on.
     pub node: String,
@@ -73,7 +75,8 @@ pub struct GpuMetrics {
 }
 
 /// Everything measured in one sampling round.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MetricsSnapshot {
     /// When it was taken; `None` before the first round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,7 +90,8 @@ pub struct MetricsSnapshot {
 /// One member of a workload over one step of its history: the mean of the samples kept in that step
 /// (raw samples, or 1-minute or 1-hour means where the raw ones were thinned out). A figure no sample
 /// of the step had is `None`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemberPoint {
     /// The member's index in its run.
     pub member: u32,
@@ -111,7 +115,8 @@ pub struct MemberPoint {
 }
 
 /// One GPU over one step of its history (means, as [`MemberPoint`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuPoint {
     /// The node it is on.
     pub node: String,
@@ -138,7 +143,8 @@ pub struct GpuPoint {
 
 /// `GET /api/v1/workloads/{name}/metrics`: a workload's members over a window, one point per member and
 /// step that has samples, ordered by member, then time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkloadHistory {
     /// The workload's name.
     pub workload: String,
@@ -156,7 +162,8 @@ pub struct WorkloadHistory {
 
 /// `GET /api/v1/nodes/metrics`: the GPUs over a window, one point per GPU and step that has samples,
 /// ordered by node, GPU, then time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuHistory {
     /// Only this node's GPUs, when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]

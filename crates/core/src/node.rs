@@ -4,7 +4,8 @@ use crate::{Bytes, CpuMilli};
 use serde::{Deserialize, Serialize};
 
 /// One GPU of a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GpuDevice {
     /// Stable identifier (`GPU-…` from NVML, or the configured one).
@@ -26,7 +27,8 @@ pub struct GpuDevice {
 }
 
 /// How gpuhub enforces the shares (milli-GPU) of a GPU; whole GPUs are exclusive in every mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum GpuSharing {
     /// gpuhub runs one MPS control daemon for the GPU, mounts its pipe directory into the shares'

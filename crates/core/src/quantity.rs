@@ -127,22 +127,6 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
-/// The OpenAPI schema of a quantity written as a string with a unit (or a plain integer).
-fn string_schema(description: &str, example: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::SchemaType::new(utoipa::openapi::schema::Type::String))
-        .description(Some(description))
-        .examples([serde_json::json!(example)])
-        .into()
-}
-
-impl utoipa::PartialSchema for Bytes {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        string_schema("bytes: \"4GiB\", \"512MiB\", \"2G\" or an integer number of bytes", "4GiB")
-    }
-}
-impl utoipa::ToSchema for Bytes {}
-
 impl CpuMilli {
     /// Converts a number of cores (`0.5`) to milli-CPUs, refusing negatives, NaN and sub-milli precision.
     pub fn from_cores(cores: f64) -> Result<Self, CoreError> {
@@ -248,12 +232,35 @@ impl<'de> Deserialize<'de> for Seconds {
     }
 }
 
-impl utoipa::PartialSchema for Seconds {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        string_schema("duration: \"90s\", \"30m\", \"2h\", \"1d\", \"1h30m\" or an integer number of seconds", "2h")
+/// The OpenAPI schemas of the quantities, written as strings with a unit (or plain integers).
+#[cfg(feature = "openapi")]
+mod schema {
+    use super::{Bytes, Seconds};
+    use utoipa::openapi::schema::{Schema, SchemaType, Type};
+    use utoipa::openapi::{ObjectBuilder, RefOr};
+
+    fn string_schema(description: &str, example: &str) -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::new(Type::String))
+            .description(Some(description))
+            .examples([serde_json::json!(example)])
+            .into()
     }
+
+    impl utoipa::PartialSchema for Bytes {
+        fn schema() -> RefOr<Schema> {
+            string_schema("bytes: \"4GiB\", \"512MiB\", \"2G\" or an integer number of bytes", "4GiB")
+        }
+    }
+    impl utoipa::ToSchema for Bytes {}
+
+    impl utoipa::PartialSchema for Seconds {
+        fn schema() -> RefOr<Schema> {
+            string_schema("duration: \"90s\", \"30m\", \"2h\", \"1d\", \"1h30m\" or an integer number of seconds", "2h")
+        }
+    }
+    impl utoipa::ToSchema for Seconds {}
 }
-impl utoipa::ToSchema for Seconds {}
 
 #[cfg(test)]
 mod tests {

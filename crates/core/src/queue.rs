@@ -2,10 +2,8 @@
 //! per-user limits, a fair-share weight, who may submit and which priority classes its users may ask
 //! for. Counted in milli-GPU, milli-CPU and bytes, like the scheduler.
 
-use crate::api::LimitView;
 use crate::{Bytes, Seconds};
 use serde::{Deserialize, Deserializer, Serialize};
-use utoipa::ToSchema;
 
 /// An amount of the three resources (a guarantee); a component left out is zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,20 +113,21 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
 }
 
 /// A change to a limit (JSON merge patch): an absent resource is unchanged, `null` makes it unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LimitPatch {
     /// Whole GPUs (`0.5`); `null`: unlimited.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<f64>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub gpus: Option<Option<f64>>,
     /// Cores; `null`: unlimited.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<f64>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub cpus: Option<Option<f64>>,
     /// Bytes or `"64GiB"`; `null`: unlimited.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Bytes>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Bytes>))]
     pub memory: Option<Option<Bytes>>,
 }
 
@@ -141,49 +140,51 @@ impl From<LimitView> for LimitPatch {
 /// `PATCH /api/v1/queues/{name}` (admin), a JSON merge patch: an absent field is unchanged, `null`
 /// unsets it (no guarantee, no limit, open to everyone, no classes), and a limit object is merged
 /// into the current limit resource by resource.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QueuePatch {
     /// What the team is guaranteed; `null`: nothing.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<LimitPatch>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<LimitPatch>))]
     pub guarantee: Option<Option<LimitPatch>>,
     /// How much beyond the guarantee it may borrow; `null`: no limit.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<LimitPatch>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<LimitPatch>))]
     pub borrow_limit: Option<Option<LimitPatch>>,
     /// The most one user may hold in it; `null`: no limit.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<LimitPatch>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<LimitPatch>))]
     pub user_limit: Option<Option<LimitPatch>>,
     /// Fair-share weight (positive); `null`: 1.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<f64>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub weight: Option<Option<f64>>,
     /// Who may submit; `null`: everyone.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
     pub members: Option<Option<Vec<String>>>,
     /// Priority classes its users may ask for; `null`: none.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
     pub priority_classes: Option<Option<Vec<String>>>,
     /// The group of its team folder (from 1000 up); `null`: no team folder (the directory stays).
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<u32>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u32>))]
     pub team_gid: Option<Option<u32>>,
     /// The longest a workload in it may run (`"24h"`, from 1s to 366d); `null`: 366 days.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Seconds>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Seconds>))]
     pub max_runtime: Option<Option<Seconds>>,
     /// The most a workload in it may write outside its mounts (`"50GiB"`); `null`: no maximum.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Bytes>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Bytes>))]
     pub max_disk: Option<Option<Bytes>>,
 }
 
 /// `POST /api/v1/queues` (admin): a new team queue; what is left out is unset (see [`QueuePatch`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateQueueRequest {
     pub name: String,
@@ -354,6 +355,18 @@ pub fn limit_view(l: Limit) -> LimitView {
         memory: l.memory.map(Bytes),
     }
 }
+/// A limit on the three resources; a resource it does not name is not limited.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LimitView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,6 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// The run label naming a service's port (for engines that check its readiness themselves: a
 /// Kubernetes Deployment's readiness probe).
@@ -47,7 +46,8 @@ pub fn backoff(failures: u32) -> TimeDelta {
 }
 
 /// How a service shows it is ready to serve.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum ReadyCheck {
     /// An HTTP GET of this path on its port answers with a status below 400.
@@ -64,7 +64,8 @@ impl ReadyCheck {
 }
 
 /// Who may reach a service's URL.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ServiceAccess {
     /// Its owner (and admins where `admins_open_apps` allows).
@@ -77,7 +78,8 @@ pub enum ServiceAccess {
 }
 
 /// What a service asks for: the port it serves, how it shows it is ready, who may reach it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// The container port it serves (HTTP).
@@ -114,7 +116,8 @@ impl ServiceSpec {
 }
 
 /// A service's terms and where its restarts stand, kept with the workload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Service {
     /// What it asked for.
     pub spec: ServiceSpec,
@@ -200,7 +203,8 @@ impl Service {
 }
 
 /// A service as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ServiceView {
     /// The container port it serves.
     pub port: u16,
@@ -245,7 +249,8 @@ pub const ROLLOUT_DEADLINE: TimeDelta = TimeDelta::seconds(300);
 
 /// A rolling update under way: a run of the new terms started beside the serving one, which the URL
 /// keeps going to until the new run passes its readiness check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rollout {
     /// The new image.
     pub image: String,
@@ -267,7 +272,8 @@ pub struct Rollout {
 }
 
 /// Where a service's update stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum UpdateState {
     /// The new run starts beside the serving one.
@@ -281,7 +287,8 @@ pub enum UpdateState {
 }
 
 /// How a service's last update went, as its view and history show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateReport {
     /// Where it stands.
     pub state: UpdateState,

@@ -3,11 +3,13 @@
 //! speak of them without naming the workload. Re-exported by `crate::workload`.
 
 use crate::CoreError;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// What kind of work a workload is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadKind {
     /// Runs a command to completion; keeps exit code and logs.
@@ -46,7 +48,8 @@ impl std::str::FromStr for WorkloadKind {
 ///
 /// `[pulling →] queued → starting → running → succeeded | failed | stopped`; `lost` when the container
 /// vanished behind the platform's back. A stopped workspace may be started again (back to `queued`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadState {
     /// Its image is being pulled into the engine (holding nothing); queued once it is there.
@@ -119,4 +122,30 @@ impl std::str::FromStr for WorkloadState {
             .find(|st| st.as_str() == s)
             .ok_or_else(|| CoreError::invalid("state", format!("unknown state {s:?}")))
     }
+}
+
+/// Why a queued workload waits, from the scheduler's last pass.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Explanation {
+    /// The kind of obstacle (`resources`, `queue-limit`, `backfill`, `reservation`, `unschedulable`…).
+    pub reason: String,
+    /// One line for people.
+    pub message: String,
+    /// 1-based position among pending workloads in scheduling order.
+    pub position: u32,
+    /// When it is expected to start, when run-time limits allow an estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<DateTime<Utc>>,
+}
+
+/// A state a workload entered, and when (`GET /api/v1/workloads/{name}`'s `history`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateEvent {
+    pub at: DateTime<Utc>,
+    pub state: WorkloadState,
+    /// Why, as the workload said then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

@@ -5,7 +5,6 @@ use crate::Seconds;
 use crate::state::{WorkloadKind, WorkloadState};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// What stopped a workload's run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +136,8 @@ pub fn killed_by_engine(
 
 /// An interruption as `GET /api/v1/workloads/{name}` shows it: the reason, by whom, when, and what
 /// happens next.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InterruptionView {
     /// `user`, `preempted`, `time-limit`, `engine-failure`, `owner-disabled`, `idle`,
     /// `gpu-memory-exceeded` or `engine-restarted`.

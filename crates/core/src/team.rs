@@ -3,7 +3,6 @@
 //! processes carry that group as a supplementary group. A volume in engine-neutral terms, like datasets.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// Where workloads find their team folders.
 pub const TEAMS_DIR: &str = "/team";
@@ -13,7 +12,8 @@ pub const MIN_TEAM_GID: u32 = 1000;
 
 /// A team folder a workload mounts: the queue, its directory on the host when the workload was
 /// submitted, and its group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TeamMount {
     pub queue: String,
     pub path: String,

@@ -37,7 +37,8 @@ pub struct Holding {
 }
 
 /// A dimension usage is grouped by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum UsageKey {
     /// The owner.
@@ -80,7 +81,8 @@ impl UsageKey {
 }
 
 /// One row of a usage report: the values of the grouped-by keys and the hours in the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageRow {
     /// The owner, when grouped by user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,7 +95,7 @@ pub struct UsageRow {
     pub model: Option<String>,
     /// The UTC day (`2026-11-24`), when grouped by day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub day: Option<NaiveDate>,
     /// GPU-hours held (a whole GPU for an hour is 1; half a GPU for an hour 0.5).
     pub gpu_hours: f64,
@@ -126,7 +128,8 @@ pub struct Measured {
 }
 
 /// A usage report: `GET /api/v1/usage`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageReport {
     /// Start of the window (inclusive).
     pub from: DateTime<Utc>,

@@ -14,7 +14,8 @@ pub use crate::state::{WorkloadKind, WorkloadState};
 /// `{base_url}` becomes the app's URL prefix (`/w/alice/nb/lab/`), `{port}` the port and `{home}` the
 /// owner's home. JupyterLab takes the prefix as `--ServerApp.base_url={base_url}`, TensorBoard as
 /// `--path_prefix {base_url}`; an app the workload's own command starts leaves `command` empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AppSpec {
     /// Name in the URL (`lab`).
@@ -56,10 +57,11 @@ impl AppSpec {
 ///
 /// GPUs are either `gpus` whole GPUs (exclusive) or a share of one GPU, `gpu_milli` thousandths
 /// (1…999) with an optional amount of its memory; never both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Resources {
     /// CPUs in thousandths of a core.
-    #[schema(value_type = u64)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub cpu_milli: CpuMilli,
     /// Memory limit (memory + swap are set to the same value).
     pub memory: Bytes,

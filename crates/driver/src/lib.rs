@@ -152,7 +152,7 @@ impl Identity {
 }
 
 /// How far a pull is (the API's view of it: engines report in that shape).
-pub use gpuhub_core::api::PullView as PullProgress;
+pub use gpuhub_core::pull::PullView as PullProgress;
 
 /// Credentials for a private registry. `Debug` prints no password.
 #[derive(Clone, PartialEq, Eq)]

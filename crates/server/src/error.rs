@@ -3,7 +3,7 @@
 use crate::service::{Kind, ServiceError};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gpuhub_core::api::{FieldProblem, Problem};
+use gpuhub_api::{FieldProblem, Problem};
 
 /// The `Retry-After` (seconds) of a 503 answered while the database is unavailable.
 pub const DATABASE_RETRY_AFTER_SECS: u64 = crate::service::RETRY_AFTER.as_secs();

@@ -7,7 +7,7 @@
 use crate::state::AppState;
 pub use crate::state::idle::IdleWatch;
 use chrono::TimeDelta;
-use gpuhub_core::api::IdleReportRow;
+use gpuhub_api::IdleReportRow;
 use gpuhub_core::stop::StopReason;
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_monitor::{Facts, IdleAction, IdleRule};

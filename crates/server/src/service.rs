@@ -33,7 +33,7 @@ pub use error::{Kind, Problems, RETRY_AFTER, ServiceError};
 pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, prepare, submit};
 
 use crate::state::AppState;
-use gpuhub_core::api::WorkloadView;
+use gpuhub_api::WorkloadView;
 use gpuhub_core::stop::StopReason;
 use gpuhub_core::user::User;
 use gpuhub_core::workload::{Workload, WorkloadState};

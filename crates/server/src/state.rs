@@ -94,7 +94,7 @@ pub struct AppState {
 pub struct NodeViewsCache {
     pub active: active::Snapshot,
     pub inventory_at: Option<chrono::DateTime<chrono::Utc>>,
-    pub views: Vec<gpuhub_core::api::NodeView>,
+    pub views: Vec<gpuhub_api::NodeView>,
 }
 
 impl AppState {

@@ -6,7 +6,7 @@
 use crate::codec::{get_time, ms};
 use crate::{Result, Store};
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::StateEvent;
+use gpuhub_core::state::StateEvent;
 use gpuhub_core::workload::{Workload, WorkloadState};
 use sqlx::{Any, Row, Transaction};
 

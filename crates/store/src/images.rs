@@ -2,7 +2,7 @@
 
 use crate::codec::{get_json, to_json};
 use crate::{Result, Store, StoreError};
-use gpuhub_core::api::ImageEntry;
+use gpuhub_core::catalog::ImageEntry;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 

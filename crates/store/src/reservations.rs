@@ -4,7 +4,7 @@ use crate::codec::{get_int, get_time, ms};
 use crate::error::conflict;
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::ReservationView;
+use gpuhub_core::reservation::ReservationView;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 

@@ -5,7 +5,7 @@ use crate::cli::TokensCommand;
 use crate::http::{Api, decode};
 use crate::table::Table;
 use crate::{ClientError, Context};
-use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest, NewTokenView, TokenView};
+use gpuhub_api::{ChangePasswordRequest, CreateTokenRequest, NewTokenView, TokenView};
 use reqwest::Method;
 
 /// The tokens as a table: `ID KIND CREATED EXPIRES` with `*` on the one in use.

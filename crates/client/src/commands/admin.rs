@@ -6,8 +6,8 @@ use crate::http::{Api, decode};
 use crate::table::{Table, age, cores, size};
 use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
+use gpuhub_api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, UserView};
 use gpuhub_core::Bytes;
-use gpuhub_core::api::{CreateUserRequest, ImageEntry, NodeView, PatchUserRequest, UserView};
 use gpuhub_core::dataset::{Dataset, S3Source, Secret};
 use reqwest::Method;
 use serde_json::Value;
@@ -351,7 +351,7 @@ pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
             role_str(u.role).to_owned(),
             u.uid.to_string(),
             status.to_owned(),
-            gpuhub_core::api::HomeView::text(u.home.as_ref()),
+            gpuhub_api::HomeView::text(u.home.as_ref()),
             age(u.created_at, now),
         ]);
     }
@@ -362,7 +362,7 @@ pub(crate) fn users_table(list: &[UserView], now: DateTime<Utc>) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView};
+    use gpuhub_api::{GpuHolder, GpuShareView, GpuView};
     use gpuhub_core::quantity::GIB;
     use gpuhub_core::user::Role;
 
@@ -442,7 +442,7 @@ mod tests {
             home: None,
         };
         let mut root = u("root", Role::Admin, false);
-        root.home = Some(gpuhub_core::api::HomeView { used_bytes: 3 * GIB + GIB / 2, quota_bytes: Some(10 * GIB) });
+        root.home = Some(gpuhub_api::HomeView { used_bytes: 3 * GIB + GIB / 2, quota_bytes: Some(10 * GIB) });
         let s = users_table(&[root, u("bob", Role::User, true)], t0 + chrono::Duration::days(4));
         assert_eq!(
             s,

@@ -7,8 +7,8 @@ use super::{Out, print_json};
 use crate::ClientError;
 use crate::cli::edit::EditArgs;
 use crate::http::{Api, decode};
+use gpuhub_api::{EditWorkloadRequest, WorkloadView};
 use gpuhub_core::Seconds;
-use gpuhub_core::api::{EditWorkloadRequest, WorkloadView};
 use reqwest::Method;
 
 /// `gpuhub edit`: one `PATCH`; `--extend` reads the present limit first.

@@ -18,7 +18,7 @@ use crate::credentials::Credentials;
 use crate::http::{Api, decode};
 use crate::{ClientError, Context};
 use chrono::Utc;
-use gpuhub_core::api::{LoginRequest, TokenResponse, UserView};
+use gpuhub_api::{LoginRequest, TokenResponse, UserView};
 use gpuhub_core::user::Role;
 use reqwest::Method;
 use serde_json::Value;
@@ -138,7 +138,7 @@ async fn whoami(api: &Api, json: bool, out: Out<'_>) -> Result<(), ClientError> 
     // the id one's containers run as and one's files are owned by
     writeln!(out, "uid {}, gid {}", me.uid, me.gid)?;
     if let Some(h) = &me.home {
-        writeln!(out, "home: {}", gpuhub_core::api::HomeView::text(Some(h)))?;
+        writeln!(out, "home: {}", gpuhub_api::HomeView::text(Some(h)))?;
     }
     Ok(())
 }

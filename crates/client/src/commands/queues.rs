@@ -5,7 +5,7 @@ use super::{Out, print_json};
 use crate::ClientError;
 use crate::cli::queue::QueueCommand;
 use crate::http::{Api, decode};
-use gpuhub_core::api::QueueView;
+use gpuhub_api::QueueView;
 use gpuhub_core::queue::QueuePatch;
 use reqwest::Method;
 use serde_json::Value;

@@ -6,7 +6,7 @@ use crate::cli::ReservationsCommand;
 use crate::http::{Api, decode};
 use crate::table::Table;
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::{CreateReservationRequest, QueueView, ReservationView};
+use gpuhub_api::{CreateReservationRequest, QueueView, ReservationView};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn queues_rendering() {
-        use gpuhub_core::api::QuotaView;
+        use gpuhub_api::QuotaView;
         let gpus = |g: f64| QuotaView { gpus: g, cpus: 8.0, memory: Bytes(GIB) };
         let q = QueueView {
             name: "vision".into(),
@@ -133,7 +133,7 @@ mod tests {
             max_runtime: None,
             max_disk: None,
         };
-        let limit = gpuhub_core::api::LimitView { gpus: Some(0.0), ..Default::default() };
+        let limit = gpuhub_api::LimitView { gpus: Some(0.0), ..Default::default() };
         let nlp = QueueView { name: "nlp".into(), borrow_limit: Some(limit), open_to_you: false, ..q.clone() };
         assert_eq!(
             queues_text(&[q, nlp]),

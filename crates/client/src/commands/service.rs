@@ -5,14 +5,14 @@ use super::{Out, print_json, workloads};
 use crate::cli::service::{ServiceCommand, ServiceRunArgs};
 use crate::http::{Api, decode};
 use crate::{ClientError, Context};
-use gpuhub_core::api::WorkloadView;
+use gpuhub_api::WorkloadView;
 use gpuhub_core::service::{ReadyCheck, ServiceSpec};
 use gpuhub_core::workload::WorkloadKind;
 use reqwest::Method;
 use serde_json::Value;
 
 /// The request `gpuhub service run` sends.
-pub(crate) fn create_request(args: &ServiceRunArgs) -> Result<gpuhub_core::api::CreateWorkloadRequest, ClientError> {
+pub(crate) fn create_request(args: &ServiceRunArgs) -> Result<gpuhub_api::CreateWorkloadRequest, ClientError> {
     if args.run.workspace {
         return Err(ClientError::Usage("a service is no workspace: leave out --workspace".into()));
     }

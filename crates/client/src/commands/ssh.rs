@@ -7,7 +7,7 @@ use crate::http::{Api, decode};
 use crate::table::{Table, age};
 use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::WorkloadView;
+use gpuhub_api::WorkloadView;
 use gpuhub_core::workload::WorkloadKind;
 use reqwest::Method;
 use reqwest::Url;

@@ -7,7 +7,7 @@ use crate::cli::{KeepArgs, UsageArgs};
 use crate::http::{Api, decode};
 use crate::table::{Table, age};
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::{IdleReportRow, KeepRequest, WorkloadView};
+use gpuhub_api::{IdleReportRow, KeepRequest, WorkloadView};
 use gpuhub_core::usage::{UsageKey, UsageReport, UsageRow};
 use reqwest::Method;
 use serde_json::Value;

@@ -6,8 +6,8 @@ use crate::http::{Api, decode};
 use crate::table::{Table, age, size, truncate};
 use crate::{ClientError, Context};
 use chrono::{DateTime, Utc};
+use gpuhub_api::{CreateWorkloadRequest, ResourceRequest, WorkloadView};
 use gpuhub_core::Bytes;
-use gpuhub_core::api::{CreateWorkloadRequest, ResourceRequest, WorkloadView};
 use gpuhub_core::workload::{WorkloadKind, WorkloadState};
 use reqwest::Method;
 use serde_json::Value;
@@ -460,7 +460,7 @@ mod tests {
     fn a_pull_is_drawn_as_a_bar() {
         let mut w = WorkloadView { image: "r/x:1".into(), ..view("p", WorkloadState::Pulling, None) };
         assert_eq!(pull_line(&w), "pulling r/x:1: starting");
-        w.pull = Some(gpuhub_core::api::PullView {
+        w.pull = Some(gpuhub_api::PullView {
             status: "Downloading".into(),
             current_bytes: 3 << 20,
             total_bytes: 4 << 20,
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn the_end_of_a_pull_is_told_from_the_history() {
-        use gpuhub_core::api::StateEvent;
+        use gpuhub_api::StateEvent;
         let at = chrono::Utc::now();
         let e = |state, m: &str| StateEvent { at, state, message: Some(m.into()) };
         let mut w = WorkloadView { image: "r/x:1".into(), ..view("p", WorkloadState::Running, None) };
@@ -623,7 +623,7 @@ mod tests {
     fn an_idle_workload_says_when_it_stops() {
         let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 0).unwrap();
         let mut w = view("nb", WorkloadState::Running, Some("running"));
-        let idle = |stop: Option<i64>, kept: Option<i64>| gpuhub_core::api::IdleView {
+        let idle = |stop: Option<i64>, kept: Option<i64>| gpuhub_api::IdleView {
             since: now - chrono::TimeDelta::hours(2),
             warned_at: stop.map(|_| now),
             stop_at: stop.map(|m| now + chrono::TimeDelta::minutes(m)),
@@ -643,7 +643,7 @@ mod tests {
     fn a_share_over_its_gpu_memory_grant_says_so() {
         let now = Utc.with_ymd_and_hms(2025, 1, 1, 2, 0, 0).unwrap();
         let mut w = view("nb", WorkloadState::Running, Some("running"));
-        w.gpu_guard = vec![gpuhub_core::api::GpuGuardView {
+        w.gpu_guard = vec![gpuhub_api::GpuGuardView {
             member: 0,
             used_bytes: 12 << 30,
             granted_bytes: 10 << 30,

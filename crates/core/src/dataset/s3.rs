@@ -3,7 +3,6 @@
 
 use crate::CoreError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use utoipa::ToSchema;
 
 /// What answers show in place of a secret that is set.
 pub const SECRET_SET: &str = "<set>";
@@ -43,7 +42,8 @@ impl<'de> Deserialize<'de> for Secret {
 }
 
 /// An S3 bucket or prefix (`POST /api/v1/datasets` `{"s3": {…}}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct S3Source {
     /// `s3://bucket` or `s3://bucket/prefix`.
@@ -60,7 +60,7 @@ pub struct S3Source {
     /// The secret key: write-only, stored encrypted, shown back as `"<set>"`. Sending `"<set>"` when
     /// changing a registration keeps the stored one (for the same endpoint and access key only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub secret_key: Option<Secret>,
 }
 

@@ -233,7 +233,7 @@ fn a_pull_queues_fails_or_is_stopped_and_holds_nothing() {
     };
     let mut w = pulling();
     assert!(w.apply(Event::Placed { members: placed(1) }, at(1)).is_err(), "nothing is placed while pulling");
-    let fetched = crate::api::PullView {
+    let fetched = crate::pull::PullView {
         status: "Pull complete".into(),
         current_bytes: 24 << 20,
         total_bytes: 24 << 20,

@@ -10,7 +10,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gpuhub_core::api::{
+use gpuhub_api::{
     ChangePasswordRequest, CreateTokenRequest, CreateUserRequest, LoginRequest, NewTokenView, PatchUserRequest,
     Problem, TokenResponse, TokenView, UserView,
 };

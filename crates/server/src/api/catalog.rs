@@ -9,7 +9,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use gpuhub_core::api::{ImageEntry, NodeView, Problem};
+use gpuhub_api::{ImageEntry, NodeView, Problem};
 
 /// The engine's nodes: CPUs, memory and GPUs, and who holds each GPU (whole, or shares of it). When the
 /// engine cannot be reached its error is the answer (503), naming it.

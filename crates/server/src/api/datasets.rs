@@ -8,7 +8,7 @@ use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use gpuhub_core::api::Problem;
+use gpuhub_api::Problem;
 use gpuhub_core::dataset::{Dataset, SECRET_SET, Secret};
 
 /// Every dataset, by name.

@@ -6,7 +6,7 @@ use crate::error::{ApiError, ApiJson, ApiQuery};
 use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, State};
-use gpuhub_core::api::{IdleReportRow, KeepRequest, Problem, WorkloadView};
+use gpuhub_api::{IdleReportRow, KeepRequest, Problem, WorkloadView};
 use gpuhub_core::workload::WorkloadState;
 
 /// Keeps a running workload from being stopped for idle GPUs for `hours` from now (at most the

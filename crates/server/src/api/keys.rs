@@ -7,7 +7,7 @@ use crate::service::keys::{AddKeyRequest, KeyChallenge, SshKeyView};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use gpuhub_core::api::Problem;
+use gpuhub_api::Problem;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -8,7 +8,7 @@ use crate::service;
 use crate::service::metrics::{NodeMetricsQuery, WorkloadMetricsQuery};
 use crate::state::AppState;
 use axum::extract::{Path, State};
-use gpuhub_core::api::Problem;
+use gpuhub_api::Problem;
 use gpuhub_core::metrics::{GpuHistory, MetricsSnapshot, WorkloadHistory};
 use gpuhub_core::user::User;
 

@@ -9,7 +9,7 @@ use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use gpuhub_core::api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use gpuhub_api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 

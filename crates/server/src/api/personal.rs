@@ -7,7 +7,7 @@ use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use gpuhub_core::api::Problem;
+use gpuhub_api::Problem;
 use gpuhub_core::image::{PersonalImage, personal_reference};
 use gpuhub_core::quantity::Bytes;
 use gpuhub_core::workload::{WorkloadKind, WorkloadState};

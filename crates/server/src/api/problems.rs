@@ -1,5 +1,5 @@
 //! The error answers of every operation in the OpenAPI document, by rule rather than by hand: every
-//! error is an `application/problem+json` [`gpuhub_core::api::Problem`], and each operation documents
+//! error is an `application/problem+json` [`gpuhub_api::Problem`], and each operation documents
 //! the answers its shape can give — 401 and 403 where a caller must be signed in, 404 where the path
 //! names something, 400 where it reads a query or a body, 413, 415 and 422 where it reads a body, 409
 //! where it changes something, 429 where submissions or logins are counted, and 503 (the database out of

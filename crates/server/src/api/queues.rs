@@ -7,7 +7,7 @@ use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use gpuhub_core::api::{Problem, QueueView};
+use gpuhub_api::{Problem, QueueView};
 use gpuhub_core::queue::{CreateQueueRequest, QueuePatch};
 
 /// The team queues, with what each holds and how much waits. Everyone sees the queues and whether they

@@ -7,7 +7,7 @@ use crate::service;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use gpuhub_core::api::{CreateReservationRequest, Problem, ReservationView};
+use gpuhub_api::{CreateReservationRequest, Problem, ReservationView};
 
 /// The bookings that have not ended, by start time, in pages.
 #[utoipa::path(get, path = "/api/v1/reservations", tag = "reservations", params(super::paging::PageQuery),

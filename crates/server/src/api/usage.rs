@@ -8,7 +8,7 @@ use crate::service;
 use crate::service::usage::UsageQuery;
 use crate::state::AppState;
 use axum::extract::State;
-use gpuhub_core::api::Problem;
+use gpuhub_api::Problem;
 use gpuhub_core::usage::UsageReport;
 
 /// GPU-, CPU- and memory-hours held in a window, grouped by user, queue, GPU model and/or UTC day.

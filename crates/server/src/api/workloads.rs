@@ -13,7 +13,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gpuhub_core::api::{CreateWorkloadRequest, EditWorkloadRequest, Problem, WorkloadView};
+use gpuhub_api::{CreateWorkloadRequest, EditWorkloadRequest, Problem, WorkloadView};
 use gpuhub_core::workload::Workload;
 use listing::ListQuery;
 use serde::Deserialize;

@@ -11,7 +11,7 @@ use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gpuhub_core::api::{CreateReservationRequest, CreateUserRequest, ImageEntry, LimitView, PatchUserRequest};
+use gpuhub_api::{CreateReservationRequest, CreateUserRequest, ImageEntry, LimitView, PatchUserRequest};
 use gpuhub_core::queue::{CreateQueueRequest, LimitPatch, QueuePatch};
 use maud::{Markup, html};
 
@@ -62,7 +62,7 @@ pub async fn users(State(st): State<AppState>, viewer: Viewer, Query(n): Query<N
                 tr data-user=(u.username) {
                     td { (u.username) } td { @if u.is_admin() { "admin" } @else { "user" } } td { (u.uid) }
                     td { @if u.disabled { "disabled" } @else { "enabled" } }
-                    td.home { (gpuhub_core::api::HomeView::text(home.as_ref())) }
+                    td.home { (gpuhub_api::HomeView::text(home.as_ref())) }
                     td {
                         @if u.disabled { (button("enable", &u.username, "Enable")) }
                         @else { (button("disable", &u.username, "Disable")) }
@@ -291,7 +291,7 @@ pub async fn queue_admin(viewer: Viewer, req: Request) -> Response {
 pub(super) async fn queue_forms(
     st: &AppState,
     viewer: &Viewer,
-    views: &[gpuhub_core::api::QueueView],
+    views: &[gpuhub_api::QueueView],
 ) -> Result<Markup, Response> {
     let booked = match service::reservations::current(st, st.clock.now()).await {
         Ok(r) => r,

@@ -13,7 +13,7 @@ use crate::state::AppState;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use gpuhub_core::api::{CreateWorkloadRequest, ResourceRequest};
+use gpuhub_api::{CreateWorkloadRequest, ResourceRequest};
 use gpuhub_core::parse::{self, GpuAsk};
 use gpuhub_core::workload::{Workload, WorkloadKind};
 use gpuhub_core::{Bytes, Seconds};
@@ -561,7 +561,7 @@ mod tests {
 
     #[test]
     fn every_problem_of_a_refusal_shows_beside_its_field() {
-        use gpuhub_core::api::FieldProblem;
+        use gpuhub_api::FieldProblem;
         let at = |field: &str, detail: &str| FieldProblem { field: field.into(), detail: detail.into() };
         let mut e = ApiError::unprocessable("invalid name: x").at("name");
         e.errors = vec![

@@ -12,7 +12,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
-use gpuhub_core::api::{CreateWorkloadRequest, ImageEntry, ResourceRequest};
+use gpuhub_api::{CreateWorkloadRequest, ImageEntry, ResourceRequest};
 use gpuhub_core::workload::WorkloadKind;
 use maud::{Markup, html};
 use std::collections::BTreeMap;

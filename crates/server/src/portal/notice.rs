@@ -32,7 +32,7 @@ pub(super) fn back(page: &str, outcome: Result<String, ApiError>) -> Response {
 }
 
 /// `2 GPUs, 16 CPUs, 64GiB` of what a limit names.
-pub(super) fn limit(l: &gpuhub_core::api::LimitView) -> String {
+pub(super) fn limit(l: &gpuhub_api::LimitView) -> String {
     let mut parts = Vec::new();
     if let Some(g) = l.gpus {
         parts.push(format!("{g} GPUs"));

@@ -12,7 +12,7 @@ use crate::state::AppState;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use gpuhub_core::api::{ChangePasswordRequest, CreateTokenRequest};
+use gpuhub_api::{ChangePasswordRequest, CreateTokenRequest};
 use maud::html;
 
 /// `GET /nodes`: each node's CPUs and memory (free of total) and each GPU with whoever holds it, whole
@@ -108,7 +108,7 @@ pub async fn account_page(
         h1 { "Account" }
         (notice(&n))
         p { "You are " strong { (viewer.user.username) } " (UID " (viewer.user.uid) ")." }
-        p.home { "Home (/home/" (viewer.user.username) "): " (gpuhub_core::api::HomeView::text(home.as_ref())) }
+        p.home { "Home (/home/" (viewer.user.username) "): " (gpuhub_api::HomeView::text(home.as_ref())) }
         h2 { "Password" }
         form.new method="post" action="/account/password" {
             input type="hidden" name="_csrf" value=(viewer.csrf);

@@ -13,7 +13,7 @@ use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
-use gpuhub_core::api::{StateEvent, WorkloadView};
+use gpuhub_api::{StateEvent, WorkloadView};
 use gpuhub_core::metrics::{MemberPoint, WorkloadHistory};
 use gpuhub_core::workload::WorkloadState;
 use maud::{Markup, html};

@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::WorkloadView;
+use gpuhub_api::WorkloadView;
 use gpuhub_core::workload::{WorkloadKind, WorkloadState};
 use gpuhub_store::WorkloadQuery;
 use maud::{Markup, html};
@@ -430,7 +430,7 @@ async fn extend(
     let by = gpuhub_core::Seconds::parse(by.unwrap_or_default().trim())
         .map_err(|e| service::ServiceError::invalid_at("runtime_limit", format!("invalid time: {e}")))?;
     let limit = w.runtime_limit.map(|l| gpuhub_core::Seconds(l.0.saturating_add(by.0)));
-    let req = gpuhub_core::api::EditWorkloadRequest { runtime_limit: limit.or(Some(by)), ..Default::default() };
+    let req = gpuhub_api::EditWorkloadRequest { runtime_limit: limit.or(Some(by)), ..Default::default() };
     service::edit(st, &viewer.user, w, &req).await.map(drop)
 }
 

@@ -5,11 +5,11 @@ use super::credentials;
 use super::homes;
 use super::{Kind, ServiceError};
 use crate::state::AppState;
-use gpuhub_controller::ControlError;
-use gpuhub_core::api::{
+use gpuhub_api::{
     ChangePasswordRequest, CreateTokenRequest, CreateUserRequest, NewTokenView, PatchUserRequest, TokenResponse,
     TokenView, UserView,
 };
+use gpuhub_controller::ControlError;
 use gpuhub_core::names;
 use gpuhub_core::user::{Role, User, UserSource};
 use gpuhub_store::{TokenKind, WorkloadFilter};

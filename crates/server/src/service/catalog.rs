@@ -2,7 +2,7 @@
 
 use super::{Kind, ServiceError};
 use crate::state::AppState;
-use gpuhub_core::api::{GpuHolder, GpuShareView, GpuView, ImageEntry, NodeView};
+use gpuhub_api::{GpuHolder, GpuShareView, GpuView, ImageEntry, NodeView};
 use gpuhub_core::user::User;
 use gpuhub_core::workload::Workload;
 use gpuhub_core::{Bytes, CpuMilli, names};

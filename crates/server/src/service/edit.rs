@@ -4,7 +4,7 @@
 
 use super::{Kind, ServiceError};
 use crate::state::AppState;
-use gpuhub_core::api::{CreateWorkloadRequest, EditWorkloadRequest};
+use gpuhub_api::{CreateWorkloadRequest, EditWorkloadRequest};
 use gpuhub_core::user::User;
 use gpuhub_core::workload::{Workload, WorkloadKind};
 use gpuhub_store::StoreError;

@@ -4,7 +4,7 @@
 //! line of text. The errors of the layers below (store, engine, controller, core rules) are sorted
 //! into kinds here, once.
 
-use gpuhub_core::api::FieldProblem;
+use gpuhub_api::FieldProblem;
 use std::time::Duration;
 
 /// How long a client should wait before retrying when the database or the engine is unavailable.

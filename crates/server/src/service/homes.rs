@@ -3,7 +3,7 @@
 
 use super::ServiceError;
 use crate::state::AppState;
-use gpuhub_core::api::{HomeView, UserView};
+use gpuhub_api::{HomeView, UserView};
 use gpuhub_core::quantity::Bytes;
 use gpuhub_core::user::User;
 use gpuhub_core::workload::WorkloadState;

@@ -3,8 +3,8 @@
 
 use super::ServiceError;
 use crate::state::AppState;
+use gpuhub_api::{QueueView, QuotaView};
 use gpuhub_core::Bytes;
-use gpuhub_core::api::{QueueView, QuotaView};
 use gpuhub_core::queue::{CreateQueueRequest, QueueDef, QueuePatch, limit_view};
 use gpuhub_core::user::User;
 use gpuhub_core::workload::{Workload, WorkloadState};

@@ -4,7 +4,7 @@
 use super::ServiceError;
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::{CreateReservationRequest, ReservationView};
+use gpuhub_api::{CreateReservationRequest, ReservationView};
 use gpuhub_core::names;
 use gpuhub_core::user::User;
 

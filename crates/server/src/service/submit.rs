@@ -4,7 +4,7 @@
 use super::{Kind, Problems, ServiceError};
 use crate::config::Limits;
 use crate::state::AppState;
-use gpuhub_core::api::CreateWorkloadRequest;
+use gpuhub_api::CreateWorkloadRequest;
 use gpuhub_core::dataset::DatasetMount;
 use gpuhub_core::names;
 use gpuhub_core::node::NodeCapacity;

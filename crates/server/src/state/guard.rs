@@ -1,7 +1,7 @@
 //! The GPU memory guard's state, shared in the [`AppState`](super::AppState): the pure rule's memory and
 //! its counts (the rounds that feed it are `crate::guard`'s).
 
-use gpuhub_core::api::GpuGuardView;
+use gpuhub_api::GpuGuardView;
 use gpuhub_monitor::GuardTracker;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

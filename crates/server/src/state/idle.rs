@@ -2,7 +2,7 @@
 //! owners' keeps (the rounds that feed it are `crate::idle`'s).
 
 use chrono::{DateTime, Utc};
-use gpuhub_core::api::IdleView;
+use gpuhub_api::IdleView;
 use gpuhub_monitor::IdleTracker;
 use std::collections::HashMap;
 use std::sync::Mutex;

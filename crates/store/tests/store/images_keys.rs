@@ -1,7 +1,7 @@
 //! The image catalog, SSH keys and settings.
 
 use crate::common::t;
-use gpuhub_core::api::ImageEntry;
+use gpuhub_core::catalog::ImageEntry;
 use gpuhub_core::user::Role;
 use gpuhub_store::{SshKeyRecord, Store, StoreError};
 
@@ -62,7 +62,7 @@ async fn images(s: Store) {
 }
 
 async fn reservations(s: Store) {
-    use gpuhub_core::api::ReservationView;
+    use gpuhub_core::reservation::ReservationView;
     let r = |id: &str, start: i64, end: i64, model: Option<&str>| ReservationView {
         id: id.into(),
         queue: "vision".into(),

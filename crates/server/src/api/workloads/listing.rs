@@ -7,7 +7,7 @@ use crate::service::listing::{PAGE_MAX_BYTES, decode_cursor, encode_cursor};
 use axum::extract::rejection::QueryRejection;
 use axum::http::HeaderValue;
 use axum::response::Response;
-use gpuhub_core::api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use gpuhub_api::{NEXT_CURSOR_HEADER, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use gpuhub_core::workload::WorkloadState;
 use gpuhub_store::{WorkloadCursor, WorkloadQuery};
 use serde::Deserialize;
