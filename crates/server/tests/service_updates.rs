@@ -216,13 +216,11 @@ async fn an_update_that_does_not_fit_beside_is_stop_then_start() {
     );
 }
 
-/// A rolling update under way when the hub restarts goes on: reconciliation finds its new run and
-/// watches it again, and the service switches once it is ready.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rolling_update_goes_on_after_the_hub_restarts() {
-    let ready = Arc::new(AtomicBool::new(true));
+/// A hub on the fake engine whose service `web` (alice's, `httpd v1`, ready while `ready` holds) is
+/// running: the hub, alice's token and the serving run.
+async fn serving_web(ready: &Arc<AtomicBool>) -> (Hub, String, String) {
     let port = readiness(ready.clone()).await;
-    let mut hub = Hub::start().await;
+    let hub = Hub::start().await;
     hub.runtime.set_endpoint("127.0.0.1".parse().unwrap());
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
@@ -231,6 +229,15 @@ async fn a_rolling_update_goes_on_after_the_hub_restarts() {
     hub.submit(&alice, body).await;
     hub.wait_state(&alice, "web", "running").await;
     let old = hub.run(&alice, "web").await;
+    (hub, alice, old)
+}
+
+/// A rolling update under way when the hub restarts goes on: reconciliation finds its new run and
+/// watches it again, and the service switches once it is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_goes_on_after_the_hub_restarts() {
+    let ready = Arc::new(AtomicBool::new(true));
+    let (mut hub, alice, old) = serving_web(&ready).await;
     ready.store(false, Ordering::SeqCst);
     let v = patch(&hub, &alice, json!({"command": ["httpd", "v2"]})).await;
     assert_eq!(v["service"]["update"]["state"], "rolling", "{v}");
@@ -249,16 +256,7 @@ async fn a_rolling_update_goes_on_after_the_hub_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_whose_new_run_is_gone_after_a_restart_fails() {
     let ready = Arc::new(AtomicBool::new(true));
-    let port = readiness(ready.clone()).await;
-    let mut hub = Hub::start().await;
-    hub.runtime.set_endpoint("127.0.0.1".parse().unwrap());
-    let admin = hub.admin().await;
-    let alice = hub.user(&admin, "alice").await;
-    let body = json!({"name": "web", "kind": "service", "image": "busybox:latest", "command": ["httpd", "v1"],
-        "resources": {"cpus": 1, "memory": "1GiB"}, "service": {"port": port, "ready": {"http": "/ready"}}});
-    hub.submit(&alice, body).await;
-    hub.wait_state(&alice, "web", "running").await;
-    let old = hub.run(&alice, "web").await;
+    let (mut hub, alice, old) = serving_web(&ready).await;
     ready.store(false, Ordering::SeqCst);
     patch(&hub, &alice, json!({"command": ["httpd", "v2"]})).await;
     let new = hub.runtime.running().into_iter().find(|r| *r != old).expect("the new run");
