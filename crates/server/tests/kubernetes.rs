@@ -219,20 +219,26 @@ async fn after_a_restart_runs_are_found_again_and_an_end_meanwhile_is_recorded()
     assert_eq!(stays["state"], "running", "{stays}");
 }
 
+/// Alice's service `web` (`sleep 3600`) running, its readiness answered by a server of its own on the
+/// test's loopback.
+async fn run_web(hub: &Hub, alice: &str) {
+    let app = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = app.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(app, axum::Router::new().fallback(|| async { "ok" })).await });
+    let body = json!({ "name": "web", "kind": "service", "image": "busybox:latest", "command": ["sleep", "3600"],
+        "resources": { "cpus": 1, "memory": "1GiB" }, "service": { "port": port, "ready": { "http": "/" } } });
+    hub.submit(alice, body).await;
+    hub.wait_for(alice, "web", 20, |w| w["state"] == "running").await;
+}
+
 /// A service's rollout under way when the hub stops is followed again after it starts: the Deployment
 /// that finished its rollout meanwhile completes the update with the new terms.
 #[tokio::test]
 async fn a_rollout_under_way_across_a_restart_completes_after_it() {
-    let app = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = app.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(app, axum::Router::new().fallback(|| async { "ok" })).await });
     let (mut hub, cluster, (engine, api)) = hub_and_engine().await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
-    let body = json!({ "name": "web", "kind": "service", "image": "busybox:latest", "command": ["sleep", "3600"],
-        "resources": { "cpus": 1, "memory": "1GiB" }, "service": { "port": port, "ready": { "http": "/" } } });
-    hub.submit(&alice, body).await;
-    hub.wait_for(&alice, "web", 20, |w| w["state"] == "running").await;
+    run_web(&hub, &alice).await;
     // the new pod runs without getting ready: the update is under way when the hub stops
     cluster.lock().unwrap().hold = true;
     let (s, v) =
@@ -502,16 +508,10 @@ async fn without_volcano_a_gang_is_admitted_whole_or_waits_with_nothing_placed()
 /// `update` and its history, and the Deployment is rolled back to the old terms, whose pod serves on.
 #[tokio::test]
 async fn a_services_stalled_rollout_fails_its_update_with_the_reason_and_is_rolled_back() {
-    let app = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = app.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(app, axum::Router::new().fallback(|| async { "ok" })).await });
     let (hub, cluster) = hub().await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
-    let body = json!({ "name": "web", "kind": "service", "image": "busybox:latest", "command": ["sleep", "3600"],
-        "resources": { "cpus": 1, "memory": "1GiB" }, "service": { "port": port, "ready": { "http": "/" } } });
-    hub.submit(&alice, body).await;
-    hub.wait_for(&alice, "web", 20, |w| w["state"] == "running").await;
+    run_web(&hub, &alice).await;
     let update = async |body: Value| {
         let (s, v) = hub.call(Method::PATCH, "/api/v1/workloads/web", Some(&alice), Some(body)).await;
         assert_eq!(s, StatusCode::OK, "{v}");
