@@ -94,6 +94,15 @@ async fn bench(n: usize) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // the controller's share of the wait: its scheduling passes (the rest is the starts themselves)
+    let metrics = http.get(format!("{base}/metrics")).bearer_auth(&admin).send().await?.text().await?;
+    let sample =
+        |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok()).unwrap_or_default();
+    println!(
+        "portal: {} scheduling passes, {:.1} s in all",
+        sample("gpuhub_scheduler_pass_seconds_count"),
+        sample("gpuhub_scheduler_pass_seconds_sum")
+    );
     reads(&store).await?;
     let first = page(&http, &format!("{base}/workloads"), &cookie).await?;
     let next = first

@@ -70,4 +70,18 @@ impl Store {
         }
         Ok(q.fetch_one(&self.pool).await?.max(0) as u64)
     }
+
+    /// Whether `owner` has a workload other than `except_id` that holds resources (`starting`,
+    /// `running`): one indexed row at most, however many they run. A start asks it to decide whether
+    /// the owner's home may change size.
+    pub async fn holds_other(&self, owner: &str, except_id: &str) -> Result<bool> {
+        let row = sqlx::query(
+            "SELECT 1 FROM workloads WHERE owner = $1 AND state IN ('starting', 'running') AND id <> $2 LIMIT 1",
+        )
+        .bind(owner)
+        .bind(except_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
+    }
 }

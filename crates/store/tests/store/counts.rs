@@ -61,4 +61,13 @@ async fn active_workloads_are_counted_per_queue_and_state(s: Store) {
     assert_eq!(s.count_active_members(None).await.unwrap(), 10);
     assert_eq!(s.count_active_members(Some("bob")).await.unwrap(), 3);
     assert_eq!(s.count_active_members(Some("carol")).await.unwrap(), 0);
+    // alice holds w2, w4, w5 and w6 (starting or running); bob's gang is queued
+    assert!(s.holds_other("alice", "id-2").await.unwrap());
+    assert!(!s.holds_other("bob", "id-gang").await.unwrap());
+    assert!(!s.holds_other("carol", "id-0").await.unwrap());
+    let mut only = sample("dave", "only", "id-only");
+    only = only.restore(WorkloadState::Running);
+    s.insert_workload(&only).await.unwrap();
+    assert!(!s.holds_other("dave", "id-only").await.unwrap(), "its own run is not another");
+    assert!(s.holds_other("dave", "id-next").await.unwrap());
 }
