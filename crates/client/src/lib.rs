@@ -9,6 +9,7 @@
 //! `gpuhub ssh` runs `ssh` from `PATH`, or the program `GPUHUB_SSH` names.
 
 mod cli;
+mod clock;
 mod commands;
 pub mod credentials;
 mod error;

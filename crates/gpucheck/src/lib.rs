@@ -167,7 +167,7 @@ pub fn run(args: &GpuCheckArgs) -> i32 {
     );
     let say = |what: &str| eprintln!("gpu-check: {what}");
     let mut s = seams::Seams { sampler: &sampler, launcher: &launcher, mps: &mut mps, clock: &clock, say: &say };
-    let date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let date = seams::Clock::now(&clock).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let rows = checks::run_checks(&gpus, &opts, &mut s);
     let ok = rows.iter().all(|r| r.ok);
     let report = Report {

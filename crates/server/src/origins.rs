@@ -463,7 +463,7 @@ mod tests {
 
     #[test]
     fn pruning_bounds_the_maps() {
-        let now = Utc::now();
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let mut m: HashMap<String, DateTime<Utc>> = HashMap::new();
         m.insert("old".into(), now - chrono::Duration::seconds(1));
         m.insert("new".into(), now + chrono::Duration::seconds(1));

@@ -12,7 +12,6 @@ use gpuhub_driver::{EngineError, EngineEvent};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -41,7 +40,6 @@ pub(crate) struct Inner {
     pub(crate) bundles: Bundles,
     /// Node name → the address its ports are reached at (`sinfo --json` `address`).
     pub(crate) addresses: Mutex<HashMap<String, IpAddr>>,
-    pub(crate) next_id: AtomicU64,
     pub(crate) events: broadcast::Sender<EngineEvent>,
     pub(crate) poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -84,7 +82,6 @@ impl SlurmEngine {
                 cli,
                 bundles,
                 addresses: Mutex::default(),
-                next_id: AtomicU64::new(1),
                 events,
                 poller: Mutex::new(None),
             }),
@@ -277,11 +274,6 @@ impl SlurmEngine {
                 Some((i, text.trim().parse().ok()?))
             })
             .collect()
-    }
-
-    /// A new id for an exec or a run directory.
-    pub(crate) fn next_id(&self) -> u64 {
-        self.inner.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 }
 

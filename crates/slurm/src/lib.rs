@@ -25,6 +25,7 @@
 
 pub mod bundle;
 pub mod cli;
+mod clock;
 pub mod config;
 mod engine;
 pub mod error;

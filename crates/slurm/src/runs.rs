@@ -115,7 +115,8 @@ impl SlurmEngine {
         let instance: String =
             spec.labels.get(LABEL_INSTANCE).map_or_else(|| "local".to_owned(), |i| safe(i).chars().take(12).collect());
         let job_name = format!("gpuhub-{instance}-{}", safe(workload));
-        let nonce = format!("{:x}{:04x}", chrono::Utc::now().timestamp_micros(), self.next_id() & 0xffff);
+        // unique across restarts of gpuhub (its ids start again at 0) without asking the time
+        let nonce = uuid::Uuid::new_v4().simple().to_string()[..16].to_owned();
         let dir_name = format!("{job_name}.{nonce}");
         let log_dir = self.ensure_log_dir(&account, uid, gid)?;
         let mut env = spec.env.clone();
@@ -182,7 +183,7 @@ impl SlurmEngine {
         f: &Found,
         positions: Option<&std::collections::HashMap<u64, u32>>,
     ) -> Result<RunStatus, EngineError> {
-        let now = chrono::Utc::now();
+        let now = crate::clock::now();
         match f.job.phase() {
             Phase::Pending => {
                 let position = match positions {

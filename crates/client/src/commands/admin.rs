@@ -277,7 +277,7 @@ pub(crate) async fn user(
                 return print_json(out, &v);
             }
             let list: Vec<UserView> = decode(&v, api.url(&["users"], &[]).as_str())?;
-            write!(out, "{}", users_table(&list, Utc::now()))?;
+            write!(out, "{}", users_table(&list, crate::clock::now()))?;
             return Ok(());
         }
         UserCommand::Add { name, admin, password_stdin } => {

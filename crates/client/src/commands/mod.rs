@@ -17,7 +17,6 @@ use crate::cli::{ClientCommand, GlobalOpts, LoginArgs};
 use crate::credentials::Credentials;
 use crate::http::{Api, decode};
 use crate::{ClientError, Context};
-use chrono::Utc;
 use gpuhub_api::{LoginRequest, TokenResponse, UserView};
 use gpuhub_core::user::Role;
 use reqwest::Method;
@@ -59,10 +58,12 @@ pub(crate) async fn dispatch(
         ClientCommand::Nodes => admin::nodes(&api, json, out).await?,
         ClientCommand::Queues => sched::queues(&api, json, out).await?,
         ClientCommand::Queue { command } => queues::queue(&api, json, command, out).await?,
-        ClientCommand::Reservations(args) => sched::reservations(&api, json, args.command, Utc::now(), out).await?,
+        ClientCommand::Reservations(args) => {
+            sched::reservations(&api, json, args.command, crate::clock::now(), out).await?
+        }
         ClientCommand::Usage(args) => usage::usage(&api, json, args, out).await?,
         ClientCommand::Keep(args) => usage::keep(&api, json, args, out).await?,
-        ClientCommand::Idle => usage::idle(&api, json, Utc::now(), out).await?,
+        ClientCommand::Idle => usage::idle(&api, json, crate::clock::now(), out).await?,
         ClientCommand::Stats(args) => stats::stats(&api, json, args, out).await?,
         ClientCommand::Edit(args) => edit::edit(&api, json, args, out).await?,
         ClientCommand::Top(args) => stats::top(&api, json, args, out).await?,

@@ -80,7 +80,7 @@ pub(crate) async fn key(api: &Api, json: bool, cmd: SshKeyCommand, out: Out<'_>)
                 return print_json(out, &v);
             }
             let keys: Vec<KeyView> = decode(&v, api.url(&segs, &[]).as_str())?;
-            write!(out, "{}", keys_table(&keys, Utc::now()))?;
+            write!(out, "{}", keys_table(&keys, crate::clock::now()))?;
         }
         SshKeyCommand::Rm { fingerprint } => {
             let fp = normalize_fingerprint(&fingerprint);

@@ -267,7 +267,7 @@ pub(crate) async fn ps(api: &Api, json: bool, all: bool, out: Out<'_>) -> Result
         return print_json(out, &v);
     }
     let list: Vec<WorkloadView> = decode(&v, api.url(&["workloads"], q).as_str())?;
-    write!(out, "{}", ps_table(&list, all, Utc::now(), terminal_width()))?;
+    write!(out, "{}", ps_table(&list, all, crate::clock::now(), terminal_width()))?;
     Ok(())
 }
 
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn the_end_of_a_pull_is_told_from_the_history() {
         use gpuhub_api::StateEvent;
-        let at = chrono::Utc::now();
+        let at = crate::clock::now();
         let e = |state, m: &str| StateEvent { at, state, message: Some(m.into()) };
         let mut w = WorkloadView { image: "r/x:1".into(), ..view("p", WorkloadState::Running, None) };
         assert_eq!(pull_end_line(&w), None, "no pull in its history");
