@@ -55,7 +55,7 @@ LAYERS = {
     "lxd": 3,
     "kube": 3,
     "controller": 3,
-    "monitor": 4,
+    "monitor": 3,
     "proxy": 4,
     "ssh": 4,
     "gpucheck": 5,

@@ -8,10 +8,11 @@
 //! the members' nodes and GPUs, then submit), so a crash at any point is repaired by reconciliation.
 //! Time comes from a [`clock::Clock`].
 
-pub mod clock;
+/// The clock seam and the engine's nodes, kept beside the engine interface (`gpuhub_driver`) and
+/// re-exported here, where the hub's code has always named them.
+pub use gpuhub_driver::{clock, inventory};
 pub mod error;
 pub mod estimate;
-pub mod inventory;
 pub mod logfile;
 pub mod mps;
 pub mod ready;

@@ -18,8 +18,10 @@
 //! - members run as the spec's [`Identity`], never root, with exactly the resources and GPUs granted.
 
 pub mod cgroup;
+pub mod clock;
 mod exec;
 pub mod fake;
+pub mod inventory;
 pub mod settings;
 
 pub use exec::{ExecControl, ExecHandle, ExecInput, ExecProcess, OutputEnd, watch_end};

@@ -19,10 +19,10 @@ pub use idle::{Facts, IdleAction, IdleRule, IdleState, IdleTracker};
 pub use round::{Round, attribute};
 
 use chrono::{DateTime, Utc};
-use gpuhub_controller::clock::Clock;
-use gpuhub_controller::inventory::Inventory;
 use gpuhub_core::metrics::MetricsSnapshot;
 use gpuhub_driver::Engine;
+use gpuhub_driver::clock::Clock;
+use gpuhub_driver::inventory::Inventory;
 use gpuhub_gpu::GpuSampler;
 use gpuhub_store::Store;
 use std::sync::{Arc, RwLock};

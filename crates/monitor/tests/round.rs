@@ -3,12 +3,12 @@
 //! a member's GPU utilisation is its GPUs', and GPUs name their holders.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use gpuhub_controller::clock::ManualClock;
-use gpuhub_controller::inventory::Inventory;
 use gpuhub_core::Bytes;
 use gpuhub_core::node::{GpuDevice, NodeCapacity};
 use gpuhub_core::workload::{Member, MemberPhase, Resources, Workload, WorkloadKind, WorkloadState};
+use gpuhub_driver::clock::ManualClock;
 use gpuhub_driver::fake::FakeEngine;
+use gpuhub_driver::inventory::Inventory;
 use gpuhub_driver::{Engine, EngineNode, GpuGrant, Identity, MemberSpec, MemberUsage, RunSpec};
 use gpuhub_gpu::{FakeGpuSampler, GpuProcess};
 use gpuhub_monitor::{Monitor, MonitorSettings};

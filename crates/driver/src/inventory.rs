@@ -2,9 +2,9 @@
 //! admission checks). Refreshed at start and at every reconciliation; a failed refresh keeps the last
 //! nodes and records the engine's error, which the API shows.
 
+use crate::EngineNode;
 use chrono::{DateTime, Utc};
 use gpuhub_core::node::NodeCapacity;
-use gpuhub_driver::EngineNode;
 use std::sync::{Arc, RwLock};
 
 /// What the engine reported last.

@@ -1,5 +1,6 @@
-//! The clock seam: the controller and the service layer read the time only through [`Clock`], so tests
-//! can hold it still or move it ([`ManualClock`]).
+//! The clock seam: the controller, the service layer and the monitor read the time only through
+//! [`Clock`], so tests can hold it still or move it ([`ManualClock`]). It lives beside the engine
+//! interface so that a crate needing the time or the nodes (the monitor) needs no controller.
 
 use chrono::{DateTime, Utc};
 use std::sync::Mutex;
