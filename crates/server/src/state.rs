@@ -129,11 +129,11 @@ impl AppState {
     pub async fn state_changes(
         &self,
         window: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
-    ) -> Result<Vec<gpuhub_store::StateChange>, gpuhub_store::StoreError> {
+    ) -> Result<Vec<Arc<gpuhub_store::StateChange>>, gpuhub_store::StoreError> {
         let now = self.clock.now();
         match self.states.changes(&self.store, || self.controller.changes(), now, window).await? {
             Some(c) => Ok(c),
-            None => self.store.state_changes(window.0, window.1).await,
+            None => Ok(self.store.state_changes(window.0, window.1).await?.into_iter().map(Arc::new).collect()),
         }
     }
 }

@@ -110,13 +110,13 @@ pub fn waiting<C: Borrow<StateChange>>(
 
 /// [`waiting`] per team queue (the default queue as `default`), by name: each workload counts in the
 /// queue it is charged to now.
-pub fn waiting_by_queue(
-    changes: &[StateChange],
+pub fn waiting_by_queue<C: Borrow<StateChange>>(
+    changes: &[C],
     buckets: &[(DateTime<Utc>, DateTime<Utc>)],
     now: DateTime<Utc>,
 ) -> Vec<(String, Vec<Waiting>)> {
     let mut by: BTreeMap<&str, Vec<&StateChange>> = BTreeMap::new();
-    for c in changes {
+    for c in changes.iter().map(Borrow::borrow) {
         by.entry(if c.queue.is_empty() { "default" } else { c.queue.as_str() }).or_default().push(c);
     }
     by.into_iter().map(|(q, changes)| (q.to_owned(), waiting(&changes, buckets, now))).collect()

@@ -14,6 +14,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use gpuhub_core::usage::Holding;
 use gpuhub_store::{StateChange, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
 /// How far back holdings are kept: a month's usage page (30 days) and the dashboard's week, with room.
@@ -150,15 +151,16 @@ struct KeptStates {
     /// Every workload that had not ended by then is kept.
     from: DateTime<Utc>,
     read_at: DateTime<Utc>,
-    /// Each workload's changes, oldest first, by id.
-    by_workload: BTreeMap<String, Vec<StateChange>>,
+    /// Each workload's changes, oldest first, by id; shared with the answers (an answer of 30,000
+    /// changes clones pointers, not their strings).
+    by_workload: BTreeMap<String, Vec<Arc<StateChange>>>,
 }
 
 impl KeptStates {
     fn put(&mut self, id: &str, rows: Vec<StateChange>) {
         match rows.first() {
             Some(r) if r.finished_at.is_none_or(|f| f >= self.from) => {
-                self.by_workload.insert(id.to_owned(), rows);
+                self.by_workload.insert(id.to_owned(), rows.into_iter().map(Arc::new).collect());
             }
             _ => {
                 self.by_workload.remove(id);
@@ -167,11 +169,11 @@ impl KeptStates {
     }
 
     /// What `Store::state_changes` answers for the window, each workload's together, oldest first.
-    fn within(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<StateChange> {
+    fn within(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Arc<StateChange>> {
         let alive = |r: &StateChange| r.created_at < to && r.finished_at.is_none_or(|f| f >= from);
         self.by_workload
             .values()
-            .filter(|rows| rows.first().is_some_and(alive))
+            .filter(|rows| rows.first().is_some_and(|r| alive(r)))
             .flat_map(|rows| rows.iter().filter(|r| r.at < to).cloned())
             .collect()
     }
@@ -192,7 +194,7 @@ impl RecentStates {
         subscribe: impl FnOnce() -> broadcast::Receiver<String>,
         now: DateTime<Utc>,
         (from, to): (DateTime<Utc>, DateTime<Utc>),
-    ) -> Result<Option<Vec<StateChange>>, StoreError> {
+    ) -> Result<Option<Vec<Arc<StateChange>>>, StoreError> {
         let mut kept = self.kept.lock().await;
         let mut whole = kept.as_ref().is_none_or(|k| now - k.read_at > RELOAD || now < k.read_at);
         if let Some(k) = kept.as_mut().filter(|_| !whole) {
