@@ -1,12 +1,14 @@
-//! The client against a small in-test HTTP server that records what it is sent.
+//! The client against a small in-test HTTP server that records what it is sent (the kit's `http`).
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use clap::Parser;
 use gpuhub_client::{ClientCli, ClientError, Context, Credentials, run_with};
+use gpuhub_testkit::Recorder;
+use gpuhub_testkit::http::{self, Seen, problem};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -15,61 +17,35 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: Method,
-    /// Path and query.
-    uri: String,
-    auth: Option<String>,
-    body: Bytes,
-}
-
-impl Seen {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-}
-
 #[derive(Default)]
 struct Shared {
-    seen: Mutex<Vec<Seen>>,
     /// The chunks of the next followed log stream, fed by the test.
     log_chunks: Mutex<Option<mpsc::Receiver<Result<String, std::io::Error>>>>,
 }
 
+/// The test server: its base URL, what it was sent, and the log chunks the test feeds it.
 struct Server {
     url: String,
+    seen: Recorder<Seen>,
     shared: Arc<Shared>,
 }
 
 impl Server {
     async fn start() -> Self {
         let shared = Arc::new(Shared::default());
+        let seen = Recorder::default();
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, shared }
+        let url = http::serve(http::recording(app, &seen)).await.unwrap();
+        Self { url, seen, shared }
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.shared.seen.lock().unwrap().clone()
+        self.seen.all()
     }
 
     fn last(&self) -> Seen {
-        self.seen().pop().expect("a request")
+        self.seen.last()
     }
-}
-
-fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap(),
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    (status, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
 }
 
 fn workload(name: &str, state: &str, exit_code: Option<i64>) -> Value {
@@ -87,12 +63,10 @@ fn workload(name: &str, state: &str, exit_code: Option<i64>) -> Value {
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let method = req.method().clone();
-    let uri = req.uri().to_string();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
     let auth = req.headers().get(header::AUTHORIZATION).map(|v| v.to_str().unwrap().to_owned());
     let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap();
-    shared.seen.lock().unwrap().push(Seen { method: method.clone(), uri, auth: auth.clone(), body: body.clone() });
 
     if path == "/api/v1/login" {
         let req: Value = serde_json::from_slice(&body).unwrap();

@@ -1,15 +1,16 @@
-//! `gpuhub ssh-key`, `gpuhub ssh` and `gpuhub ssh-config` against a small in-test server, with a fake
-//! ssh program that records its arguments.
+//! `gpuhub ssh-key`, `gpuhub ssh` and `gpuhub ssh-config` against a small in-test server (the kit's
+//! `http`), with a fake ssh program that records its arguments (the kit's `program`).
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::{delete, get};
 use clap::Parser;
 use gpuhub_client::{ClientCli, ClientError, Context, run_with};
+use gpuhub_testkit::http::{self, problem};
+use gpuhub_testkit::program;
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
 const TOKEN: &str = "tok-1";
@@ -27,11 +28,6 @@ struct Keys {
     deleted: Mutex<Vec<String>>,
     /// Whether `/info` names a gateway port.
     gateway: bool,
-}
-
-fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = json!({"type": "about:blank", "title": "", "status": status.as_u16(), "detail": detail});
-    (status, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
 }
 
 fn authorized(h: &HeaderMap) -> bool {
@@ -102,10 +98,7 @@ async fn start(gateway: bool) -> (String, Arc<Keys>) {
             }),
         )
         .with_state(keys.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, keys)
+    (http::serve(app).await.unwrap(), keys)
 }
 
 async fn cli(ctx: &Context, url: &str, args: &[&str]) -> Result<(i32, String), ClientError> {
@@ -177,22 +170,17 @@ async fn ssh_config_lists_workspaces_only() {
 async fn ssh_runs_the_ssh_program_and_returns_its_exit_code() {
     let (url, _) = start(true).await;
     let dir = tempfile::tempdir().unwrap();
-    let argfile = dir.path().join("args");
-    let fake = dir.path().join("fake-ssh");
-    std::fs::write(&fake, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nexit 7\n", argfile.display())).unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ctx = Context::new(dir.path()).with_token(TOKEN).with_ssh_program(&fake);
+    let fake = program::Recording::new(dir.path(), "fake-ssh", 7).unwrap();
+    let ctx = Context::new(dir.path()).with_token(TOKEN).with_ssh_program(&fake.program);
 
     let (code, out) = cli(&ctx, &url, &["ssh", "nb", "--", "echo", "a b"]).await.unwrap();
     assert_eq!((code, out.as_str()), (7, ""));
-    let args = std::fs::read_to_string(&argfile).unwrap();
-    assert_eq!(args, "-p\n2222\n--\nnb@127.0.0.1\necho\na b\n");
+    assert_eq!(fake.args(), "-p\n2222\n--\nnb@127.0.0.1\necho\na b\n");
 
     let (code, _) =
         cli(&ctx, &url, &["ssh", "nb", "--owner", "alice", "-i", "/k/id", "-o", "BatchMode=yes"]).await.unwrap();
     assert_eq!(code, 7);
-    let args = std::fs::read_to_string(&argfile).unwrap();
-    assert_eq!(args, "-p\n2222\n-i\n/k/id\n-o\nBatchMode=yes\n--\nalice.nb@127.0.0.1\n");
+    assert_eq!(fake.args(), "-p\n2222\n-i\n/k/id\n-o\nBatchMode=yes\n--\nalice.nb@127.0.0.1\n");
 
     let ctx = ctx.with_ssh_program(dir.path().join("no-such-ssh"));
     let e = cli(&ctx, &url, &["ssh", "nb"]).await.unwrap_err().to_string();

@@ -2,35 +2,22 @@
 //! `/dev/nvidia0` and `/dev/nvidia1`, major 195) are accepted; a regular file and a missing path are not.
 //! Making device nodes needs root (CAP_MKNOD); the tests run as root in CI.
 
-use gpuhub_core::Bytes;
 use gpuhub_core::node::GpuDevice;
-use gpuhub_core::quantity::GIB;
 use gpuhub_gpu::{ConfiguredInventory, GpuError, GpuInventory};
+use gpuhub_testkit::h200;
+use gpuhub_testkit::process::gpu_device_node;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::Command;
 
+/// A fake GPU device node (the kit's, as the hub's tests make them), checked to be a character device.
 fn mknod(path: &Path, minor: u32) {
-    let out =
-        Command::new("mknod").arg(path).args(["c", "195", &minor.to_string()]).output().expect("run mknod (coreutils)");
-    assert!(
-        out.status.success(),
-        "mknod {} c 195 {minor} failed (these tests need root with CAP_MKNOD): {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+    gpu_device_node(path, minor).unwrap();
     assert!(std::fs::metadata(path).unwrap().file_type().is_char_device());
 }
 
+/// The kit's H200 `uuid` on `device`.
 fn gpu(uuid: &str, device: &Path) -> GpuDevice {
-    GpuDevice {
-        uuid: uuid.into(),
-        index: 0,
-        model: "H200".into(),
-        memory: Bytes(141 * GIB),
-        device: Some(device.to_str().unwrap().to_owned()),
-        sharing: None,
-    }
+    GpuDevice { device: Some(device.to_str().unwrap().to_owned()), ..h200(uuid, 0) }
 }
 
 #[test]

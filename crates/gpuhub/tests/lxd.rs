@@ -345,7 +345,11 @@ async fn an_mps_share_reaches_its_daemon_on_lxd() -> Result<()> {
     let client = mps.join("GPU-fake-0/shm").join(format!("client-{}", alice.uid));
     let meta = std::fs::metadata(&client).with_context(|| format!("{}", client.display()))?;
     ensure!(u64::from(meta.uid()) == alice.uid, "{} belongs to {}", client.display(), meta.uid());
-    ensure!(std::fs::read_to_string(&record)?.contains("daemon gpu=GPU-fake-0"), "the daemon's record");
+    let started = std::fs::read_to_string(&record)?;
+    ensure!(
+        started.lines().any(|l| l.starts_with("daemon pid=") && l.contains(" gpu=GPU-fake-0 ")),
+        "the daemon's record: {started}"
+    );
     // the share ends; the daemon, holding no share, is told to quit
     alice.ok(&["stop", "mps"]).await?;
     access_support::eventually("the daemon quits", WAIT, std::time::Duration::from_millis(200), || async {

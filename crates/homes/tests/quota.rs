@@ -1,9 +1,11 @@
 //! The quota backends on real filesystems: ext4 images loop-mounted, and XFS project quotas on an XFS
-//! filesystem this test makes (itself a loop-mounted image). Needs root, e2fsprogs and xfsprogs.
+//! filesystem this test makes (itself a loop-mounted image), unmounted by the kit when a test ends. Needs
+//! root, e2fsprogs and xfsprogs.
 
 use gpuhub_homes::{HomeError, Homes, LoopHomes, XfsHomes};
+use gpuhub_testkit::mounts::UnmountOnDrop;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const MIB: u64 = 1 << 20;
@@ -11,26 +13,6 @@ const MIB: u64 = 1 << 20;
 fn sh(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
     assert!(st.success(), "{args:?} failed");
-}
-
-/// Unmounts everything under a directory when dropped (the homes and the XFS test filesystem).
-struct Mounts(PathBuf);
-
-impl Drop for Mounts {
-    fn drop(&mut self) {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let root = self.0.display().to_string();
-        let mut under: Vec<String> = info
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&root))
-            .map(String::from)
-            .collect();
-        under.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in under {
-            let _ = Command::new("umount").arg("-l").arg(&m).status();
-        }
-    }
 }
 
 /// Writes `bytes` into `path` as the given uid (a child `dd`, as a container's process would), and
@@ -82,7 +64,7 @@ async fn check_backend(homes: &dyn Homes, root: &Path) {
 #[tokio::test]
 async fn loop_homes_enforce_quotas_and_keep_files() {
     let d = tempfile::tempdir().unwrap();
-    let _m = Mounts(d.path().to_owned());
+    let _m = UnmountOnDrop(d.path().to_owned());
     let root = d.path().join("homes");
     // a plain home from before quotas: its files move into her image
     std::fs::create_dir_all(root.join("alice/old")).unwrap();
@@ -106,7 +88,7 @@ async fn loop_homes_enforce_quotas_and_keep_files() {
 #[tokio::test]
 async fn xfs_project_quotas_are_enforced() {
     let d = tempfile::tempdir().unwrap();
-    let _m = Mounts(d.path().to_owned());
+    let _m = UnmountOnDrop(d.path().to_owned());
     let image = d.path().join("xfs.img");
     std::fs::File::create(&image).unwrap().set_len(512 * MIB).unwrap();
     let mkfs = Command::new("mkfs.xfs").args(["-q", "-f"]).arg(&image).status();

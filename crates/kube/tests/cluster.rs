@@ -7,10 +7,10 @@
 //! Never run here (no cluster can be installed on the test machine): see README, "Kubernetes".
 
 use futures::StreamExt;
-use gpuhub_driver::{
-    Engine, ExecSpec, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberSpec, MemberState, RunSpec,
-};
+use gpuhub_driver::{Engine, ExecSpec, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberState, RunSpec};
 use gpuhub_kube::{KubeConfig, KubeEngine};
+use gpuhub_testkit::process::eventually;
+use gpuhub_testkit::run_spec;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -37,46 +37,23 @@ fn image() -> String {
 
 fn spec(name: &str, kind: &str, members: u32, command: &[&str]) -> RunSpec {
     let unique = format!("{name}-{}", std::process::id());
-    RunSpec {
+    let mut spec = RunSpec {
         name: unique.clone(),
         image: image(),
         command: command.iter().map(|s| (*s).to_owned()).collect(),
-        env: BTreeMap::new(),
         labels: BTreeMap::from([
             (LABEL_WORKLOAD.to_owned(), unique),
             (LABEL_INSTANCE.to_owned(), "cluster-test".to_owned()),
             ("gpuhub.kind".to_owned(), kind.to_owned()),
         ]),
-        identity: Identity {
-            username: "alice".into(),
-            account: "alice".into(),
-            uid: 1001,
-            gid: 1001,
-            home: "/tmp".into(),
-            groups: vec![],
-        },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
-        members: (0..members)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("{name}-{index}"),
-                node: None,
-                cpu_milli: 100,
-                memory_bytes: 64 << 20,
-                gpus: GpuGrant::None,
-                env: BTreeMap::new(),
-                mounts: vec![],
-            })
-            .collect(),
+        identity: Identity { uid: 1001, gid: 1001, home: "/tmp".into(), ..run_spec(name, 0).identity },
         pids_limit: 256,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+        ..run_spec(name, members)
+    };
+    for m in &mut spec.members {
+        (m.node, m.cpu_milli, m.memory_bytes) = (None, 100, 64 << 20);
     }
+    spec
 }
 
 /// Waits until every member of `run` has ended, by the engine's events; their exit codes.
@@ -117,13 +94,8 @@ async fn a_workspace_takes_exec_has_an_address_and_keeps_its_record_when_stopped
     let Some(e) = engine().await else { return };
     let run = e.submit(&spec("ws", "workspace", 1, &["sleep", "3600"])).await.unwrap();
     let m = MemberRef::new(&run.id, 0);
-    tokio::time::timeout(WAIT, async {
-        while e.observe(&run.id).await.unwrap().members[0].state != MemberState::Running {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    })
-    .await
-    .expect("the workspace runs");
+    let running = || async { Ok((e.observe(&run.id).await?.members[0].state == MemberState::Running).then_some(())) };
+    eventually("the workspace runs", WAIT, Duration::from_millis(500), running).await.unwrap();
     let exec = ExecSpec { command: vec!["sh".into(), "-c".into(), "echo hi; exit 4".into()], ..Default::default() };
     let mut h = e.exec(&m, &exec).await.unwrap();
     let out: Vec<_> = h.output.by_ref().collect().await;
@@ -149,17 +121,11 @@ async fn a_gang_of_two_gets_its_ranks_and_reaches_member_zero() {
 
 /// Where the rollout of service run `run` stands, once it is `state`.
 async fn rollout(e: &KubeEngine, run: &str, state: &str) -> BTreeMap<String, String> {
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let r = e.observe(run).await.unwrap();
-            if r.labels.get(gpuhub_core::service::LABEL_ROLLOUT).map(String::as_str) == Some(state) {
-                return r.labels;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the rollout of {run} is {state}"))
+    let rolled = || async {
+        let r = e.observe(run).await?;
+        Ok((r.labels.get(gpuhub_core::service::LABEL_ROLLOUT).map(String::as_str) == Some(state)).then_some(r.labels))
+    };
+    eventually(&format!("the rollout of {run} is {state}"), WAIT, Duration::from_secs(1), rolled).await.unwrap()
 }
 
 #[tokio::test]
@@ -171,17 +137,13 @@ async fn a_gang_that_fits_nowhere_waits_gated_with_nothing_placed() {
     }
     let run = e.submit(&big).await.unwrap();
     // the Jobs make their pods (gated) a moment later; once all exist, the next look says why
-    let seen = tokio::time::timeout(WAIT, async {
-        loop {
-            let r = e.observe(&run.id).await.unwrap();
-            if r.pending.as_ref().is_some_and(|p| p.message.contains("gpuhub admits a gang whole and the 2 members")) {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    })
-    .await
-    .expect("why the gang waits");
+    let waits = || async {
+        let r = e.observe(&run.id).await?;
+        let why =
+            r.pending.as_ref().is_some_and(|p| p.message.contains("gpuhub admits a gang whole and the 2 members"));
+        Ok(why.then_some(r))
+    };
+    let seen = eventually("why the gang waits", WAIT, Duration::from_secs(1), waits).await.unwrap();
     assert!(seen.pending.as_ref().unwrap().message.contains("do not fit at once"), "{seen:?}");
     assert!(seen.members.iter().all(|m| m.node.is_none() && m.state == MemberState::Pending), "{seen:?}");
     e.remove(&run.id).await.unwrap();

@@ -1,7 +1,7 @@
-//! Exec through the API server's exec stream: an in-process server on 127.0.0.1:0 answers the pod
-//! listing and upgrades `pods/<name>/exec` to a websocket speaking the API server's
-//! `v5.channel.k8s.io` (channel 0 stdin, 1 stdout, 3 the closing status, 4 terminal sizes), since a
-//! websocket upgrade cannot go through the mocked tower service. A terminal, its resize, input and
+//! Exec through the API server's exec stream: an in-process server on 127.0.0.1:0 (the kit's `http`)
+//! answers the pod listing and upgrades `pods/<name>/exec` to a websocket speaking the API server's
+//! `v5.channel.k8s.io` (channel 0 stdin, 1 stdout, 3 the closing status, 4 terminal sizes), recording
+//! what it is sent, since a websocket upgrade cannot go through the mocked tower service. A terminal, its resize, input and
 //! output, and the exit code in the closing status.
 
 mod mock;
@@ -11,12 +11,13 @@ use axum::extract::{RawQuery, State};
 use futures::StreamExt;
 use gpuhub_driver::{Engine, ExecSpec, MemberRef};
 use gpuhub_kube::{KubeConfig, KubeEngine};
+use gpuhub_testkit::{Recorder, http};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
-type Seen = Arc<Mutex<Vec<String>>>;
+/// What the exec stream was sent: `query …`, `resize …`.
+type Seen = Recorder<String>;
 
 async fn pods() -> axum::Json<serde_json::Value> {
     axum::Json(
@@ -25,7 +26,7 @@ async fn pods() -> axum::Json<serde_json::Value> {
 }
 
 async fn exec(ws: WebSocketUpgrade, RawQuery(q): RawQuery, State(seen): State<Seen>) -> axum::response::Response {
-    seen.lock().unwrap().push(format!("query {}", q.unwrap_or_default()));
+    seen.push(format!("query {}", q.unwrap_or_default()));
     ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"]).on_upgrade(move |socket| session(socket, seen))
 }
 
@@ -56,22 +57,20 @@ async fn session(mut socket: WebSocket, seen: Seen) {
                 out.extend_from_slice(data);
                 let _ = socket.send(frame(1, &out)).await;
             }
-            4 => seen.lock().unwrap().push(format!("resize {}", String::from_utf8_lossy(data))),
+            4 => seen.push(format!("resize {}", String::from_utf8_lossy(data))),
             _ => {}
         }
     }
 }
 
 async fn engine() -> (KubeEngine, Seen) {
-    let seen: Seen = Arc::default();
+    let seen = Seen::default();
     let app = axum::Router::new()
         .route("/api/v1/namespaces/gpuhub/pods", axum::routing::get(pods))
         .route("/api/v1/namespaces/gpuhub/pods/r-0/exec", axum::routing::get(exec))
         .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let url = http::serve(app).await.unwrap();
+    let config = kube::Config::new(url.parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     (KubeEngine::with_client(client, KubeConfig::default()), seen)
 }
@@ -103,19 +102,15 @@ async fn a_terminal_through_the_exec_stream_with_resize_and_exit_code() {
     assert!(tokio::time::timeout(Duration::from_millis(50), h.wait()).await.is_err(), "it runs");
     h.resize(100, 40).await.unwrap();
     // the size goes on its own channel: seen before the input that ends the shell
-    for _ in 0..500 {
-        if seen.lock().unwrap().iter().any(|s| s.contains("\"Width\":100")) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let resized = |seen: &[String]| seen.iter().any(|s| s.contains("\"Width\":100")).then_some(());
+    seen.wait_for("the resize", resized).await.unwrap();
     h.input.write_all(b"exit\n").await.unwrap();
     // the output ends with the process
     while tokio::time::timeout(Duration::from_secs(10), h.output.next()).await.unwrap().is_some() {}
     let code = tokio::time::timeout(Duration::from_secs(10), h.wait()).await.expect("the status comes");
     assert_eq!(code.unwrap(), 7);
     assert_eq!(h.process.clone().wait().await.unwrap(), 7, "any number of times, from any clone");
-    let seen = seen.lock().unwrap().clone();
+    let seen = seen.all();
     let query = seen[0].trim_start_matches("query ");
     assert!(
         query.contains("container=member") && query.contains("tty=true") && query.contains("stdin=true"),

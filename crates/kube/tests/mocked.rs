@@ -7,10 +7,11 @@ mod mock;
 
 use futures::StreamExt;
 use gpuhub_driver::{
-    Engine, EngineError, EngineEvent, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberSpec,
-    MemberState, RunSpec,
+    Engine, EngineError, EngineEvent, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberState,
+    RunSpec,
 };
 use gpuhub_kube::KubeConfig;
+use gpuhub_testkit::run_spec;
 use mock::{Reply, container, engine, exited, list, pod, running, status};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -20,47 +21,27 @@ const PODS: &str = "/api/v1/namespaces/gpuhub/pods";
 const JOBS: &str = "/apis/batch/v1/namespaces/gpuhub/jobs";
 const SERVICES: &str = "/api/v1/namespaces/gpuhub/services";
 
+/// Run `r` of alice's (uid 1001) for workload `w-1` of instance `inst`: `members` members of one core,
+/// 1 GiB and one GPU, placed by the cluster, exiting with 3; port 8888.
 fn spec(kind: &str, members: u32) -> RunSpec {
-    RunSpec {
-        name: "r".into(),
+    let mut spec = RunSpec {
         image: "busybox".into(),
         command: vec!["sh".into(), "-c".into(), "exit 3".into()],
-        env: BTreeMap::new(),
         labels: BTreeMap::from([
             (LABEL_WORKLOAD.to_owned(), "w-1".to_owned()),
             (LABEL_INSTANCE.to_owned(), "inst".to_owned()),
             ("gpuhub.kind".to_owned(), kind.to_owned()),
         ]),
-        identity: Identity {
-            username: "alice".into(),
-            account: "alice".into(),
-            uid: 1001,
-            gid: 1001,
-            home: "/home/alice".into(),
-            groups: vec![],
-        },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
-        members: (0..members)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("r-{index}"),
-                node: None,
-                cpu_milli: 1000,
-                memory_bytes: 1 << 30,
-                gpus: GpuGrant::Whole { count: 1, uuids: vec![] },
-                env: BTreeMap::new(),
-                mounts: vec![],
-            })
-            .collect(),
+        identity: Identity { uid: 1001, gid: 1001, home: "/home/alice".into(), ..run_spec("r", 0).identity },
         pids_limit: 1024,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
         ports: vec![8888],
-        disk_bytes: None,
+        ..run_spec("r", members)
+    };
+    for m in &mut spec.members {
+        m.node = None;
+        m.gpus = GpuGrant::Whole { count: 1, uuids: vec![] };
     }
+    spec
 }
 
 /// The API server's answer to a create: the object, with a uid.
@@ -80,7 +61,7 @@ async fn a_workspace_is_one_pod_created_with_its_terms() {
     let run = e.submit(&spec("workspace", 1)).await.unwrap();
     assert_eq!((run.id.as_str(), run.size, run.members.len()), ("r", 1, 1));
     assert_eq!(run.members[0].state, MemberState::Pending);
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     assert_eq!(seen.iter().map(mock::Seen::line).collect::<Vec<_>>(), [format!("POST {PODS}")]);
     let pod = &seen[0].body;
     assert_eq!(pod["metadata"]["name"], "r-0");
@@ -100,7 +81,7 @@ async fn a_gang_job_gets_its_service_podgroup_and_jobs() {
     });
     let run = e.submit(&spec("job", 2)).await.unwrap();
     assert_eq!((run.size, run.members.len()), (2, 2));
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     let lines: Vec<_> = seen.iter().map(mock::Seen::line).collect();
     assert_eq!(
         lines,
@@ -136,7 +117,7 @@ async fn a_failed_submit_leaves_nothing_behind() {
     });
     let err = e.submit(&spec("job", 2)).await.unwrap_err();
     assert!(matches!(&err, EngineError::Rejected(m) if m.contains("exceeded quota")), "{err}");
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     let lines: Vec<_> = seen.iter().map(mock::Seen::line).collect();
     assert!(lines.contains(&format!("DELETE {JOBS}")), "{lines:?}");
     assert!(lines.contains(&format!("DELETE {PODS}")), "{lines:?}");
@@ -183,7 +164,7 @@ async fn runs_are_found_again_with_every_stop_reason() {
     // a run the cluster does not have
     let err = e.observe("gone").await.unwrap_err();
     assert!(matches!(err, EngineError::NotFound(_)), "{err}");
-    let queries: Vec<_> = seen.lock().unwrap().iter().map(|s| s.query.clone()).collect();
+    let queries: Vec<_> = seen.all().iter().map(|s| s.query.clone()).collect();
     assert!(queries.iter().any(|q| q.contains("labelSelector=gpuhub.run=gone")), "{queries:?}");
 }
 
@@ -242,7 +223,7 @@ async fn cancel_ends_placed_members_by_deadline_and_deletes_waiting_ones() {
         _ => status(404, "NotFound", "unexpected"),
     });
     e.cancel("r", Duration::from_secs(10)).await.unwrap();
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     let patch = seen.iter().find(|s| s.method == "PATCH").unwrap();
     assert_eq!(patch.body["spec"]["activeDeadlineSeconds"], 1);
     assert_eq!(patch.body["metadata"]["annotations"]["gpuhub.io/cancelled"], "true");
@@ -262,7 +243,7 @@ async fn remove_deletes_everything_of_the_run_and_a_missing_run_is_not_found() {
     e.remove("r").await.unwrap();
     let err = e.remove("gone").await.unwrap_err();
     assert!(matches!(err, EngineError::NotFound(_)), "{err}");
-    let lines: Vec<_> = seen.lock().unwrap().iter().map(mock::Seen::line).collect();
+    let lines: Vec<_> = seen.all().iter().map(mock::Seen::line).collect();
     assert_eq!(&lines[..3], [format!("DELETE {JOBS}"), format!("DELETE {PODS}"), format!("DELETE {SERVICES}/r")]);
 }
 
@@ -303,7 +284,7 @@ async fn events_come_from_a_watch_and_a_broken_watch_ends_the_stream() {
             EngineEvent::Removed { run, workload, member: 0 },
         ]
     );
-    assert!(seen.lock().unwrap()[0].query.contains("labelSelector=gpuhub.workload"));
+    assert!(seen.all()[0].query.contains("labelSelector=gpuhub.workload"));
 
     let (e, _) = engine(KubeConfig::default(), |_| status(500, "InternalError", "etcd is down"));
     let mut events = e.events().await.unwrap();
@@ -322,7 +303,7 @@ async fn logs_follow_a_members_pod() {
     let out: Vec<_> = e.logs(&MemberRef::new("r", 0), true, Some(2)).await.unwrap().collect().await;
     let text: String = out.into_iter().map(|c| String::from_utf8(c.unwrap().to_vec()).unwrap()).collect();
     assert_eq!(text, "epoch 1\nepoch 2\n");
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     let q = &seen.iter().find(|s| s.path.ends_with("/log")).unwrap().query;
     assert!(q.contains("follow=true") && q.contains("tailLines=2") && q.contains("container=member"), "{q}");
     assert!(seen[0].query.contains("labelSelector=gpuhub.run=r,gpuhub.member=0"), "{}", seen[0].query);
@@ -517,7 +498,7 @@ async fn a_service_is_a_deployment_rolled_out_scaled_to_nothing_and_removed() {
     e.cancel("r", Duration::from_secs(1)).await.unwrap();
     e.remove("r").await.unwrap();
 
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     let lines: Vec<_> = seen.iter().map(mock::Seen::line).collect();
     assert_eq!(lines[0], format!("POST {DEPLOYMENTS}"), "no bare pod: {lines:?}");
     assert!(!lines.contains(&format!("POST {PODS}")), "{lines:?}");
@@ -572,7 +553,7 @@ async fn a_home_claim_is_made_on_first_use_and_kept_after() {
     e.submit(&ws).await.unwrap();
     ws.name = "r2".into();
     e.submit(&ws).await.expect("a home claim already there is the user's");
-    let seen = seen.lock().unwrap();
+    let seen = seen.all();
     let lines: Vec<String> = seen.iter().map(mock::Seen::line).collect();
     let (claim, pod) = (format!("POST {CLAIMS}"), format!("POST {PODS}"));
     assert_eq!(lines, [claim.clone(), pod.clone(), claim, pod]);

@@ -6,7 +6,7 @@
 mod mock;
 
 use futures::StreamExt;
-use gpuhub_driver::{Engine, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, MemberSpec, RunSpec};
+use gpuhub_driver::{Engine, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberRef, RunSpec};
 use gpuhub_kube::{KubeConfig, REQUIRED_RBAC};
 use mock::{Reply, exited, list, pod, running};
 use serde_json::{Value, json};
@@ -46,12 +46,11 @@ fn rbac_of(s: &mock::Seen) -> (String, String, String, bool) {
     (group.to_owned(), resource, verb.to_owned(), cluster)
 }
 
+/// Run `r` of user `a` (uid 1001) with a home mount, two members of 0.1 core and 1 MiB placed by the
+/// cluster.
 fn spec() -> RunSpec {
-    RunSpec {
-        name: "r".into(),
+    let mut spec = RunSpec {
         image: "busybox".into(),
-        command: vec![],
-        env: BTreeMap::new(),
         labels: BTreeMap::from([
             (LABEL_WORKLOAD.to_owned(), "w-1".to_owned()),
             (LABEL_INSTANCE.to_owned(), "inst".to_owned()),
@@ -65,33 +64,19 @@ fn spec() -> RunSpec {
             home: "/home/a".into(),
             groups: vec![],
         },
-        working_dir: None,
         mounts: vec![gpuhub_driver::Mount {
             source: "/srv/homes/a".into(),
             target: "/home/a".into(),
             read_only: false,
             nfs: None,
         }],
-        network: None,
-        members: (0..2)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("r-{index}"),
-                node: None,
-                cpu_milli: 100,
-                memory_bytes: 1 << 20,
-                gpus: GpuGrant::None,
-                env: BTreeMap::new(),
-                mounts: vec![],
-            })
-            .collect(),
         pids_limit: 100,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+        ..gpuhub_testkit::run_spec("r", 2)
+    };
+    for m in &mut spec.members {
+        (m.node, m.cpu_milli, m.memory_bytes) = (None, 100, 1 << 20);
     }
+    spec
 }
 
 #[tokio::test]
@@ -167,9 +152,8 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
     let mut gang = spec();
     gang.name = "rg".into();
     plain.submit(&gang).await.unwrap();
-    let gates: Vec<_> =
-        plain_seen.lock().unwrap().iter().filter(|s| s.method == "PATCH").map(|s| s.path.clone()).collect();
-    let all: Vec<_> = plain_seen.lock().unwrap().iter().map(|s| format!("{} {}", s.line(), s.query)).collect();
+    let gates: Vec<_> = plain_seen.all().iter().filter(|s| s.method == "PATCH").map(|s| s.path.clone()).collect();
+    let all: Vec<_> = plain_seen.all().iter().map(|s| format!("{} {}", s.line(), s.query)).collect();
     assert_eq!(gates.len(), 4, "each of the two pods pinned, then ungated: {all:#?}");
     let mut workspace = spec();
     workspace.labels.insert("gpuhub.kind".into(), "workspace".into());
@@ -198,8 +182,7 @@ async fn every_call_the_engine_makes_is_in_required_rbac() {
     let mut events = e.events().await.unwrap();
     // the watch's first listing and its watch are made; nothing comes
     assert!(tokio::time::timeout(Duration::from_millis(300), events.next()).await.is_err());
-    let calls: BTreeSet<_> =
-        seen.lock().unwrap().iter().chain(plain_seen.lock().unwrap().iter()).map(rbac_of).collect();
+    let calls: BTreeSet<_> = seen.all().iter().chain(plain_seen.all().iter()).map(rbac_of).collect();
     for (group, resource, verb, cluster) in &calls {
         let rule = REQUIRED_RBAC.iter().find(|r| r.group == group && r.resource == resource && r.cluster == *cluster);
         assert!(
@@ -233,16 +216,12 @@ async fn a_port_forward_is_in_required_rbac() {
     assert_eq!(e.endpoint(&MemberRef::new("r", 0), 8888).await.unwrap(), at, "one listener per pod and port");
     // a connection to it is one port-forward of the pod's port
     let _conn = tokio::net::TcpStream::connect(at).await.unwrap();
-    let forward = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            if let Some(s) = seen.lock().unwrap().iter().find(|s| s.path.ends_with("/portforward")).cloned() {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("a port-forward asked of the api server");
+    let forward = seen
+        .wait_for("a port-forward asked of the api server", |seen| {
+            seen.iter().find(|s| s.path.ends_with("/portforward")).cloned()
+        })
+        .await
+        .unwrap();
     assert_eq!(forward.path, "/api/v1/namespaces/gpuhub/pods/r-0/portforward");
     assert!(forward.query.contains("ports=8888"), "{}", forward.query);
     let (group, resource, verb, cluster) = rbac_of(&forward);

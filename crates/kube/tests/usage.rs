@@ -71,8 +71,7 @@ async fn cpu_and_memory_come_from_the_metrics_api_where_it_answers() {
     let third = e.usage("r").await.unwrap();
     assert_eq!(third[0].cpu_seconds, 45.0, "no newer sample: the same time");
 
-    let asked: Vec<String> =
-        seen.lock().unwrap().iter().filter(|s| s.path == METRICS).map(|s| s.query.clone()).collect();
+    let asked: Vec<String> = seen.all().iter().filter(|s| s.path == METRICS).map(|s| s.query.clone()).collect();
     assert!(asked.iter().skip(1).all(|q| q.contains("labelSelector=gpuhub.run=r")), "{asked:?}");
 }
 
@@ -110,7 +109,7 @@ async fn a_metrics_api_installed_later_is_picked_up_at_the_next_probe_by_the_clo
     let now = Arc::new(std::sync::Mutex::new(std::time::SystemTime::UNIX_EPOCH));
     let clock = now.clone();
     let e = e.with_clock(move || *clock.lock().unwrap());
-    let probes = || seen.lock().unwrap().iter().filter(|s| s.path == METRICS).count();
+    let probes = || seen.all().iter().filter(|s| s.path == METRICS).count();
     assert!(!e.probe_metrics().await, "not installed at connect");
     assert!(!e.capabilities().usage);
     installed.store(true, Ordering::SeqCst);

@@ -1,69 +1,29 @@
-//! A monitoring round over the recording fake engine, a scripted GPU sampler and a real (SQLite) store:
+//! A monitoring round over the recording fake engine, a scripted GPU sampler and a real (SQLite) store,
+//! on the kit's node `n1` and run fixture, with a manual clock:
 //! CPU seconds become cores between rounds, GPU processes count for the member whose PID they carry,
 //! a member's GPU utilisation is its GPUs', and GPUs name their holders.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use gpuhub_core::Bytes;
-use gpuhub_core::node::{GpuDevice, NodeCapacity};
 use gpuhub_core::workload::{Member, MemberPhase, Resources, Workload, WorkloadKind, WorkloadState};
 use gpuhub_driver::clock::ManualClock;
 use gpuhub_driver::fake::FakeEngine;
 use gpuhub_driver::inventory::Inventory;
-use gpuhub_driver::{Engine, EngineNode, GpuGrant, Identity, MemberSpec, MemberUsage, RunSpec};
+use gpuhub_driver::{Engine, EngineNode, GpuGrant, MemberUsage, RunSpec};
 use gpuhub_gpu::{FakeGpuSampler, GpuProcess};
 use gpuhub_monitor::{Monitor, MonitorSettings};
 use gpuhub_store::Store;
-use std::collections::BTreeMap;
+use gpuhub_testkit::controller::{n1, t0};
+use gpuhub_testkit::run_spec;
 use std::sync::Arc;
 
-fn gpu(i: u32) -> GpuDevice {
-    GpuDevice {
-        uuid: format!("GPU-{i}"),
-        index: i,
-        model: "H200".into(),
-        memory: Bytes(141 << 30),
-        device: None,
-        sharing: None,
-    }
-}
-
+/// Two members of alice's on `n1`, member `i` holding `GPU-i`.
 fn spec(name: &str) -> RunSpec {
-    RunSpec {
-        name: name.into(),
-        image: "busybox:latest".into(),
-        command: vec![],
-        env: BTreeMap::new(),
-        labels: BTreeMap::new(),
-        identity: Identity {
-            username: "alice".into(),
-            account: "alice".into(),
-            uid: 10000,
-            gid: 10000,
-            home: "/h".into(),
-            groups: Vec::new(),
-        },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
-        members: (0..2)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("{name}-{index}"),
-                node: Some("n1".into()),
-                cpu_milli: 1000,
-                memory_bytes: 1 << 30,
-                gpus: GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{index}")] },
-                env: BTreeMap::new(),
-                mounts: Vec::new(),
-            })
-            .collect(),
-        pids_limit: 512,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+    let mut spec = run_spec(name, 2);
+    for m in &mut spec.members {
+        m.gpus = GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{}", m.index)] };
     }
+    spec
 }
 
 fn running(run: &str, at: DateTime<Utc>) -> Workload {
@@ -93,14 +53,15 @@ fn usage(index: u32, cpu_seconds: f64, pids: Vec<u32>) -> MemberUsage {
 
 #[tokio::test]
 async fn a_round_measures_members_and_gpus() {
-    let t0 = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    let t0 = t0();
     let clock = Arc::new(ManualClock::new(t0));
     let store = Store::open("sqlite::memory:").await.unwrap();
     let engine = Arc::new(FakeEngine::new());
     engine.submit(&spec("run-a")).await.unwrap();
     store.insert_workload(&running("run-a", t0)).await.unwrap();
     engine.set_usage("run-a", vec![usage(0, 10.0, vec![100, 101]), usage(1, 5.0, vec![200])]);
-    let sampler = Arc::new(FakeGpuSampler::new(vec![gpu(0), gpu(1), gpu(2)]));
+    let node = n1(3);
+    let sampler = Arc::new(FakeGpuSampler::new(node.gpus.clone()));
     sampler.set("GPU-0", 60.0, Bytes(3 << 30));
     sampler.set("GPU-1", 20.0, Bytes(3 << 30));
     sampler.set_processes(
@@ -111,11 +72,6 @@ async fn a_round_measures_members_and_gpus() {
         ],
     );
     sampler.set_processes("GPU-1", vec![GpuProcess { pid: 200, memory_used: Bytes(3 << 30) }]);
-    let node = NodeCapacity {
-        name: "n1".into(),
-        gpus: vec![gpu(0), gpu(1), gpu(2)],
-        ..NodeCapacity::cpu_only("n1", gpuhub_core::CpuMilli(8000), Bytes(32 << 30))
-    };
     let inventory = Inventory::with(vec![EngineNode { capacity: node, up: true, state: "idle".into() }], t0);
     let settings = MonitorSettings::default();
     let (mut monitor, latest) = Monitor::new(store, engine.clone(), Some(sampler), clock.clone(), inventory, settings);

@@ -1,36 +1,16 @@
-//! The supervisor against a fake `nvidia-cuda-mps-control`: a shell script that records how it was run
-//! (arguments and environment) to a file, makes the pipe directory's `control` and pid file like the real
-//! daemon, answers commands when a daemon runs, and exits on `quit`.
+//! The supervisor against a fake `nvidia-cuda-mps-control` (the kit's `mps::scripted_control`, which the
+//! hub's MPS tests use too): a shell script that records how it was run (arguments and environment) to
+//! a file, makes the pipe directory's `control` and pid file like the real daemon, answers commands
+//! when a daemon runs, and exits on `quit`.
 
 use anyhow::{Context, Result, bail};
 use gpuhub_mps::{MpsConfig, MpsHealth, Supervisor};
+use gpuhub_testkit::process::eventually;
+use gpuhub_testkit::{mps, program};
 use std::collections::BTreeSet;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The fake program: `-f` runs the daemon until `quit` (or a signal); anything else is a client that
-/// sends the line on its standard input, failing like the real one when no daemon listens.
-const FAKE: &str = r#"#!/bin/sh
-rec=__RECORD__
-pipe="$CUDA_MPS_PIPE_DIRECTORY"
-if [ "$1" = "-f" ]; then
-  echo "daemon pid=$$ args=$* gpu=$CUDA_VISIBLE_DEVICES pipe=$pipe log=$CUDA_MPS_LOG_DIRECTORY" >> "$rec"
-  [ -n "$FAKE_SHM_MARK" ] && : > "/dev/shm/$FAKE_SHM_MARK"
-  echo $$ > "$pipe/nvidia-cuda-mps-control.pid"
-  : > "$pipe/control"
-  trap 'rm -f "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"; exit 0' TERM
-  while [ ! -e "$pipe/quit" ]; do sleep 0.02; done
-  rm -f "$pipe/quit" "$pipe/control" "$pipe/nvidia-cuda-mps-control.pid"
-  echo "daemon quit gpu=$CUDA_VISIBLE_DEVICES" >> "$rec"
-  exit 0
-fi
-read -r cmd
-echo "client $cmd gpu=$CUDA_VISIBLE_DEVICES pipe=$pipe" >> "$rec"
-if [ ! -e "$pipe/control" ]; then echo "Cannot find MPS control daemon process" >&2; exit 1; fi
-[ "$cmd" = quit ] && : > "$pipe/quit"
-exit 0
-"#;
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -42,14 +22,10 @@ struct Fixture {
 impl Fixture {
     fn new() -> Result<Self> {
         let tmp = tempfile::tempdir()?;
-        // MPS servers run as their clients' users: the directories above the root are open to them
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))?;
-        let record = tmp.path().join("record.log");
-        let program = tmp.path().join("bin").join("nvidia-cuda-mps-control");
-        std::fs::create_dir_all(program.parent().unwrap())?;
-        std::fs::write(&program, FAKE.replace("__RECORD__", &record.display().to_string()))?;
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))?;
-        Ok(Self { root: tmp.path().join("mps"), _tmp: tmp, record, program })
+        // MPS servers run as their clients' users: the kit makes the directory above the root open to
+        // them
+        let program = mps::scripted_control(tmp.path())?;
+        Ok(Self { root: tmp.path().join("mps"), record: mps::record(tmp.path()), _tmp: tmp, program })
     }
 
     fn config(&self) -> MpsConfig {
@@ -226,9 +202,8 @@ async fn a_root_that_users_cannot_reach_is_refused() -> Result<()> {
 async fn a_daemon_that_cannot_start_is_reported_and_tried_again() -> Result<()> {
     let f = Fixture::new()?;
     // a program that exits at once, saying why
-    let broken = f.root.parent().unwrap().join("broken-mps-control");
-    std::fs::write(&broken, "#!/bin/sh\necho 'cannot open the GPU' >&2\nexit 3\n")?;
-    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755))?;
+    let broken =
+        program::script(f.root.parent().unwrap(), "broken-mps-control", "echo 'cannot open the GPU' >&2\nexit 3\n")?;
     let sup = Supervisor::new(MpsConfig { program: broken, ..f.config() });
     let e = sup.ensure("GPU-x").await.unwrap_err().to_string();
     assert!(e.starts_with("the MPS daemon of GPU GPU-x is not running: the daemon exit status: 3"), "{e}");
@@ -249,12 +224,9 @@ async fn a_daemon_left_running_is_adopted_not_started_twice() -> Result<()> {
     let mut left =
         std::process::Command::new(&f.program).arg("-f").envs(gpuhub_mps::daemon_env(&dirs, "GPU-a")).spawn()?;
     let control = dirs.pipe_dir("GPU-a").join("control");
-    let listening = async {
-        while !control.exists() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), listening).await.context("the left daemon never listened")?;
+    // a file another process makes: nothing signals it
+    let listening = || async { Ok(control.exists().then_some(())) };
+    eventually("the left daemon to listen", Duration::from_secs(60), Duration::from_millis(10), listening).await?;
     let sup = Supervisor::new(f.config());
     let adopted = sup.ensure("GPU-a").await?;
     assert_eq!(adopted.pid, left.id());
@@ -293,10 +265,11 @@ async fn a_detached_supervisor_leaves_its_daemons_for_the_next_to_adopt() -> Res
 #[tokio::test]
 async fn the_gpu_is_exclusive_to_its_mps_server_while_the_daemon_runs() -> Result<()> {
     let f = Fixture::new()?;
-    let smi = f.root.parent().unwrap().join("nvidia-smi");
-    let fake = format!("#!/bin/sh\necho \"nvidia-smi $*\" >> {}\n", f.record.display());
-    std::fs::write(&smi, fake)?;
-    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755))?;
+    let smi = program::script(
+        f.root.parent().unwrap(),
+        "nvidia-smi",
+        &format!("echo \"nvidia-smi $*\" >> {}\n", f.record.display()),
+    )?;
     let sup = Supervisor::new(MpsConfig { exclusive_process: Some(smi), ..f.config() });
     sup.ensure("GPU-x").await?;
     sup.shutdown().await;
@@ -328,10 +301,9 @@ async fn as_root_the_daemon_has_the_gpus_tmpfs_as_dev_shm() -> Result<()> {
     }
     let f = Fixture::new()?;
     let mark = format!("gpuhub-mps-test-{}", std::process::id());
-    let program = f.root.parent().unwrap().join("marking-mps-control");
     let fake = std::fs::read_to_string(&f.program)?.replace("$FAKE_SHM_MARK", &mark);
-    std::fs::write(&program, fake)?;
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))?;
+    let fake = fake.strip_prefix("#!/bin/sh\n").context("a shell script")?;
+    let program = program::script(f.root.parent().unwrap(), "marking-mps-control", fake)?;
     let sup = Supervisor::new(MpsConfig { program, private_shm: true, ..f.config() });
     let ep = sup.ensure("GPU-ns").await?;
     assert!(ep.shm_dir.join(&mark).exists(), "the daemon's /dev/shm is the GPU's tmpfs");

@@ -226,7 +226,8 @@ async fn an_mps_gpu_takes_shares_of_one_user_at_a_time_and_says_so() {
     assert!(m.contains("an MPS GPU serves one user at a time"), "{m}");
     // gpuhub's daemon of that GPU answered before her shares started, and their containers reach it
     let log = std::fs::read_to_string(common::mps::record(hub.dir.path())).unwrap();
-    assert!(log.starts_with(&format!("daemon gpu={a}\n")), "{log}");
+    let first_daemon = log.lines().find(|l| l.starts_with("daemon "));
+    assert!(first_daemon.is_some_and(|l| l.starts_with("daemon pid=") && l.contains(&format!(" gpu={a} "))), "{log}");
     let spec = hub
         .runtime
         .submitted()

@@ -14,9 +14,7 @@ use gpuhub_core::user::Role;
 use gpuhub_core::workload::{Resources, Workload, WorkloadKind, WorkloadState};
 use gpuhub_core::{Bytes, CpuMilli};
 use gpuhub_driver::fake::{Call, FakeEngine};
-use gpuhub_driver::{
-    Engine, EngineEvent, EventStream, GpuGrant, Identity, LABEL_INSTANCE, LABEL_WORKLOAD, MemberSpec, RunSpec,
-};
+use gpuhub_driver::{Engine, EngineEvent, EventStream, LABEL_INSTANCE, LABEL_WORKLOAD, RunSpec};
 use gpuhub_store::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,11 +40,20 @@ pub fn t0() -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000, 0).expect("a valid time")
 }
 
+/// The node `n1`: `gpus` H200s of 141 GiB (`GPU-0`…), 8 CPUs and 32 GiB.
+pub fn n1(gpus: u32) -> NodeCapacity {
+    NodeCapacity::uniform("n1", CpuMilli(8000), Bytes(32 << 30), gpus, "H200", Bytes(141 << 30), "GPU-")
+}
+
 impl Site {
-    /// One node `n1` with `gpus` H200s (`GPU-0`…), 8 CPUs and 32 GiB; accounts alice and bob.
+    /// One node [`n1`] with `gpus` GPUs; accounts alice and bob.
     pub async fn new(gpus: u32) -> Result<Site> {
+        Site::with_node(n1(gpus)).await
+    }
+
+    /// One node, `node` (say [`n1`] with a GPU shared in some mode); accounts alice and bob.
+    pub async fn with_node(node: NodeCapacity) -> Result<Site> {
         let dir = tempfile::tempdir()?;
-        let node = NodeCapacity::uniform("n1", CpuMilli(8000), Bytes(32 << 30), gpus, "H200", Bytes(141 << 30), "GPU-");
         let site = Site {
             dir,
             engine: Arc::new(FakeEngine::new().with_nodes(vec![node])),
@@ -70,7 +77,7 @@ impl Site {
         self.start_with(|_| {}).await
     }
 
-    /// A hub whose settings `tune` changed.
+    /// A hub whose settings `tune` changed (say the MPS daemons it asks, `settings.mps`).
     pub async fn start_with(&self, tune: impl FnOnce(&mut Settings)) -> Result<Hub> {
         let store = self.store().await?;
         let data = self.dir.path().join("data");
@@ -226,40 +233,5 @@ pub fn stray_run(name: &str, instance: &str, workload: &str, members: u32) -> Ru
         (LABEL_INSTANCE.to_owned(), instance.to_owned()),
         (LABEL_WORKLOAD.to_owned(), workload.to_owned()),
     ]);
-    RunSpec {
-        name: name.into(),
-        image: "busybox:latest".into(),
-        command: vec![],
-        env: BTreeMap::new(),
-        labels,
-        identity: Identity {
-            username: "alice".into(),
-            account: "alice".into(),
-            uid: 10000,
-            gid: 10000,
-            home: "/h".into(),
-            groups: Vec::new(),
-        },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
-        members: (0..members)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("{name}-{index}"),
-                node: Some("n1".into()),
-                cpu_milli: 1000,
-                memory_bytes: 1 << 30,
-                gpus: GpuGrant::None,
-                env: BTreeMap::new(),
-                mounts: Vec::new(),
-            })
-            .collect(),
-        pids_limit: 512,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
-    }
+    RunSpec { labels, ..crate::run_spec(name, members) }
 }

@@ -5,8 +5,10 @@
 //!   [`Hub::user`]), calls that check every error is a problem document ([`Hub::call`]), and waits on
 //!   the hub's own signals instead of sleeps ([`Hub::wait_state`] on the controller's change feed,
 //!   [`Hub::until_round`] on the monitor's rounds);
-//! - the fixtures around it: one [`node`] of fake H200s ([`node_with`] in sharing modes), the
-//!   [`config`] every hub starts from, a [`job`] submission;
+//! - the fixtures around it: one [`node`] of fake [`h200`]s ([`node_with`] in sharing modes), the
+//!   [`config`] every hub starts from, a [`job`] submission, and a [`run_spec`] that tests of the
+//!   engines and the monitor change only where they are about something;
+//! - [`Recorder`]: what a fake was asked, as a log a test waits on (each entry wakes the waiters);
 //! - [`controller`]: the controller alone over the fake engine, a SQLite file store and a manual clock,
 //!   restarted over the same store and engine (the controller's scenarios);
 //! - [`mps`]: a scripted `nvidia-cuda-mps-control` for the MPS supervisor where no GPU exists;
@@ -17,7 +19,12 @@
 //! - [`registry`]: a real image registry (`docker-registry`), a relay that holds a pull part-way, and a
 //!   test image with a layer of its own pushed to it (gpuhub's pull tests, the LXD engine's);
 //! - [`process`]: helpers of the tests that run the `gpuhub` binary as a subprocess (its output kept,
-//!   commands without the caller's `GPUHUB_*`, users' containers removed).
+//!   commands without the caller's `GPUHUB_*`, polls of what gives no signal, fake GPU device nodes,
+//!   users' containers removed);
+//! - [`http`]: a small in-test HTTP server on `127.0.0.1:0` that records what it is sent (the CLI's
+//!   tests, the Kubernetes engine's exec stream), and problem documents;
+//! - [`program`]: fake programs (shell scripts, one that records its arguments);
+//! - [`mounts`]: the mounts a test made (loop images, homes) undone when it ends.
 //!
 //! Only tests use it: `publish = false`, and the layering check (`scripts/check-layers.py`) keeps it on
 //! the top layer, where no crate's `[dependencies]` can name it. Being test code, its fallible helpers
@@ -25,42 +32,88 @@
 
 pub mod controller;
 pub mod docker;
+pub mod http;
 mod hub;
+pub mod mounts;
 pub mod mps;
 pub mod oidc_provider;
 pub mod process;
+pub mod program;
+mod recorder;
 pub mod registry;
 pub mod slapd;
 
 pub use hub::Hub;
+pub use recorder::{CEILING, Recorder};
 
 use gpuhub_core::node::{GpuDevice, GpuSharing, NodeCapacity};
 use gpuhub_core::{Bytes, CpuMilli};
 use gpuhub_driver::fake::FakeEngine;
+use gpuhub_driver::{GpuGrant, Identity, MemberSpec, RunSpec};
 use gpuhub_server::config::Config;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The first admin's password (`admin_password` of [`config`]).
 pub const ADMIN_PASSWORD: &str = "admin-password";
 
-/// The node `test-node`: 8 cores, 32 GiB and `gpus` H200s of 141 GiB (`GPU-fake-0` …), no sharing.
+/// The GPU `uuid` at `index`: an H200 of 141 GiB, no device node, no sharing.
+pub fn h200(uuid: &str, index: u32) -> GpuDevice {
+    GpuDevice { uuid: uuid.into(), index, model: "H200".into(), memory: Bytes(141 << 30), device: None, sharing: None }
+}
+
+/// The node `test-node`: 8 cores, 32 GiB and `gpus` [`h200`]s (`GPU-fake-0` …), no sharing.
 pub fn node(gpus: u32) -> NodeCapacity {
     NodeCapacity {
         name: "test-node".into(),
         cpus: CpuMilli(8000),
         memory: Bytes(32 << 30),
-        gpus: (0..gpus)
-            .map(|i| GpuDevice {
-                uuid: format!("GPU-fake-{i}"),
-                index: i,
-                model: "H200".into(),
-                memory: Bytes(141 << 30),
-                device: None,
-                sharing: None,
+        gpus: (0..gpus).map(|i| h200(&format!("GPU-fake-{i}"), i)).collect(),
+        labels: Default::default(),
+    }
+}
+
+/// A run `name` of alice's (uid and gid 10000, home `/h`) with `members` members `name-0` … on node
+/// `n1`, each with one core, 1 GiB and no GPU: `busybox:latest` with no command, labels, mounts or
+/// ports, at most 512 processes. Tests set what they are about and take the rest from here
+/// (`RunSpec { command, ..run_spec("r", 1) }`), so a new field of a run is added once.
+pub fn run_spec(name: &str, members: u32) -> RunSpec {
+    RunSpec {
+        name: name.into(),
+        image: "busybox:latest".into(),
+        command: vec![],
+        env: BTreeMap::new(),
+        labels: BTreeMap::new(),
+        identity: Identity {
+            username: "alice".into(),
+            account: "alice".into(),
+            uid: 10000,
+            gid: 10000,
+            home: "/h".into(),
+            groups: Vec::new(),
+        },
+        working_dir: None,
+        mounts: vec![],
+        network: None,
+        members: (0..members)
+            .map(|index| MemberSpec {
+                index,
+                hostname: format!("{name}-{index}"),
+                node: Some("n1".into()),
+                cpu_milli: 1000,
+                memory_bytes: 1 << 30,
+                gpus: GpuGrant::None,
+                env: BTreeMap::new(),
+                mounts: Vec::new(),
             })
             .collect(),
-        labels: Default::default(),
+        pids_limit: 512,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![],
+        disk_bytes: None,
     }
 }
 

@@ -1,13 +1,15 @@
-//! Helpers of the tests that run the `gpuhub` binary as a subprocess (`crates/gpuhub/tests`): a
-//! server's output kept and its address read from it, commands without the caller's `GPUHUB_*`, unique
-//! names, and the removal of a test user's containers.
+//! Helpers of the tests that run a program as a subprocess (`crates/gpuhub/tests` run the `gpuhub`
+//! binary): a server's output kept and its address read from it, commands without the caller's
+//! `GPUHUB_*`, unique names, polls of states nothing signals, fake GPU device nodes, and the removal of
+//! a test user's containers.
 
 use std::ffi::OsString;
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::io::{BufRead as _, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -18,6 +20,46 @@ pub fn repo_root() -> PathBuf {
 /// the test's settings).
 pub fn gpuhub_vars() -> Vec<OsString> {
     std::env::vars_os().map(|(k, _)| k).filter(|k| k.to_string_lossy().starts_with("GPUHUB_")).collect()
+}
+
+/// A command without any `GPUHUB_*` variable of this process (they would override the test's
+/// settings), standard input closed.
+pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for key in gpuhub_vars() {
+        cmd.env_remove(key);
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// [`clean_command`] for async tests, killed when dropped (a test that fails leaves no process behind).
+pub fn clean_async_command(program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::from(clean_command(program));
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+/// Calls `probe` every `every` until it yields a value or `within` passes: only for states nothing
+/// signals (a container coming up, an app starting to listen, a real cluster's objects); the last
+/// error, if any, is in the failure.
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, every: Duration, mut probe: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        let last = match probe().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => String::new(),
+            Err(e) => format!(": {e:#}"),
+        };
+        if Instant::now() > deadline {
+            anyhow::bail!("{what}: not within {within:?}{last}");
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// A random `[0-9a-f]{8}` that makes names unique across tests and runs.
@@ -76,13 +118,25 @@ pub fn keep_server_output(
     rx
 }
 
-/// Makes the fake GPU device node `dir/nvidiaINDEX` (`mknod … c 195 INDEX`: what the Docker engine
+/// Makes `path` a character device of NVIDIA's major and minor `minor`, like `/dev/nvidiaMINOR`, with
+/// no GPU behind it (`mknod`: needs root, CAP_MKNOD).
+pub fn gpu_device_node(path: &Path, minor: u32) -> anyhow::Result<()> {
+    let out = Command::new("mknod").arg(path).args(["c", "195", &minor.to_string()]).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "mknod {} c 195 {minor} failed (it needs root with CAP_MKNOD): {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+/// Makes the fake GPU device node `dir/nvidiaINDEX` ([`gpu_device_node`]: what the Docker engine
 /// passes to a container, with no GPU behind it); the config lines that declare it, `GPU-fake-INDEX`,
 /// an H200 of 141 GiB.
 pub fn fake_gpu(dir: &Path, index: u32) -> anyhow::Result<String> {
     let node = dir.join(format!("nvidia{index}"));
-    let out = Command::new("mknod").arg(&node).args(["c", "195", &index.to_string()]).output()?;
-    anyhow::ensure!(out.status.success(), "mknod {}: {}", node.display(), String::from_utf8_lossy(&out.stderr));
+    gpu_device_node(&node, index)?;
     Ok(format!(
         "[[gpus]]\nuuid = \"GPU-fake-{index}\"\nmodel = \"H200\"\nmemory = \"141GiB\"\ndevice = \"{}\"\n",
         node.display()

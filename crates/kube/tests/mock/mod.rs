@@ -1,15 +1,16 @@
 //! The mocked API server: kube-rs's client over `tower_test`'s mocked service (as kube-rs's own tests
 //! do), answering each request with what a handler written from the Kubernetes API reference says,
-//! and recording every request.
+//! and recording every request (in the kit's `Recorder`, which a test can wait on).
 
 #![allow(dead_code)]
 
 use gpuhub_kube::{KubeConfig, KubeEngine};
+use gpuhub_testkit::Recorder;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use kube::client::Body;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A request the engine made.
 #[derive(Debug, Clone)]
@@ -43,9 +44,9 @@ pub type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
 pub fn engine(
     config: KubeConfig,
     handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
-) -> (KubeEngine, Arc<Mutex<Vec<Seen>>>) {
+) -> (KubeEngine, Recorder<Seen>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen = Recorder::default();
     let log = seen.clone();
     tokio::spawn(async move {
         let mut hung = Vec::new();
@@ -59,7 +60,7 @@ pub fn engine(
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             };
             let reply = handler(&s);
-            log.lock().unwrap().push(s);
+            log.push(s);
             match reply {
                 Reply::Json(code, v) => send.send_response(
                     Response::builder().status(code).body(Body::from(serde_json::to_vec(&v).unwrap())).unwrap(),

@@ -2,8 +2,8 @@
 
 use futures::TryStreamExt;
 use gpuhub_driver::{
-    Engine, GpuGrant, Identity, LABEL_INSTANCE, LABEL_OWNER, LABEL_WORKLOAD, MemberRef, MemberSpec, MemberState, Mount,
-    RunSpec, RunStatus,
+    Engine, GpuGrant, Identity, LABEL_INSTANCE, LABEL_OWNER, LABEL_WORKLOAD, MemberRef, MemberState, Mount, RunSpec,
+    RunStatus,
 };
 use gpuhub_slurm::{SlurmConfig, SlurmEngine};
 use std::collections::BTreeMap;
@@ -97,7 +97,7 @@ impl Cluster {
     pub fn spec(&self, user: &str, workload: &str, members: u32, gpus: GpuGrant, script: &str) -> RunSpec {
         let (_, account, uid) = USERS.iter().find(|(u, _, _)| *u == user).copied().unwrap();
         let home = format!("/home/{user}");
-        RunSpec {
+        let mut spec = RunSpec {
             name: format!("gpuhub-{user}-{workload}"),
             image: "gpuhub/busybox:latest".into(),
             command: vec!["sh".into(), "-c".into(), script.into()],
@@ -117,26 +117,14 @@ impl Cluster {
             },
             working_dir: Some(home.clone()),
             mounts: vec![Mount { source: format!("/home/{account}"), target: home, read_only: false, nfs: None }],
-            network: None,
-            members: (0..members)
-                .map(|index| MemberSpec {
-                    index,
-                    hostname: format!("{workload}-{index}"),
-                    node: None,
-                    cpu_milli: 500,
-                    memory_bytes: 200 << 20,
-                    gpus: gpus.clone(),
-                    env: BTreeMap::new(),
-                    mounts: Vec::new(),
-                })
-                .collect(),
             pids_limit: 256,
-            log_max_bytes: None,
             time_limit: Some(Duration::from_secs(600)),
-            queue: String::new(),
-            ports: vec![],
-            disk_bytes: None,
+            ..gpuhub_testkit::run_spec(workload, members)
+        };
+        for m in &mut spec.members {
+            (m.node, m.cpu_milli, m.memory_bytes, m.gpus) = (None, 500, 200 << 20, gpus.clone());
         }
+        spec
     }
 
     /// Observes `run` until `done` says so, for at most `limit`.
