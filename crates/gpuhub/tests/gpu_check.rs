@@ -2,10 +2,16 @@
 //! exit code 3, as a table and as JSON. On a GPU host the test says so and checks nothing else: the
 //! real run is `gpuhub gpu-check` itself.
 
-use std::process::Command;
+use gpuhub_testkit::process::{clean_command, describe};
+use std::process::Output;
 
-fn gpu_check(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuhub")).arg("gpu-check").args(args).output().expect("run gpuhub gpu-check")
+/// `gpuhub ARGS`, without this process's `GPUHUB_*` variables (the kit's command), its output kept.
+fn gpuhub(args: &[&str]) -> Output {
+    clean_command(env!("CARGO_BIN_EXE_gpuhub")).args(args).output().expect("run gpuhub")
+}
+
+fn gpu_check(args: &[&str]) -> Output {
+    gpuhub(&[&["gpu-check"], args].concat())
 }
 
 fn nvml_here() -> bool {
@@ -20,7 +26,7 @@ fn without_a_gpu_it_says_so_and_exits_3() {
     }
     let out = gpu_check(&[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
     assert_eq!(
         stdout,
         "gpu-check: no NVIDIA GPU or driver on this host: nvml is not available (libnvidia-ml.so.1 missing or nvidia driver not loaded)\n"
@@ -42,10 +48,7 @@ fn the_worker_says_when_cuda_cannot_load() {
         eprintln!("NVML loads on this host: the worker would load a real GPU");
         return;
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuhub"))
-        .args(["gpu-check-worker", "--mib", "1", "--seconds", "0"])
-        .output()
-        .expect("run the worker");
+    let out = gpuhub(&["gpu-check-worker", "--mib", "1", "--seconds", "0"]);
     assert_eq!(out.status.code(), Some(1));
     let line = String::from_utf8_lossy(&out.stdout);
     let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one json line");
@@ -56,7 +59,7 @@ fn the_worker_says_when_cuda_cannot_load() {
 
 #[test]
 fn the_worker_is_hidden_from_help() {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuhub")).arg("--help").output().expect("run gpuhub --help");
+    let out = gpuhub(&["--help"]);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("gpu-check"), "{help}");
     assert!(!help.contains("gpu-check-worker"), "{help}");

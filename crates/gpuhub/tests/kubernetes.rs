@@ -2,6 +2,7 @@
 //! tried, when the kubeconfig does not exist or its API server does not answer.
 
 use anyhow::{Context as _, Result, ensure};
+use gpuhub_testkit::process::{clean_async_command, free_port};
 use std::time::Duration;
 
 async fn serve(dir: &std::path::Path, kubeconfig: &std::path::Path) -> Result<(bool, String)> {
@@ -15,11 +16,9 @@ async fn serve(dir: &std::path::Path, kubeconfig: &std::path::Path) -> Result<(b
             kubeconfig.display()
         ),
     )?;
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpuhub"));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GPUHUB_") || k == "KUBERNETES_SERVICE_HOST") {
-        cmd.env_remove(k);
-    }
-    let run = cmd.args(["serve", "--config"]).arg(&config).kill_on_drop(true).output();
+    // without the caller's GPUHUB_* (the kit's command), nor a pod's in-cluster address
+    let mut cmd = clean_async_command(env!("CARGO_BIN_EXE_gpuhub"));
+    let run = cmd.env_remove("KUBERNETES_SERVICE_HOST").args(["serve", "--config"]).arg(&config).output();
     let out = tokio::time::timeout(Duration::from_secs(60), run).await.context("gpuhub serve did not stop")??;
     Ok((out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned()))
 }
@@ -38,7 +37,7 @@ async fn serve_stops_naming_a_missing_kubeconfig() -> Result<()> {
 async fn serve_stops_naming_the_kubeconfig_of_a_cluster_that_does_not_answer() -> Result<()> {
     let dir = tempfile::tempdir()?;
     // a port nothing listens on
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = free_port()?;
     let kubeconfig = dir.path().join("silent.yaml");
     std::fs::write(
         &kubeconfig,

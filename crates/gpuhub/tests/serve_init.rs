@@ -1,10 +1,11 @@
 //! `gpuhub serve --init`: a commented config for a local trial, written once (an existing file is never
 //! overwritten), which the server then starts from.
 
-use std::process::Command;
+use gpuhub_testkit::process::{clean_command, describe};
 
+/// `gpuhub ARGS` in `dir`, without this process's `GPUHUB_*` variables (the kit's command).
 fn gpuhub(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuhub")).current_dir(dir).args(args).output().expect("run gpuhub")
+    clean_command(env!("CARGO_BIN_EXE_gpuhub")).current_dir(dir).args(args).output().expect("run gpuhub")
 }
 
 #[test]
@@ -12,7 +13,7 @@ fn init_writes_a_trial_config_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = gpuhub(dir.path(), &["serve", "--init"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(stdout, "wrote gpuhub.toml: a commented config for a local trial; start with `gpuhub serve`\n");
     let text = std::fs::read_to_string(dir.path().join("gpuhub.toml")).unwrap();
     assert_eq!(text, gpuhub_server::config::TRIAL_CONFIG);

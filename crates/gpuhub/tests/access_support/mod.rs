@@ -13,15 +13,16 @@ pub mod channels;
 pub mod ssh;
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
-pub use gpuhub_testkit::process::{describe, free_port, remove_user_containers, repo_root, suffix};
-use gpuhub_testkit::process::{gpuhub_vars, keep_server_output};
+use gpuhub_testkit::process::keep_server_output;
+pub use gpuhub_testkit::process::{
+    clean_async_command as clean_command, describe, eventually, free_port, remove_user_containers, repo_root, suffix,
+};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpuhub");
@@ -55,37 +56,6 @@ pub async fn ensure_image(script: &'static str) -> Result<()> {
     ensure!(out.status.success(), "{} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
     done.lock().unwrap().push(script);
     Ok(())
-}
-
-/// Calls `probe` every `every` until it yields a value or `within` passes; for states nothing signals
-/// (a container coming up, an app starting to listen).
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, every: Duration, mut probe: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        let last = match probe().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => String::new(),
-            Err(e) => format!(": {e:#}"),
-        };
-        if Instant::now() > deadline {
-            bail!("{what}: not within {within:?}{last}");
-        }
-        tokio::time::sleep(every).await;
-    }
-}
-
-/// A command without any `GPUHUB_*` variable of this process, standard input closed.
-pub fn clean_command(program: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(program);
-    for key in gpuhub_vars() {
-        cmd.env_remove(key);
-    }
-    cmd.stdin(Stdio::null()).kill_on_drop(true);
-    cmd
 }
 
 /// An HTTP client that shows redirects instead of following them.

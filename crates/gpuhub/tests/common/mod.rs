@@ -9,8 +9,10 @@
 #![allow(dead_code)]
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
+use gpuhub_testkit::mounts::unmount_under;
+pub use gpuhub_testkit::process::clean_command;
 pub use gpuhub_testkit::process::{describe, remove_user_containers, repo_root, suffix};
-use gpuhub_testkit::process::{fake_gpu, gpuhub_vars, keep_server_output, push_line};
+use gpuhub_testkit::process::{fake_gpu, keep_server_output, push_line};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -50,16 +52,6 @@ pub fn ensure_image() -> Result<()> {
     })
     .clone()
     .map_err(|e| anyhow!(e))
-}
-
-/// A command without any `GPUHUB_*` variable of this process (they would override the test's settings).
-pub fn clean_command(program: &str) -> Command {
-    let mut cmd = Command::new(program);
-    for key in gpuhub_vars() {
-        cmd.env_remove(key);
-    }
-    cmd.stdin(Stdio::null());
-    cmd
 }
 
 /// A `gpuhub serve` subprocess with its own data dir, config and GPU device nodes; killed when dropped.
@@ -214,11 +206,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.kill();
         // homes loop-mounted under the data dir (home quotas): detached, so the directory can go
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let root = self.dir.path().display().to_string();
-        for m in info.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| m.starts_with(&root)) {
-            let _ = Command::new("umount").arg("-l").arg(m).status();
-        }
+        unmount_under(self.dir.path());
     }
 }
 
