@@ -18,6 +18,12 @@
 4. **`core` knows no HTTP.** gpuhub-core's `[dependencies]` name no HTTP crate (HTTP_CRATES), and utoipa
    only as optional (its `openapi` feature, which gpuhub-api turns on for the server).
 
+5. **Every integration test uses the test kit.** Each test binary under `crates/*/tests` (a `tests/x.rs`
+   or `tests/x/main.rs`, with the modules it declares by `mod name;`) names `gpuhub_testkit`, except
+   the tests of the pure crates (PURE_TESTS: black-box tests of pure functions, with no server,
+   engine, program or clock to share) and the binaries listed in KIT_EXCEPTIONS, each with its reason.
+   An exception that uses the kit, or that no longer exists, is an error too (the lists only shrink).
+
 Circles that exist today and are being broken are listed in scripts/known-cycles.txt, one per line
 (`crate[/parent]: module module …`). The check fails on a circle not listed there, on a listed circle
 that grew, and on a listed circle that no longer exists (delete its line: the list only shrinks).
@@ -307,9 +313,109 @@ def check_portal():
     return errors
 
 
+# Crates whose tests/ are black-box tests of pure functions (parsers, the scheduling pass, the simulator
+# over committed traces): no server, engine, fake program, clock or mount to share, and fixtures of
+# their own crate's types (sched's `Node`, not the hub's nodes). Not integration tests in the kit's
+# sense (ARCHITECTURE.md, "Testing").
+PURE_TESTS = {
+    "core": "property tests of the parsers users reach (quantities, names, environment)",
+    "api": "property tests of the API's request JSON",
+    "sched": "the scheduling pass on its own Node/Demand types, scenarios and properties",
+    "sim": "the simulator and its trace parsers on committed fixtures",
+}
+
+# Test binaries of other crates that do not use the kit, with why.
+KIT_EXCEPTIONS = {
+    "crates/gpucheck/tests/checks.rs": "gpu-check's decisions over its own seams' recording fakes "
+    "(gpucheck::fake: worker launcher, clock, NVML sampler, MPS), which only gpucheck has; nothing of the "
+    "hub runs",
+    "crates/store/tests/store/main.rs": "the store's own cases, each run on a fresh SQLite file and a fresh "
+    "real PostgreSQL database (store/common.rs's `both!`), below everything the kit starts; its records "
+    "are the store's subject, not fixtures to share",
+}
+
+KIT = re.compile(r"\bgpuhub_testkit\b")
+MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;", re.M)
+
+
+def uses_kit(files: dict, root: str) -> bool:
+    """Whether the test binary rooted at `root` names the kit, in its own text or in a module it declares
+    (`mod name;` next to it: `name.rs` or `name/mod.rs`, and so on down). `files` maps paths (with `/`)
+    to their text: a pure function of the tree."""
+    seen, todo = set(), [root]
+    while todo:
+        path = todo.pop()
+        if path in seen or path not in files:
+            continue
+        seen.add(path)
+        text = re.sub(r"//[^\n]*", "", files[path])
+        if KIT.search(text):
+            return True
+        # a root or `mod.rs` declares modules beside it; `x.rs` declares them in `x/`
+        here = path.rsplit("/", 1)[0]
+        name = path.rsplit("/", 1)[1]
+        if name not in ("main.rs", "mod.rs") and path != root:
+            here = path.removesuffix(".rs")
+        for m in MOD_DECL.findall(text):
+            todo += [f"{here}/{m}.rs", f"{here}/{m}/mod.rs"]
+    return False
+
+
+def test_roots(crate_dir: Path):
+    """The test binaries of a crate: `tests/x.rs` and `tests/x/main.rs`."""
+    tests = crate_dir / "tests"
+    return sorted(list(tests.glob("*.rs")) + list(tests.glob("*/main.rs")))
+
+
+def check_tests_use_kit():
+    errors = []
+    for name in list(PURE_TESTS):
+        if name not in LAYERS:
+            errors.append(f"PURE_TESTS names {name}, which is no crate")
+    for exc in KIT_EXCEPTIONS:
+        if not (ROOT / exc).exists():
+            errors.append(f"KIT_EXCEPTIONS lists {exc}, which does not exist: delete its line")
+    for d in crate_dirs():
+        if d.name in PURE_TESTS or not (d / "tests").is_dir():
+            continue
+        files = {str(f.relative_to(ROOT)): f.read_text() for f in (d / "tests").rglob("*.rs")}
+        for root in test_roots(d):
+            rel = str(root.relative_to(ROOT))
+            used = uses_kit(files, rel)
+            if rel in KIT_EXCEPTIONS and used:
+                errors.append(f"{rel} uses the test kit now: delete its line in KIT_EXCEPTIONS")
+            elif rel not in KIT_EXCEPTIONS and not used:
+                errors.append(
+                    f"{rel} does not use the test kit (gpuhub_testkit): take the server, engine, fakes, "
+                    "waits and fixtures from it (a helper two tests need goes into the kit), or list it "
+                    "in KIT_EXCEPTIONS with why"
+                )
+    return errors
+
+
+def self_test():
+    """The pure parts on small trees (run on every check: they take no time)."""
+    tree = {
+        "c/tests/a.rs": "mod common;\nfn t() {}",
+        "c/tests/common/mod.rs": "pub mod deep;",
+        "c/tests/common/deep.rs": "use gpuhub_testkit::Hub;",
+        "c/tests/b.rs": "// gpuhub_testkit in a comment only\nmod helpers;",
+        "c/tests/helpers.rs": "mod inner;",
+        "c/tests/helpers/inner.rs": "pub use gpuhub_testkit::run_spec;",
+        "c/tests/e/main.rs": "mod x;",
+        "c/tests/e/x.rs": "fn none() {}",
+    }
+    assert uses_kit(tree, "c/tests/a.rs"), "through common/mod.rs and its child"
+    assert uses_kit(tree, "c/tests/b.rs"), "through helpers.rs's child helpers/inner.rs"
+    assert not uses_kit(tree, "c/tests/e/main.rs"), "no module names the kit"
+    tree["c/tests/e/x.rs"] = "// gpuhub_testkit\n"
+    assert not uses_kit(tree, "c/tests/e/main.rs"), "a comment is no use"
+
+
 def main():
     show = "--print" in sys.argv[1:]
-    errors = check_crate_layers() + check_portal() + check_core_knows_no_http()
+    self_test()
+    errors = check_crate_layers() + check_portal() + check_core_knows_no_http() + check_tests_use_kit()
     known = read_known()
     matched = set()
     cycles = []
@@ -338,7 +444,12 @@ def main():
         print(f"check-layers: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
+    roots = [r for d in crate_dirs() if d.name not in PURE_TESTS for r in test_roots(d)]
     print(f"check-layers: {len(crate_dirs())} crates layered, {len(cycles)} known module circle(s) left")
+    print(
+        f"check-layers: {len(roots) - len(KIT_EXCEPTIONS)} of {len(roots)} integration test binaries use the "
+        f"test kit ({len(KIT_EXCEPTIONS)} listed exception(s); the tests of {', '.join(PURE_TESTS)} are pure)"
+    )
 
 
 if __name__ == "__main__":
