@@ -22,11 +22,8 @@ fn workspace(name: &str, apps: Value) -> Value {
 
 /// A one-page HTTP app on loopback: answers every request with 200.
 async fn tiny_app() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let app = axum::Router::new().fallback(|| async { "hello" });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
+    common::http::listen(app).await.unwrap().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,6 +19,14 @@ fn job(name: &str, command: &str) -> Value {
     json!({ "name": name, "kind": "job", "image": "busybox:latest", "command": ["sh", "-c", command], "resources": { "cpus": 1, "memory": "1GiB", "gpus": 1 } })
 }
 
+/// A stand-in JupyterLab on the test's loopback (where the fake cluster's pods are) answering every
+/// path with its title and the path; its port.
+async fn lab() -> u16 {
+    let app =
+        axum::Router::new().fallback(|uri: axum::http::Uri| async move { format!("<title>JupyterLab</title> {uri}") });
+    common::http::listen(app).await.unwrap().port()
+}
+
 #[tokio::test]
 async fn a_job_succeeds_or_fails_with_its_code() {
     let (hub, cluster) = hub().await;
@@ -73,11 +81,7 @@ async fn a_workspace_runs_until_stopped_and_keeps_its_record() {
 #[tokio::test]
 async fn a_workspace_with_jupyterlab_is_served_through_the_hubs_proxy() {
     // the lab, at the pod's ip (the fake cluster's pods are at 127.0.0.1) and the app's port
-    let lab = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = lab.local_addr().unwrap().port();
-    let app =
-        axum::Router::new().fallback(|uri: axum::http::Uri| async move { format!("<title>JupyterLab</title> {uri}") });
-    tokio::spawn(async move { axum::serve(lab, app).await });
+    let port = lab().await;
     let (hub, cluster) = hub().await;
     let admin = hub.admin().await;
     let alice = hub.user(&admin, "alice").await;
@@ -105,11 +109,7 @@ async fn a_workspace_with_jupyterlab_is_served_through_the_hubs_proxy() {
 
 #[tokio::test]
 async fn from_outside_the_cluster_the_lab_is_reached_through_the_api_servers_port_forward() {
-    let lab = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = lab.local_addr().unwrap().port();
-    let app =
-        axum::Router::new().fallback(|uri: axum::http::Uri| async move { format!("<title>JupyterLab</title> {uri}") });
-    tokio::spawn(async move { axum::serve(lab, app).await });
+    let port = lab().await;
     // the pods' ip is one the hub cannot reach (TEST-NET-1): only the api server reaches the lab
     let cfg = gpuhub_kube::KubeConfig { app_access: gpuhub_kube::AppAccess::PortForward, ..Default::default() };
     let (hub, cluster, _) = hub_with(cfg, Some("192.0.2.1")).await;
@@ -222,9 +222,7 @@ async fn after_a_restart_runs_are_found_again_and_an_end_meanwhile_is_recorded()
 /// Alice's service `web` (`sleep 3600`) running, its readiness answered by a server of its own on the
 /// test's loopback.
 async fn run_web(hub: &Hub, alice: &str) {
-    let app = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = app.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(app, axum::Router::new().fallback(|| async { "ok" })).await });
+    let port = common::http::listen(axum::Router::new().fallback(|| async { "ok" })).await.unwrap().port();
     let body = json!({ "name": "web", "kind": "service", "image": "busybox:latest", "command": ["sleep", "3600"],
         "resources": { "cpus": 1, "memory": "1GiB" }, "service": { "port": port, "ready": { "http": "/" } } });
     hub.submit(alice, body).await;
@@ -351,11 +349,7 @@ mod portal {
 
     #[tokio::test]
     async fn a_workspace_from_the_form_serves_its_app_and_stops_from_its_page() {
-        let lab = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = lab.local_addr().unwrap().port().to_string();
-        let app = axum::Router::new()
-            .fallback(|uri: axum::http::Uri| async move { format!("<title>JupyterLab</title> {uri}") });
-        tokio::spawn(async move { axum::serve(lab, app).await });
+        let port = super::lab().await.to_string();
         let (hub, cluster) = hub().await;
         let admin = hub.admin().await;
         let alice = hub.user(&admin, "alice").await;

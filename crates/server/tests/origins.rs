@@ -17,8 +17,6 @@ const DOMAIN: &str = "apps.localhost";
 /// An app on loopback that answers `seen <path> cookie=<Cookie header> auth=<has Authorization>`, and
 /// keeps every Cookie header it was sent.
 async fn echo_app() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let kept = seen.clone();
     let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
@@ -30,8 +28,7 @@ async fn echo_app() -> (u16, Arc<Mutex<Vec<String>>>) {
             format!("seen {} cookie={cookie} auth={auth}", req.uri())
         }
     });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (port, seen)
+    (common::http::listen(app).await.unwrap().port(), seen)
 }
 
 /// A browser-like client (no redirects followed) that reaches `host` (an app origin) at the hub.

@@ -101,8 +101,6 @@ async fn long_exec_hub(tweak: impl FnOnce(&mut gpuhub_server::config::Config)) -
 /// An app on loopback whose every path is a WebSocket echo.
 async fn echo_app() -> u16 {
     use axum::extract::ws::{WebSocket, WebSocketUpgrade};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let app = axum::Router::new().fallback(|ws: WebSocketUpgrade| async {
         ws.on_upgrade(|mut s: WebSocket| async move {
             while let Some(Ok(m)) = s.recv().await {
@@ -112,8 +110,7 @@ async fn echo_app() -> u16 {
             }
         })
     });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
+    common::http::listen(app).await.unwrap().port()
 }
 
 fn no_redirects() -> reqwest::Client {

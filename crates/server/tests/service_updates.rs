@@ -26,8 +26,6 @@ async fn hub_on(engine: Arc<gpuhub_driver::fake::FakeEngine>, clock: Arc<ManualC
 
 /// An HTTP server on loopback whose `/ready` answers 200 while `ready` holds, 503 otherwise.
 async fn readiness(ready: Arc<AtomicBool>) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let app = axum::Router::new().fallback(move || {
         let ready = ready.clone();
         async move {
@@ -37,8 +35,7 @@ async fn readiness(ready: Arc<AtomicBool>) -> u16 {
             }
         }
     });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
+    common::http::listen(app).await.unwrap().port()
 }
 
 fn notes(v: &Value) -> Vec<String> {

@@ -266,11 +266,8 @@ async fn full_pass(hub: &Hub) {
 
 /// An HTTP server on loopback answering `seen <path>`.
 async fn echo() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let app = axum::Router::new().fallback(|req: axum::extract::Request| async move { format!("seen {}", req.uri()) });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
+    common::http::listen(app).await.unwrap().port()
 }
 
 /// Who reaches a service's URL: its owner only by default; every signed-in user where it is open to

@@ -1,6 +1,7 @@
-//! Small in-test HTTP servers, for the tests of clients (the CLI, the Kubernetes engine's exec stream):
-//! an axum router served on `127.0.0.1:0`, the requests it was sent recorded in a [`Recorder`], and
-//! the problem documents a gpuhub server answers errors with.
+//! Small in-test HTTP servers, for the tests of clients (the CLI, the Kubernetes engine's exec stream,
+//! the hub's proxy in front of a workload's app): an axum router served on `127.0.0.1:0`, the requests
+//! it was sent recorded in a [`Recorder`], and the problem documents a gpuhub server answers errors
+//! with.
 
 use crate::recorder::Recorder;
 use anyhow::Result;
@@ -11,13 +12,20 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use std::net::SocketAddr;
 
-/// Serves `app` on `127.0.0.1:0` until the test's runtime ends; its base URL (`http://127.0.0.1:PORT`).
-pub async fn serve(app: Router) -> Result<String> {
+/// Serves `app` on `127.0.0.1:0` until the test's runtime ends; its address (a workload's app or
+/// service on loopback, say, where a test needs the port).
+pub async fn listen(app: Router) -> Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(url)
+    Ok(addr)
+}
+
+/// [`listen`]; the base URL (`http://127.0.0.1:PORT`).
+pub async fn serve(app: Router) -> Result<String> {
+    Ok(format!("http://{}", listen(app).await?))
 }
 
 /// One request as the server saw it.

@@ -121,13 +121,7 @@ impl Drop for PrivateDockerd {
         for pid in processes_naming(&root) {
             let _ = Command::new("kill").arg(pid.to_string()).status();
         }
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let mut ours: Vec<&str> =
-            mounts.lines().filter_map(|l| l.split(' ').nth(1)).filter(|m| m.starts_with(&root)).collect();
-        ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in ours {
-            let _ = Command::new("umount").args(["-l", m]).stderr(Stdio::null()).status();
-        }
+        gpuhub_testkit::mounts::unmount_under(&self.root);
     }
 }
 

@@ -625,11 +625,9 @@ pub async fn hub_with(
         .route("/api/v1/pods", get(all_pods))
         .route("/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods", get(pod_metrics))
         .with_state(api);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = gpuhub_testkit::http::serve(app).await.unwrap();
     let ahead = api_handle.ahead.clone();
-    let engine = gpuhub_kube::KubeEngine::with_url(&format!("http://{addr}"), config).unwrap();
+    let engine = gpuhub_kube::KubeEngine::with_url(&url, config).unwrap();
     let engine = Arc::new(engine.with_clock(move || std::time::SystemTime::now() + *ahead.lock().unwrap()));
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
