@@ -52,10 +52,8 @@ async fn a_members_own_mounts_reach_only_its_container_and_replace_dev_shm() {
     let script = "ls /dev/shm | tr '\\n' ' '; echo; ls /run/gpuhub/mps 2>&1 | tr '\\n' ' '; echo; \
                   touch /dev/shm/from-$RANK && echo wrote";
     let spec = RunSpec {
-        name: run.clone(),
         image: IMAGE.to_owned(),
         command: vec!["sh".into(), "-c".into(), script.into()],
-        env: BTreeMap::new(),
         labels: BTreeMap::from([
             (LABEL_OWNER.to_owned(), "tester".to_owned()),
             (LABEL_WORKLOAD.to_owned(), run.clone()),
@@ -68,16 +66,9 @@ async fn a_members_own_mounts_reach_only_its_container_and_replace_dev_shm() {
             home: "/tmp".into(),
             groups: Vec::new(),
         },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
         members: vec![member(0, vec![bind(&pipe, "/run/gpuhub/mps"), bind(&shm, "/dev/shm")]), member(1, Vec::new())],
         pids_limit: 64,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+        ..gpuhub_testkit::run_spec(&run, 0)
     };
     let node = NodeCapacity::cpu_only("mounts-test", CpuMilli(2000), Bytes(1 << 30));
     let engine = DockerEngine::new(rt.clone(), node, GpuMode::None);

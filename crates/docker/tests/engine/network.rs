@@ -205,10 +205,8 @@ async fn n11_a_users_network_goes_with_the_user() {
         let mut run_labels = labels(i);
         run_labels.insert(LABEL_WORKLOAD.to_owned(), run.clone());
         let spec = RunSpec {
-            name: run.clone(),
             image: IMAGE.to_owned(),
             command: vec!["true".into()],
-            env: BTreeMap::new(),
             labels: run_labels,
             identity: Identity {
                 username: "alice".into(),
@@ -218,8 +216,6 @@ async fn n11_a_users_network_goes_with_the_user() {
                 home: "/tmp".into(),
                 groups: Vec::new(),
             },
-            working_dir: None,
-            mounts: vec![],
             network: Some(network(i)),
             members: vec![MemberSpec {
                 index: 0,
@@ -232,11 +228,7 @@ async fn n11_a_users_network_goes_with_the_user() {
                 mounts: Vec::new(),
             }],
             pids_limit: 64,
-            log_max_bytes: None,
-            time_limit: None,
-            queue: String::new(),
-            ports: vec![],
-            disk_bytes: None,
+            ..gpuhub_testkit::run_spec(&run, 0)
         };
         engine.submit(&spec).await.unwrap();
         assert!(network_exists(&network(i)), "the run made its owner's network");

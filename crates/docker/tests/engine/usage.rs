@@ -28,14 +28,12 @@ fn two_members(name: &str) -> RunSpec {
         mounts: Vec::new(),
     };
     RunSpec {
-        name: name.to_owned(),
         image: IMAGE.to_owned(),
         command: vec![
             "sh".into(),
             "-c".into(),
             r#"if [ "$RANK" = 0 ]; then dd if=/dev/zero bs=200M count=1 | sleep 600; else exec sleep 600; fi"#.into(),
         ],
-        env: BTreeMap::new(),
         labels: BTreeMap::from([
             (LABEL_OWNER.to_owned(), "tester".to_owned()),
             (LABEL_WORKLOAD.to_owned(), name.to_owned()),
@@ -48,16 +46,9 @@ fn two_members(name: &str) -> RunSpec {
             home: "/tmp".into(),
             groups: Vec::new(),
         },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
         members: vec![member(0, 256 * MIB), member(1, 64 * MIB)],
         pids_limit: 64,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+        ..gpuhub_testkit::run_spec(name, 0)
     }
 }
 

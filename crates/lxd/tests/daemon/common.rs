@@ -68,7 +68,6 @@ pub fn spec(name: &str, image: &str, script: &str, home: Option<&std::path::Path
         .into_iter()
         .collect();
     RunSpec {
-        name: name.to_owned(),
         image: image.to_owned(),
         command: vec!["sh".into(), "-c".into(), script.into()],
         env: BTreeMap::from([("GREETING".to_owned(), "hello from lxd".to_owned())]),
@@ -87,7 +86,6 @@ pub fn spec(name: &str, image: &str, script: &str, home: Option<&std::path::Path
         },
         working_dir: home.map(|_| "/home/tester".to_owned()),
         mounts,
-        network: None,
         members: vec![MemberSpec {
             index: 0,
             hostname: name.to_owned(),
@@ -99,11 +97,7 @@ pub fn spec(name: &str, image: &str, script: &str, home: Option<&std::path::Path
             mounts: vec![],
         }],
         pids_limit: 64,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+        ..gpuhub_testkit::run_spec(name, 0)
     }
 }
 
