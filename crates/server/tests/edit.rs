@@ -78,7 +78,7 @@ async fn an_owner_extends_a_running_job_within_its_queue_maximum() {
 
     // past the old limit it still runs; past the new one it is stopped
     clock.advance(TimeDelta::minutes(90));
-    full_pass(&hub).await;
+    hub.full_pass().await;
     let v = hub.get(&alice, "t").await;
     assert_eq!(v["state"], "running", "{v}");
     clock.advance(TimeDelta::minutes(31));
@@ -114,21 +114,6 @@ async fn an_admin_changes_a_queued_jobs_priority_and_queue() {
     let run = hub.run(&alice, "big").await;
     hub.runtime.exit(&run, 0);
     hub.wait_state(&alice, "small", "running").await;
-}
-
-/// Kicks the controller and returns once a whole pass has run since (its pass counter rises as each
-/// pass begins, so a second rise means the first pass ended). Nothing signals a pass's end: it polls.
-async fn full_pass(hub: &Hub) {
-    let c = &hub.server.as_ref().unwrap().state.controller;
-    let first = c.passes() + 1;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    for target in [first, first + 1] {
-        c.kick();
-        while c.passes() < target {
-            assert!(tokio::time::Instant::now() < deadline, "no scheduling pass within 10s");
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    }
 }
 
 /// Where the engine queues (Slurm, here its recording fake), a workload waiting in the engine's queue

@@ -94,7 +94,7 @@ async fn a_service_is_restarted_with_backoff_enters_crash_loop_and_stops_when_as
         }
         // a pass before the backoff has passed starts nothing
         clock.advance(TimeDelta::seconds(backoff - 1));
-        full_pass(&hub).await;
+        hub.full_pass().await;
         let v = hub.get(&alice, "web").await;
         assert_eq!(v["state"], "queued", "{v}");
         clock.advance(TimeDelta::seconds(1));
@@ -112,7 +112,7 @@ async fn a_service_is_restarted_with_backoff_enters_crash_loop_and_stops_when_as
     let (s, v) = hub.call(Method::POST, "/api/v1/workloads/web/stop", Some(&alice), None).await;
     assert_eq!((s, &v["state"]), (StatusCode::OK, &json!("stopped")), "{v}");
     clock.advance(TimeDelta::minutes(10));
-    full_pass(&hub).await;
+    hub.full_pass().await;
     let v = hub.get(&alice, "web").await;
     assert_eq!((&v["state"], &v["restarts"]), (&json!("stopped"), &json!(5)), "{v}");
     // started again by its owner, it starts at once, its failures forgotten
@@ -247,21 +247,6 @@ async fn proxied(hub: &Hub, token: &str, path: &str) -> String {
     let text = resp.text().await.unwrap();
     assert_eq!(status, StatusCode::OK, "{path}: {text}");
     text
-}
-
-/// Kicks the controller and returns once a whole pass has run since (its pass counter rises as each
-/// pass begins, so a second rise means the first pass ended). Nothing signals a pass's end: it polls.
-async fn full_pass(hub: &Hub) {
-    let c = &hub.server.as_ref().unwrap().state.controller;
-    let first = c.passes() + 1;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    for target in [first, first + 1] {
-        c.kick();
-        while c.passes() < target {
-            assert!(tokio::time::Instant::now() < deadline, "no scheduling pass within 10s");
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    }
 }
 
 /// An HTTP server on loopback answering `seen <path>`.

@@ -130,6 +130,22 @@ impl Hub {
         panic!("{name}: condition not met after 20 rounds: {}", self.get(token, name).await);
     }
 
+    /// Kicks the controller and returns once a whole pass has run since (its pass counter rises as each
+    /// pass begins, so a second rise means the first pass ended): for what a pass must not do (a test
+    /// that nothing changed). Nothing signals a pass's end: it polls, for at most 10 s.
+    pub async fn full_pass(&self) {
+        let c = &self.server().state.controller;
+        let first = c.passes() + 1;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        for target in [first, first + 1] {
+            c.kick();
+            while c.passes() < target {
+                assert!(tokio::time::Instant::now() < deadline, "no scheduling pass within 10s");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
     /// Stops this server and starts another on the same data dir and runtime (a restart).
     pub async fn restart(&mut self) {
         self.server.take().unwrap().shutdown().await;
