@@ -313,6 +313,37 @@ def check_portal():
     return errors
 
 
+# The one place each program asks the time (ARCHITECTURE.md, invariants): the hub's clock seam, the
+# CLI's, the Slurm engine's and gpu-check's. `Utc::now()` anywhere else in `src/` (tests beside the code
+# included: they pin their time) bypasses the seam.
+CLOCKS = {
+    "crates/driver/src/clock.rs",
+    "crates/client/src/clock.rs",
+    "crates/slurm/src/clock.rs",
+    "crates/gpucheck/src/seams.rs",
+}
+
+
+def clock_calls(text: str):
+    """Line numbers of `Utc::now()` calls in `text`, comments left out."""
+    text = re.sub(r"//[^\n]*", "", text)
+    return [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r"\bUtc::now\(\)", text)]
+
+
+def check_clock():
+    errors = []
+    for f in sorted(CRATES.glob("*/src/**/*.rs")):
+        rel = str(f.relative_to(ROOT))
+        if rel in CLOCKS:
+            continue
+        for line in clock_calls(f.read_text()):
+            errors.append(f"{rel}:{line} calls Utc::now(): take the time from the clock seam (or `now` as an argument)")
+    for c in sorted(CLOCKS):
+        if not clock_calls((ROOT / c).read_text()):
+            errors.append(f"{c} is listed as a clock but asks no time: update CLOCKS")
+    return errors
+
+
 # Crates whose tests/ are black-box tests of pure functions (parsers, the scheduling pass, the simulator
 # over committed traces): no server, engine, fake program, clock or mount to share, and fixtures of
 # their own crate's types (sched's `Node`, not the hub's nodes). Not integration tests in the kit's
@@ -410,12 +441,15 @@ def self_test():
     assert not uses_kit(tree, "c/tests/e/main.rs"), "no module names the kit"
     tree["c/tests/e/x.rs"] = "// gpuhub_testkit\n"
     assert not uses_kit(tree, "c/tests/e/main.rs"), "a comment is no use"
+    assert clock_calls("let a = Utc::now();\n// Utc::now()\nlet b = chrono::Utc::now();") == [1, 3]
 
 
 def main():
     show = "--print" in sys.argv[1:]
     self_test()
-    errors = check_crate_layers() + check_portal() + check_core_knows_no_http() + check_tests_use_kit()
+    errors = (
+        check_crate_layers() + check_portal() + check_core_knows_no_http() + check_tests_use_kit() + check_clock()
+    )
     known = read_known()
     matched = set()
     cycles = []
