@@ -427,30 +427,14 @@ mod tests {
         };
         let mps =
             vec![bind("/run/gpuhub/mps/GPU-1/pipe", "/run/gpuhub/mps"), bind("/run/gpuhub/mps/GPU-1/shm", "/dev/shm")];
+        let base = gpuhub_driver::fake::run_spec("gpuhub-alice-train-1", 0);
         let spec = RunSpec {
-            name: "gpuhub-alice-train-1".into(),
             image: "busybox".into(),
-            command: vec![],
-            env: BTreeMap::new(),
-            labels: BTreeMap::new(),
-            identity: Identity {
-                username: "alice".into(),
-                account: "alice".into(),
-                uid: 10000,
-                gid: 10000,
-                home: "/home/alice".into(),
-                groups: vec![],
-            },
-            working_dir: None,
+            identity: Identity { home: "/home/alice".into(), ..base.identity.clone() },
             mounts: vec![bind("/data/homes/alice", "/home/alice")],
-            network: None,
             members: vec![member(0, mps.clone()), member(1, Vec::new())],
             pids_limit: 100,
-            log_max_bytes: None,
-            time_limit: None,
-            queue: String::new(),
-            ports: vec![],
-            disk_bytes: None,
+            ..base
         };
         let targets = |m: &MemberSpec| member_mounts(&spec, m).into_iter().map(|m| m.target).collect::<Vec<_>>();
         assert_eq!(targets(&spec.members[0]), ["/home/alice", "/run/gpuhub/mps", "/dev/shm"]);

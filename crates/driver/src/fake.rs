@@ -671,5 +671,48 @@ impl ExecControl for FakeExec {
 /// Filler lines per chunk of the log stream, re-exported for tests that count chunks.
 pub const FILLER_CHUNK_LINES: u64 = FILLER_LINES_PER_CHUNK;
 
+/// A run `name` of alice's (uid and gid 10000, home `/h`) with `members` members `name-0` … on node
+/// `n1`, each with one core, 1 GiB and no GPU: `busybox:latest` with no command, labels, mounts or
+/// ports, at most 512 processes. Tests set what they are about and take the rest from here
+/// (`RunSpec { command, ..run_spec("r", 1) }`), so a new field of a run is added once.
+pub fn run_spec(name: &str, members: u32) -> RunSpec {
+    RunSpec {
+        name: name.into(),
+        image: "busybox:latest".into(),
+        command: vec![],
+        env: BTreeMap::new(),
+        labels: BTreeMap::new(),
+        identity: Identity {
+            username: "alice".into(),
+            account: "alice".into(),
+            uid: 10000,
+            gid: 10000,
+            home: "/h".into(),
+            groups: Vec::new(),
+        },
+        working_dir: None,
+        mounts: vec![],
+        network: None,
+        members: (0..members)
+            .map(|index| MemberSpec {
+                index,
+                hostname: format!("{name}-{index}"),
+                node: Some("n1".into()),
+                cpu_milli: 1000,
+                memory_bytes: 1 << 30,
+                gpus: GpuGrant::None,
+                env: BTreeMap::new(),
+                mounts: Vec::new(),
+            })
+            .collect(),
+        pids_limit: 512,
+        log_max_bytes: None,
+        time_limit: None,
+        queue: String::new(),
+        ports: vec![],
+        disk_bytes: None,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -49,10 +49,8 @@ pub use recorder::{CEILING, Recorder};
 use gpuhub_core::node::{GpuDevice, GpuSharing, NodeCapacity};
 use gpuhub_core::{Bytes, CpuMilli};
 use gpuhub_driver::fake::FakeEngine;
-use gpuhub_driver::{GpuGrant, Identity, MemberSpec, RunSpec};
 use gpuhub_server::config::Config;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The first admin's password (`admin_password` of [`config`]).
@@ -74,48 +72,7 @@ pub fn node(gpus: u32) -> NodeCapacity {
     }
 }
 
-/// A run `name` of alice's (uid and gid 10000, home `/h`) with `members` members `name-0` … on node
-/// `n1`, each with one core, 1 GiB and no GPU: `busybox:latest` with no command, labels, mounts or
-/// ports, at most 512 processes. Tests set what they are about and take the rest from here
-/// (`RunSpec { command, ..run_spec("r", 1) }`), so a new field of a run is added once.
-pub fn run_spec(name: &str, members: u32) -> RunSpec {
-    RunSpec {
-        name: name.into(),
-        image: "busybox:latest".into(),
-        command: vec![],
-        env: BTreeMap::new(),
-        labels: BTreeMap::new(),
-        identity: Identity {
-            username: "alice".into(),
-            account: "alice".into(),
-            uid: 10000,
-            gid: 10000,
-            home: "/h".into(),
-            groups: Vec::new(),
-        },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
-        members: (0..members)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("{name}-{index}"),
-                node: Some("n1".into()),
-                cpu_milli: 1000,
-                memory_bytes: 1 << 30,
-                gpus: GpuGrant::None,
-                env: BTreeMap::new(),
-                mounts: Vec::new(),
-            })
-            .collect(),
-        pids_limit: 512,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
-    }
-}
+pub use gpuhub_driver::fake::run_spec;
 
 /// [`node`] with one GPU for each of `modes`, shared in that mode.
 pub fn node_with(modes: &[GpuSharing]) -> NodeCapacity {

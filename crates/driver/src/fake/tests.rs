@@ -1,42 +1,16 @@
 use super::*;
 
 fn spec(name: &str, members: u32) -> RunSpec {
-    RunSpec {
-        name: name.into(),
-        image: "busybox:latest".into(),
+    let mut spec = RunSpec {
         command: vec!["true".into()],
-        env: BTreeMap::new(),
         labels: BTreeMap::from([(LABEL_WORKLOAD.to_owned(), "w1".to_owned())]),
-        identity: Identity {
-            username: "alice".into(),
-            account: "alice".into(),
-            uid: 10000,
-            gid: 10000,
-            home: "/h".into(),
-            groups: Vec::new(),
-        },
-        working_dir: None,
-        mounts: vec![],
-        network: None,
-        members: (0..members)
-            .map(|index| MemberSpec {
-                index,
-                hostname: format!("{name}-{index}"),
-                node: Some("n".into()),
-                cpu_milli: 1000,
-                memory_bytes: 1 << 30,
-                gpus: GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{index}")] },
-                env: BTreeMap::new(),
-                mounts: Vec::new(),
-            })
-            .collect(),
-        pids_limit: 512,
-        log_max_bytes: None,
-        time_limit: None,
-        queue: String::new(),
-        ports: vec![],
-        disk_bytes: None,
+        ..run_spec(name, members)
+    };
+    for m in &mut spec.members {
+        m.node = Some("n".into());
+        m.gpus = GpuGrant::Whole { count: 1, uuids: vec![format!("GPU-{}", m.index)] };
     }
+    spec
 }
 
 #[tokio::test]
