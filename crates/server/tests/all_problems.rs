@@ -187,3 +187,26 @@ async fn the_client_prints_every_problem_one_a_line() {
     assert!(lines[3].contains("runtime_limit"), "{text}");
     assert!(out.is_empty(), "nothing on standard output: {out}");
 }
+
+#[tokio::test]
+async fn a_service_update_with_several_bad_fields_is_refused_naming_each() {
+    let hub = Hub::start().await;
+    let admin = hub.admin().await;
+    let alice = hub.user(&admin, "alice").await;
+    let body = json!({"name": "web", "kind": "service", "image": "busybox:latest", "command": ["httpd", "v1"],
+        "resources": {"cpus": 1, "memory": "1GiB"}, "service": {"port": 8000}});
+    hub.submit(&alice, body).await;
+    hub.wait_state(&alice, "web", "running").await;
+    let bad = json!({"command": ["httpd", "v\u{0}2"], "env": {"NVIDIA_VISIBLE_DEVICES": "all"}});
+    let (status, v) = hub.call(Method::PATCH, "/api/v1/workloads/web", Some(&alice), Some(bad)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let all = errors(&v);
+    let fields: Vec<&str> = all.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(fields, ["command", "env"], "{v:#}");
+    assert!(all[0].1.contains("NUL"), "{:?}", all[0]);
+    assert!(all[1].1.contains("NVIDIA_VISIBLE_DEVICES"), "{:?}", all[1]);
+    // nothing changed
+    let (status, w) = hub.call(Method::GET, "/api/v1/workloads/web", Some(&alice), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((&w["command"], &w["env"]), (&json!(["httpd", "v1"]), &json!({})), "{w}");
+}

@@ -2,7 +2,7 @@
 //! a queued or running workload within its queue's `max_runtime`; an admin changes a queued workload's
 //! priority or queue. The controller applies the edit and records it in the workload's history.
 
-use super::{Kind, ServiceError};
+use super::{Kind, Problems, ServiceError};
 use crate::state::AppState;
 use gpuhub_api::{CreateWorkloadRequest, EditWorkloadRequest};
 use gpuhub_core::user::User;
@@ -91,26 +91,32 @@ async fn update(
     }
     let mut new = w.clone();
     let mut changed = Vec::new();
+    // every bad value is answered at once, each with its field, as at submission
+    let mut problems = Problems::default();
     if let Some(image) = &req.image {
         let reference = match st.store.get_personal_image(&w.owner, image).await {
-            Ok(p) => p.reference,
+            Ok(p) => Some(p.reference),
             Err(StoreError::NotFound { .. }) => {
-                let (reference, _, pull) = super::submit::resolve_image(st, caller, image).await?;
-                if pull {
-                    return Err(ServiceError::new(
-                        Kind::Conflict,
-                        format!(
-                            "the engine does not have {reference}, and an update does not pull: run something with it \
-                             once (it is pulled then), then update"
-                        ),
-                    )
-                    .at("image"));
+                match problems.check(super::submit::resolve_image(st, caller, image).await)? {
+                    Some((reference, _, pull)) => {
+                        if pull {
+                            return Err(ServiceError::new(
+                                Kind::Conflict,
+                                format!(
+                                    "the engine does not have {reference}, and an update does not pull: run something \
+                                     with it once (it is pulled then), then update"
+                                ),
+                            )
+                            .at("image"));
+                        }
+                        Some(reference)
+                    }
+                    None => None,
                 }
-                reference
             }
             Err(e) => return Err(e.into()),
         };
-        if reference != w.image {
+        if let Some(reference) = reference.filter(|r| *r != w.image) {
             changed.push(format!("image {} → {reference}", w.image));
             new.image = reference;
         }
@@ -131,10 +137,13 @@ async fn update(
             .map_err(|e| ServiceError::invalid(e.to_string()))?
     };
     if new.command.iter().any(|a| a.contains('\0')) {
-        return Err(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
+        problems.push(ServiceError::invalid_at("command", "invalid command: arguments must not contain NUL"));
     }
-    gpuhub_core::env::check_user_env(&new.env)?;
-    super::check_sizes(&st.config.limits, &as_submitted)?;
+    problems.check(gpuhub_core::env::check_user_env(&new.env).map_err(ServiceError::from))?;
+    for p in super::submit::size_problems(&st.config.limits, &as_submitted) {
+        problems.push(p);
+    }
+    problems.finish()?;
     if changed.is_empty() {
         return Ok(w.clone());
     }
