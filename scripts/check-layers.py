@@ -360,9 +360,6 @@ KIT_EXCEPTIONS = {
     "crates/gpucheck/tests/checks.rs": "gpu-check's decisions over its own seams' recording fakes "
     "(gpucheck::fake: worker launcher, clock, NVML sampler, MPS), which only gpucheck has; nothing of the "
     "hub runs",
-    "crates/store/tests/store/main.rs": "the store's own cases, each run on a fresh SQLite file and a fresh "
-    "real PostgreSQL database (store/common.rs's `both!`), below everything the kit starts; its records "
-    "are the store's subject, not fixtures to share",
 }
 
 KIT = re.compile(r"\bgpuhub_testkit\b")

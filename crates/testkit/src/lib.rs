@@ -37,6 +37,7 @@ mod hub;
 pub mod mounts;
 pub mod mps;
 pub mod oidc_provider;
+pub mod postgres;
 pub mod process;
 pub mod program;
 mod recorder;

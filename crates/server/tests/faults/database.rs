@@ -3,19 +3,13 @@
 
 use crate::common::{ADMIN_PASSWORD, Hub, config, node};
 use gpuhub_driver::fake::FakeEngine;
+use gpuhub_testkit::postgres::{self, Database};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use sqlx::{Connection, Executor, PgConnection};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-
-const DEFAULT_POSTGRES_URL: &str = "postgres://gpuhub:gpuhub@127.0.0.1:5432/postgres";
-
-fn postgres_url() -> String {
-    std::env::var("GPUHUB_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_owned())
-}
 
 /// `postgres://user:pass@host:port/db` → (`postgres://user:pass@`, `host:port`).
 fn split_url(url: &str) -> (String, String) {
@@ -61,35 +55,10 @@ impl Proxy {
     }
 }
 
-/// A fresh database on the real server, dropped when the test ends.
-struct Database {
-    base: String,
-    name: String,
-}
-
-impl Database {
-    async fn create() -> Database {
-        let base = postgres_url();
-        let name = format!("gpuhub_faults_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = PgConnection::connect(&base).await.unwrap_or_else(|e| {
-            panic!("PostgreSQL is unreachable at {base} ({e}); start it (scripts/setup-debian.sh)")
-        });
-        admin.execute(format!("CREATE DATABASE {name}").as_str()).await.unwrap();
-        admin.close().await.unwrap();
-        Database { base, name }
-    }
-
-    async fn drop_it(self) {
-        let mut admin = PgConnection::connect(&self.base).await.unwrap();
-        admin.execute(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name).as_str()).await.unwrap();
-        admin.close().await.unwrap();
-    }
-}
-
 #[tokio::test]
 async fn postgres_unreachable_answers_503_and_recovers_without_a_restart() {
     let db = Database::create().await;
-    let (auth, host) = split_url(&postgres_url());
+    let (auth, host) = split_url(&postgres::url());
     let proxy = Proxy::start(host).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
