@@ -127,7 +127,7 @@ pub(crate) async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out
         }
         let w = get(api, name, None).await?;
         if w.state.is_terminal() {
-            return Ok(exit_code(&w));
+            return Ok(ended(&w));
         }
         tokio::time::sleep(ctx.poll_interval).await;
         if printed == 0 {
@@ -136,11 +136,31 @@ pub(crate) async fn follow_to_end(ctx: &Context, api: &Api, name: &str, out: Out
         loop {
             let w = get(api, name, None).await?;
             if w.state.is_terminal() {
-                return Ok(exit_code(&w));
+                return Ok(ended(&w));
             }
             tokio::time::sleep(ctx.poll_interval).await;
         }
     }
+}
+
+/// Why `gpuhub run --follow` ends non-zero when the program's own exit status does not say it: the
+/// workload was stopped, lost, or failed although its program exited 0 (`train: lost: its container
+/// vanished`). `None` for a success and for a program that failed with its own status.
+pub(crate) fn ended_why(w: &WorkloadView) -> Option<String> {
+    let code = exit_code(w);
+    if code == 0 || (w.state == WorkloadState::Failed && w.exit_code == Some(i64::from(code))) {
+        return None;
+    }
+    let why = w.message.as_deref().map_or_else(String::new, |m| format!(": {m}"));
+    Some(format!("{}: {}{why} (exit code {code})", w.name, w.state.as_str()))
+}
+
+/// [`exit_code`], saying on standard error why when the program's own status does not ([`ended_why`]).
+fn ended(w: &WorkloadView) -> i32 {
+    if let Some(why) = ended_why(w) {
+        eprintln!("{why}");
+    }
+    exit_code(w)
 }
 
 /// The exit code `gpuhub run --follow` ends with: the workload's own when it is a valid exit status,
@@ -722,5 +742,13 @@ mod tests {
         assert_eq!(exit_code(&with(Stopped, Job, Some(137))), 137);
         assert_eq!(exit_code(&with(Stopped, Job, None)), 1);
         assert_eq!(exit_code(&with(Stopped, Workspace, None)), 0);
+        // why, when the program's own status does not say it
+        assert_eq!(ended_why(&with(Succeeded, Job, Some(0))), None);
+        assert_eq!(ended_why(&with(Failed, Job, Some(3))), None, "the program's own failure");
+        assert_eq!(ended_why(&with(Stopped, Workspace, None)), None);
+        let lost = WorkloadView { message: Some("its container vanished".into()), ..with(Lost, Job, None) };
+        assert_eq!(ended_why(&lost).as_deref(), Some("w: lost: its container vanished (exit code 1)"));
+        assert_eq!(ended_why(&with(Failed, Job, Some(0))).as_deref(), Some("w: failed (exit code 1)"));
+        assert_eq!(ended_why(&with(Stopped, Job, Some(137))).as_deref(), Some("w: stopped (exit code 137)"));
     }
 }
