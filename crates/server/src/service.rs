@@ -30,7 +30,7 @@ pub use submit::WORKSPACE_KEEP_ALIVE;
 
 pub use edit::edit;
 pub use error::{Kind, Problems, RETRY_AFTER, ServiceError};
-pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, check_sizes, prepare, submit};
+pub use submit::{MAX_FIELD_BYTES, SERVICE_APP, cap_error, prepare, submit};
 
 use crate::state::AppState;
 use gpuhub_api::WorkloadView;

@@ -493,7 +493,7 @@ mod tests {
     #[test]
     fn the_end_of_a_pull_is_told_from_the_history() {
         use gpuhub_api::StateEvent;
-        let at = crate::clock::now();
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let e = |state, m: &str| StateEvent { at, state, message: Some(m.into()) };
         let mut w = WorkloadView { image: "r/x:1".into(), ..view("p", WorkloadState::Running, None) };
         assert_eq!(pull_end_line(&w), None, "no pull in its history");

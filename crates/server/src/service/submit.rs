@@ -46,12 +46,6 @@ pub(crate) async fn check_queue_cap(
     }
 }
 
-/// Refuses a request whose command, environment or apps are larger than `limits` allow (naming the
-/// field and the limit); the first of [`size_problems`].
-pub fn check_sizes(limits: &Limits, req: &CreateWorkloadRequest) -> Result<(), ServiceError> {
-    size_problems(limits, req).into_iter().next().map_or(Ok(()), Err)
-}
-
 /// Every part of a request larger than `limits` allow, each naming its field and the limit. The apps
 /// of a catalog image are the admin's and do not count.
 pub fn size_problems(limits: &Limits, req: &CreateWorkloadRequest) -> Vec<ServiceError> {
